@@ -1,0 +1,66 @@
+"""Registry of reducer spec names -> classes, imported lazily (torch only when needed)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from slimvec.errors import ConfigError
+from slimvec.specs import Spec, parse_spec
+
+__all__ = ["REDUCERS", "reducer_class", "make_reducer", "known_reducers"]
+
+#: spec name -> "module:Class". Add one line per reducer.
+REDUCERS: dict[str, str] = {
+    "none": "slimvec.reducers.identity:IdentityReducer",
+    "pca": "slimvec.reducers.linear:PCAReducer",
+}
+
+
+def known_reducers() -> list[str]:
+    """Sorted spec names."""
+    return sorted(REDUCERS)
+
+
+def reducer_class(name: str) -> type:
+    """Return the class registered under ``name``.
+
+    Raises
+    ------
+    ConfigError
+        Unknown name; the message lists the known ones.
+    """
+    target = REDUCERS.get(name.lower())
+    if target is None:
+        raise ConfigError(f"Unknown reducer {name!r}. Known: {', '.join(known_reducers())}.")
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_reducer(spec: str | Spec, **overrides: Any):
+    """Build an unfitted reducer from a spec string such as ``pca:96,whiten=true``.
+
+    Unknown options raise :class:`ConfigError` listing the accepted ones.
+    """
+    parsed = spec if isinstance(spec, Spec) else parse_spec(spec)
+    klass = reducer_class(parsed.name)
+    params = dict(parsed.options)
+    if parsed.arg is not None:
+        if klass.spec_arg is None:
+            raise ConfigError(f"Reducer {parsed.name!r} takes no positional argument, got {parsed.arg!r}.")
+        try:
+            params[klass.spec_arg] = int(parsed.arg)
+        except ValueError as exc:
+            raise ConfigError(
+                f"Reducer spec {str(parsed)!r}: {klass.spec_arg} must be an integer, got {parsed.arg!r}."
+            ) from exc
+    params.update(overrides)
+    accepted = [p for p in inspect.signature(klass.__init__).parameters if p != "self"]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ConfigError(
+            f"Reducer {parsed.name!r} has no option(s) {', '.join(unknown)}. "
+            f"Accepted: {', '.join(accepted)}."
+        )
+    return klass(**params)
