@@ -1,0 +1,56 @@
+"""Shared fixtures: real MiniLM vectors of real sentences from the bundled pair data."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DATA = Path(__file__).resolve().parents[1] / "slimvec" / "data"
+
+
+def bundled_sentences(n: int = 3000) -> list[str]:
+    """Unique sentences from the bundled STS-B train pairs, in file order."""
+    seen: dict[str, None] = {}
+    with open(DATA / "stsb-train.tsv", encoding="utf-8") as fh:
+        next(fh)
+        for line in fh:
+            s1, s2, _ = line.rstrip("\n").split("\t")
+            seen.setdefault(s1)
+            seen.setdefault(s2)
+            if len(seen) >= n:
+                break
+    return list(seen)[:n]
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    """The packaged all-MiniLM-L6-v2 encoder, loaded once."""
+    from slimvec.indexer.encoder import Encoder
+
+    return Encoder()
+
+
+@pytest.fixture(scope="session")
+def sentences() -> list[str]:
+    return bundled_sentences(3000)
+
+
+@pytest.fixture(scope="session")
+def minilm_vectors(encoder, sentences, tmp_path_factory) -> np.ndarray:
+    """(3000, 384) float32 MiniLM vectors; cached on disk between runs of the suite."""
+    key = hashlib.sha256(("\n".join(sentences) + encoder.fingerprint).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("SLIMVEC_TEST_CACHE", Path.home() / ".cache" / "slimvec-tests"))
+    path = cache / f"minilm-{key}.npy"
+    if path.exists():
+        return np.load(path, allow_pickle=False)
+    vecs = encoder.encode(sentences)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vecs, allow_pickle=False)
+    return vecs
