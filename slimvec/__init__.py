@@ -1,0 +1,25 @@
+"""slimvec: fitted dimension reducers in front of vector stores, measured honestly.
+
+>>> import slimvec
+>>> idx = slimvec.open("my-index")                 # doctest: +SKIP
+>>> hits = idx.search("a man plays a guitar", k=10)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from slimvec.errors import (
+    ConfigError, DimensionMismatchError, MissingDependencyError, PersistenceError, SlimvecError,
+    StoreError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = ["open", "ConfigError", "DimensionMismatchError", "MissingDependencyError",
+           "PersistenceError", "SlimvecError", "StoreError", "__version__"]
+
+
+def open(folder):  # noqa: A001 - mirrors the familiar open(path)
+    """Open an index folder for search; see :func:`slimvec.indexer.index.open_index`."""
+    from slimvec.indexer.index import open_index
+
+    return open_index(folder)

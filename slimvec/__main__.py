@@ -1,0 +1,5 @@
+"""``python -m slimvec`` runs the CLI."""
+
+from slimvec.cli import main
+
+main()

@@ -1,0 +1,100 @@
+"""``slimvec ingest``, ``slimvec search`` and ``slimvec info``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["ingest", "search", "info"]
+
+console = Console(stderr=True)
+
+
+def ingest(
+    input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
+    index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
+    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: pca:96]."),
+    store: Optional[str] = typer.Option(None, help="Store spec for a new index [default: qdrant-edge]."),
+    encoder: Optional[str] = typer.Option(None, help="Encoder: 'minilm' or a model folder [default: minilm]."),
+    text_column: str = typer.Option("text", help="Column / key holding the text."),
+    id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
+    format: Optional[str] = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
+    fit_sample: int = typer.Option(10_000, help="Reservoir sample size the reducer is fitted on."),
+    batch_size: int = typer.Option(256, help="Documents per batch."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Stream INPUT through the encoder and a fitted reducer into the index's store."""
+    from slimvec.indexer.pipeline import IngestOptions
+    from slimvec.indexer.pipeline import ingest as run_ingest
+
+    opts = IngestOptions(reducer=reducer, store=store, encoder=encoder, text_column=text_column,
+                         id_column=id_column, format=format, fit_sample=fit_sample,
+                         batch_size=batch_size, progress=not json_out)
+    summary = run_ingest(input, index, opts)
+    if json_out:
+        typer.echo(json.dumps(summary.to_json(), indent=2))
+        return
+    console.print(
+        f"[bold green]done[/]: {summary.ingested:,} documents ingested, {summary.rejected:,} rejected "
+        f"(see {index / 'rejects.jsonl'}), {summary.count:,} in the index; "
+        f"{summary.docs_per_s:,.0f} docs/s."
+    )
+    for reason, n in sorted(summary.reject_reasons.items(), key=lambda kv: -kv[1]):
+        console.print(f"  rejected {n:,}: {reason}")
+
+
+def search(
+    query: list[str] = typer.Argument(..., help="Query text(s)."),
+    index: Path = typer.Option(..., "--index", help="Index folder."),
+    k: int = typer.Option(10, "-k", help="Results per query."),
+    json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    """Search the index with query texts (encoded, then reduced like the documents)."""
+    from slimvec.indexer.index import open_index
+
+    with open_index(index) as idx:
+        t0 = time.perf_counter()
+        res = idx.search(query, k)
+        elapsed_ms = (time.perf_counter() - t0) * 1000
+        out = []
+        for qi, q in enumerate(query):
+            ids = [int(i) for i in res.ids[qi] if i >= 0]
+            payloads = idx.payloads(ids)
+            hits = [{"id": i, "score": float(s), "text": (p or {}).get("text"),
+                     "source_id": (p or {}).get("source_id")}
+                    for i, s, p in zip(ids, res.scores[qi], payloads)]
+            out.append({"query": q, "hits": hits})
+    if json_out:
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    for item in out:
+        table = Table(title=f"{item['query']}  ({elapsed_ms:.1f} ms for {len(query)} queries)")
+        table.add_column("#", justify="right")
+        table.add_column("score", justify="right")
+        table.add_column("id")
+        table.add_column("text")
+        for rank, hit in enumerate(item["hits"], 1):
+            table.add_row(str(rank), f"{hit['score']:.4f}", str(hit["source_id"]), hit["text"] or "")
+        Console().print(table)
+
+
+def info(
+    index: Path = typer.Option(..., "--index", help="Index folder."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Document count, dimensions, specs and bytes on disk of an index."""
+    from slimvec.indexer.index import open_index
+
+    with open_index(index) as idx:
+        data = idx.info()
+    if json_out:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:>14}: {value:,}" if isinstance(value, int) else f"{key:>14}: {value}")
