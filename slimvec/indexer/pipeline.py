@@ -27,7 +27,8 @@ from slimvec.indexer.encoder import DEFAULT_ENCODER
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
 from slimvec.reducers import Reducer, load_reducer, make_reducer
 
-__all__ = ["IngestOptions", "IngestSummary", "ingest", "reservoir_sample", "REJECTS"]
+__all__ = ["IngestOptions", "IngestSummary", "ingest", "reservoir_sample", "REJECTS",
+           "VectorBatch", "write_batches"]
 
 log = logging.getLogger(__name__)
 REJECTS = "rejects.jsonl"
@@ -268,43 +269,89 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
             summary.created = True
         manifest["progress"] = {"input": str(Path(input_path).resolve()), "next_row": 0}
         write_manifest(folder, manifest)
-        checkpoint = _Checkpointer(folder, manifest, store, opts.checkpoint_seconds)
+
+        def batches() -> Iterator[VectorBatch]:
+            for docs, rejects, next_row in iter_batches(source, opts.batch_size):
+                t0 = time.perf_counter()
+                vecs = _encode_batch(encoder, docs, sample_vectors)
+                summary.encode_seconds += time.perf_counter() - t0
+                yield VectorBatch(doc_ids([d.id for d in docs]), vecs, [_payload(d) for d in docs],
+                                  rejects, next_row)
+
         task = progress.add_task(f"ingesting {Path(input_path).name}", total=total_rows)
         t_stream = time.perf_counter()
-        try:
-            with open(folder / REJECTS, "a", encoding="utf-8") as rejects_fh:
-                for docs, rejects, next_row in iter_batches(source, opts.batch_size):
-                    for rej in rejects:
-                        rejects_fh.write(json.dumps(rej.to_json(), ensure_ascii=False) + "\n")
-                        summary.reject_reasons[rej.reason] = summary.reject_reasons.get(rej.reason, 0) + 1
-                    summary.rejected += len(rejects)
-                    if docs:
-                        t0 = time.perf_counter()
-                        vecs = _encode_batch(encoder, docs, sample_vectors)
-                        summary.encode_seconds += time.perf_counter() - t0
-                        store.upsert(doc_ids([d.id for d in docs]), reducer.transform(vecs),
-                                     [_payload(d) for d in docs])
-                        summary.ingested += len(docs)
-                    summary.rows += len(docs) + len(rejects)
-                    progress.advance(task, len(docs) + len(rejects))
-                    rejects_fh.flush()
-                    checkpoint.maybe(next_row)
-                    if on_batch is not None:
-                        on_batch(next_row)
-            store.finalize()
-            checkpoint.maybe(summary.rows, force=True)
-        finally:
-            summary.count = int(store.count())
-            store.close()
+        write_batches(folder, manifest, store, reducer, batches(), summary,
+                      lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch)
     summary.seconds = time.perf_counter() - t_stream
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
              summary.rejected, folder, time.perf_counter() - t_start)
     return summary
 
 
+@dataclass
+class VectorBatch:
+    """One batch on its way to the store: full-dimension vectors before reduction.
+
+    Attributes
+    ----------
+    ids : ndarray of int64
+        Store ids (:func:`slimvec.ids.doc_id` of the source ids).
+    vectors : ndarray of float32, shape (n, dim_in)
+    payloads : list of dict
+    rejects : list of Reject
+        Rows of this batch that could not be ingested.
+    next_row : int
+        Source row to resume from once this batch is committed.
+    """
+
+    ids: np.ndarray
+    vectors: np.ndarray
+    payloads: list[dict[str, Any]]
+    rejects: list[Reject]
+    next_row: int
+
+
+def write_batches(folder: Path, manifest: dict[str, Any], store: Any, reducer: Reducer,
+                  batches: Iterator[VectorBatch], summary: IngestSummary,
+                  advance: Callable[[int], None], checkpoint_seconds: float,
+                  on_batch: Callable[[int], None] | None = None) -> None:
+    """Reduce and upsert a stream of batches, record rejects, checkpoint, finalize, close.
+
+    The shared machinery of ``ingest`` (documents -> encoder) and ``migrate`` (existing vectors).
+    Progress (``manifest['progress']['next_row']``) advances only after the store flushed.
+    """
+    checkpoint = _Checkpointer(folder, manifest, store, checkpoint_seconds)
+    next_row = int(manifest["progress"].get("next_row", 0))
+    try:
+        with open(folder / REJECTS, "a", encoding="utf-8") as rejects_fh:
+            for batch in batches:
+                for rej in batch.rejects:
+                    rejects_fh.write(json.dumps(rej.to_json(), ensure_ascii=False) + "\n")
+                    summary.reject_reasons[rej.reason] = summary.reject_reasons.get(rej.reason, 0) + 1
+                summary.rejected += len(batch.rejects)
+                if len(batch.ids):
+                    store.upsert(batch.ids, reducer.transform(batch.vectors), batch.payloads)
+                    summary.ingested += len(batch.ids)
+                n = len(batch.ids) + len(batch.rejects)
+                summary.rows += n
+                advance(n)
+                rejects_fh.flush()
+                next_row = batch.next_row
+                checkpoint.maybe(next_row)
+                if on_batch is not None:
+                    on_batch(batch.next_row)
+        store.finalize()
+        checkpoint.maybe(next_row, force=True)
+    finally:
+        summary.count = int(store.count())
+        store.close()
+
+
 def _encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:
     """Encode a batch, reusing vectors already computed for the fit sample."""
     out = np.empty((len(docs), encoder.dim), dtype=np.float32)
+    if not docs:
+        return out
     todo = [i for i, d in enumerate(docs) if d.row not in cached]
     for i, d in enumerate(docs):
         if d.row in cached:
