@@ -60,7 +60,11 @@ class Document:
 
 @dataclass
 class Reject:
-    """A row that cannot be ingested, with the reason (written to ``rejects.jsonl``)."""
+    """A row that cannot be ingested, with the reason (written to ``rejects.jsonl``).
+
+    ``kept`` marks a row that *was* ingested but not as written (text truncated by the tokenizer,
+    an id seen before with other text): it is reported in ``rejects.jsonl`` and counted apart.
+    """
 
     source: str
     row: int
@@ -68,11 +72,12 @@ class Reject:
     field: str | None
     reason: str
     snippet: str = ""
+    kept: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"source": self.source, "row": self.row, "line": self.line, "field": self.field,
-                "reason": self.reason, "snippet": self.snippet}
+                "reason": self.reason, "snippet": self.snippet, "kept": self.kept}
 
 
 @dataclass(frozen=True)
