@@ -23,9 +23,11 @@ def prune(
     rewind_steps: int = typer.Option(0, "--rewind-steps", help="Unsupervised SimCSE steps after pruning (batch 64, lr 3e-5)."),
     score_sentences: int = typer.Option(512, "--score-sentences", help="Corpus sentences used to score importance."),
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Read at most this many corpus sentences."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per scoring and rewinding batch."),
     lam: float = typer.Option(0.5, "--lambda", help="Weight of alignment against uniformity in the score loss."),
     seed: int = typer.Option(0, "--seed", help="Seed of scoring dropout and rewinding."),
     device: str = typer.Option("cpu", "--device", help="Torch device."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads [default: torch's choice]; 1 is steadier on a busy machine."),
     out: Path = typer.Option(..., "--out", help="Folder to write the pruned encoder to (use it as --encoder DIR)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -37,9 +39,14 @@ def prune(
     if heads_only and neurons_only:
         raise ConfigError("--heads-only and --neurons-only exclude each other; pass at most one "
                           "(neither prunes both jointly).")
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(max(1, threads))
     sentences = read_corpus(corpus, limit=max_sentences)
     opts = PruneOptions(sparsity=sparsity, heads=not neurons_only, neurons=not heads_only,
-                        score_sentences=score_sentences, lam=lam, rewind_steps=rewind_steps,
+                        score_sentences=score_sentences, lam=lam, batch_size=batch_size,
+                        rewind_steps=rewind_steps,
                         seed=seed, progress=not json_out)
     model = load_source_model(encoder, device=device)
     report = prune_encoder(model, sentences, opts, out=out, source=encoder or "minilm")

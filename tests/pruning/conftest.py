@@ -44,3 +44,15 @@ def corpus_sentences() -> list[str]:
     from slimvec.pruning.corpus import read_corpus
 
     return read_corpus(DATA / "stsb-train.tsv", limit=400)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine, OpenMP threads spinning against other
+    processes make training steps 5-10x slower and their time erratic."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
