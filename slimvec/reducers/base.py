@@ -35,6 +35,13 @@ def l2_normalize(Z: np.ndarray) -> np.ndarray:
 
 def as_float32_2d(X: Any, what: str = "X") -> np.ndarray:
     """Return ``X`` as a C-contiguous float32 2-D array (a 1-D vector becomes one row)."""
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse, without importing scipy
+        raise ConfigError(
+            f"{what}: sparse input is not supported; pass dense vectors (X.toarray())."
+        )
+    dtype = getattr(X, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind == "c":
+        raise ConfigError(f"Complex data not supported in {what}; pass real-valued vectors.")
     try:
         arr = np.asarray(X, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -79,6 +86,13 @@ class Reducer(TransformerMixin, BaseEstimator):
     #: first positional spec argument maps to this __init__ parameter
     spec_arg: ClassVar[str | None] = "n_components"
 
+    def __sklearn_tags__(self) -> Any:
+        """Declare float32 output: every reducer returns float32 whatever the input dtype."""
+        tags = super().__sklearn_tags__()
+        if tags.transformer_tags is not None:
+            tags.transformer_tags.preserves_dtype = ["float32"]
+        return tags
+
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, y: Any = None, pairs: Any = None) -> "Reducer":
         """Learn the reduction from ``X`` (n_samples, dim_in).
@@ -95,6 +109,11 @@ class Reducer(TransformerMixin, BaseEstimator):
         self
         """
         X = as_float32_2d(X)
+        if X.shape[0] == 0 or X.shape[1] == 0:
+            raise ConfigError(
+                f"{self.name}: fit input has {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
+                f"(shape={X.shape}) while a minimum of 1 is required. Fit on at least one vector."
+            )
         check_finite(X, "fit input")
         self._check_n_components(X)
         self.n_features_in_ = X.shape[1]

@@ -2,11 +2,14 @@
 
 Subclasses only learn ``A`` (``components_``, shape (n_components, dim_in)) and ``b``
 (``offset_``, shape (dim_in,)) in :meth:`LinearReducer._fit_matrix`; transform, inverse,
-persistence and the exports (FAISS ``LinearTransform``) are shared.
+persistence and the exports (FAISS ``LinearTransform``, a sentence-transformers ``Dense`` layer,
+plain numpy files) are shared.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -71,6 +74,26 @@ class LinearReducer(Reducer):
             return lt
         norm = faiss.NormalizationTransform(self.n_components_, 2.0)
         return _Chain(lt, norm)
+
+    def to_sentence_transformers(self, model: Any, *, copy: bool = True) -> Any:
+        """Append this reducer to a sentence-transformers model (Dense with bias + Normalize).
+
+        ``result.encode(x)`` equals ``self.transform(model.encode(x))`` up to float32 rounding.
+        See :func:`slimvec.reducers.exports.to_sentence_transformers`.
+        """
+        from slimvec.reducers.exports import to_sentence_transformers
+
+        return to_sentence_transformers(self, model, copy=copy)
+
+    def export_numpy(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``components.npy``, ``offset.npy`` and ``linear.json`` (no pickle).
+
+        ``y = normalize((x - offset) @ components.T)``; see
+        :func:`slimvec.reducers.exports.export_numpy`.
+        """
+        from slimvec.reducers.exports import export_numpy
+
+        return export_numpy(self, folder)
 
 
 class _Chain:

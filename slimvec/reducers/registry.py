@@ -15,6 +15,18 @@ __all__ = ["REDUCERS", "reducer_class", "make_reducer", "known_reducers"]
 REDUCERS: dict[str, str] = {
     "none": "slimvec.reducers.identity:IdentityReducer",
     "pca": "slimvec.reducers.linear:PCAReducer",
+    "whiten": "slimvec.reducers.projections:WhitenReducer",
+    "svd": "slimvec.reducers.projections:SVDReducer",
+    "rp": "slimvec.reducers.projections:RandomProjectionReducer",
+    "truncate": "slimvec.reducers.projections:TruncateReducer",
+    "algo": "slimvec.reducers.projections:AlgoReducer",
+    "kpca": "slimvec.reducers.kernel:KernelPCAReducer",
+    "ae": "slimvec.reducers.autoencoder:AutoencoderReducer",
+    "umap": "slimvec.reducers.manifold:UMAPReducer",
+    "embedtextnet": "slimvec.reducers.embedtextnet:EmbedTextNetReducer",
+    "mcr2": "slimvec.reducers.mcr2:MCR2Reducer",
+    "lle": "slimvec.reducers.locality:LLEReducer",
+    "npe": "slimvec.reducers.locality:NPEReducer",
 }
 
 
