@@ -1,0 +1,162 @@
+"""hnswlib: an HNSW graph in one file, capacity grown as needed, payloads in SQLite.
+
+Spec: ``hnsw[:M=16,ef_construction=200,ef=64,threads=0]``. Upserting an existing id replaces its
+vector in place (hnswlib updates labels it already holds).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.connectors._local import read_meta, write_file_atomic, write_meta
+from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
+from slimvec.connectors.options import check_options
+from slimvec.connectors.payloads import PayloadTable
+from slimvec.errors import MissingDependencyError, StoreError
+
+__all__ = ["HnswStore"]
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {"M": 16, "ef_construction": 200, "ef": 64, "threads": 0}
+INDEX_FILE = "index.hnsw"
+_INITIAL_CAPACITY = 1024
+
+
+def _hnswlib():
+    try:
+        import hnswlib
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise MissingDependencyError("hnswlib is not installed: pip install hnswlib") from exc
+    return hnswlib
+
+
+class HnswStore(VectorStore):
+    """An hnswlib index in ``location/index.hnsw``.
+
+    Parameters
+    ----------
+    location : str or path
+        Folder of the index files.
+    M : int
+        Graph degree.
+    ef_construction : int
+        Build beam width.
+    ef : int
+        Search beam width (raised to k when k is larger).
+    threads : int
+        Threads for add and query (0 = all cores).
+    """
+
+    name = "hnsw"
+
+    def __init__(self, location: str, **options: Any) -> None:
+        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        self._index = None
+        self._payloads: PayloadTable | None = None
+
+    def _space(self) -> str:
+        return {"cosine": "cosine", "ip": "ip", "l2": "l2"}[self.metric]
+
+    def create(self, dim: int, metric: str = "cosine") -> "HnswStore":
+        hnswlib = _hnswlib()
+        self.dim, self.metric = int(dim), self._check_metric(metric)
+        folder = self._folder(self.location)
+        if (folder / "slimvec_store.json").exists():
+            raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
+        folder.mkdir(parents=True, exist_ok=True)
+        self._index = hnswlib.Index(space=self._space(), dim=self.dim)
+        self._index.init_index(max_elements=_INITIAL_CAPACITY, M=int(self.options["M"]),
+                               ef_construction=int(self.options["ef_construction"]))
+        self._configure()
+        self._payloads = PayloadTable(folder / "payloads.sqlite")
+        write_meta(folder, self.name, self.dim, self.metric, self.options)
+        self.flush()
+        return self
+
+    def open(self) -> "HnswStore":
+        hnswlib = _hnswlib()
+        folder = self._folder(self.location)
+        meta = read_meta(folder, self.name)
+        self.dim, self.metric = int(meta["dim"]), meta["metric"]
+        search_time = {k: v for k, v in self.options.items() if k in ("ef", "threads") and v != DEFAULTS[k]}
+        self.options = {**meta["options"], **search_time}
+        self._index = hnswlib.Index(space=self._space(), dim=self.dim)
+        try:
+            self._index.load_index(str(folder / INDEX_FILE))
+        except RuntimeError as exc:
+            raise StoreError(f"Could not read the hnswlib index {folder / INDEX_FILE}: {exc}") from exc
+        self._configure()
+        self._payloads = PayloadTable(folder / "payloads.sqlite")
+        return self
+
+    def _configure(self) -> None:
+        assert self._index is not None
+        self._index.set_ef(int(self.options["ef"]))
+        threads = int(self.options["threads"])
+        self._index.set_num_threads(threads if threads > 0 else -1)
+
+    def _require(self):
+        if self._index is None:
+            raise StoreError(f"hnswlib store at {self.location} is not open: call create() or open().")
+        return self._index
+
+    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
+               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+        index = self._require()
+        ids_arr = self._as_ids(ids)
+        vecs = check_vectors(vectors, self.dim or 0)
+        if len(ids_arr) != len(vecs):
+            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        needed = index.get_current_count() + len(ids_arr)
+        capacity = index.get_max_elements()
+        if needed > capacity:
+            new_capacity = max(needed, 2 * capacity)
+            log.debug("growing hnswlib capacity %d -> %d", capacity, new_capacity)
+            index.resize_index(new_capacity)
+        index.add_items(vecs, ids_arr.astype(np.uint64))
+        if payloads is not None:
+            assert self._payloads is not None
+            self._payloads.put(ids_arr.tolist(), list(payloads))
+
+    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+        index = self._require()
+        check_options(self.name, params, DEFAULTS)
+        qs = check_vectors(queries, self.dim or 0, "queries")
+        out = SearchResult.empty(len(qs), k)
+        n = index.get_current_count()
+        kk = min(k, n)
+        if kk == 0:
+            return out
+        index.set_ef(max(int(params.get("ef", self.options["ef"])), kk))
+        labels, dist = index.knn_query(qs, k=kk)
+        out.ids[:, :kk] = labels.astype(np.int64)
+        out.scores[:, :kk] = -dist if self.metric == "l2" else 1.0 - dist
+        return out
+
+    def count(self) -> int:
+        return int(self._require().get_current_count())
+
+    def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
+        if self._payloads is None:
+            raise StoreError(f"hnswlib store at {self.location} is not open.")
+        return self._payloads.get(ids)
+
+    def flush(self) -> None:
+        index = self._require()
+        assert self._payloads is not None
+        self._payloads.commit()
+        write_file_atomic(self._folder(self.location) / INDEX_FILE, index.save_index)
+
+    def close(self) -> None:
+        if self._index is not None:
+            try:
+                self.flush()
+            finally:
+                self._index = None
+                if self._payloads is not None:
+                    self._payloads.close()
+                    self._payloads = None

@@ -1,0 +1,211 @@
+"""Qdrant through ``qdrant-client``: a server or cluster by URL, or the client's local mode.
+
+Spec: ``qdrant[:URL|PATH|:memory:][,collection=slimvec,batch=256,retries=5,ef=64,timeout=60,
+quant=none,rescore=true,oversampling=2.0]``. With a URL the API key is read from the environment
+variable ``QDRANT_API_KEY`` (never from the spec, never logged). Local mode (a folder or
+``:memory:``) is qdrant-client's pure-Python brute force: right for API tests and small data, never
+for timings; use ``qdrant-edge`` for the real engine in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
+from slimvec.connectors.options import check_options, parse_quantization
+from slimvec.errors import MissingDependencyError, StoreError
+
+__all__ = ["QdrantStore", "API_KEY_ENV"]
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV = "QDRANT_API_KEY"
+DEFAULTS: dict[str, Any] = {"collection": "slimvec", "batch": 256, "retries": 5, "ef": 64,
+                            "timeout": 60, "quant": "none", "rescore": True, "oversampling": 2.0}
+
+
+def _client_models():
+    try:
+        from qdrant_client import QdrantClient, models
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise MissingDependencyError("qdrant-client is not installed: pip install qdrant-client") from exc
+    return QdrantClient, models
+
+
+def _is_remote(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+def _quantization(models, quant: Any):
+    family, level = parse_quantization(quant)
+    if family == "none":
+        return None
+    if family == "sq":
+        return models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
+            type=models.ScalarType.INT8, quantile=0.99, always_ram=True))
+    if family == "bq":
+        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    if family == "pq":
+        return models.ProductQuantization(product=models.ProductQuantizationConfig(
+            compression=getattr(models.CompressionRatio, f"X{level}"), always_ram=True))
+    raise StoreError(f"quant={quant!r} is not offered through qdrant-client; use the qdrant-edge store.")
+
+
+class QdrantStore(VectorStore):
+    """A Qdrant collection reached with ``qdrant-client``.
+
+    Parameters
+    ----------
+    location : str
+        ``http(s)://host:port`` of a server or cluster, a folder (local mode) or ``:memory:``.
+    collection : str
+        Collection name.
+    batch : int
+        Points per upload request.
+    retries : int
+        Attempts per request before giving up (exponential back-off).
+    ef : int
+        HNSW search beam (server only; local mode is exact).
+    timeout : int
+        Seconds per request.
+    quant, rescore, oversampling
+        Quantization of the collection and how searches use it (server only).
+    """
+
+    name = "qdrant"
+
+    def __init__(self, location: str, **options: Any) -> None:
+        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        self.local = not _is_remote(self.location) and self.location != ":memory:"
+        self._client = None
+
+    def _connect(self):
+        QdrantClient, _ = _client_models()
+        if _is_remote(self.location):
+            key = os.environ.get(API_KEY_ENV) or None
+            log.info("connecting to Qdrant at %s (API key %s)", self.location,
+                     "from $" + API_KEY_ENV if key else "not set")
+            return QdrantClient(url=self.location, api_key=key, timeout=int(self.options["timeout"]))
+        if self.location == ":memory:":
+            return QdrantClient(location=":memory:")
+        folder = self._folder(self.location)
+        folder.mkdir(parents=True, exist_ok=True)
+        return QdrantClient(path=str(folder))
+
+    def _retry(self, what: str, call):
+        attempts = max(1, int(self.options["retries"]))
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except Exception as exc:  # network errors come in many types
+                if attempt == attempts or not _is_remote(self.location):
+                    raise StoreError(f"Qdrant {what} failed at {self.location} after {attempt} "
+                                     f"attempt(s): {exc}") from exc
+                wait = min(30.0, 0.5 * 2 ** (attempt - 1))
+                log.warning("Qdrant %s failed (%s); retry %d/%d in %.1fs", what, exc, attempt,
+                            attempts - 1, wait)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def create(self, dim: int, metric: str = "cosine") -> "QdrantStore":
+        _, models = _client_models()
+        self.dim, self.metric = int(dim), self._check_metric(metric)
+        self._client = self._connect()
+        name = self.options["collection"]
+        if self._retry("collection check", lambda: self._client.collection_exists(name)):
+            raise StoreError(f"Collection {name!r} already exists at {self.location}; open it instead, "
+                             "or pick another with collection=NAME.")
+        distance = {"cosine": models.Distance.COSINE, "ip": models.Distance.DOT,
+                    "l2": models.Distance.EUCLID}[metric]
+        self._retry("create collection", lambda: self._client.create_collection(
+            name, vectors_config=models.VectorParams(size=self.dim, distance=distance),
+            quantization_config=_quantization(models, self.options["quant"])))
+        return self
+
+    def open(self) -> "QdrantStore":
+        self._client = self._connect()
+        name = self.options["collection"]
+        if not self._retry("collection check", lambda: self._client.collection_exists(name)):
+            raise StoreError(f"No collection {name!r} at {self.location}. Create it first (slimvec ingest).")
+        info = self._retry("collection info", lambda: self._client.get_collection(name))
+        params = info.config.params.vectors
+        self.dim = int(params.size)
+        self.metric = {"Cosine": "cosine", "Dot": "ip", "Euclid": "l2"}[str(params.distance.value)]
+        return self
+
+    def _require(self):
+        if self._client is None:
+            raise StoreError(f"Qdrant store at {self.location} is not open: call create() or open().")
+        return self._client
+
+    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
+               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+        _, models = _client_models()
+        client = self._require()
+        ids_arr = self._as_ids(ids)
+        vecs = check_vectors(vectors, self.dim or 0)
+        if len(ids_arr) != len(vecs):
+            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
+        step = int(self.options["batch"])
+        for start in range(0, len(ids_arr), step):
+            points = [models.PointStruct(id=int(i), vector=v.tolist(), payload=p or {})
+                      for i, v, p in zip(ids_arr[start:start + step], vecs[start:start + step],
+                                         pl[start:start + step])]
+            self._retry("upsert", lambda: client.upsert(self.options["collection"], points=points,
+                                                        wait=True))
+
+    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+        _, models = _client_models()
+        client = self._require()
+        o = check_options(self.name, params, self.options)
+        qs = check_vectors(queries, self.dim or 0, "queries")
+        quant = None
+        if parse_quantization(o["quant"])[0] != "none":
+            quant = models.QuantizationSearchParams(rescore=bool(o["rescore"]),
+                                                    oversampling=float(o["oversampling"]))
+        # local mode is exact and warns about search params; a server uses them
+        sp = models.SearchParams(hnsw_ef=int(o["ef"]), quantization=quant) if _is_remote(self.location) else None
+        requests = [models.QueryRequest(query=v.tolist(), limit=int(k), params=sp,
+                                        with_payload=False) for v in qs]
+        out = SearchResult.empty(len(qs), k)
+        responses = self._retry("query", lambda: client.query_batch_points(o["collection"], requests))
+        for row, resp in enumerate(responses):
+            for col, p in enumerate(resp.points[:k]):
+                out.ids[row, col] = int(p.id)
+                out.scores[row, col] = -float(p.score) ** 2 if self.metric == "l2" else float(p.score)
+        return out
+
+    def count(self) -> int:
+        client = self._require()
+        return int(self._retry("count", lambda: client.count(self.options["collection"], exact=True)).count)
+
+    def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
+        client = self._require()
+        wanted = [int(i) for i in ids]
+        valid = sorted({i for i in wanted if i >= 0})
+        found: dict[int, dict[str, Any]] = {}
+        if valid:
+            recs = self._retry("retrieve", lambda: client.retrieve(self.options["collection"], valid,
+                                                                   with_payload=True, with_vectors=False))
+            found = {int(r.id): dict(r.payload or {}) for r in recs}
+        return [found.get(i) for i in wanted]
+
+    def flush(self) -> None:
+        """Upserts are sent with ``wait=True``: acknowledged means persisted by the server."""
+        self._require()
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        info["api_key"] = "from $" + API_KEY_ENV if _is_remote(self.location) else None
+        return info
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

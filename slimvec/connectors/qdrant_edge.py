@@ -1,0 +1,191 @@
+"""Qdrant Edge (``qdrant-edge-py``): the real Qdrant engine in-process, the embedded default.
+
+Spec: ``qdrant-edge[:PATH][,m=16,ef_construct=100,ef=64,quant=none,rescore=true,oversampling=2.0]``.
+Bulk upserts go to the WAL; :meth:`QdrantEdgeStore.finalize` runs ``optimize()``, which builds
+the HNSW graph (and quantized codes when ``quant`` is set).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.connectors._local import read_meta, write_meta
+from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
+from slimvec.connectors.options import check_options, parse_quantization
+from slimvec.errors import MissingDependencyError, StoreError
+
+__all__ = ["QdrantEdgeStore"]
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {"m": 16, "ef_construct": 100, "ef": 64, "quant": "none",
+                            "rescore": True, "oversampling": 2.0, "exact": False}
+_UPSERT_BATCH = 512
+
+
+def _edge():
+    try:
+        import qdrant_edge
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise MissingDependencyError("qdrant-edge-py is not installed: pip install qdrant-edge-py") from exc
+    return qdrant_edge
+
+
+def _quantization_config(q, quant: Any):
+    family, level = parse_quantization(quant)
+    if family == "none":
+        return None
+    if family == "sq":
+        return q.ScalarQuantizationConfig(type=q.ScalarType.Int8, quantile=0.99, always_ram=True)
+    if family == "bq":
+        enc = {"1": q.BinaryQuantizationEncoding.OneBit, "1.5": q.BinaryQuantizationEncoding.OneAndHalfBits,
+               "2": q.BinaryQuantizationEncoding.TwoBits}[level]
+        return q.BinaryQuantizationConfig(always_ram=True, encoding=enc)
+    if family == "tq":
+        bits = {"1": q.TurboQuantBitSize.Bits1, "1.5": q.TurboQuantBitSize.Bits1_5,
+                "2": q.TurboQuantBitSize.Bits2, "4": q.TurboQuantBitSize.Bits4}[level]
+        return q.TurboQuantQuantizationConfig(always_ram=True, bits=bits)
+    ratio = getattr(q.CompressionRatio, f"X{level}")
+    return q.ProductQuantizationConfig(compression=ratio, always_ram=True)
+
+
+class QdrantEdgeStore(VectorStore):
+    """Vectors and payloads in an embedded Qdrant Edge shard at ``location``.
+
+    Parameters
+    ----------
+    location : str or path
+        Shard folder.
+    m, ef_construct : int
+        HNSW graph degree and build beam.
+    ef : int
+        HNSW search beam (``hnsw_ef``).
+    quant : str
+        ``none``, ``sq8``, ``bq1``/``bq1.5``/``bq2``, ``tq1``/``tq1.5``/``tq2``/``tq4``, ``pq4``..``pq64``.
+    rescore : bool
+        With quantization, rescore candidates with the original vectors.
+    oversampling : float
+        Candidates fetched per result before rescoring.
+    exact : bool
+        Brute-force search (ground truth inside Qdrant).
+    """
+
+    name = "qdrant-edge"
+
+    def __init__(self, location: str, **options: Any) -> None:
+        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        parse_quantization(self.options["quant"])
+        self._shard = None
+
+    # -------------------------------------------------------------- lifecycle
+    def create(self, dim: int, metric: str = "cosine") -> "QdrantEdgeStore":
+        q = _edge()
+        self.dim, self.metric = int(dim), self._check_metric(metric)
+        folder = self._folder(self.location)
+        if (folder / "slimvec_store.json").exists():
+            raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
+        folder.mkdir(parents=True, exist_ok=True)
+        distance = {"cosine": q.Distance.Cosine, "ip": q.Distance.Dot, "l2": q.Distance.Euclid}[metric]
+        o = self.options
+        config = q.EdgeConfig(
+            vectors=q.EdgeVectorParams(size=self.dim, distance=distance),
+            hnsw_config=q.HnswIndexConfig(m=int(o["m"]), ef_construct=int(o["ef_construct"]),
+                                          full_scan_threshold=10),
+            quantization_config=_quantization_config(q, o["quant"]),
+            optimizers=q.EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1),
+        )
+        self._shard = q.EdgeShard.create(str(folder / "shard"), config)
+        write_meta(folder, self.name, self.dim, self.metric, self.options)
+        return self
+
+    def open(self) -> "QdrantEdgeStore":
+        q = _edge()
+        folder = self._folder(self.location)
+        meta = read_meta(folder, self.name)
+        self.dim, self.metric = int(meta["dim"]), meta["metric"]
+        # search-time options (ef, rescore, oversampling, exact) may differ from creation time
+        self.options = {**meta["options"], **{k: v for k, v in self.options.items() if v != DEFAULTS[k]}}
+        try:
+            self._shard = q.EdgeShard.load(str(folder / "shard"))
+        except Exception as exc:  # the engine raises its own exception types
+            raise StoreError(f"Could not open the Qdrant Edge shard at {folder / 'shard'}: {exc}") from exc
+        return self
+
+    def _require(self):
+        if self._shard is None:
+            raise StoreError(f"Qdrant Edge store at {self.location} is not open: call create() or open().")
+        return self._shard
+
+    # ------------------------------------------------------------------ data
+    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
+               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+        q = _edge()
+        shard = self._require()
+        ids_arr = self._as_ids(ids)
+        vecs = check_vectors(vectors, self.dim or 0)
+        if len(ids_arr) != len(vecs):
+            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
+        for start in range(0, len(ids_arr), _UPSERT_BATCH):
+            points = [q.Point(int(i), v.tolist(), p or {})
+                      for i, v, p in zip(ids_arr[start:start + _UPSERT_BATCH],
+                                         vecs[start:start + _UPSERT_BATCH],
+                                         pl[start:start + _UPSERT_BATCH])]
+            shard.update(q.UpdateOperation.upsert_points(points))
+
+    def _search_params(self, q, params: dict[str, Any]):
+        o = {**self.options, **params}
+        quant = None
+        if parse_quantization(o["quant"])[0] != "none":
+            quant = q.QuantizationSearchParams(rescore=bool(o["rescore"]),
+                                               oversampling=float(o["oversampling"]))
+        return q.SearchParams(hnsw_ef=int(o["ef"]), exact=bool(o["exact"]), quantization=quant)
+
+    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+        q = _edge()
+        shard = self._require()
+        qs = check_vectors(queries, self.dim or 0, "queries")
+        check_options(self.name, params, DEFAULTS)
+        sp = self._search_params(q, params)
+        out = SearchResult.empty(len(qs), k)
+        requests = [q.QueryRequest(limit=int(k), query=q.Query.Nearest(v.tolist()), params=sp,
+                                   with_payload=False, with_vector=False) for v in qs]
+        for row, points in enumerate(shard.query_batch(q.QueryBatchRequest(requests))):
+            for col, p in enumerate(points[:k]):
+                out.ids[row, col] = int(p.id)
+                out.scores[row, col] = -float(p.score) ** 2 if self.metric == "l2" else float(p.score)
+        return out
+
+    def count(self) -> int:
+        q = _edge()
+        return int(self._require().count(q.CountRequest(exact=True)))
+
+    def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
+        wanted = [int(i) for i in ids]
+        valid = sorted({i for i in wanted if i >= 0})
+        found = {}
+        if valid:
+            for rec in self._require().retrieve(valid, with_payload=True, with_vector=False):
+                found[int(rec.id)] = dict(rec.payload or {})
+        return [found.get(i) for i in wanted]
+
+    def finalize(self) -> None:
+        """Build the HNSW graph (and quantized codes) over everything loaded so far."""
+        shard = self._require()
+        shard.flush()
+        shard.optimize()
+        shard.flush()
+
+    def flush(self) -> None:
+        self._require().flush()
+
+    def close(self) -> None:
+        if self._shard is not None:
+            try:
+                self._shard.flush()
+            finally:
+                self._shard.close()
+                self._shard = None
