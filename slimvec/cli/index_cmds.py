@@ -27,18 +27,36 @@ def ingest(
     format: Optional[str] = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
     fit_sample: int = typer.Option(10_000, help="Reservoir sample size the reducer is fitted on."),
     batch_size: int = typer.Option(256, help="Documents per batch."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row instead of recording it in rejects.jsonl."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index in --index and build it anew (to change reducer, store or encoder, or drop an unfinished ingest)."),
+    checkpoint_seconds: float = typer.Option(30.0, help="Commit (store flushed, progress recorded) at least this often."),
+    checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Stream INPUT through the encoder and a fitted reducer into the index's store."""
+    """Stream INPUT through the encoder and a fitted reducer into the index's store.
+
+    Resumable: rerunning the same command after Ctrl-C, a crash or kill -9 continues after the
+    last committed batch.
+    """
     from slimvec.indexer.pipeline import IngestOptions
     from slimvec.indexer.pipeline import ingest as run_ingest
 
     opts = IngestOptions(reducer=reducer, store=store, encoder=encoder, text_column=text_column,
                          id_column=id_column, format=format, fit_sample=fit_sample,
-                         batch_size=batch_size, progress=not json_out)
-    summary = run_ingest(input, index, opts)
+                         batch_size=batch_size, progress=not json_out, strict=strict,
+                         rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
+                         checkpoint_batches=checkpoint_batches)
+    summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
+    if summary.interrupted:
+        console.print(
+            f"[bold yellow]interrupted[/]: committed up to row {summary.next_row:,} of {input} "
+            f"({summary.count:,} documents in the index). Resume with the same command: "
+            f"slimvec ingest {input} --index {index}"
+        )
+        raise typer.Exit(130)
+    if json_out or summary.already_done:
         return
     console.print(
         f"[bold green]done[/]: {summary.ingested:,} documents ingested, {summary.rejected:,} rejected "
@@ -47,6 +65,12 @@ def ingest(
     )
     for reason, n in sorted(summary.reject_reasons.items(), key=lambda kv: -kv[1]):
         console.print(f"  rejected {n:,}: {reason}")
+    if summary.truncated:
+        console.print(f"  [yellow]warning[/]: {summary.truncated:,} text(s) longer than the model's "
+                      "maximum were truncated by the tokenizer (listed in rejects.jsonl, kept)")
+    if summary.duplicates:
+        console.print(f"  [yellow]warning[/]: {summary.duplicates:,} row(s) reused an earlier id with "
+                      "different text; the last one won (listed in rejects.jsonl)")
 
 
 def search(

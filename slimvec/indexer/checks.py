@@ -107,11 +107,20 @@ def truncation_rejects(encoder: Any, docs: Sequence[Document], source: str,
     long_docs = [d for d in docs if len(d.text.encode("utf-8")) > limit - _SPECIALS_MARGIN]
     if not long_docs:
         return []
-    counts = encoder.count_tokens([d.text for d in long_docs])
+    counts = _count_tokens(encoder, [d.text for d in long_docs])
     return [Reject(source, d.row, d.line, text_field,
                    f"text truncated to the model's maximum of {limit} tokens (it has {n})",
                    d.text[:SNIPPET], kept=True)
             for d, n in zip(long_docs, counts) if n > limit]
+
+
+def _count_tokens(encoder: Any, texts: list[str]) -> list[int]:
+    """Token counts without the tokenizer's 'longer than the maximum' warning (we report it)."""
+    tok = getattr(getattr(encoder, "model", None), "tokenizer", None)
+    if tok is None:
+        return list(encoder.count_tokens(texts))
+    enc = tok(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    return [len(ids) for ids in enc]
 
 
 def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source: str,

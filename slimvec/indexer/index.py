@@ -15,17 +15,80 @@ from typing import Any, Sequence
 import numpy as np
 
 from slimvec.connectors.base import SearchResult, VectorStore
-from slimvec.errors import DimensionMismatchError, PersistenceError
-from slimvec.persistence import allocated_bytes, library_versions, read_json, write_json_atomic
+from slimvec.errors import DimensionMismatchError, IndexBusyError, PersistenceError
+from slimvec.persistence import (
+    allocated_bytes, library_versions, read_json, sha256_file, write_json_atomic,
+)
 from slimvec.reducers import Reducer, load_reducer
 
-__all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
+__all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION",
+           "verify_index_files", "reducer_checksum", "store_checksums", "check_store_dim"]
 
 MANIFEST = "manifest.json"
 INDEX_FORMAT = "slimvec-index"
 INDEX_FORMAT_VERSION = 1
 REDUCER_DIR = "reducer"
 STORE_DIR = "store"
+#: stores whose files are replaced whole by atomic rename at each flush: readers need no lock, and
+#: a completed index records a SHA-256 of each file
+SNAPSHOT_STORES = ("faiss", "hnsw")
+#: stores whose engine takes its files for itself: readers take the shared index lock
+LOCKED_STORES = ("qdrant-edge", "qdrant")
+_VOLATILE_SUFFIXES = ("-wal", "-shm", "-journal", ".lock", ".tmp")
+
+
+def reducer_checksum(folder: str | os.PathLike[str]) -> str:
+    """SHA-256 of the index's ``reducer/config.json`` (which records its state file's SHA-256)."""
+    return sha256_file(Path(folder) / REDUCER_DIR / "config.json")
+
+
+def _store_name(manifest: dict[str, Any]) -> str:
+    return str(manifest.get("store", "")).partition(":")[0].strip().lower()
+
+
+def store_checksums(folder: str | os.PathLike[str], manifest: dict[str, Any]) -> dict[str, str]:
+    """SHA-256 of each file of a snapshot-style store (FAISS, hnswlib) in the index folder."""
+    base = store_folder(Path(folder))
+    if _store_name(manifest) not in SNAPSHOT_STORES or not base.is_dir():
+        return {}
+    out = {}
+    for f in sorted(base.rglob("*")):
+        if f.is_file() and not f.name.startswith(".") and not f.name.endswith(_VOLATILE_SUFFIXES):
+            out[f.relative_to(Path(folder)).as_posix()] = sha256_file(f)
+    return out
+
+
+def verify_index_files(folder: str | os.PathLike[str], manifest: dict[str, Any]) -> None:
+    """Check the SHA-256 recorded in the manifest for the reducer and (completed) store files.
+
+    Raises
+    ------
+    PersistenceError
+        A file differs from what the manifest recorded; the message names it.
+    """
+    folder = Path(folder)
+    recorded = dict(manifest.get("sha256") or {})
+    recorded.update(manifest.get("store_sha256") or {})
+    for rel, expected in recorded.items():
+        path = folder / rel
+        if not path.is_file():
+            raise PersistenceError(f"{path} is missing (recorded in {folder / MANIFEST}).")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise PersistenceError(
+                f"{path}: SHA-256 mismatch (manifest {expected[:12]}..., file {actual[:12]}...). "
+                "The file was modified or corrupted; restore it or rebuild the index "
+                "(slimvec ingest ... --rebuild)."
+            )
+
+
+def check_store_dim(folder: Path, store: VectorStore, reducer: Reducer) -> None:
+    """Refuse a store whose vectors do not have the reducer's output dimension."""
+    if store.dim is not None and int(store.dim) != int(reducer.n_components_):
+        store.close()
+        raise DimensionMismatchError(f"stored vector dimension of {folder} vs reducer output",
+                                     reducer.n_components_, store.dim,
+                                     "The store and the reducer come from different indexes.")
 
 
 def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
@@ -75,6 +138,7 @@ class Index:
         self.reducer = reducer
         self.store = store
         self._encoder: Any = None
+        self._lock: Any = None
 
     # ----------------------------------------------------------------- encoder
     @property
@@ -161,8 +225,13 @@ class Index:
         }
 
     def close(self) -> None:
-        """Release the store."""
-        self.store.close()
+        """Release the store (and the reader lock of a Qdrant Edge / local Qdrant index)."""
+        try:
+            self.store.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def __enter__(self) -> "Index":
         return self
@@ -182,14 +251,44 @@ def open_index(folder: str | os.PathLike[str]) -> Index:
     Raises
     ------
     PersistenceError
-        Not an index, or a corrupted / newer-format manifest or reducer.
+        Not an index, or a corrupted / newer-format manifest, reducer or store file (SHA-256).
     DimensionMismatchError
         The reducer and the stored vectors disagree on dimensions.
+    IndexBusyError
+        Another process is writing an index whose store cannot be read meanwhile (Qdrant Edge,
+        qdrant-client local mode), or is creating the index.
     """
-    from slimvec.connectors import make_store
+    from slimvec.indexer.locking import IndexLock, is_being_written
 
     folder = Path(folder)
-    manifest = read_manifest(folder)
+    lock: IndexLock | None = None
+    try:
+        manifest = read_manifest(folder)
+        if _store_name(manifest) in LOCKED_STORES and "://" not in str(manifest.get("store")):
+            lock = IndexLock(folder, exclusive=False).acquire()
+        index = _open_unlocked(folder, manifest)
+    except IndexBusyError:
+        raise
+    except Exception as exc:
+        if lock is not None:
+            lock.release()
+        if is_being_written(folder):
+            raise IndexBusyError(
+                f"{folder}: the index is being written by another process and could not be read "
+                f"meanwhile ({exc}); retry when the ingest finishes."
+            ) from exc
+        raise
+    index._lock = lock
+    return index
+
+
+def _open_unlocked(folder: Path, manifest: dict[str, Any]) -> Index:
+    from slimvec.connectors import make_store
+
+    if (manifest.get("progress") or {}).get("state", "done") == "done":
+        verify_index_files(folder, manifest)
+    elif manifest.get("sha256"):
+        verify_index_files(folder, {"sha256": manifest["sha256"]})
     reducer = load_reducer(folder / REDUCER_DIR)
     if reducer.n_features_in_ != int(manifest["dim_in"]):
         raise DimensionMismatchError(f"reducer input of {folder}", manifest["dim_in"],
@@ -198,7 +297,5 @@ def open_index(folder: str | os.PathLike[str]) -> Index:
         raise DimensionMismatchError(f"reducer output vs stored vectors of {folder}",
                                      manifest["dim_out"], reducer.n_components_)
     store = make_store(manifest["store"], store_folder(folder)).open()
-    if store.dim is not None and store.dim != reducer.n_components_:
-        raise DimensionMismatchError(f"stored vector dimension of {folder} vs reducer output",
-                                     reducer.n_components_, store.dim)
+    check_store_dim(folder, store, reducer)
     return Index(folder, manifest, reducer, store)

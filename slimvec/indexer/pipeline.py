@@ -1,8 +1,14 @@
-"""Source -> encoder -> fitted reducer -> store, with a progress bar and checkpoints.
+"""Source -> encoder -> fitted reducer -> store, with a progress bar and resumable checkpoints.
 
 :func:`ingest` creates an index folder on first use (fitting the reducer on a reservoir sample of
 the input) and adds to it on later runs. Store ids are derived from document ids
 (:func:`slimvec.ids.doc_id`), so ingesting the same input again overwrites instead of duplicating.
+
+A run holds the index's writer lock (:mod:`slimvec.indexer.locking`), commits through
+:func:`~slimvec.indexer.writer.write_batches`, and keeps a durable progress record
+(:mod:`slimvec.indexer.progress`): rerunning an interrupted or killed ingest resumes after the last
+commit; a changed input file, reducer or store under an unfinished index is refused unless
+``rebuild``.
 """
 
 from __future__ import annotations
@@ -11,29 +17,37 @@ import json
 import logging
 import os
 import random
+import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from slimvec.errors import ConfigError, DimensionMismatchError
+from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
 from slimvec.ids import doc_ids
-from slimvec.indexer.index import (
-    MANIFEST, REDUCER_DIR, read_manifest, store_folder, write_manifest,
-)
+from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER
+from slimvec.indexer.index import (
+    MANIFEST, REDUCER_DIR, STORE_DIR, read_manifest, reducer_checksum, store_folder,
+    write_manifest,
+)
+from slimvec.indexer.locking import LOCK_NAME, IndexLock
+from slimvec.indexer.progress import fingerprint, plan_run, truncate_file
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
+from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batches
 from slimvec.reducers import Reducer, load_reducer, make_reducer
 
 __all__ = ["IngestOptions", "IngestSummary", "ingest", "reservoir_sample", "REJECTS",
            "VectorBatch", "write_batches"]
 
 log = logging.getLogger(__name__)
-REJECTS = "rejects.jsonl"
 DEFAULT_REDUCER = "pca:96"
 DEFAULT_STORE = "qdrant-edge"
+#: what an index folder may hold; a folder with anything else is not ours to clean
+_OWN_NAMES = {MANIFEST, REDUCER_DIR, STORE_DIR, REJECTS, LOCK_NAME, STATE_DB, STATE_DB + "-wal",
+              STATE_DB + "-shm"}
 
 
 @dataclass
@@ -54,9 +68,18 @@ class IngestOptions:
     batch_size : int
         Documents per encode / upsert batch.
     checkpoint_seconds : float
-        Make the store durable and record progress at most this often (and at the end).
+        Make the store durable and record progress at least this often (and at the end).
     seed : int
         Seed of the reservoir sample.
+    progress : bool
+        Show a progress bar.
+    strict : bool
+        The first bad row is fatal (:class:`ConfigError`) instead of going to ``rejects.jsonl``.
+    rebuild : bool
+        Delete the existing index in the folder and build it anew (needed to change the reducer,
+        store or encoder, or to drop an unfinished ingest of a file that changed).
+    checkpoint_batches : int
+        Also commit every this many batches (0: by time only).
     """
 
     reducer: str | None = None
@@ -70,34 +93,9 @@ class IngestOptions:
     checkpoint_seconds: float = 30.0
     seed: int = 0
     progress: bool = True
-
-
-@dataclass
-class IngestSummary:
-    """What one ingest run did."""
-
-    index: str
-    rows: int = 0
-    ingested: int = 0
-    rejected: int = 0
-    count: int = 0
-    seconds: float = 0.0
-    total_seconds: float = 0.0
-    encode_seconds: float = 0.0
-    fit_seconds: float = 0.0
-    created: bool = False
-    reject_reasons: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def docs_per_s(self) -> float:
-        """Ingested documents per second of the whole run (sampling, fit, streaming, indexing)."""
-        return self.ingested / self.total_seconds if self.total_seconds > 0 else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        out = asdict(self)
-        out["docs_per_s"] = round(self.docs_per_s, 1)
-        return out
+    strict: bool = False
+    rebuild: bool = False
+    checkpoint_batches: int = 0
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -156,28 +154,23 @@ def _progress(enabled: bool, total: int | None, description: str):
                     transient=False)
 
 
-class _Checkpointer:
-    """Flushes the store and records progress in the manifest at most every N seconds."""
+def _strict_records(records: Iterator[Document | Reject]) -> Iterator[Document | Reject]:
+    from slimvec.indexer.writer import _strict_error
 
-    def __init__(self, folder: Path, manifest: dict[str, Any], store: Any, every_s: float) -> None:
-        self.folder, self.manifest, self.store, self.every_s = folder, manifest, store, every_s
-        self.last = time.monotonic()
-
-    def maybe(self, next_row: int, force: bool = False) -> None:
-        if not force and time.monotonic() - self.last < self.every_s:
-            return
-        self.store.flush()
-        self.manifest["count"] = int(self.store.count())
-        self.manifest["progress"]["next_row"] = int(next_row)
-        write_manifest(self.folder, self.manifest)
-        self.last = time.monotonic()
+    for rec in records:
+        if isinstance(rec, Reject) and not rec.kept:
+            raise _strict_error(rec)
+        yield rec
 
 
 def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encoder: Any,
                    progress: Any) -> tuple[Reducer, dict[int, np.ndarray], int, float]:
     """Sample, encode and fit; returns the reducer, sampled row -> vector, row count, fit seconds."""
     task = progress.add_task("sampling input", total=None)
-    sample, rows = reservoir_sample(iter_records(source), opts.fit_sample, opts.seed)
+    records = iter_records(source)
+    if opts.strict:
+        records = _strict_records(records)
+    sample, rows = reservoir_sample(records, opts.fit_sample, opts.seed)
     progress.update(task, total=rows, completed=rows)
     if not sample:
         raise ConfigError(f"{source.path} holds no ingestible document: nothing to fit the reducer on "
@@ -200,10 +193,15 @@ def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encode
     return reducer, {d.row: X[i] for i, d in enumerate(sample)}, rows, fit_s
 
 
+_IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Disk quota",
+             "File too large")
+
+
 def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
            options: IngestOptions | None = None,
-           on_batch: Callable[[int], None] | None = None) -> IngestSummary:
-    """Ingest a document file into an index folder (created on first use).
+           on_batch: Callable[[int], None] | None = None,
+           notify: Callable[[str], None] | None = None) -> IngestSummary:
+    """Ingest a document file into an index folder (created on first use), resumably.
 
     Parameters
     ----------
@@ -211,51 +209,126 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
         JSONL, CSV, TSV, Parquet or text file.
     index_dir : path
         Index folder. When it already holds an index, its reducer and store are reused and
-        ``options.reducer`` / ``options.store`` / ``options.encoder`` must match it.
+        ``options.reducer`` / ``options.store`` / ``options.encoder`` must match it (or
+        ``options.rebuild``). An unfinished ingest of the same unchanged file is resumed after
+        its last commit; the same file ingested completely before is not read again.
     options : IngestOptions
     on_batch : callable, optional
-        Called with the next row number after each committed batch (used by tests and tools).
+        Called with the next row number after each upserted batch (used by tests and tools).
+    notify : callable, optional
+        Receives one-line notices for the user ("resuming at row N of FILE"); default: log.
 
     Returns
     -------
     IngestSummary
+        ``interrupted`` is true when a SIGINT / SIGTERM stopped the run at a batch boundary
+        (everything before ``next_row`` is committed; rerun to resume).
 
     Raises
     ------
     ConfigError
-        Bad input file or options; an existing index built with other specs.
+        Bad input file or options; an existing index built with other specs; an unfinished
+        ingest of another or a changed file; a bad row under ``strict``.
+    IndexBusyError
+        Another process is writing the index.
+    PersistenceError
+        The index folder cannot be written (read-only, full) or its files fail their checks.
     """
-    from slimvec.connectors import canonical_store_spec, make_store
-    from slimvec.indexer.encoder import Encoder
-
     opts = options or IngestOptions()
     folder = Path(index_dir)
-    if (folder / MANIFEST).exists():
+    say = notify or log.info
+    try:
+        with IndexLock(folder, exclusive=True):
+            return _ingest_locked(Path(input_path), folder, opts, on_batch, say)
+    except SlimvecError:
+        raise
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise PersistenceError(
+            f"Cannot write the index {folder}: {exc.strerror or exc}{where}. Check that the folder "
+            "is writable and the disk is not full, then rerun the same command to resume."
+        ) from exc
+    except Exception as exc:  # store engines report I/O failures as their own exceptions
+        if any(h in str(exc) for h in _IO_HINTS):
+            raise PersistenceError(
+                f"The store of {folder} could not write: {str(exc).splitlines()[0][:300]}. Check "
+                "that the folder is writable and the disk is not full, then rerun the same "
+                "command to resume."
+            ) from exc
+        raise
+
+
+def _prepare_folder(folder: Path, rebuild: bool) -> None:
+    """Wipe the index for ``rebuild``; clean what a crash before the first commit left."""
+    manifest_exists = (folder / MANIFEST).exists()
+    if manifest_exists and not rebuild:
+        return
+    entries = [p for p in folder.iterdir() if p.name != LOCK_NAME] if folder.is_dir() else []
+    strangers = [p.name for p in entries if p.name not in _OWN_NAMES and not p.name.startswith(".")]
+    if strangers:
+        raise ConfigError(
+            f"{folder} is not empty and is not a slimvec index (it holds {', '.join(strangers[:5])}"
+            f"{'...' if len(strangers) > 5 else ''}). Choose an empty or new --index folder."
+        )
+    if manifest_exists:
+        (folder / MANIFEST).unlink()  # first, so a crash mid-wipe leaves no half index
+    for p in entries:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+
+
+def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
+                   on_batch: Callable[[int], None] | None,
+                   say: Callable[[str], None]) -> IngestSummary:
+    from slimvec.connectors import canonical_store_spec, make_store
+    from slimvec.indexer.encoder import Encoder
+    from slimvec.indexer.index import check_store_dim, verify_index_files
+
+    _prepare_folder(folder, opts.rebuild)
+    existing = (folder / MANIFEST).exists()
+    manifest: dict[str, Any] = {}
+    if existing:
         manifest = read_manifest(folder)
-        _check_same_specs(folder, manifest, opts, canonical_store_spec(opts.store) if opts.store else None)
+        _check_same_specs(folder, manifest, opts,
+                          canonical_store_spec(opts.store) if opts.store else None)
         opts = replace(opts, reducer=manifest["reducer"], store=manifest["store"],
                        encoder=manifest["encoder"])
     else:
-        opts = replace(opts, reducer=opts.reducer or DEFAULT_REDUCER, store=opts.store or DEFAULT_STORE,
-                       encoder=opts.encoder or DEFAULT_ENCODER)
+        opts = replace(opts, reducer=opts.reducer or DEFAULT_REDUCER,
+                       store=opts.store or DEFAULT_STORE, encoder=opts.encoder or DEFAULT_ENCODER)
     source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format)
     iter_records(source)  # fail fast on a missing file / unknown format
+    resolved = input_path.resolve()
+    fp = fingerprint(resolved)
+    columns = {"text_column": opts.text_column, "id_column": opts.id_column, "format": opts.format}
+    plan = plan_run(folder, manifest.get("progress"), resolved, fp, columns)
+    summary = IngestSummary(index=str(folder), input=str(input_path))
+    if plan.already_done:
+        summary.already_done = True
+        summary.count = int(manifest.get("count", 0))
+        summary.next_row = int(manifest["progress"].get("next_row", 0))
+        say(f"{input_path} was already ingested completely into {folder} "
+            f"({summary.next_row:,} rows); nothing to do. Pass --rebuild to build the index anew.")
+        return summary
     make_reducer(opts.reducer)  # fail fast on a bad reducer spec, before sampling and encoding
     canonical_store_spec(opts.store)
-    summary = IngestSummary(index=str(folder))
-    existing = (folder / MANIFEST).exists()
-    t_start = time.perf_counter()
     with _progress(opts.progress, None, "ingest") as progress:
         encoder = Encoder(opts.encoder, batch_size=min(opts.batch_size, 128))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
         sample_vectors: dict[int, np.ndarray] = {}
         total_rows: int | None = None
         if existing:
+            verify_index_files(folder, manifest)
             reducer = load_reducer(folder / REDUCER_DIR)
             if reducer.n_features_in_ != encoder.dim:
-                raise DimensionMismatchError(f"encoder {opts.encoder} vs reducer of {folder}",
-                                             reducer.n_features_in_, encoder.dim)
+                raise DimensionMismatchError(
+                    f"reducer input of {folder} vs encoder {opts.encoder} output",
+                    reducer.n_features_in_, encoder.dim,
+                    "The index was built with another encoder; pass the same --encoder or --rebuild.")
             store = make_store(manifest["store"], store_folder(folder)).open()
+            check_store_dim(folder, store, reducer)
         else:
             folder.mkdir(parents=True, exist_ok=True)
             reducer, sample_vectors, total_rows, summary.fit_seconds = _fit_new_index(
@@ -267,87 +340,70 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
                 "store": canonical_store_spec(opts.store), "metric": "cosine", "count": 0,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "text_column": opts.text_column, "id_column": opts.id_column,
+                "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
             }
             summary.created = True
-        manifest["progress"] = {"input": str(Path(input_path).resolve()), "next_row": 0}
+        if plan.resuming:
+            truncate_file(folder / REJECTS, plan.rejects_bytes)
+            summary.resumed_from = plan.start_row
+            say(f"resuming at row {plan.start_row:,} of {input_path} (rows before it are committed "
+                f"in {folder})")
+        rejects_path = folder / REJECTS
+        manifest["progress"] = {
+            "input": str(resolved), "fingerprint": fp, "columns": columns,
+            "next_row": plan.start_row, "state": "running",
+            "rejects_bytes": rejects_path.stat().st_size if rejects_path.exists() else 0,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        manifest.pop("store_sha256", None)  # store files are about to change
         write_manifest(folder, manifest)
+        tracker = DuplicateTracker(folder / STATE_DB, fresh=not plan.resuming)
+        id_field = opts.id_column or "id"
 
         def batches() -> Iterator[VectorBatch]:
-            for docs, rejects, next_row in iter_batches(source, opts.batch_size):
+            for docs, rejects, next_row in iter_batches(source, opts.batch_size, plan.start_row):
+                ids = doc_ids([d.id for d in docs])
+                warnings = tracker.check(ids, docs, source.path, id_field)
+                warnings += truncation_rejects(encoder, docs, source.path, opts.text_column)
                 t0 = time.perf_counter()
                 vecs = _encode_batch(encoder, docs, sample_vectors)
                 summary.encode_seconds += time.perf_counter() - t0
-                yield VectorBatch(doc_ids([d.id for d in docs]), vecs, [_payload(d) for d in docs],
-                                  rejects, next_row)
+                yield VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + warnings,
+                                  next_row, rows=[d.row for d in docs],
+                                  lines=[d.line for d in docs], source=source.path)
 
-        task = progress.add_task(f"ingesting {Path(input_path).name}", total=total_rows)
+        task = progress.add_task(f"ingesting {input_path.name}", total=total_rows,
+                                 completed=plan.start_row if total_rows else 0)
         t_stream = time.perf_counter()
-        write_batches(folder, manifest, store, reducer, batches(), summary,
-                      lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch)
+        finished = False
+        try:
+            write_batches(folder, manifest, store, reducer, batches(), summary,
+                          lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch,
+                          checkpoint_batches=opts.checkpoint_batches, strict=opts.strict,
+                          on_commit=tracker.commit)
+            finished = not summary.interrupted
+        finally:
+            tracker.close(delete=finished)
+        if finished:
+            _record_store_checksums(folder, manifest)
     summary.seconds = time.perf_counter() - t_stream
     summary.total_seconds = time.perf_counter() - t_start
+    if summary.duplicates:
+        log.warning("%d row(s) reused an earlier id with different text; the last one won "
+                    "(listed in %s)", summary.duplicates, folder / REJECTS)
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
-             summary.rejected, folder, time.perf_counter() - t_start)
+             summary.rejected, folder, summary.total_seconds)
     return summary
 
 
-@dataclass
-class VectorBatch:
-    """One batch on its way to the store: full-dimension vectors before reduction.
+def _record_store_checksums(folder: Path, manifest: dict[str, Any]) -> None:
+    """After a completed run, record SHA-256 of snapshot-style store files (FAISS, hnswlib)."""
+    from slimvec.indexer.index import store_checksums
 
-    Attributes
-    ----------
-    ids : ndarray of int64
-        Store ids (:func:`slimvec.ids.doc_id` of the source ids).
-    vectors : ndarray of float32, shape (n, dim_in)
-    payloads : list of dict
-    rejects : list of Reject
-        Rows of this batch that could not be ingested.
-    next_row : int
-        Source row to resume from once this batch is committed.
-    """
-
-    ids: np.ndarray
-    vectors: np.ndarray
-    payloads: list[dict[str, Any]]
-    rejects: list[Reject]
-    next_row: int
-
-
-def write_batches(folder: Path, manifest: dict[str, Any], store: Any, reducer: Reducer,
-                  batches: Iterator[VectorBatch], summary: IngestSummary,
-                  advance: Callable[[int], None], checkpoint_seconds: float,
-                  on_batch: Callable[[int], None] | None = None) -> None:
-    """Reduce and upsert a stream of batches, record rejects, checkpoint, finalize, close.
-
-    The shared machinery of ``ingest`` (documents -> encoder) and ``migrate`` (existing vectors).
-    Progress (``manifest['progress']['next_row']``) advances only after the store flushed.
-    """
-    checkpoint = _Checkpointer(folder, manifest, store, checkpoint_seconds)
-    next_row = int(manifest["progress"].get("next_row", 0))
-    try:
-        with open(folder / REJECTS, "a", encoding="utf-8") as rejects_fh:
-            for batch in batches:
-                for rej in batch.rejects:
-                    rejects_fh.write(json.dumps(rej.to_json(), ensure_ascii=False) + "\n")
-                    summary.reject_reasons[rej.reason] = summary.reject_reasons.get(rej.reason, 0) + 1
-                summary.rejected += len(batch.rejects)
-                if len(batch.ids):
-                    store.upsert(batch.ids, reducer.transform(batch.vectors), batch.payloads)
-                    summary.ingested += len(batch.ids)
-                n = len(batch.ids) + len(batch.rejects)
-                summary.rows += n
-                advance(n)
-                rejects_fh.flush()
-                next_row = batch.next_row
-                checkpoint.maybe(next_row)
-                if on_batch is not None:
-                    on_batch(batch.next_row)
-        store.finalize()
-        checkpoint.maybe(next_row, force=True)
-    finally:
-        summary.count = int(store.count())
-        store.close()
+    sums = store_checksums(folder, manifest)
+    if sums:
+        manifest["store_sha256"] = sums
+        write_manifest(folder, manifest)
 
 
 def _encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:
@@ -377,5 +433,5 @@ def _check_same_specs(folder: Path, manifest: dict[str, Any], opts: IngestOption
     if diffs:
         raise ConfigError(
             f"{folder} already holds an index built with {', '.join(diffs)}. Use the same specs "
-            "to add to it, or another --index folder."
+            "to add to it, another --index folder, or --rebuild to delete it and build anew."
         )
