@@ -1,0 +1,388 @@
+"""Size models of the stores: allocated disk bytes and resident RAM at N vectors of dimension d.
+
+A store's files fall into components (hnswlib: the graph file with vectors and links; FAISS: the
+index with codes / vectors / HNSW links / IVF lists, the id array; Qdrant Edge: vectors, quantized
+codes, HNSW links, id tracker, payload storage, WAL). Each component's allocated bytes follow one
+linear form in the corpus size ``n``, the stored dimension ``d`` and the mean payload size ``p``
+(bytes of JSON per document)::
+
+    bytes = fixed + fixed_per_dim·d + n·(per_vector + per_dim·d + per_payload_byte·p)
+
+``fixed`` is the overhead of empty files, ``fixed_per_dim`` codebooks and centroids (PQ, IVF),
+``per_dim`` the bytes of one coordinate (4 for float32, 1 for SQ8, ~5 in Qdrant's CBOR WAL),
+``per_vector`` the links, ids and headers of one vector (hnswlib: ``8·M + 4`` bytes of level-0
+links and more). The constants are not typed in: :func:`calibrate` builds the real store
+(:func:`slimvec.connectors.make_store`) at a few small sizes, measures ``st_blocks × 512`` of every
+file after ``finalize`` + ``flush``, and fits them by non-negative least squares; the prediction
+at a size it was not fitted on is then compared with a fresh measurement (:func:`check_model`).
+
+RAM is the sum of the components the engine holds in memory while serving (vectors, codes, links,
+id maps), predicted by the same fitted constants; WAL and payload files are on disk only. For
+FAISS the Python id map of :class:`~slimvec.connectors.faiss_store.FaissStore` is added, measured
+with :mod:`tracemalloc`. It is a model of steady-state memory, not a measured RSS.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from slimvec.connectors import parse_store_spec
+from slimvec.errors import ConfigError
+from slimvec.specs import format_spec
+
+__all__ = [
+    "FEATURES",
+    "Measurement",
+    "ComponentFit",
+    "SizeModel",
+    "SizeCheck",
+    "sizing_spec",
+    "measure_store",
+    "fit_model",
+    "calibrate",
+    "check_model",
+    "python_id_map_bytes",
+]
+
+log = logging.getLogger(__name__)
+
+#: the terms of the linear size form, in order
+FEATURES = ("fixed", "fixed_per_dim", "per_vector", "per_dim", "per_payload_byte")
+
+#: components kept in memory while serving, per store name
+RESIDENT = {
+    "hnsw": {"index"},
+    "faiss": {"index", "ids"},
+    "qdrant-edge": {"vectors", "quantized", "links", "id_tracker"},
+}
+
+_BATCH = 1000
+
+
+def _features(n: float, d: float, p: float) -> np.ndarray:
+    return np.array([1.0, d, n, n * d, n * p], dtype=np.float64)
+
+
+def sizing_spec(spec: str) -> str:
+    """The store spec to build for sizing: the location of an embedded store is dropped.
+
+    ``qdrant-edge:/data/idx,quant=sq8`` -> ``qdrant-edge:quant=sq8``; FAISS factory strings and
+    options are kept.
+
+    Raises
+    ------
+    ConfigError
+        A remote ``qdrant`` store (its size lives on a server) or an unknown store.
+    """
+    parsed = parse_store_spec(spec)
+    if parsed.name not in RESIDENT:
+        raise ConfigError(f"No size model for store {parsed.name!r}: sizing builds the store locally. "
+                          f"Size one of {', '.join(RESIDENT)} (qdrant-edge matches a Qdrant server's "
+                          "segment format).")
+    arg = parsed.arg if parsed.name == "faiss" else None
+    if parsed.name == "faiss" and not arg:
+        arg = "HNSW32"
+    return format_spec(parsed.name, arg, parsed.options)
+
+
+def _component(store: str, rel: str) -> str:
+    parts = rel.replace(os.sep, "/")
+    name = parts.rsplit("/", 1)[-1]
+    if name == "slimvec_store.json":
+        return "meta"
+    if name.startswith("payloads.sqlite"):
+        return "payloads"
+    if store == "hnsw":
+        return "index" if name.startswith("index.hnsw") else "other"
+    if store == "faiss":
+        return {"index.faiss": "index", "ids.npy": "ids"}.get(name, "other")
+    if "/wal/" in f"/{parts}":
+        return "wal"
+    for key, comp in (("quantized", "quantized"), ("vector_storage", "vectors"), ("vector_index", "links"),
+                      ("id_tracker", "id_tracker"), ("payload", "payload")):
+        if key in parts:
+            return comp
+    return "other"
+
+
+@dataclass
+class Measurement:
+    """Allocated bytes of one store built at ``n`` vectors of dimension ``dim``.
+
+    Attributes
+    ----------
+    spec : str
+    n, dim : int
+    payload_bytes : int
+        Mean JSON payload bytes per vector (0: no payloads).
+    components : dict
+        Component -> allocated bytes.
+    total : int
+        ``store.size_bytes()`` after finalize + flush.
+    build_s : float
+    """
+
+    spec: str
+    n: int
+    dim: int
+    payload_bytes: int
+    components: dict[str, int]
+    total: int
+    build_s: float
+
+
+def _unit_vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _text_stream() -> str:
+    """Real English sentences (the bundled STS-B pairs), so payloads compress like real text."""
+    path = Path(__file__).resolve().parents[1] / "data" / "stsb-train.tsv"
+    with open(path, encoding="utf-8") as fh:
+        next(fh)
+        return " ".join(part for line in fh for part in line.split("\t")[:2])
+
+
+def _payloads(n: int, payload_bytes: int, seed: int) -> list[dict[str, Any]] | None:
+    if payload_bytes <= 0:
+        return None
+    text = _text_stream()
+    width = max(payload_bytes - 12, 1)  # {"text": "..."} is 12 bytes of JSON around the text
+    starts = np.random.default_rng(seed).integers(0, len(text) - width, size=n)
+    return [{"text": text[s:s + width]} for s in starts.tolist()]
+
+
+def measure_store(spec: str, n: int, dim: int, *, payload_bytes: int = 0, seed: int = 0,
+                  vectors: np.ndarray | None = None, workdir: str | Path | None = None) -> Measurement:
+    """Build ``spec`` with ``n`` vectors of ``dim`` dimensions and measure its allocated bytes.
+
+    Parameters
+    ----------
+    spec : str
+        A store spec (its location, if any, is ignored: see :func:`sizing_spec`).
+    n, dim : int
+        Corpus size and dimension.
+    payload_bytes : int
+        Mean JSON payload bytes per document (the ``text`` payload of ``slimvec ingest``).
+    seed : int
+        Seed of the random unit vectors (used when ``vectors`` is None).
+    vectors : ndarray, optional
+        Real vectors to store instead (their first ``n`` rows; their width must be ``dim``).
+    workdir : path, optional
+        Parent of the temporary store folder (default: the system temp dir).
+
+    Returns
+    -------
+    Measurement
+    """
+    from slimvec.connectors import make_store
+    from slimvec.persistence import allocated_bytes
+
+    spec = sizing_spec(spec)
+    name = parse_store_spec(spec).name
+    if vectors is not None:
+        vecs = np.asarray(vectors, dtype=np.float32)[:n]
+        if vecs.shape != (n, dim):
+            raise ConfigError(f"measure_store: expected {n} vectors of dimension {dim}, got {vecs.shape}.")
+    else:
+        vecs = _unit_vectors(n, dim, seed)
+    payloads = _payloads(n, payload_bytes, seed)
+    with tempfile.TemporaryDirectory(prefix="slimvec-size-", dir=workdir) as tmp:
+        start = time.perf_counter()
+        store = make_store(spec, tmp).create(dim)
+        try:
+            for lo in range(0, n, _BATCH):
+                store.upsert(np.arange(lo + 1, min(lo + _BATCH, n) + 1), vecs[lo:lo + _BATCH],
+                             None if payloads is None else payloads[lo:lo + _BATCH])
+            store.finalize()
+            store.flush()
+            total = store.size_bytes()
+            components: dict[str, int] = {}
+            for root, _dirs, files in os.walk(tmp):
+                for fname in files:
+                    path = os.path.join(root, fname)
+                    comp = _component(name, os.path.relpath(path, tmp))
+                    components[comp] = components.get(comp, 0) + allocated_bytes(path)
+        finally:
+            store.close()
+        build_s = time.perf_counter() - start
+    log.debug("measured %s n=%d d=%d: %d bytes in %.2fs", spec, n, dim, total, build_s)
+    return Measurement(spec, n, dim, payload_bytes, components, total, build_s)
+
+
+@dataclass
+class ComponentFit:
+    """Fitted constants of one component (see the module docstring for the form)."""
+
+    fixed: float
+    fixed_per_dim: float
+    per_vector: float
+    per_dim: float
+    per_payload_byte: float
+
+    def predict(self, n: float, dim: float, payload_bytes: float = 0.0) -> float:
+        """Allocated bytes at ``n`` vectors of ``dim`` dimensions with ``payload_bytes`` payloads."""
+        coef = np.array([getattr(self, f) for f in FEATURES])
+        return float(coef @ _features(n, dim, payload_bytes))
+
+
+def python_id_map_bytes(n: int = 20000) -> float:
+    """Measured bytes per entry of a Python ``dict[int, int]`` (FAISS's document id -> position)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        table = {i + (1 << 40): i + 100000 for i in range(n)}  # large ints are not cached
+        used = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    del table
+    return used / n
+
+
+@dataclass
+class SizeModel:
+    """Per-component fitted constants of one store spec.
+
+    Attributes
+    ----------
+    spec : str
+        The sizing spec (:func:`sizing_spec`).
+    components : dict
+        Component name -> :class:`ComponentFit`.
+    resident : list of str
+        Components counted in RAM.
+    extra_ram_per_vector : float
+        RAM per vector outside the files (FAISS's Python id map), measured.
+    fitted_on : list of [n, dim, payload_bytes]
+        The sizes measured for the fit.
+    """
+
+    spec: str
+    components: dict[str, ComponentFit]
+    resident: list[str]
+    extra_ram_per_vector: float = 0.0
+    fitted_on: list[list[int]] = field(default_factory=list)
+
+    def disk_bytes(self, n: float, dim: float, payload_bytes: float = 0.0) -> float:
+        """Predicted allocated bytes on disk."""
+        return sum(max(c.predict(n, dim, payload_bytes), 0.0) for c in self.components.values())
+
+    def ram_bytes(self, n: float, dim: float, payload_bytes: float = 0.0) -> float:
+        """Predicted resident bytes while serving (resident components + id maps)."""
+        files = sum(max(self.components[c].predict(n, dim, payload_bytes), 0.0)
+                    for c in self.resident if c in self.components)
+        return files + self.extra_ram_per_vector * n
+
+    def breakdown(self, n: float, dim: float, payload_bytes: float = 0.0) -> dict[str, float]:
+        """Predicted bytes per component."""
+        return {k: max(c.predict(n, dim, payload_bytes), 0.0) for k, c in self.components.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-serialisable form (for ``--json`` and the calibration record)."""
+        return {"spec": self.spec, "resident": self.resident,
+                "extra_ram_per_vector": self.extra_ram_per_vector, "fitted_on": self.fitted_on,
+                "components": {k: asdict(v) for k, v in self.components.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SizeModel":
+        """Inverse of :meth:`to_json`."""
+        return cls(spec=data["spec"], resident=list(data["resident"]),
+                   extra_ram_per_vector=float(data.get("extra_ram_per_vector", 0.0)),
+                   fitted_on=[list(x) for x in data.get("fitted_on", [])],
+                   components={k: ComponentFit(**v) for k, v in data["components"].items()})
+
+
+def fit_model(measurements: Sequence[Measurement]) -> SizeModel:
+    """Fit every component's constants to ``measurements`` of one spec (non-negative least squares).
+
+    Terms the measurements cannot separate are dropped: with one dimension only, ``per_dim`` and
+    ``fixed_per_dim`` are zero (the model then holds at that dimension); with no payloads,
+    ``per_payload_byte`` is zero.
+
+    Raises
+    ------
+    ConfigError
+        Fewer than two corpus sizes, or measurements of different specs.
+    """
+    from scipy.optimize import nnls
+
+    specs = {m.spec for m in measurements}
+    if len(specs) != 1:
+        raise ConfigError(f"fit_model needs measurements of one store spec, got {sorted(specs)}.")
+    if len({m.n for m in measurements}) < 2:
+        raise ConfigError("fit_model needs measurements at two or more corpus sizes "
+                          f"(got n={sorted({m.n for m in measurements})}).")
+    spec = specs.pop()
+    active = [True, len({m.dim for m in measurements}) > 1, True,
+              len({m.dim for m in measurements}) > 1, len({m.payload_bytes for m in measurements}) > 1]
+    X = np.array([_features(m.n, m.dim, m.payload_bytes) for m in measurements])[:, active]
+    scale = np.abs(X).max(axis=0)
+    names = sorted({c for m in measurements for c in m.components})
+    fits: dict[str, ComponentFit] = {}
+    for comp in names:
+        y = np.array([m.components.get(comp, 0) for m in measurements], dtype=np.float64)
+        coef, _ = nnls(X / scale, y)
+        full = np.zeros(len(FEATURES))
+        full[np.array(active)] = coef / scale
+        fits[comp] = ComponentFit(**dict(zip(FEATURES, full.tolist())))
+    name = parse_store_spec(spec).name
+    extra = python_id_map_bytes() + 8.0 if name == "faiss" else 0.0  # dict entry + ids array slot
+    return SizeModel(spec, fits, sorted(RESIDENT[name]), extra,
+                     [[m.n, m.dim, m.payload_bytes] for m in measurements])
+
+
+def calibrate(spec: str, sizes: Iterable[int] = (1000, 2000), dims: Iterable[int] = (32, 128),
+              payload_bytes: Iterable[int] = (0,), *, workdir: str | Path | None = None,
+              seed: int = 0) -> tuple[SizeModel, list[Measurement]]:
+    """Measure ``spec`` on the grid sizes × dims (× payload sizes, at the largest size) and fit.
+
+    Returns
+    -------
+    model : SizeModel
+    measurements : list of Measurement
+    """
+    sizes, dims, pays = sorted(set(sizes)), sorted(set(dims)), sorted(set(payload_bytes))
+    grid = [(n, d, pays[0]) for n in sizes for d in dims]
+    grid += [(sizes[-1], d, p) for p in pays[1:] for d in dims]
+    measured = [measure_store(spec, n, d, payload_bytes=p, seed=seed + i, workdir=workdir)
+                for i, (n, d, p) in enumerate(grid)]
+    return fit_model(measured), measured
+
+
+@dataclass
+class SizeCheck:
+    """A prediction at a size the model was not fitted on, against a fresh measurement."""
+
+    spec: str
+    n: int
+    dim: int
+    payload_bytes: int
+    predicted: float
+    measured: int
+
+    @property
+    def error(self) -> float:
+        """Relative error (predicted - measured) / measured."""
+        return (self.predicted - self.measured) / max(self.measured, 1)
+
+
+def check_model(model: SizeModel, n: int, dim: int, payload_bytes: int = 0, *,
+                workdir: str | Path | None = None, seed: int = 12345) -> SizeCheck:
+    """Measure ``model.spec`` at (``n``, ``dim``) and compare with the model's prediction."""
+    fitted = {(a, b, c) for a, b, c in model.fitted_on}
+    if (n, dim, payload_bytes) in fitted:
+        raise ConfigError(f"check_model at n={n}, dim={dim} would test a size the model was fitted on; "
+                          "pick another size.")
+    m = measure_store(model.spec, n, dim, payload_bytes=payload_bytes, seed=seed, workdir=workdir)
+    return SizeCheck(model.spec, n, dim, payload_bytes, model.disk_bytes(n, dim, payload_bytes), m.total)
