@@ -1,0 +1,375 @@
+"""Capacity planning: which reducer × store meets a quality target or a memory budget at N documents.
+
+Quality comes from measured benchmark rows (``results.json`` of ``slimvec bench``, or a quick
+sweep on a sample of the user's data, :func:`quick_sweep`); size comes from the per-store models of
+:mod:`slimvec.benchmarks.sizing`, fitted on real builds at small sizes and checked at a size they
+were not fitted on, so every plan prints its own prediction error::
+
+    rows, _ = load_results("out/results.json")
+    plan = make_plan(1_000_000, 384, ["hnsw"], rows=rows, min_quality=0.93)
+    plan.recommendations[0]   # the smallest configuration meeting task recall@10 >= 0.93
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.benchmarks.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_spec
+from slimvec.connectors import parse_store_spec
+from slimvec.errors import ConfigError, PersistenceError
+
+__all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "make_plan", "quick_sweep",
+           "QUALITY_METRICS", "default_sweep_reducers"]
+
+log = logging.getLogger(__name__)
+
+#: metrics a plan can target (higher is better)
+QUALITY_METRICS = ("task_recall_at_10", "neighbor_recall_at_10", "task_mrr_at_10", "sts_spearman")
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "kb": 10**3, "m": 2**20, "mib": 2**20, "mb": 10**6,
+          "g": 2**30, "gib": 2**30, "gb": 10**9, "t": 2**40, "tib": 2**40, "tb": 10**12}
+
+
+def parse_bytes(text: str | int | float) -> int:
+    """``"2GiB"`` -> 2147483648. Binary units (KiB, MiB, GiB, TiB and bare K, M, G, T) and decimal
+    ones (KB, MB, GB, TB).
+
+    Raises
+    ------
+    ConfigError
+        Not a positive number with a known unit.
+    """
+    if isinstance(text, (int, float)):
+        value, unit = float(text), ""
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+        if not match:
+            raise ConfigError(f"Memory budget {text!r}: expected a number with a unit, e.g. 2GiB, 512MiB, 1.5GB.")
+        value, unit = float(match.group(1)), match.group(2).lower()
+    if unit not in _UNITS or value <= 0:
+        raise ConfigError(f"Memory budget {text!r}: expected a positive size with one of the units "
+                          "B, KiB, MiB, GiB, TiB (binary, also K/M/G/T) or KB, MB, GB, TB (decimal).")
+    return int(value * _UNITS[unit])
+
+
+@dataclass
+class Candidate:
+    """One configuration considered by the plan.
+
+    Attributes
+    ----------
+    reducer, store : str
+        Specs as in the results (``store`` as built for sizing).
+    dim_out : int
+    rescore : bool
+    quality : float or None
+        The target metric (the lowest over the datasets it was measured on); None when unknown.
+    datasets : list of str
+        Where the quality was measured.
+    reducer_bytes : int
+        Size of the fitted reducer artifact (from the results; 0 when unknown).
+    ram_bytes, disk_bytes : float
+        Predicted at the plan's N.
+    meets_target : bool
+    """
+
+    reducer: str
+    dim_out: int
+    store: str
+    rescore: bool = False
+    quality: float | None = None
+    datasets: list[str] = field(default_factory=list)
+    reducer_bytes: int = 0
+    ram_bytes: float = 0.0
+    disk_bytes: float = 0.0
+    meets_target: bool = False
+
+    @property
+    def label(self) -> str:
+        """``pca:96 → hnsw`` (``+rescore`` when rescored)."""
+        return f"{self.reducer} → {self.store}" + (" +rescore" if self.rescore else "")
+
+
+@dataclass
+class Plan:
+    """The outcome of :func:`make_plan`: candidates best first, size checks and notes."""
+
+    docs: int
+    dim: int
+    metric: str
+    min_quality: float | None
+    memory_budget: int | None
+    payload_bytes: int
+    candidates: list[Candidate]
+    checks: list[SizeCheck]
+    models: dict[str, SizeModel]
+    notes: list[str]
+
+    @property
+    def recommendations(self) -> list[Candidate]:
+        """Candidates meeting the target, best first."""
+        return [c for c in self.candidates if c.meets_target]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-serialisable plan (``slimvec plan --json``)."""
+        def cand(c: Candidate) -> dict[str, Any]:
+            return {"reducer": c.reducer, "dim_out": c.dim_out, "store": c.store, "rescore": c.rescore,
+                    self.metric: c.quality, "datasets": c.datasets, "reducer_bytes": c.reducer_bytes,
+                    "ram_bytes": int(c.ram_bytes), "disk_bytes": int(c.disk_bytes),
+                    "meets_target": c.meets_target}
+        return {
+            "docs": self.docs, "dim": self.dim, "metric": self.metric, "min_quality": self.min_quality,
+            "memory_budget": self.memory_budget, "payload_bytes": self.payload_bytes,
+            "recommendation": cand(self.recommendations[0]) if self.recommendations else None,
+            "candidates": [cand(c) for c in self.candidates],
+            "size_checks": [{"store": k.spec, "n": k.n, "dim": k.dim, "predicted_bytes": int(k.predicted),
+                             "measured_bytes": k.measured, "error": round(k.error, 4)} for k in self.checks],
+            "size_models": {k: m.to_json() for k, m in self.models.items()},
+            "notes": self.notes,
+        }
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _store_matches(row_store: str, wanted: Sequence[str]) -> bool:
+    for spec in wanted:
+        if ":" not in spec and "," not in spec:
+            if parse_store_spec(row_store).name == parse_store_spec(spec).name:
+                return True
+        elif sizing_spec(row_store) == sizing_spec(spec):
+            return True
+    return False
+
+
+def candidates_from_results(rows: Sequence[dict[str, Any]], dim: int, stores: Sequence[str] = (),
+                            metric: str = "task_recall_at_10",
+                            notes: list[str] | None = None) -> list[Candidate]:
+    """One candidate per (reducer, store, rescore) of the rows, quality the lowest over datasets.
+
+    Rows measured with another input dimension than ``dim``, remote stores (no local size model)
+    and, when ``stores`` is given, other stores are left out (and counted in ``notes``).
+
+    Raises
+    ------
+    ConfigError
+        Rows exist but none was measured at ``dim``, or none uses one of ``stores``.
+    """
+    notes = notes if notes is not None else []
+    if metric not in QUALITY_METRICS:
+        raise ConfigError(f"Unknown plan metric {metric!r}. Known: {', '.join(QUALITY_METRICS)}.")
+    at_dim = [r for r in rows if r.get("dim_in") in (None, dim) or _num(r.get("dim_in")) == dim]
+    if rows and not at_dim:
+        dims = sorted({int(r["dim_in"]) for r in rows if _num(r.get("dim_in")) is not None})
+        raise ConfigError(f"The results were measured with encoder dimension(s) {dims}, not --dim {dim}: "
+                          "quality does not carry over between encoders. Pass the matching --dim or "
+                          "bench your encoder first.")
+    groups: dict[tuple[str, str, bool], Candidate] = {}
+    skipped_remote: set[str] = set()
+    for r in at_dim:
+        store_text = str(r.get("store") or "")
+        try:
+            store = sizing_spec(store_text)
+        except ConfigError:
+            skipped_remote.add(store_text)
+            continue
+        if stores and not _store_matches(store_text, stores):
+            continue
+        reducer = str(r.get("reducer") or "none")
+        key = (reducer, store, bool(r.get("rescore")))
+        dim_out = int(_num(r.get("dim_out")) or dim)
+        cand = groups.setdefault(key, Candidate(reducer, dim_out, store, bool(r.get("rescore"))))
+        value = _num(r.get(metric))
+        if value is not None:
+            cand.quality = value if cand.quality is None else min(cand.quality, value)
+            cand.datasets.append(str(r.get("dataset", "?")))
+        cand.reducer_bytes = max(cand.reducer_bytes, int(_num(r.get("reducer_bytes")) or 0))
+    if skipped_remote:
+        notes.append(f"no local size model for {', '.join(sorted(skipped_remote))}: left out")
+    if at_dim and not groups:
+        known = sorted({str(r.get("store")) for r in at_dim})
+        raise ConfigError(f"No result row uses store(s) {', '.join(stores)}; the results hold {', '.join(known)}. "
+                          "Bench that store or pick one of those.")
+    if len({d for c in groups.values() for d in c.datasets}) > 1:
+        notes.append(f"{metric} is the lowest over the datasets it was measured on")
+    return list(groups.values())
+
+
+def _sizing_candidates(dim: int, stores: Sequence[str]) -> list[Candidate]:
+    dims = [dim] + [d for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
+    return [Candidate("none" if d == dim else f"pca:{d}", d, sizing_spec(s)) for s in stores for d in dims]
+
+
+def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
+              rows: Sequence[dict[str, Any]] | None = None, min_quality: float | None = None,
+              memory_budget: int | str | None = None, metric: str = "task_recall_at_10",
+              payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
+              check_size: int | None = None, workdir: str | Path | None = None) -> Plan:
+    """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
+
+    Parameters
+    ----------
+    docs, dim : int
+        Corpus size to plan for and the encoder's output dimension.
+    stores : list of str
+        Store specs to consider (all stores of the results when empty).
+    rows : list of dict, optional
+        Benchmark rows giving the quality side. Without rows the plan only sizes the full
+        dimension and PCA at 1/2, 1/4, 1/8 of it, quality unknown.
+    min_quality : float, optional
+        Target: ``metric`` at least this. Recommendations are the smallest in RAM first.
+    memory_budget : int or str, optional
+        Target: predicted RAM at most this (``"2GiB"``). Alone, recommendations are the best
+        quality first.
+    metric : str
+        One of :data:`QUALITY_METRICS`.
+    payload_bytes : int
+        Mean JSON payload bytes per document stored next to each vector (0: none).
+    calibrate_sizes : list of int
+        Corpus sizes the size models are fitted on (real builds; keep them small).
+    check_size : int, optional
+        Size of the held-out measurement (default twice the largest calibration size).
+
+    Raises
+    ------
+    ConfigError
+        No target; a quality target without quality numbers; bad numbers.
+    """
+    if docs <= 0 or dim <= 0:
+        raise ConfigError(f"--docs and --dim must be positive, got docs={docs}, dim={dim}.")
+    if min_quality is None and memory_budget is None:
+        raise ConfigError("Give a target: --min-task-recall R (a quality floor) and/or --memory-budget SIZE.")
+    budget = parse_bytes(memory_budget) if memory_budget is not None else None
+    notes: list[str] = []
+    if rows:
+        cands = candidates_from_results(rows, dim, stores, metric, notes)
+    else:
+        if min_quality is not None:
+            raise ConfigError(f"A {metric} target needs measured quality: pass --results FILE from "
+                              "`slimvec bench`, or --pairs/--vectors for a quick sweep on your data.")
+        if not stores:
+            raise ConfigError("Without --results, name the store(s) to size with --store (e.g. --store hnsw).")
+        cands = _sizing_candidates(dim, stores)
+        notes.append("quality not measured (no --results): sizes only; PCA dimensions shown as options")
+    if not cands:
+        raise ConfigError("The results hold no usable rows to plan from.")
+
+    models: dict[str, SizeModel] = {}
+    checks: list[SizeCheck] = []
+    check_n = check_size or 2 * max(calibrate_sizes)
+    pays = (payload_bytes,)
+    for spec in sorted({c.store for c in cands}):
+        dims_here = sorted({c.dim_out for c in cands if c.store == spec})
+        fit_dims = sorted({dims_here[0], dims_here[-1]})
+        model, _ = calibrate(spec, calibrate_sizes, fit_dims, pays, workdir=workdir)
+        models[spec] = model
+        check_dim = dims_here[len(dims_here) // 2]
+        checks.append(check_model(model, check_n, check_dim, payload_bytes, workdir=workdir))
+    for c in cands:
+        model = models[c.store]
+        c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes)
+        c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
+        ok = True
+        if min_quality is not None:
+            ok = c.quality is not None and c.quality >= min_quality
+        if budget is not None:
+            ok = ok and c.ram_bytes <= budget
+        c.meets_target = ok
+
+    def order(c: Candidate) -> tuple:
+        quality = c.quality if c.quality is not None else -1.0
+        if min_quality is not None:
+            return (not c.meets_target, c.ram_bytes, -quality)
+        return (not c.meets_target, -quality, c.ram_bytes)
+
+    cands.sort(key=order)
+    if not any(c.meets_target for c in cands):
+        notes.append("no configuration meets the target; the closest are listed")
+    worst = max(checks, key=lambda k: abs(k.error))
+    notes.append(f"size models checked at n={check_n} (not fitted on): worst disk error {worst.error:+.1%} "
+                 f"({worst.spec}); predictions at {docs:,} extrapolate the same linear form")
+    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, models, notes)
+
+
+# --------------------------------------------------------------------------- quick sweep
+def _sample_pairs(path: Path, limit: int, out: Path) -> Path:
+    target = out / path.name
+    with open(path, encoding="utf-8") as src, open(target, "w", encoding="utf-8") as dst:
+        for i, line in enumerate(src):
+            if i > limit:
+                break
+            dst.write(line)
+    return target
+
+
+def _sample_vectors(path: Path, limit: int, out: Path) -> Path:
+    if path.suffix.lower() != ".npy":
+        return path  # Parquet / HDF5: handed to bench as is
+    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    target = out / path.name
+    np.save(target, np.asarray(arr[:limit]), allow_pickle=False)
+    return target
+
+
+def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vectors: str | Path | None = None,
+                reducers: Sequence[str] = (), stores: Sequence[str] = (), sample: int = 2000,
+                timeout_s: float = 1800) -> list[dict[str, Any]]:
+    """Run ``slimvec bench`` on the first ``sample`` rows of the user's data; returns its rows.
+
+    The sweep is the benchmark command itself (a subprocess), so its rows are the same as a full
+    ``slimvec bench`` run on the sample.
+
+    Raises
+    ------
+    ConfigError
+        No data given, or ``slimvec bench`` is not available / failed (its message is included).
+    """
+    from slimvec.benchmarks.report import load_results
+
+    if not pairs and vectors is None:
+        raise ConfigError("A quick sweep needs --pairs FILE (repeatable) or --vectors FILE.")
+    out = Path(out_dir)
+    sample_dir = out / "sample"
+    sample_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "slimvec", "bench", "--out", str(out)]
+    for p in pairs:
+        cmd += ["--pairs", str(_sample_pairs(Path(p), sample, sample_dir))]
+    if vectors is not None:
+        cmd += ["--vectors", str(_sample_vectors(Path(vectors), sample, sample_dir))]
+    for r in reducers:
+        cmd += ["--reducer", r]
+    for s in stores:
+        cmd += ["--store", s]
+    log.info("quick sweep: %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise ConfigError("The quick sweep (`slimvec bench` on a sample) failed: " + " / ".join(tail) +
+                          ". Run `slimvec bench` yourself and pass --results FILE.")
+    try:
+        rows, _ = load_results(out / "results.json")
+    except PersistenceError as exc:
+        raise ConfigError(f"The quick sweep wrote no results.json in {out}: {exc}") from exc
+    return rows
+
+
+def default_sweep_reducers(dim: int) -> list[str]:
+    """PCA at 1/2, 1/4 and 1/8 of the encoder dimension."""
+    return [f"pca:{d}" for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
+

@@ -1,0 +1,100 @@
+"""``slimvec plan``: capacity planning from bench results and fitted store size models."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from slimvec.errors import ConfigError
+
+__all__ = ["plan"]
+
+
+def _human(n: float | None) -> str:
+    from slimvec.benchmarks.report import human_bytes
+
+    return human_bytes(n)
+
+
+def plan(
+    docs: int = typer.Option(..., "--docs", help="Number of documents to plan for."),
+    dim: int = typer.Option(..., "--dim", help="Encoder output dimension (384 for MiniLM)."),
+    store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: every store in the results]."),
+    min_task_recall: Optional[float] = typer.Option(None, "--min-task-recall", help="Target: task recall@10 at least this."),
+    min_neighbor_recall: Optional[float] = typer.Option(None, "--min-neighbor-recall", help="Target: neighbour recall@10 at least this."),
+    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", help="Target: predicted RAM at most this (2GiB, 512MiB, 1.5GB)."),
+    results: Optional[Path] = typer.Option(None, "--results", help="results.json of `slimvec bench` (the quality side)."),
+    pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV of your data for a quick sweep (repeatable)."),
+    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Vectors file of your data for a quick sweep."),
+    reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec for the quick sweep (repeatable) [default: pca at dim/2, dim/4, dim/8]."),
+    sample: int = typer.Option(2000, "--sample", help="Rows of --pairs / --vectors used by the quick sweep."),
+    payload_bytes: int = typer.Option(0, "--payload-bytes", help="Mean JSON payload bytes stored per document (ingest stores the text)."),
+    top: int = typer.Option(10, "--top", help="Candidates shown."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Recommend reducer × store configurations for DOCS documents and predict RAM and disk.
+
+    Quality comes from bench results (--results) or a quick sweep on a sample of your data
+    (--pairs / --vectors); sizes from store size models fitted on real builds at small sizes,
+    whose prediction error at a held-out size is printed with the plan.
+    """
+    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, quick_sweep
+    from slimvec.benchmarks.report import load_results
+
+    if min_task_recall is not None and min_neighbor_recall is not None:
+        raise ConfigError("Give one quality target: --min-task-recall or --min-neighbor-recall, not both.")
+    metric, floor = "task_recall_at_10", min_task_recall
+    if min_neighbor_recall is not None:
+        metric, floor = "neighbor_recall_at_10", min_neighbor_recall
+    err = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="slimvec-plan-") as tmp:
+        rows = None
+        if results is not None:
+            rows, _ = load_results(results)
+        elif pairs or vectors is not None:
+            err.print(f"quick sweep: `slimvec bench` on the first {sample:,} rows of your data ...")
+            rows = quick_sweep(Path(tmp) / "sweep", pairs=pairs, vectors=vectors,
+                               reducers=reducer or default_sweep_reducers(dim), stores=store, sample=sample)
+        if not json_out:
+            err.print("fitting store size models on real builds at 1,000 and 2,000 vectors ...")
+        result = make_plan(docs, dim, store, rows=rows, min_quality=floor, memory_budget=memory_budget,
+                           metric=metric, payload_bytes=payload_bytes, workdir=tmp)
+    if json_out:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    out = Console(width=max(Console().width, 120))
+    short = {"task_recall_at_10": "task R@10", "neighbor_recall_at_10": "nbr R@10"}[metric]
+    target = []
+    if floor is not None:
+        target.append(f"{metric} ≥ {floor}")
+    if result.memory_budget is not None:
+        target.append(f"RAM ≤ {_human(result.memory_budget)}")
+    table = Table(title=f"Plan for {docs:,} documents of dimension {dim} ({' and '.join(target)})")
+    for col in ("#", "reducer", "dim", "store", short, "RAM", "disk", "meets target", "measured on"):
+        table.add_column(col, justify="right" if col in ("#", "dim", "RAM", "disk") else "left")
+    for i, c in enumerate(result.candidates[:top], 1):
+        table.add_row(str(i), c.reducer, str(c.dim_out), c.store + (" +rescore" if c.rescore else ""),
+                      "—" if c.quality is None else f"{c.quality:.3f}", _human(c.ram_bytes),
+                      _human(c.disk_bytes), "[green]yes[/]" if c.meets_target else "[red]no[/]",
+                      ", ".join(sorted(set(c.datasets))) or "—")
+    out.print(table)
+    checks = Table(title="Size models: prediction at a size not fitted on")
+    for col in ("store", "n", "dim", "predicted", "measured", "error"):
+        checks.add_column(col, justify="left" if col == "store" else "right")
+    for k in result.checks:
+        checks.add_row(k.spec, f"{k.n:,}", str(k.dim), _human(k.predicted), _human(k.measured), f"{k.error:+.1%}")
+    out.print(checks)
+    if result.recommendations:
+        best = result.recommendations[0]
+        out.print(f"[bold green]recommended[/]: {best.label} — RAM {_human(best.ram_bytes)}, "
+                  f"disk {_human(best.disk_bytes)}")
+    for note in result.notes:
+        out.print(f"note: {note}")
+    if not result.recommendations:
+        raise typer.Exit(1)

@@ -1,0 +1,106 @@
+"""Capacity planning: targets, candidates from bench rows, sizes from real store builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slimvec.benchmarks.plan import candidates_from_results, make_plan, parse_bytes
+from slimvec.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def row(reducer: str, dim_out: int, store: str, task: float | None, dataset: str = "stsb-dev",
+        dim_in: int = 384, **extra) -> dict:
+    r = {"dataset": dataset, "encoder": "minilm", "dim_in": dim_in, "reducer": reducer, "dim_out": dim_out,
+         "store": store, "task_recall_at_10": task, "neighbor_recall_at_10": None,
+         "reducer_bytes": 0 if reducer == "none" else dim_out * dim_in * 4, "bytes_per_vector": None}
+    r.update(extra)
+    return r
+
+
+# quality falls with the dimension; the planner must pick the smallest config meeting the floor
+ROWS = [
+    row("none", 384, "hnsw", 0.96),
+    row("pca:192", 192, "hnsw", 0.95),
+    row("pca:96", 96, "hnsw", 0.94),
+    row("pca:48", 48, "hnsw", 0.89),
+    row("pca:96", 96, "qdrant-edge:/somewhere/idx", 0.935),
+    row("pca:96", 96, "qdrant:http://localhost:6333", 0.94),
+    row("pca:96", 96, "hnsw", 0.92, dataset="msrp"),   # lower on a second dataset
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def test_parse_bytes() -> None:
+    assert parse_bytes("2GiB") == 2 * 2**30
+    assert parse_bytes("1.5GB") == 1_500_000_000
+    assert parse_bytes("512M") == 512 * 2**20
+    assert parse_bytes(1000) == 1000
+    for bad in ("lots", "2XB", "-1GiB", "0"):
+        with pytest.raises(ConfigError, match="Memory budget"):
+            parse_bytes(bad)
+
+
+def test_candidates_take_lowest_quality_over_datasets() -> None:
+    notes: list[str] = []
+    cands = {c.label: c for c in candidates_from_results(ROWS, 384, notes=notes)}
+    assert cands["pca:96 → hnsw"].quality == pytest.approx(0.92)
+    assert sorted(cands["pca:96 → hnsw"].datasets) == ["msrp", "stsb-dev"]
+    assert "pca:96 → qdrant-edge" in cands  # the location is dropped for sizing
+    assert not any("qdrant:" in label for label in cands)
+    assert any("no local size model for qdrant:http://localhost:6333" in n for n in notes)
+    only_hnsw = candidates_from_results(ROWS, 384, ["hnsw"])
+    assert {c.store for c in only_hnsw} == {"hnsw"}
+    with pytest.raises(ConfigError, match=r"encoder dimension\(s\) \[384\], not --dim 768"):
+        candidates_from_results(ROWS, 768)
+    with pytest.raises(ConfigError, match="No result row uses store"):
+        candidates_from_results(ROWS, 384, ["faiss:Flat"])
+
+
+def test_quality_floor_picks_smallest_config_that_meets_it(tmp_path: Path) -> None:
+    plan = make_plan(200_000, 384, ["hnsw"], rows=ROWS, min_quality=0.93, workdir=tmp_path)
+    best = plan.recommendations[0]
+    # pca:96 is 0.92 on msrp, so the smallest meeting 0.93 everywhere is pca:192
+    assert (best.reducer, best.store) == ("pca:192", "hnsw")
+    assert all(c.quality is not None and c.quality >= 0.93 for c in plan.recommendations)
+    assert [c.reducer for c in plan.recommendations] == ["pca:192", "none"]
+    rams = [c.ram_bytes for c in plan.recommendations]
+    assert rams == sorted(rams)
+    # hnswlib keeps at least the float32 vectors in RAM
+    assert best.ram_bytes > 200_000 * 192 * 4
+    assert best.disk_bytes >= best.ram_bytes
+    assert len(plan.checks) == 1 and abs(plan.checks[0].error) < 0.10
+    assert not any(p.exists() for p in tmp_path.iterdir())
+
+
+def test_memory_budget_picks_best_quality_that_fits(tmp_path: Path) -> None:
+    rows = [r for r in ROWS if r["dataset"] == "stsb-dev"]
+    plan = make_plan(100_000, 384, ["hnsw"], rows=rows, memory_budget="60MiB", workdir=tmp_path)
+    best = plan.recommendations[0]
+    assert best.ram_bytes <= 60 * 2**20
+    assert best.reducer == "pca:96"  # 384 and 192 dims do not fit, 96 beats 48 on quality
+    assert {c.reducer for c in plan.candidates if not c.meets_target} == {"none", "pca:192"}
+
+
+def test_sizes_only_without_results(tmp_path: Path) -> None:
+    plan = make_plan(50_000, 64, ["faiss:Flat"], memory_budget="8MiB", workdir=tmp_path)
+    dims = [c.dim_out for c in plan.candidates]
+    assert sorted(dims) == [8, 16, 32, 64]
+    assert all(c.quality is None for c in plan.candidates)
+    assert plan.recommendations[0].ram_bytes <= 8 * 2**20
+    assert any("quality not measured" in n for n in plan.notes)
+    with pytest.raises(ConfigError, match="needs measured quality"):
+        make_plan(1000, 64, ["hnsw"], min_quality=0.9)
+    with pytest.raises(ConfigError, match="Give a target"):
+        make_plan(1000, 64, ["hnsw"], rows=ROWS)
