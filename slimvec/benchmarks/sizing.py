@@ -125,6 +125,9 @@ class Measurement:
         Mean JSON payload bytes per vector (0: no payloads).
     components : dict
         Component -> allocated bytes.
+    content : dict
+        Component -> bytes without block rounding (per file the smaller of its length and its
+        allocated bytes, so sparse preallocated files still count what is allocated).
     total : int
         ``store.size_bytes()`` after finalize + flush.
     build_s : float
@@ -137,6 +140,7 @@ class Measurement:
     components: dict[str, int]
     total: int
     build_s: float
+    content: dict[str, int] = field(default_factory=dict)
 
 
 def _unit_vectors(n: int, dim: int, seed: int) -> np.ndarray:
@@ -207,16 +211,19 @@ def measure_store(spec: str, n: int, dim: int, *, payload_bytes: int = 0, seed: 
             store.flush()
             total = store.size_bytes()
             components: dict[str, int] = {}
+            content: dict[str, int] = {}
             for root, _dirs, files in os.walk(tmp):
                 for fname in files:
                     path = os.path.join(root, fname)
                     comp = _component(name, os.path.relpath(path, tmp))
-                    components[comp] = components.get(comp, 0) + allocated_bytes(path)
+                    alloc = allocated_bytes(path)
+                    components[comp] = components.get(comp, 0) + alloc
+                    content[comp] = content.get(comp, 0) + min(alloc, os.path.getsize(path))
         finally:
             store.close()
         build_s = time.perf_counter() - start
     log.debug("measured %s n=%d d=%d: %d bytes in %.2fs", spec, n, dim, total, build_s)
-    return Measurement(spec, n, dim, payload_bytes, components, total, build_s)
+    return Measurement(spec, n, dim, payload_bytes, components, total, build_s, content)
 
 
 @dataclass
@@ -306,7 +313,8 @@ class SizeModel:
 def fit_model(measurements: Sequence[Measurement]) -> SizeModel:
     """Fit every component's constants to ``measurements`` of one spec (non-negative least squares).
 
-    Terms the measurements cannot separate are dropped: with one dimension only, ``per_dim`` and
+    Slopes are fitted on the bytes written (:attr:`Measurement.content`); the mean block-rounding
+    slack is added to ``fixed``. Terms the measurements cannot separate are dropped: with one dimension only, ``per_dim`` and
     ``fixed_per_dim`` are zero (the model then holds at that dimension); with no payloads,
     ``per_payload_byte`` is zero.
 
@@ -331,10 +339,14 @@ def fit_model(measurements: Sequence[Measurement]) -> SizeModel:
     names = sorted({c for m in measurements for c in m.components})
     fits: dict[str, ComponentFit] = {}
     for comp in names:
-        y = np.array([m.components.get(comp, 0) for m in measurements], dtype=np.float64)
+        # slopes from the bytes written (block rounding of small files would blur them), then the
+        # mean rounding slack back into the fixed term so totals stay allocated bytes
+        alloc = np.array([m.components.get(comp, 0) for m in measurements], dtype=np.float64)
+        y = np.array([m.content.get(comp, m.components.get(comp, 0)) for m in measurements], dtype=np.float64)
         coef, _ = nnls(X / scale, y)
         full = np.zeros(len(FEATURES))
         full[np.array(active)] = coef / scale
+        full[0] += float(np.mean(alloc - y))
         fits[comp] = ComponentFit(**dict(zip(FEATURES, full.tolist())))
     name = parse_store_spec(spec).name
     extra = python_id_map_bytes() + 8.0 if name == "faiss" else 0.0  # dict entry + ids array slot
