@@ -293,10 +293,12 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         c.meets_target = ok
 
     def order(c: Candidate) -> tuple:
+        # meeting the target: smallest RAM first under a quality floor, best quality first under
+        # a budget alone; missing it: closest to the target first (best quality / smallest RAM)
         quality = c.quality if c.quality is not None else -1.0
-        if min_quality is not None:
-            return (not c.meets_target, c.ram_bytes, -quality)
-        return (not c.meets_target, -quality, c.ram_bytes)
+        if c.meets_target:
+            return (0, c.ram_bytes, -quality) if min_quality is not None else (0, -quality, c.ram_bytes)
+        return (1, -quality, c.ram_bytes) if min_quality is not None else (1, c.ram_bytes, -quality)
 
     cands.sort(key=order)
     if not any(c.meets_target for c in cands):

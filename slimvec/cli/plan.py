@@ -44,7 +44,7 @@ def plan(
     (--pairs / --vectors); sizes from store size models fitted on real builds at small sizes,
     whose prediction error at a held-out size is printed with the plan.
     """
-    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, quick_sweep
+    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes, quick_sweep
     from slimvec.benchmarks.report import load_results
 
     if min_task_recall is not None and min_neighbor_recall is not None:
@@ -52,6 +52,8 @@ def plan(
     metric, floor = "task_recall_at_10", min_task_recall
     if min_neighbor_recall is not None:
         metric, floor = "neighbor_recall_at_10", min_neighbor_recall
+    if memory_budget is not None:
+        parse_bytes(memory_budget)  # fail before any work
     err = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="slimvec-plan-") as tmp:
         rows = None
