@@ -226,6 +226,33 @@ def _cell(row: dict[str, Any], key: str, decimals: int) -> str:
     return format_value(row.get(key), decimals)
 
 
+def _reducer_costs(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per reducer: fit time, transform time per 10k vectors, artifact size."""
+    seen: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        seen.setdefault(str(r.get("reducer")), r)
+    if all(_num(r, k) is None for r in seen.values()
+           for k in ("fit_s", "transform_s_per_10k", "reducer_bytes")):
+        return []
+    body = [[name, format_value(r.get("dim_out"), 0), format_value(r.get("fit_s"), 2),
+             format_value(r.get("transform_s_per_10k"), 3), human_bytes(_num(r, "reducer_bytes"))]
+            for name, r in sorted(seen.items(), key=lambda kv: -(_num(kv[1], "dim_out") or 0))]
+    return ["### Reducer costs", ""] + _table(
+        ["reducer", "dim", "fit s", "transform s / 10k", "artifact"], body) + [""]
+
+
+def _routed(rows: list[dict[str, Any]]) -> list[str]:
+    """Cluster-routed retrieval rows (reducers that cluster and FAISS k-means baselines)."""
+    routed = [r for r in rows if _num(r, "routed_recall_at_10") is not None]
+    if not routed:
+        return []
+    body = [[config_label(r), format_value(r.get("cluster_accuracy"), 3),
+             format_value(r.get("routed_recall_at_10"), 3), format_value(r.get("routed_fraction_scanned"), 3)]
+            for r in routed]
+    return ["### Cluster-routed retrieval", ""] + _table(
+        ["configuration", "cluster acc", "routed R@10", "fraction scanned"], body) + [""]
+
+
 def _dataset_section(name: str, rows: list[dict[str, Any]]) -> list[str]:
     first = rows[0]
     out = [f"## Dataset `{name}`", ""]
@@ -244,6 +271,8 @@ def _dataset_section(name: str, rows: list[dict[str, Any]]) -> list[str]:
             cells[2] += " +rescore"
         body.append(cells)
     out += _table(header, body) + [""]
+
+    out += _reducer_costs(rows) + _routed(rows)
 
     metric = quality_metric(rows)
     out += [f"### Best configuration per bytes/vector budget ({metric})", ""]

@@ -92,6 +92,9 @@ def test_report_tables_nulls_and_plots(tmp_path: Path) -> None:
     assert "Pareto front: neighbor_recall_at_10" in text
     assert "`cluster_accuracy` is — (not applicable) for every row" in text
     assert "`latency_p50_ms` is — (not applicable) for 1 of 9 rows: none → qdrant-edge" in text
+    costs = text.split("### Reducer costs")[1].split("###")[0]
+    assert "| pca:96 | 96 | 0.10 | — | — |" in costs and "| none | 384 | — | — | — |" in costs
+    assert "### Cluster-routed retrieval" not in text  # no row has routed metrics
     for name in PLOTS:
         png = tmp_path / "out" / name
         assert png.stat().st_size > 1000, name
@@ -114,6 +117,18 @@ def test_rows_and_meta_format_and_skips(tmp_path: Path) -> None:
     assert "plot `latency_vs_dim.png` not drawn" in text
     assert not (tmp_path / "o" / "pareto_task_recall.png").exists()
     assert (tmp_path / "o" / "pareto_neighbor_recall.png").stat().st_size > 1000
+
+
+def test_routed_retrieval_table(tmp_path: Path) -> None:
+    rows = [row("A", "mcr2:64,clusters=32", 64, "hnsw", 300, 0.9, cluster_accuracy=0.7,
+                routed_recall_at_10=0.85, routed_fraction_scanned=0.125, reducer_bytes=2048),
+            row("B", "none", 384, "faiss:IVF32,Flat", 1600, 0.95, cluster_accuracy=0.6,
+                routed_recall_at_10=0.9, routed_fraction_scanned=0.25)]
+    text = write_report(_write(tmp_path, rows), tmp_path).read_text(encoding="utf-8")
+    routed = text.split("### Cluster-routed retrieval")[1].split("###")[0]
+    assert "| mcr2:64,clusters=32 → hnsw | 0.700 | 0.850 | 0.125 |" in routed
+    assert "| none → faiss:IVF32,Flat | 0.600 | 0.900 | 0.250 |" in routed
+    assert "| mcr2:64,clusters=32 | 64 | 0.10 | — | 2.0 KiB |" in text
 
 
 def test_bad_results_files(tmp_path: Path) -> None:
