@@ -50,6 +50,7 @@ __all__ = [
     "calibrate",
     "check_model",
     "python_id_map_bytes",
+    "measure_resident",
 ]
 
 log = logging.getLogger(__name__)
@@ -398,3 +399,82 @@ def check_model(model: SizeModel, n: int, dim: int, payload_bytes: int = 0, *,
                           "pick another size.")
     m = measure_store(model.spec, n, dim, payload_bytes=payload_bytes, seed=seed, workdir=workdir)
     return SizeCheck(model.spec, n, dim, payload_bytes, model.disk_bytes(n, dim, payload_bytes), m.total)
+
+
+_RSS_CHILD = r"""
+import json, re, sys
+import numpy as np
+import faiss, hnswlib, qdrant_edge  # noqa: F401  (libraries loaded before the baseline)
+from slimvec.connectors import make_store
+
+def rss():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+spec, loc, dim = sys.argv[1], sys.argv[2], int(sys.argv[3])
+queries = np.random.default_rng(1).standard_normal((200, dim)).astype(np.float32)
+store = make_store(spec, loc)
+import slimvec.connectors.faiss_store, slimvec.connectors.hnsw_store, slimvec.connectors.qdrant_edge  # noqa
+before = rss()
+store.open()
+store.search(queries, 10)
+after = rss()
+files, current = {}, None
+with open("/proc/self/smaps") as fh:
+    for line in fh:
+        parts = line.split()
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            current = parts[5] if len(parts) > 5 and parts[5].startswith(loc) else None
+        elif parts[0] == "Rss:" and current is not None:
+            files[current] = files.get(current, 0) + int(parts[1]) * 1024
+print(json.dumps({"rss_delta": after - before, "files": files}))
+"""
+
+
+def measure_resident(spec: str, n: int, dim: int, *, workdir: str | Path | None = None,
+                     seed: int = 7) -> dict[str, Any]:
+    """Measured memory of a store opened in a fresh process and searched 200 times.
+
+    Builds ``spec`` with ``n`` random unit vectors, closes it, then in a child process reads
+    ``VmRSS`` before ``open()`` and after ``open()`` + one batch of 200 queries, and attributes
+    the memory-mapped store files still resident (``/proc/self/smaps``) to components. Linux only.
+
+    Returns
+    -------
+    dict
+        ``rss_delta`` (bytes), ``mapped`` (component -> resident bytes of mapped store files;
+        clean file pages, reclaimable under memory pressure) and ``process`` (``rss_delta`` minus
+        mapped: heap, runtime, id maps).
+    """
+    import json
+    import subprocess
+    import sys
+
+    from slimvec.connectors import make_store
+
+    spec = sizing_spec(spec)
+    name = parse_store_spec(spec).name
+    vecs = _unit_vectors(n, dim, seed)
+    with tempfile.TemporaryDirectory(prefix="slimvec-rss-", dir=workdir) as tmp:
+        store = make_store(spec, tmp).create(dim)
+        try:
+            for lo in range(0, n, _BATCH):
+                store.upsert(np.arange(lo + 1, min(lo + _BATCH, n) + 1), vecs[lo:lo + _BATCH])
+            store.finalize()
+        finally:
+            store.close()
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        proc = subprocess.run([sys.executable, "-c", _RSS_CHILD, spec, tmp, str(dim)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise ConfigError(f"Measuring the memory of {spec} failed: {proc.stderr.strip()[-300:]}")
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    mapped: dict[str, int] = {}
+    for path, size in data["files"].items():
+        comp = _component(name, os.path.relpath(path, tmp))
+        mapped[comp] = mapped.get(comp, 0) + int(size)
+    delta = int(data["rss_delta"])
+    return {"rss_delta": delta, "mapped": mapped, "process": delta - sum(mapped.values())}

@@ -75,3 +75,16 @@ def test_specs_and_bad_input(tmp_path: Path) -> None:
     model, _ = calibrate("hnsw:threads=1", sizes=(200, 400), dims=(8,), workdir=tmp_path)
     with pytest.raises(ConfigError, match="fitted on"):
         check_model(model, 400, 8, workdir=tmp_path)
+
+
+def test_measured_resident_memory_holds_the_vectors(tmp_path: Path) -> None:
+    from slimvec.benchmarks.sizing import measure_resident
+
+    n, dim = 4000, 128
+    r = measure_resident("hnsw:threads=1", n, dim, workdir=tmp_path)
+    model, _ = calibrate("hnsw:threads=1", sizes=(1000, 2000), dims=(dim,), workdir=tmp_path)
+    # hnswlib loads the whole graph: the process grows by at least the float32 vectors,
+    # and the model (resident data structures only) does not exceed what was measured
+    assert r["rss_delta"] >= n * dim * 4
+    assert model.ram_bytes(n, dim) <= r["rss_delta"]
+    assert r["mapped"].get("index", 0) == 0  # read into memory, not memory-mapped
