@@ -76,7 +76,8 @@ class Candidate:
     datasets : list of str
         Where the quality was measured.
     reducer_bytes : int
-        Size of the fitted reducer artifact (from the results; 0 when unknown).
+        Size of the fitted reducer artifact (from the results; 0 when unknown), counted in RAM
+        (it transforms every query) and on disk.
     ram_bytes, disk_bytes : float
         Predicted at the plan's N.
     meets_target : bool
@@ -283,7 +284,7 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         checks.append(check_model(model, check_n, check_dim, payload_bytes, workdir=workdir))
     for c in cands:
         model = models[c.store]
-        c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes)
+        c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query
         c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
         ok = True
         if min_quality is not None:

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from slimvec.benchmarks.plan import candidates_from_results, make_plan, parse_bytes
 from slimvec.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def row(reducer: str, dim_out: int, store: str, task: float | None, dataset: str = "stsb-dev",
