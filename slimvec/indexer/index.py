@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from slimvec.connectors.base import SearchResult, VectorStore
-from slimvec.errors import DimensionMismatchError, IndexBusyError, PersistenceError
+from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError
 from slimvec.persistence import (
     allocated_bytes, library_versions, read_json, sha256_file, write_json_atomic,
 )
@@ -139,6 +139,7 @@ class Index:
         self.store = store
         self._encoder: Any = None
         self._lock: Any = None
+        self._full: Any = None
 
     # ----------------------------------------------------------------- encoder
     @property
@@ -184,8 +185,17 @@ class Index:
                                    "pass query vectors instead of texts.")
         return self.encoder.encode(list(queries))
 
+    @property
+    def full_vectors(self) -> Any:
+        """The on-disk full vectors (``--keep-full``), opened on first use; ``None`` without."""
+        if self._full is None and self.manifest.get("full"):
+            from slimvec.connectors.fullvectors import FullVectors
+
+            self._full = FullVectors.open(self.folder / self.manifest["full"]["dir"])
+        return self._full
+
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
-               **params: Any) -> SearchResult:
+               rescore: int | None = None, **params: Any) -> SearchResult:
         """Search with texts or full-dimension vectors; the reducer is applied here.
 
         Parameters
@@ -193,16 +203,29 @@ class Index:
         queries : str, sequence of str, or array of shape (dim_in,) or (n, dim_in)
         k : int
             Results per query.
+        rescore : int, optional
+            Two-stage search: fetch ``k * rescore`` candidates from the reduced index and re-rank
+            them with the full vectors kept on disk (index built with ``--keep-full``).
         **params
             Store search parameters (e.g. ``ef``).
 
         Returns
         -------
         SearchResult
-            ``ids`` (n, k) int64 padded with -1, ``scores`` (n, k), higher is closer.
+            ``ids`` (n, k) int64 padded with -1, ``scores`` (n, k), higher is closer (full-space
+            similarities when rescoring).
         """
-        reduced = self.reducer.transform(self.embed(queries))
-        return self.store.search(reduced, k, **params)
+        vectors = self.embed(queries)
+        reduced = self.reducer.transform(vectors)
+        if not rescore:
+            return self.store.search(reduced, k, **params)
+        if int(rescore) < 1:
+            raise ConfigError(f"rescore must be a positive integer (candidates per result), got {rescore!r}.")
+        if self.full_vectors is None:
+            raise ConfigError(f"{self.folder} keeps no full vectors, so it cannot rescore. Rebuild it "
+                              "with --keep-full (slimvec migrate / ingest), or search without rescore.")
+        candidates = self.store.search(reduced, k * int(rescore), **params)
+        return self.full_vectors.rerank(vectors, candidates, k)
 
     def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Stored payloads (text and source fields) of ids."""
@@ -228,6 +251,9 @@ class Index:
         """Release the store (and the reader lock of a Qdrant Edge / local Qdrant index)."""
         try:
             self.store.close()
+            if self._full is not None:
+                self._full.close()
+                self._full = None
         finally:
             if self._lock is not None:
                 self._lock.release()

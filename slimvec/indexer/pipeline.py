@@ -47,7 +47,7 @@ DEFAULT_REDUCER = "pca:96"
 DEFAULT_STORE = "qdrant-edge"
 #: what an index folder may hold; a folder with anything else is not ours to clean
 _OWN_NAMES = {MANIFEST, REDUCER_DIR, STORE_DIR, REJECTS, LOCK_NAME, STATE_DB, STATE_DB + "-wal",
-              STATE_DB + "-shm"}
+              STATE_DB + "-shm", "full"}
 
 
 @dataclass
@@ -134,7 +134,7 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def _progress(enabled: bool, total: int | None, description: str):
+def _progress(enabled: bool, total: int | None, description: str, unit: str = "docs"):
     from rich.progress import (
         BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
     )
@@ -147,7 +147,7 @@ def _progress(enabled: bool, total: int | None, description: str):
             from rich.text import Text
 
             speed = task.finished_speed or task.speed
-            return Text(f"{speed:,.0f} docs/s" if speed else "")
+            return Text(f"{speed:,.0f} {unit}/s" if speed else "")
 
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     _Rate(), TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled,

@@ -1,0 +1,60 @@
+"""``slimvec migrate``: an existing Qdrant / Qdrant Edge / FAISS / hnswlib / .npy / Parquet
+collection into a reduced slimvec index (no text, no encoder)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+__all__ = ["migrate"]
+
+console = Console(stderr=True)
+
+
+def migrate(
+    source: str = typer.Option(..., "--from", help="qdrant:URL/COLLECTION, qdrant:PATH/COLLECTION, "
+                               "qdrant-edge:PATH, faiss:FILE, hnsw:FILE,dim=384,space=cosine, "
+                               "FILE.npy (id = row) or parquet:FILE,id=id,vector=vector."),
+    index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
+    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: pca:96]."),
+    store: Optional[str] = typer.Option(None, help="Store spec for a new index [default: qdrant-edge]."),
+    fit_sample: int = typer.Option(10_000, help="Vectors sampled uniformly to fit the reducer."),
+    keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the original vectors on disk "
+                                   "(memory-mapped) for search(..., rescore=R)."),
+    full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
+    batch_size: int = typer.Option(1024, help="Vectors per batch."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first bad vector instead of recording it in rejects.jsonl."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index in --index and build it anew."),
+    checkpoint_seconds: float = typer.Option(30.0, help="Commit (store flushed, progress recorded) at least this often."),
+    checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Fit a reducer on a sample of an existing collection and stream every vector into a new index.
+
+    Ids and payloads are kept. Resumable: rerunning the same command after Ctrl-C, a crash or
+    kill -9 continues after the last committed batch. Search the result with query vectors from
+    the original encoder: slimvec.open(INDEX).search(vectors, k, rescore=R).
+    """
+    from slimvec.migrate import MigrateOptions
+    from slimvec.migrate import migrate as run_migrate
+
+    opts = MigrateOptions(reducer=reducer, store=store, keep_full=full_dtype if keep_full else None,
+                          fit_sample=fit_sample, batch_size=batch_size, progress=not json_out,
+                          strict=strict, rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
+                          checkpoint_batches=checkpoint_batches)
+    summary = run_migrate(source, index, opts, notify=lambda msg: console.print(msg))
+    if json_out:
+        typer.echo(json.dumps(summary.to_json(), indent=2))
+    if summary.interrupted:
+        console.print(f"[bold yellow]interrupted[/]: committed up to vector {summary.next_row:,} of "
+                      f"{source}. Resume with the same command.")
+        raise typer.Exit(130)
+    if json_out or summary.already_done:
+        return
+    console.print(f"migrated [bold]{summary.ingested:,}[/] vectors ({summary.rejected:,} rejected) "
+                  f"into {index} — {summary.count:,} in the index, "
+                  f"{summary.docs_per_s:,.0f} vectors/s")

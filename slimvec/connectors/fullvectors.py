@@ -1,0 +1,243 @@
+"""Full-dimension vectors kept on disk next to a reduced index, for two-stage search.
+
+The small index answers ``k x R`` candidates; :meth:`FullVectors.rerank` re-scores them with the
+original vectors and keeps the best ``k``. The full vectors are never loaded into RAM: they live in
+a raw row-major file (``vectors.f32`` or ``vectors.f16``) read through ``np.memmap``, so a search
+touches only the pages of its candidates. Only the id column (8 bytes per vector) is held in RAM
+to map ids to rows.
+
+Layout of the folder::
+
+    state.json      {"dim", "dtype", "metric", "rows"}  -- rows committed, written atomically
+    vectors.f32     rows x dim values (append-only)
+    ids.i64         rows int64 ids (append-only, same order)
+
+Appends go past ``rows``; :meth:`FullVectors.commit` fsyncs both files and then records the new
+``rows``. Reopening for writing cuts anything after the last commit, so a crash never leaves a
+half row, and a re-upserted id simply gets a later row (the last row of an id wins).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.connectors.base import SearchResult
+from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError
+from slimvec.persistence import read_json, write_json_atomic
+
+__all__ = ["FullVectors", "FULL_DIR", "FULL_DTYPES"]
+
+FULL_DIR = "full"
+STATE = "state.json"
+IDS = "ids.i64"
+FULL_DTYPES = ("float32", "float16")
+
+
+def _vec_name(dtype: str) -> str:
+    return "vectors.f32" if dtype == "float32" else "vectors.f16"
+
+
+class FullVectors:
+    """Append-only, memory-mapped store of full vectors looked up by id.
+
+    Use :meth:`create` for a new folder, :meth:`open` to read or append.
+
+    Attributes
+    ----------
+    folder : Path
+    dim : int
+    dtype : str
+        ``float32`` or ``float16`` (half the disk, scores within ~1e-3).
+    metric : str
+        ``cosine`` vectors are stored unit-normalised.
+    rows : int
+        Committed rows.
+    """
+
+    def __init__(self, folder: Path, dim: int, dtype: str, metric: str, rows: int) -> None:
+        self.folder, self.dim, self.dtype, self.metric, self.rows = folder, dim, dtype, metric, rows
+        self._vec_fh: Any = None
+        self._ids_fh: Any = None
+        self._pending = 0
+        self._map: np.memmap | None = None
+        self._sorted_ids: np.ndarray | None = None
+        self._sorted_rows: np.ndarray | None = None
+
+    # -------------------------------------------------------------- lifecycle
+    @classmethod
+    def create(cls, folder: str | os.PathLike[str], dim: int, dtype: str = "float32",
+               metric: str = "cosine") -> "FullVectors":
+        """A new empty store at ``folder`` (created; must not hold one already)."""
+        if dtype not in FULL_DTYPES:
+            raise ConfigError(f"Full vectors dtype {dtype!r} unknown. Known: {', '.join(FULL_DTYPES)}.")
+        folder = Path(folder)
+        if (folder / STATE).exists():
+            raise PersistenceError(f"{folder} already holds full vectors; open it instead.")
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (_vec_name(dtype), IDS):
+            (folder / name).write_bytes(b"")
+        out = cls(folder, int(dim), dtype, metric, 0)
+        out._write_state()
+        return out
+
+    @classmethod
+    def open(cls, folder: str | os.PathLike[str]) -> "FullVectors":
+        """Open an existing store (reading, or appending after :meth:`truncate_to_committed`)."""
+        folder = Path(folder)
+        state = read_json(folder / STATE)
+        try:
+            out = cls(folder, int(state["dim"]), str(state["dtype"]), str(state["metric"]),
+                      int(state["rows"]))
+        except (KeyError, ValueError) as exc:
+            raise PersistenceError(f"{folder / STATE} is incomplete ({exc}); rebuild the index.") from exc
+        if out.dtype not in FULL_DTYPES:
+            raise PersistenceError(f"{folder / STATE}: dtype {out.dtype!r} unknown.")
+        item = np.dtype(out.dtype).itemsize
+        for name, need in ((_vec_name(out.dtype), out.rows * out.dim * item), (IDS, out.rows * 8)):
+            size = (folder / name).stat().st_size if (folder / name).exists() else -1
+            if size < need:
+                raise PersistenceError(f"{folder / name} holds {size} bytes, fewer than the {need} "
+                                       f"committed in {folder / STATE}; rebuild the index.")
+        return out
+
+    def _write_state(self) -> None:
+        write_json_atomic(self.folder / STATE, {"dim": self.dim, "dtype": self.dtype,
+                                                "metric": self.metric, "rows": self.rows})
+
+    def truncate_to_committed(self) -> None:
+        """Cut rows appended after the last commit (a crashed or killed writer)."""
+        item = np.dtype(self.dtype).itemsize
+        for name, size in ((_vec_name(self.dtype), self.rows * self.dim * item), (IDS, self.rows * 8)):
+            with open(self.folder / name, "r+b") as fh:
+                fh.truncate(size)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    # ------------------------------------------------------------------ write
+    def append(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray) -> None:
+        """Append rows (not durable before :meth:`commit`)."""
+        ids_arr = np.asarray(ids, dtype=np.int64).ravel()
+        vecs = np.asarray(vectors, dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[1] != self.dim:
+            raise DimensionMismatchError("full vectors", self.dim, vecs.shape[-1])
+        if len(ids_arr) != len(vecs):
+            raise ConfigError(f"full vectors: {len(ids_arr)} ids for {len(vecs)} vectors.")
+        if self.metric == "cosine":
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            vecs = vecs / np.where(norms > 0, norms, 1.0)
+        if self._vec_fh is None:
+            self.truncate_to_committed()
+            self._vec_fh = open(self.folder / _vec_name(self.dtype), "ab")
+            self._ids_fh = open(self.folder / IDS, "ab")
+        self._vec_fh.write(np.ascontiguousarray(vecs, dtype=self.dtype).tobytes())
+        self._ids_fh.write(ids_arr.tobytes())
+        self._pending += len(ids_arr)
+
+    def commit(self) -> None:
+        """Make appended rows durable, then record them (the commit point)."""
+        if self._vec_fh is None:
+            return
+        for fh in (self._vec_fh, self._ids_fh):
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.rows += self._pending
+        self._pending = 0
+        self._write_state()
+        self._map = self._sorted_ids = self._sorted_rows = None
+
+    # ------------------------------------------------------------------- read
+    def _lookup_table(self) -> tuple[np.memmap | None, np.ndarray, np.ndarray]:
+        if self._sorted_ids is None:
+            ids = np.fromfile(self.folder / IDS, dtype=np.int64, count=self.rows)
+            rows = np.arange(self.rows, dtype=np.int64)
+            # the last row of an id wins: sort by (id, row) and keep the last of each run
+            order = np.lexsort((rows, ids))
+            sid = ids[order]
+            last = np.ones(len(sid), dtype=bool)
+            last[:-1] = sid[1:] != sid[:-1]
+            self._sorted_ids, self._sorted_rows = sid[last], order[last]
+            self._map = (np.memmap(self.folder / _vec_name(self.dtype), dtype=self.dtype, mode="r",
+                                   shape=(self.rows, self.dim)) if self.rows else None)
+        return self._map, self._sorted_ids, self._sorted_rows  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return int(len(self._lookup_table()[1]))
+
+    def get(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Full vectors of ``ids`` (float32) and a mask of the ids found (rows of unknown ids are 0)."""
+        mm, sid, srows = self._lookup_table()
+        wanted = np.asarray(ids, dtype=np.int64).ravel()
+        out = np.zeros((len(wanted), self.dim), dtype=np.float32)
+        if mm is None or not len(wanted):
+            return out, np.zeros(len(wanted), dtype=bool)
+        pos = np.clip(np.searchsorted(sid, wanted), 0, len(sid) - 1)
+        found = sid[pos] == wanted
+        rows = srows[pos[found]]
+        order = np.argsort(rows)  # read the file forwards
+        block = np.asarray(mm[rows[order]], dtype=np.float32)
+        tmp = np.empty_like(block)
+        tmp[order] = block
+        out[found] = tmp
+        return out, found
+
+    def rerank(self, queries: np.ndarray, candidates: SearchResult, k: int) -> SearchResult:
+        """Re-score candidates with the full vectors and keep the best ``k`` per query.
+
+        Parameters
+        ----------
+        queries : ndarray (n, dim)
+            Full-dimension queries.
+        candidates : SearchResult
+            Output of the reduced index (ids padded with -1).
+        k : int
+
+        Returns
+        -------
+        SearchResult
+            Scores are full-dimension similarities (cosine / inner product, or negated squared
+            L2 distance); candidates without a full vector are dropped.
+        """
+        q = np.asarray(queries, dtype=np.float32)
+        if q.ndim == 1:
+            q = q[None, :]
+        if q.shape[1] != self.dim:
+            raise DimensionMismatchError("queries for the full vectors", self.dim, q.shape[1])
+        if self.metric == "cosine":
+            q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+        n, kc = candidates.ids.shape
+        flat = candidates.ids.ravel()
+        vecs, found = self.get(np.where(flat >= 0, flat, 0))
+        found &= flat >= 0
+        vecs = vecs.reshape(n, kc, self.dim)
+        if self.metric == "l2":
+            scores = -np.sum((vecs - q[:, None, :]) ** 2, axis=2)
+        else:
+            scores = np.einsum("nkd,nd->nk", vecs, q)
+        scores = np.where(found.reshape(n, kc), scores, -np.inf).astype(np.float32)
+        out = SearchResult.empty(n, k)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        top_scores = np.take_along_axis(scores, order, axis=1)
+        top_ids = np.take_along_axis(candidates.ids, order, axis=1)
+        keep = np.isfinite(top_scores)
+        m = order.shape[1]
+        out.ids[:, :m] = np.where(keep, top_ids, -1)
+        out.scores[:, :m] = np.where(keep, top_scores, -np.inf)
+        return out
+
+    def size_bytes(self) -> int:
+        """Allocated bytes on disk."""
+        from slimvec.persistence import allocated_bytes
+
+        return allocated_bytes(self.folder)
+
+    def close(self) -> None:
+        """Close append handles (uncommitted rows are cut at the next open for writing)."""
+        for fh in (self._vec_fh, self._ids_fh):
+            if fh is not None:
+                fh.close()
+        self._vec_fh = self._ids_fh = None
+        self._map = None

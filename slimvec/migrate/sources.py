@@ -1,0 +1,529 @@
+"""Existing vector collections read as a stream of ``(ids, vectors, payloads)`` batches.
+
+A source spec names where the vectors are now:
+
+======================================  ===========================================================
+spec                                    source
+======================================  ===========================================================
+``qdrant:http://host:6333/COLLECTION``  Qdrant server (API key from ``QDRANT_API_KEY``), scrolled
+``qdrant:PATH/COLLECTION``              qdrant-client local mode (or ``qdrant:PATH,collection=C``)
+``qdrant-edge:PATH``                    Qdrant Edge shard folder (or a slimvec qdrant-edge store)
+``faiss:FILE`` / ``FILE.faiss``         FAISS index file (``IndexIDMap`` ids) or a slimvec FAISS
+                                        store folder (its ``ids.npy``)
+``hnsw:FILE,dim=384,space=cosine``      hnswlib index file (or a slimvec hnsw store folder)
+``npy:FILE`` / ``FILE.npy``             (n, d) array, id = row number
+``parquet:FILE,id=id,vector=vector``    Parquet with an id and a list-of-floats vector column; the
+                                        other columns become the payload
+======================================  ===========================================================
+
+Every source has a fixed row order, so a migration resumes from a row number.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from slimvec.errors import ConfigError, MissingDependencyError, StoreError
+from slimvec.ids import doc_ids
+
+__all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
+
+log = logging.getLogger(__name__)
+SOURCE_KINDS = ("qdrant", "qdrant-edge", "faiss", "hnsw", "npy", "parquet")
+
+
+@dataclass
+class SourceBatch:
+    """Rows ``[start, start + len(ids))`` of a source.
+
+    Attributes
+    ----------
+    ids : ndarray of int64
+        Store ids (integer source ids kept as they are, strings / UUIDs hashed).
+    vectors : ndarray of float32, shape (n, dim)
+    payloads : list of dict
+    next_row : int
+        First row after this batch.
+    """
+
+    ids: np.ndarray
+    vectors: np.ndarray
+    payloads: list[dict[str, Any]]
+    next_row: int
+
+
+class VectorSource(abc.ABC):
+    """An existing collection of vectors, read in a fixed row order.
+
+    Attributes
+    ----------
+    spec : str
+        The source spec as given.
+    dim : int
+        Vector dimension.
+    """
+
+    spec: str = ""
+    dim: int = 0
+
+    @abc.abstractmethod
+    def count(self) -> int:
+        """Number of vectors (rows)."""
+
+    @abc.abstractmethod
+    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        """Batches of ``size`` rows from row ``start`` to the end."""
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Vectors of the given sorted row numbers (default: one streaming pass)."""
+        wanted = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(wanted), self.dim), dtype=np.float32)
+        j = 0
+        for batch in self.batches(0, 2048):
+            lo = batch.next_row - len(batch.ids)
+            while j < len(wanted) and wanted[j] < batch.next_row:
+                out[j] = batch.vectors[wanted[j] - lo]
+                j += 1
+            if j == len(wanted):
+                break
+        return out
+
+    def sample(self, n: int, seed: int = 0) -> np.ndarray:
+        """Uniform sample of up to ``n`` vectors (without replacement), for fitting a reducer."""
+        total = self.count()
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(total, size=min(n, total), replace=False)) if total else np.array([], np.int64)
+        return self.take(rows)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this source's content for resuming (file fingerprint or count)."""
+        return {"size": self.count(), "mtime_ns": 0, "head_sha256": "", "tail_sha256": ""}
+
+    def close(self) -> None:
+        """Release the source."""
+
+    def __enter__(self) -> "VectorSource":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _file_fingerprint(path: Path) -> dict[str, Any]:
+    from slimvec.indexer.progress import fingerprint
+
+    return fingerprint(path)
+
+
+def _require_file(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise ConfigError(f"{what} {path} does not exist. Check the --from path.")
+    return path
+
+
+# --------------------------------------------------------------------------- files
+class NpySource(VectorSource):
+    """A 2-D ``.npy`` array read memory-mapped (never with pickle); id = row number."""
+
+    def __init__(self, path: Path, spec: str) -> None:
+        self.spec, self.path = spec, _require_file(path, "vectors file")
+        try:
+            self._arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"{path} is not a readable .npy array: {exc}.") from exc
+        if self._arr.ndim != 2:
+            raise ConfigError(f"{path}: expected a 2-D (n, dim) array, got shape {self._arr.shape}.")
+        self.dim = int(self._arr.shape[1])
+
+    def count(self) -> int:
+        return int(self._arr.shape[0])
+
+    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        for lo in range(start, self.count(), size):
+            hi = min(lo + size, self.count())
+            yield SourceBatch(np.arange(lo, hi, dtype=np.int64),
+                              np.asarray(self._arr[lo:hi], dtype=np.float32), [{} for _ in range(hi - lo)], hi)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        return np.asarray(self._arr[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return _file_fingerprint(self.path)
+
+
+class ParquetSource(VectorSource):
+    """Parquet with an id column and a vector column (list of floats); other columns -> payload."""
+
+    def __init__(self, path: Path, spec: str, id: str = "id", vector: str = "vector") -> None:
+        import pyarrow.parquet as pq
+
+        self.spec, self.path = spec, _require_file(path, "Parquet file")
+        self.id_col, self.vec_col = id, vector
+        try:
+            self._file = pq.ParquetFile(str(path))
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise ConfigError(f"{path} is not a readable Parquet file: {exc}.") from exc
+        names = self._file.schema_arrow.names
+        missing = [c for c in (id, vector) if c not in names]
+        if missing:
+            raise ConfigError(f"{path} has no column {missing[0]!r} (columns: {', '.join(names)}). "
+                              "Name them with parquet:FILE,id=COLUMN,vector=COLUMN.")
+        first = next(self._file.iter_batches(batch_size=1, columns=[vector]), None)
+        self.dim = len(first.column(0)[0].as_py()) if first is not None and first.num_rows else 0
+
+    def count(self) -> int:
+        return int(self._file.metadata.num_rows)
+
+    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        row = 0
+        for rb in self._file.iter_batches(batch_size=size):
+            lo, row = row, row + rb.num_rows
+            if row <= start:
+                continue
+            cut = max(0, start - lo)
+            table = rb.slice(cut).to_pydict()
+            vecs = [np.asarray(v, dtype=np.float32) if v is not None else np.full(self.dim, np.nan, np.float32)
+                    for v in table.pop(self.vec_col)]
+            ids = doc_ids(table.pop(self.id_col))
+            rest = list(table)
+            payloads = [{c: table[c][i] for c in rest} for i in range(len(ids))]
+            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return _file_fingerprint(self.path)
+
+
+def _stack(vecs: list[np.ndarray], dim: int) -> Any:
+    """(n, dim) float32 when every row has ``dim`` values, else the list (bad rows are rejected later)."""
+    if all(v.shape == (dim,) for v in vecs):
+        return np.stack(vecs).astype(np.float32) if vecs else np.empty((0, dim), np.float32)
+    return vecs
+
+
+class FaissSource(VectorSource):
+    """A FAISS index file (ids from an ``IndexIDMap``) or a slimvec FAISS store folder."""
+
+    def __init__(self, path: Path, spec: str) -> None:
+        import faiss
+
+        self.spec = spec
+        path = _require_file(path, "FAISS index")
+        self.path = path / "index.faiss" if path.is_dir() else path
+        try:
+            index = faiss.read_index(str(self.path))
+        except RuntimeError as exc:
+            raise ConfigError(f"{self.path} is not a readable FAISS index: {exc}.") from exc
+        ids: np.ndarray | None = None
+        self._payloads = _payload_table(path)
+        if path.is_dir():
+            ids = np.load(path / "ids.npy", allow_pickle=False).astype(np.int64)
+        elif isinstance(index, (faiss.IndexIDMap, faiss.IndexIDMap2)) or hasattr(index, "id_map"):
+            self._owner = index  # owns the inner index (wrappers below do not): keep it alive
+            self._outer = faiss.downcast_index(index)
+            ids = faiss.vector_to_array(self._outer.id_map).astype(np.int64)
+            index = faiss.downcast_index(self._outer.index)
+        if ids is None:
+            ids = np.arange(index.ntotal, dtype=np.int64)
+        if len(ids) != index.ntotal:
+            raise StoreError(f"{self.path}: {index.ntotal} vectors but {len(ids)} ids.")
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None:  # IVF lists need a direct map to return vectors by position
+            ivf.make_direct_map()
+        # a slimvec store keeps replaced copies: the last position of each id wins
+        _, last = np.unique(ids[::-1], return_index=True)
+        self._positions = np.sort(len(ids) - 1 - last)
+        self._ids, self._index = ids, index
+        self.dim = int(index.d)
+
+    def count(self) -> int:
+        return int(len(self._positions))
+
+    def _vectors(self, positions: np.ndarray) -> np.ndarray:
+        out = np.empty((len(positions), self.dim), dtype=np.float32)
+        for j, p in enumerate(positions.tolist()):
+            try:
+                out[j] = self._index.reconstruct(int(p))
+            except RuntimeError as exc:
+                raise StoreError(f"{self.path}: this FAISS index cannot return its vectors "
+                                 f"(reconstruct failed: {str(exc).strip().splitlines()[-1]}). Export "
+                                 "the vectors to .npy from the original data instead.") from exc
+        return out
+
+    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        for lo in range(start, self.count(), size):
+            pos = self._positions[lo:lo + size]
+            ids = self._ids[pos]
+            yield SourceBatch(ids, self._vectors(pos), _payloads_of(self._payloads, ids), lo + len(pos))
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        return self._vectors(self._positions[np.asarray(rows, dtype=np.int64)])
+
+    def fingerprint(self) -> dict[str, Any]:
+        return _file_fingerprint(self.path)
+
+
+class HnswSource(VectorSource):
+    """An hnswlib index file (``dim`` and ``space`` must be given) or a slimvec hnsw store folder."""
+
+    def __init__(self, path: Path, spec: str, dim: int | None = None, space: str = "cosine") -> None:
+        import hnswlib
+
+        self.spec = spec
+        path = _require_file(path, "hnswlib index")
+        self._payloads = _payload_table(path)
+        if path.is_dir():
+            from slimvec.connectors._local import read_meta
+
+            meta = read_meta(path, "hnsw")
+            dim, space, path = int(meta["dim"]), meta["metric"], path / "index.hnsw"
+        if not dim:
+            raise ConfigError(f"An hnswlib file does not record its dimension: pass it, e.g. "
+                              f"hnsw:{path},dim=384,space=cosine.")
+        if space not in ("cosine", "ip", "l2"):
+            raise ConfigError(f"hnsw space {space!r} unknown. Known: cosine, ip, l2.")
+        self.path, self.dim = path, int(dim)
+        self._index = hnswlib.Index(space=space, dim=self.dim)
+        try:
+            self._index.load_index(str(path))
+        except RuntimeError as exc:
+            raise ConfigError(f"{path} is not a readable hnswlib index of dimension {dim}: {exc}.") from exc
+        self._labels = np.sort(np.asarray(self._index.get_ids_list(), dtype=np.int64))
+
+    def count(self) -> int:
+        return int(len(self._labels))
+
+    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        for lo in range(start, self.count(), size):
+            labels = self._labels[lo:lo + size]
+            yield SourceBatch(labels.copy(), self._get(labels), _payloads_of(self._payloads, labels),
+                              lo + len(labels))
+
+    def _get(self, labels: np.ndarray) -> np.ndarray:
+        return np.asarray(self._index.get_items(labels.tolist()), dtype=np.float32).reshape(-1, self.dim)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        return self._get(self._labels[np.asarray(rows, dtype=np.int64)])
+
+    def fingerprint(self) -> dict[str, Any]:
+        return _file_fingerprint(self.path)
+
+
+def _payload_table(path: Path) -> Any:
+    """The payload side table of a slimvec FAISS / hnsw store folder (``None`` for bare files)."""
+    if path.is_dir() and (path / "payloads.sqlite").exists():
+        from slimvec.connectors.payloads import PayloadTable
+
+        return PayloadTable(path / "payloads.sqlite")
+    return None
+
+
+def _payloads_of(table: Any, ids: np.ndarray) -> list[dict[str, Any]]:
+    if table is None:
+        return [{} for _ in range(len(ids))]
+    return [p or {} for p in table.get(ids.tolist())]
+
+
+# --------------------------------------------------------------------------- Qdrant
+def _point_vector(vector: Any, name: str | None, where: str) -> list[float]:
+    if isinstance(vector, dict):
+        if name is None and len(vector) == 1:
+            return list(next(iter(vector.values())))
+        if name is None or name not in vector:
+            raise ConfigError(f"{where} has named vectors ({', '.join(vector)}): choose one with "
+                              ",vector=NAME in the --from spec.")
+        return list(vector[name])
+    if vector is None:
+        raise StoreError(f"{where} returned a point without a vector.")
+    return list(vector)
+
+
+class _ScrollSource(VectorSource):
+    """Common scrolling of Qdrant points ordered by id; resuming skips rows without vectors."""
+
+    vector_name: str | None = None
+
+    @abc.abstractmethod
+    def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
+        """One page: records and the next offset (None at the end)."""
+
+    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        offset, row = None, 0
+        while row < start:  # skip committed rows cheaply (ids only)
+            page, offset = self._scroll(offset, min(size * 4, start - row), False)
+            row += len(page)
+            if offset is None or not page:
+                return
+        while True:
+            page, offset = self._scroll(offset, size, True)
+            if not page:
+                return
+            row += len(page)
+            raw_ids = [p.id for p in page]
+            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids])
+            vecs = [np.asarray(_point_vector(p.vector, self.vector_name, self.spec), np.float32) for p in page]
+            payloads = []
+            for p, rid in zip(page, raw_ids):
+                pl = dict(p.payload or {})
+                if not isinstance(rid, int):
+                    pl.setdefault("source_id", str(rid))  # UUID ids are hashed: keep the original
+                payloads.append(pl)
+            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row)
+            if offset is None:
+                return
+
+
+class QdrantEdgeSource(_ScrollSource):
+    """A Qdrant Edge shard folder (or a slimvec qdrant-edge store folder holding ``shard/``)."""
+
+    def __init__(self, path: Path, spec: str, vector: str | None = None) -> None:
+        import qdrant_edge as q
+
+        self.spec, self._q, self.vector_name = spec, q, vector
+        path = _require_file(path, "Qdrant Edge shard")
+        if (path / "shard").is_dir():
+            path = path / "shard"
+        try:
+            self._shard = q.EdgeShard.load(str(path))
+        except Exception as exc:  # the engine raises its own types
+            raise ConfigError(f"{path} is not a loadable Qdrant Edge shard: {exc}.") from exc
+        self.path = path
+        first, _ = self._scroll(None, 1, True)
+        self.dim = len(_point_vector(first[0].vector, vector, spec)) if first else 0
+
+    def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
+        q = self._q
+        return self._shard.scroll(q.ScrollRequest(offset=offset, limit=int(limit),
+                                                  with_payload=with_data, with_vector=with_data))
+
+    def count(self) -> int:
+        return int(self._shard.count(self._q.CountRequest(exact=True)))
+
+    def close(self) -> None:
+        if self._shard is not None:
+            self._shard.close()
+            self._shard = None
+
+
+class QdrantSource(_ScrollSource):
+    """A Qdrant collection through qdrant-client: server URL (``QDRANT_API_KEY``) or local folder."""
+
+    def __init__(self, location: str, collection: str, spec: str, vector: str | None = None) -> None:
+        try:
+            from qdrant_client import QdrantClient
+        except ImportError as exc:  # pragma: no cover - a declared dependency
+            raise MissingDependencyError("qdrant-client is not installed: pip install qdrant-client") from exc
+        self.spec, self.collection, self.vector_name = spec, collection, vector
+        if location.startswith(("http://", "https://")):
+            self._client = QdrantClient(url=location, api_key=os.environ.get("QDRANT_API_KEY"))
+        else:
+            _require_file(Path(location), "qdrant-client local folder")
+            self._client = QdrantClient(path=location)
+        if not self._client.collection_exists(collection):
+            names = [c.name for c in self._client.get_collections().collections]
+            self._client.close()
+            raise ConfigError(f"No collection {collection!r} at {location} (collections: "
+                              f"{', '.join(names) or 'none'}).")
+        first, _ = self._scroll(None, 1, True)
+        self.dim = len(_point_vector(first[0].vector, vector, spec)) if first else 0
+
+    def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
+        vectors: Any = with_data if not (with_data and self.vector_name) else [self.vector_name]
+        return self._client.scroll(self.collection, limit=int(limit), offset=offset,
+                                   with_payload=with_data, with_vectors=vectors)
+
+    def count(self) -> int:
+        return int(self._client.count(self.collection, exact=True).count)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# --------------------------------------------------------------------------- specs
+def parse_source(spec: str) -> tuple[str, str, dict[str, str]]:
+    """Split ``KIND:LOCATION,key=value,...`` into kind, location and options.
+
+    Without a known ``KIND:`` prefix the kind comes from the file: ``.npy``, ``.parquet``,
+    ``.faiss`` / ``.index``, or a slimvec store folder (its ``slimvec_store.json``).
+    """
+    text = spec.strip()
+    kind, sep, rest = text.partition(":")
+    if not sep or kind.lower() not in SOURCE_KINDS:
+        kind, rest = "", text
+    parts = rest.split(",")
+    location, options = parts[0], {}
+    for part in parts[1:]:
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ConfigError(f"--from {spec!r}: expected key=value after the location, got {part!r}.")
+        options[key.strip()] = value.strip()
+    if not kind:
+        kind = _infer_kind(Path(location), spec)
+    return kind.lower(), location, options
+
+
+def _infer_kind(path: Path, spec: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return "npy"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".faiss", ".index"):
+        return "faiss"
+    if path.is_dir() and (path / "slimvec_store.json").exists():
+        from slimvec.persistence import read_json
+
+        name = str(read_json(path / "slimvec_store.json").get("store"))
+        if name in ("qdrant-edge", "faiss", "hnsw"):
+            return name
+    raise ConfigError(f"Cannot tell what kind of source --from {spec!r} is. Prefix it: "
+                      "qdrant:URL/COLLECTION, qdrant-edge:PATH, faiss:FILE, "
+                      "hnsw:FILE,dim=384,space=cosine, npy:FILE or parquet:FILE,id=id,vector=vector.")
+
+
+def _options(kind: str, options: dict[str, str], allowed: tuple[str, ...]) -> dict[str, str]:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"Unknown option {unknown[0]!r} for a {kind} source. Known: "
+                          f"{', '.join(allowed) or 'none'}.")
+    return options
+
+
+def open_source(spec: str) -> VectorSource:
+    """Open the collection a source spec names (see the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        Unknown kind or option, a missing file, a collection that does not exist.
+    """
+    kind, location, options = parse_source(spec)
+    path = Path(location).expanduser()
+    if kind == "npy":
+        _options(kind, options, ())
+        return NpySource(path, spec)
+    if kind == "parquet":
+        return ParquetSource(path, spec, **_options(kind, options, ("id", "vector")))
+    if kind == "faiss":
+        _options(kind, options, ())
+        return FaissSource(path, spec)
+    if kind == "hnsw":
+        opts = _options(kind, options, ("dim", "space"))
+        return HnswSource(path, spec, int(opts["dim"]) if "dim" in opts else None,
+                          opts.get("space", "cosine"))
+    if kind == "qdrant-edge":
+        return QdrantEdgeSource(path, spec, **_options(kind, options, ("vector",)))
+    opts = _options(kind, options, ("collection", "vector"))
+    collection = opts.get("collection")
+    if collection is None:
+        location, _, collection = location.rstrip("/").rpartition("/")
+        if not location or not collection:
+            raise ConfigError(f"--from {spec!r}: name the collection, e.g. qdrant:http://host:6333/"
+                              "docs or qdrant:PATH,collection=docs.")
+    return QdrantSource(location, collection, spec, opts.get("vector"))
