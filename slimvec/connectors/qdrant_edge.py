@@ -3,6 +3,11 @@
 Spec: ``qdrant-edge[:PATH][,m=16,ef_construct=100,ef=64,quant=none,rescore=true,oversampling=2.0]``.
 Bulk upserts go to the WAL; :meth:`QdrantEdgeStore.finalize` runs ``optimize()``, which builds
 the HNSW graph (and quantized codes when ``quant`` is set).
+
+With ``full_dim=D`` (set by ``--keep-full``, not the default) each point holds two named vectors:
+``reduced`` (HNSW, quantized when ``quant`` is set) and ``full`` (original vectors in cold, on-disk
+storage, no graph: HNSW ``m=0``). :meth:`QdrantEdgeStore.search_rescored` prefetches candidates on
+``reduced`` and re-ranks them on ``full`` in one Qdrant query.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ __all__ = ["QdrantEdgeStore"]
 log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {"m": 16, "ef_construct": 100, "ef": 64, "quant": "none",
-                            "rescore": True, "oversampling": 2.0, "exact": False}
+                            "rescore": True, "oversampling": 2.0, "exact": False, "full_dim": 0}
+REDUCED, FULL = "reduced", "full"
 _UPSERT_BATCH = 512
 
 
@@ -90,8 +96,14 @@ class QdrantEdgeStore(VectorStore):
         folder.mkdir(parents=True, exist_ok=True)
         distance = {"cosine": q.Distance.Cosine, "ip": q.Distance.Dot, "l2": q.Distance.Euclid}[metric]
         o = self.options
+        vectors = q.EdgeVectorParams(size=self.dim, distance=distance)
+        if self.keeps_full:
+            no_graph = q.HnswIndexConfig(m=0, ef_construct=int(o["ef_construct"]), full_scan_threshold=10)
+            vectors = {REDUCED: vectors,
+                       FULL: q.EdgeVectorParams(size=int(o["full_dim"]), distance=distance,
+                                                memory=q.Memory.Cold, hnsw_config=no_graph)}
         config = q.EdgeConfig(
-            vectors=q.EdgeVectorParams(size=self.dim, distance=distance),
+            vectors=vectors,
             hnsw_config=q.HnswIndexConfig(m=int(o["m"]), ef_construct=int(o["ef_construct"]),
                                           full_scan_threshold=10),
             quantization_config=_quantization_config(q, o["quant"]),
@@ -114,6 +126,11 @@ class QdrantEdgeStore(VectorStore):
             raise StoreError(f"Could not open the Qdrant Edge shard at {folder / 'shard'}: {exc}") from exc
         return self
 
+    @property
+    def keeps_full(self) -> bool:
+        """True when points also hold their full vectors (named vectors ``reduced`` / ``full``)."""
+        return int(self.options.get("full_dim") or 0) > 0
+
     def _require(self):
         if self._shard is None:
             raise StoreError(f"Qdrant Edge store at {self.location} is not open: call create() or open().")
@@ -121,19 +138,30 @@ class QdrantEdgeStore(VectorStore):
 
     # ------------------------------------------------------------------ data
     def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+               payloads: Sequence[dict[str, Any] | None] | None = None,
+               full: np.ndarray | None = None) -> None:
+        """Insert or overwrite points; ``full`` (n, full_dim) is required when :attr:`keeps_full`."""
         q = _edge()
         shard = self._require()
         ids_arr = self._as_ids(ids)
         vecs = check_vectors(vectors, self.dim or 0)
         if len(ids_arr) != len(vecs):
             raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        if self.keeps_full:
+            if full is None:
+                raise StoreError(f"The Qdrant Edge store at {self.location} keeps full vectors: pass "
+                                 "upsert(..., full=original_vectors).")
+            full = check_vectors(full, int(self.options["full_dim"]), "full vectors")
         pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
         for start in range(0, len(ids_arr), _UPSERT_BATCH):
-            points = [q.Point(int(i), v.tolist(), p or {})
-                      for i, v, p in zip(ids_arr[start:start + _UPSERT_BATCH],
-                                         vecs[start:start + _UPSERT_BATCH],
-                                         pl[start:start + _UPSERT_BATCH])]
+            end = start + _UPSERT_BATCH
+            if full is None:
+                named: list[Any] = [v.tolist() for v in vecs[start:end]]
+            else:
+                named = [{REDUCED: v.tolist(), FULL: f.tolist()}
+                         for v, f in zip(vecs[start:end], full[start:end])]
+            points = [q.Point(int(i), v, p or {})
+                      for i, v, p in zip(ids_arr[start:end], named, pl[start:end])]
             shard.update(q.UpdateOperation.upsert_points(points))
 
     def _search_params(self, q, params: dict[str, Any]):
@@ -151,13 +179,64 @@ class QdrantEdgeStore(VectorStore):
         check_options(self.name, params, DEFAULTS)
         sp = self._search_params(q, params)
         out = SearchResult.empty(len(qs), k)
-        requests = [q.QueryRequest(limit=int(k), query=q.Query.Nearest(v.tolist()), params=sp,
-                                   with_payload=False, with_vector=False) for v in qs]
-        for row, points in enumerate(shard.query_batch(q.QueryBatchRequest(requests))):
+        using = REDUCED if self.keeps_full else None
+        requests = [q.QueryRequest(limit=int(k), query=q.Query.Nearest(v.tolist(), using=using),
+                                   params=sp, with_payload=False, with_vector=False) for v in qs]
+        return self._collect(shard.query_batch(q.QueryBatchRequest(requests)), len(qs), k)
+
+    def _collect(self, batches: Any, n: int, k: int) -> SearchResult:
+        out = SearchResult.empty(n, k)
+        for row, points in enumerate(batches):
             for col, p in enumerate(points[:k]):
                 out.ids[row, col] = int(p.id)
                 out.scores[row, col] = -float(p.score) ** 2 if self.metric == "l2" else float(p.score)
         return out
+
+    def search_rescored(self, queries: np.ndarray, full_queries: np.ndarray, k: int,
+                        candidates: int, **params: Any) -> SearchResult:
+        """Two-stage search: ``candidates`` nearest on ``reduced`` re-ranked on ``full``.
+
+        Parameters
+        ----------
+        queries : ndarray (n, dim)
+            Reduced queries.
+        full_queries : ndarray (n, full_dim)
+            The same queries at full dimension.
+        k, candidates : int
+            Results per query, and candidates prefetched from the reduced HNSW.
+        """
+        q = _edge()
+        shard = self._require()
+        if not self.keeps_full:
+            raise StoreError(f"The Qdrant Edge store at {self.location} holds no full vectors "
+                             "(create it with full_dim, i.e. --keep-full).")
+        qs = check_vectors(queries, self.dim or 0, "queries")
+        fq = check_vectors(full_queries, int(self.options["full_dim"]), "full queries")
+        check_options(self.name, params, DEFAULTS)
+        sp = self._search_params(q, params)
+        requests = [q.QueryRequest(
+            limit=int(k), query=q.Query.Nearest(f.tolist(), using=FULL),
+            prefetches=[q.Prefetch(limit=int(candidates), params=sp,
+                                   query=q.Query.Nearest(v.tolist(), using=REDUCED))],
+            with_payload=False, with_vector=False)
+            for v, f in zip(qs, fq)]
+        return self._collect(shard.query_batch(q.QueryBatchRequest(requests)), len(qs), k)
+
+    def get_full(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Stored full vectors of ``ids`` (zeros where unknown) and a mask of the ids found."""
+        wanted = [int(i) for i in ids]
+        dim = int(self.options.get("full_dim") or 0)
+        out = np.zeros((len(wanted), dim), dtype=np.float32)
+        found = np.zeros(len(wanted), dtype=bool)
+        if not self.keeps_full or not wanted:
+            return out, found
+        recs = {int(r.id): r for r in self._require().retrieve(sorted(set(wanted)), with_payload=False,
+                                                               with_vector=[FULL])}
+        for j, i in enumerate(wanted):
+            if i in recs:
+                out[j] = recs[i].vector[FULL]
+                found[j] = True
+        return out, found
 
     def count(self) -> int:
         q = _edge()

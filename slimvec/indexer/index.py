@@ -188,7 +188,7 @@ class Index:
     @property
     def full_vectors(self) -> Any:
         """The on-disk full vectors (``--keep-full``), opened on first use; ``None`` without."""
-        if self._full is None and self.manifest.get("full"):
+        if self._full is None and (self.manifest.get("full") or {}).get("dir"):
             from slimvec.connectors.fullvectors import FullVectors
 
             self._full = FullVectors.open(self.folder / self.manifest["full"]["dir"])
@@ -221,6 +221,8 @@ class Index:
             return self.store.search(reduced, k, **params)
         if int(rescore) < 1:
             raise ConfigError(f"rescore must be a positive integer (candidates per result), got {rescore!r}.")
+        if (self.manifest.get("full") or {}).get("in_store"):  # Qdrant Edge named vectors
+            return self.store.search_rescored(reduced, vectors, k, k * int(rescore), **params)
         if self.full_vectors is None:
             raise ConfigError(f"{self.folder} keeps no full vectors, so it cannot rescore. Rebuild it "
                               "with --keep-full (slimvec migrate / ingest), or search without rescore.")

@@ -143,6 +143,51 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
         ) from exc
 
 
+class _KeepFullStore:
+    """The target store seen by ``write_batches``, also writing each upserted row's full vector.
+
+    Full vectors go into the store itself when it keeps them (Qdrant Edge named vectors), else
+    into a :class:`FullVectors` side file committed whenever the store is flushed (each checkpoint).
+    """
+
+    def __init__(self, store: Any, full: FullVectors | None, dim: int, source: str) -> None:
+        self.store, self.full, self.dim, self.source = store, full, dim, source
+        self._staged: dict[int, np.ndarray] = {}
+
+    def stage(self, b: SourceBatch) -> None:
+        """Remember the full vectors of the batch about to be written."""
+        good, vecs, _ = split_bad_vectors(b.vectors, self.dim, None, self.source)
+        self._staged = dict(zip(b.ids[good].tolist(), vecs))
+
+    def upsert(self, ids: Any, vectors: np.ndarray, payloads: Any = None) -> None:
+        full = np.stack([self._staged[int(i)] for i in ids]) if len(ids) else np.empty((0, self.dim), np.float32)
+        if self.full is None:
+            self.store.upsert(ids, vectors, payloads, full=full)
+            return
+        self.full.append(ids, full)
+        self.store.upsert(ids, vectors, payloads)
+
+    def flush(self) -> None:
+        self.store.flush()
+        if self.full is not None:
+            self.full.commit()
+
+    def close(self) -> None:
+        try:
+            self.store.close()
+        finally:
+            if self.full is not None:
+                self.full.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _full_in_store(store_spec: str, dtype: str | None) -> bool:
+    """Qdrant Edge keeps float32 full vectors as a named vector; other stores use a side file."""
+    return dtype == "float32" and store_spec.partition(":")[0].strip().lower() == "qdrant-edge"
+
+
 def _check_same(folder: Path, manifest: dict[str, Any], opts: MigrateOptions, store_spec: str | None,
                 src: VectorSource) -> None:
     diffs = []
@@ -208,12 +253,13 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
     with _progress(opts.progress, None, "migrate", unit="vectors") as progress:
         t_start = time.perf_counter()
         full: FullVectors | None = None
+        in_store = bool((manifest.get("full") or {}).get("in_store"))
         if existing:
             verify_index_files(folder, manifest)
             reducer = load_reducer(folder / REDUCER_DIR)
             store = make_store(manifest["store"], store_folder(folder)).open()
             check_store_dim(folder, store, reducer)
-            if opts.keep_full:
+            if opts.keep_full and not in_store:
                 full = FullVectors.open(folder / FULL_DIR)
         else:
             folder.mkdir(parents=True, exist_ok=True)
@@ -224,7 +270,11 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
             summary.fit_seconds = time.perf_counter() - t0
             progress.advance(task)
             reducer.save(folder / REDUCER_DIR)
-            store = make_store(opts.store, store_folder(folder)).create(reducer.n_components_, "cosine")
+            in_store = _full_in_store(opts.store, opts.keep_full)
+            store = make_store(opts.store, store_folder(folder))
+            if in_store:
+                store.options["full_dim"] = src.dim
+            store.create(reducer.n_components_, "cosine")
             manifest = {
                 "encoder": None, "encoder_name": None, "dim_in": src.dim,
                 "reducer": reducer.spec, "dim_out": reducer.n_components_,
@@ -233,9 +283,11 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
                 "source": src.spec, "text_column": None, "id_column": None,
                 "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
             }
-            if opts.keep_full:
+            if opts.keep_full and not in_store:
                 full = FullVectors.create(folder / FULL_DIR, src.dim, opts.keep_full, "cosine")
-                manifest["full"] = {"dir": FULL_DIR, "dtype": opts.keep_full}
+            if opts.keep_full:
+                manifest["full"] = {"dir": None if in_store else FULL_DIR, "dtype": opts.keep_full,
+                                    "in_store": in_store}
             summary.created = True
         if plan.resuming:
             truncate_file(folder / REJECTS, plan.rejects_bytes)
@@ -252,23 +304,19 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
         manifest.pop("store_sha256", None)
         write_manifest(folder, manifest)
 
+        target = _KeepFullStore(store, full, src.dim, src.spec) if opts.keep_full else store
+
         def batches() -> Iterator[VectorBatch]:
             for b in src.batches(plan.start_row, opts.batch_size):
-                if full is not None:
-                    good, vecs, _ = split_bad_vectors(b.vectors, src.dim, None, src.spec)
-                    full.append(b.ids[good], vecs)
+                if opts.keep_full:
+                    target.stage(b)
                 yield _vector_batch(b, src.spec)
 
         task = progress.add_task(f"migrating {src.spec}", total=total, completed=plan.start_row)
         t_stream = time.perf_counter()
-        try:
-            write_batches(folder, manifest, store, reducer, batches(), summary,
-                          lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch,
-                          checkpoint_batches=opts.checkpoint_batches, strict=opts.strict,
-                          on_commit=full.commit if full is not None else None)
-        finally:
-            if full is not None:
-                full.close()
+        write_batches(folder, manifest, target, reducer, batches(), summary,
+                      lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch,
+                      checkpoint_batches=opts.checkpoint_batches, strict=opts.strict)
         if not summary.interrupted:
             _record_store_checksums(folder, manifest)
     summary.seconds = time.perf_counter() - t_stream

@@ -39,8 +39,8 @@ def _check_migrated(index_dir: Path, ids: np.ndarray, vectors: np.ndarray,
     with slimvec.open(index_dir) as idx:
         assert idx.manifest["encoder"] is None
         assert idx.store.count() == len(ids)
-        full = idx.full_vectors
-        got, found = full.get(ids)
+        source = idx.full_vectors or idx.store  # side file, or Qdrant Edge named vector "full"
+        got, found = source.get_full(ids) if source is idx.store else source.get(ids)
         assert found.all()
         np.testing.assert_allclose(got, _unit(vectors), atol=1e-5)
         # each vector finds itself first through the reduced index + rescoring
@@ -132,6 +132,8 @@ def test_qdrant_local_source_scrolls_points_with_payloads(tmp_path, minilm_vecto
     payloads = {int(ids[i]): {"title": f"t{i}", **({"source_id": raw_ids[i]} if i < N // 2 else {})}
                 for i in range(N)}
     _check_migrated(tmp_path / "idx", ids, X, payloads)
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["full"]["in_store"] and not (tmp_path / "idx" / "full").exists()
 
 
 def test_qdrant_edge_shard_source(tmp_path, minilm_vectors):
@@ -182,7 +184,7 @@ def _recall(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth)]))
 
 
-@pytest.mark.parametrize("store", ["faiss:Flat", "hnsw:M=16,ef=128"])
+@pytest.mark.parametrize("store", ["faiss:Flat", "hnsw:M=16,ef=128", "qdrant-edge:ef=128"])
 def test_rescoring_never_lowers_recall_and_reaches_099_at_r8(tmp_path, minilm_vectors, store):
     X, queries = minilm_vectors[:2700], minilm_vectors[2700:]
     np.save(tmp_path / "v.npy", X)
