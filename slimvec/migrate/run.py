@@ -19,9 +19,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from slimvec.connectors.fullvectors import FULL_DIR, FULL_DTYPES, FullVectors
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
-from slimvec.indexer.checks import split_bad_vectors
+from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, prepare_full
 from slimvec.indexer.index import (
     MANIFEST, REDUCER_DIR, read_manifest, reducer_checksum, store_folder, write_manifest,
 )
@@ -125,8 +124,7 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
         The index folder cannot be written.
     """
     opts = options or MigrateOptions()
-    if opts.keep_full is not None and opts.keep_full not in FULL_DTYPES:
-        raise ConfigError(f"keep_full={opts.keep_full!r} unknown. Known: {', '.join(FULL_DTYPES)}.")
+    check_keep_full(opts.keep_full)
     folder = Path(index_dir)
     say = notify or log.info
     try:
@@ -141,51 +139,6 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
             f"Cannot write the index {folder}: {exc.strerror or exc}{where}. Check that the folder "
             "is writable and the disk is not full, then rerun the same command to resume."
         ) from exc
-
-
-class _KeepFullStore:
-    """The target store seen by ``write_batches``, also writing each upserted row's full vector.
-
-    Full vectors go into the store itself when it keeps them (Qdrant Edge named vectors), else
-    into a :class:`FullVectors` side file committed whenever the store is flushed (each checkpoint).
-    """
-
-    def __init__(self, store: Any, full: FullVectors | None, dim: int, source: str) -> None:
-        self.store, self.full, self.dim, self.source = store, full, dim, source
-        self._staged: dict[int, np.ndarray] = {}
-
-    def stage(self, b: SourceBatch) -> None:
-        """Remember the full vectors of the batch about to be written."""
-        good, vecs, _ = split_bad_vectors(b.vectors, self.dim, None, self.source)
-        self._staged = dict(zip(b.ids[good].tolist(), vecs))
-
-    def upsert(self, ids: Any, vectors: np.ndarray, payloads: Any = None) -> None:
-        full = np.stack([self._staged[int(i)] for i in ids]) if len(ids) else np.empty((0, self.dim), np.float32)
-        if self.full is None:
-            self.store.upsert(ids, vectors, payloads, full=full)
-            return
-        self.full.append(ids, full)
-        self.store.upsert(ids, vectors, payloads)
-
-    def flush(self) -> None:
-        self.store.flush()
-        if self.full is not None:
-            self.full.commit()
-
-    def close(self) -> None:
-        try:
-            self.store.close()
-        finally:
-            if self.full is not None:
-                self.full.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-
-def _full_in_store(store_spec: str, dtype: str | None) -> bool:
-    """Qdrant Edge keeps float32 full vectors as a named vector; other stores use a side file."""
-    return dtype == "float32" and store_spec.partition(":")[0].strip().lower() == "qdrant-edge"
 
 
 def _check_same(folder: Path, manifest: dict[str, Any], opts: MigrateOptions, store_spec: str | None,
@@ -252,15 +205,12 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
     total = src.count()
     with _progress(opts.progress, None, "migrate", unit="vectors") as progress:
         t_start = time.perf_counter()
-        full: FullVectors | None = None
-        in_store = bool((manifest.get("full") or {}).get("in_store"))
         if existing:
             verify_index_files(folder, manifest)
             reducer = load_reducer(folder / REDUCER_DIR)
             store = make_store(manifest["store"], store_folder(folder)).open()
             check_store_dim(folder, store, reducer)
-            if opts.keep_full and not in_store:
-                full = FullVectors.open(folder / FULL_DIR)
+            full = prepare_full(folder, manifest, store, opts.keep_full, src.dim, new=False)
         else:
             folder.mkdir(parents=True, exist_ok=True)
             n_fit = min(opts.fit_sample, total)
@@ -270,11 +220,7 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
             summary.fit_seconds = time.perf_counter() - t0
             progress.advance(task)
             reducer.save(folder / REDUCER_DIR)
-            in_store = _full_in_store(opts.store, opts.keep_full)
             store = make_store(opts.store, store_folder(folder))
-            if in_store:
-                store.options["full_dim"] = src.dim
-            store.create(reducer.n_components_, "cosine")
             manifest = {
                 "encoder": None, "encoder_name": None, "dim_in": src.dim,
                 "reducer": reducer.spec, "dim_out": reducer.n_components_,
@@ -283,11 +229,8 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
                 "source": src.spec, "text_column": None, "id_column": None,
                 "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
             }
-            if opts.keep_full and not in_store:
-                full = FullVectors.create(folder / FULL_DIR, src.dim, opts.keep_full, "cosine")
-            if opts.keep_full:
-                manifest["full"] = {"dir": None if in_store else FULL_DIR, "dtype": opts.keep_full,
-                                    "in_store": in_store}
+            full = prepare_full(folder, manifest, store, opts.keep_full, src.dim, new=True)
+            store.create(reducer.n_components_, "cosine")
             summary.created = True
         if plan.resuming:
             truncate_file(folder / REJECTS, plan.rejects_bytes)
@@ -304,12 +247,12 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
         manifest.pop("store_sha256", None)
         write_manifest(folder, manifest)
 
-        target = _KeepFullStore(store, full, src.dim, src.spec) if opts.keep_full else store
+        target = KeepFullStore(store, full, src.dim, src.spec) if opts.keep_full else store
 
         def batches() -> Iterator[VectorBatch]:
             for b in src.batches(plan.start_row, opts.batch_size):
                 if opts.keep_full:
-                    target.stage(b)
+                    target.stage(b.ids, b.vectors)
                 yield _vector_batch(b, src.spec)
 
         task = progress.add_task(f"migrating {src.spec}", total=total, completed=plan.start_row)
