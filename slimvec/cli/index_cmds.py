@@ -32,6 +32,8 @@ def ingest(
     checkpoint_seconds: float = typer.Option(30.0, help="Commit (store flushed, progress recorded) at least this often."),
     checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the full encoder vectors on disk (new index) for search --rescore."),
+    full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -45,7 +47,8 @@ def ingest(
                          id_column=id_column, format=format, fit_sample=fit_sample,
                          batch_size=batch_size, progress=not json_out, strict=strict,
                          rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
-                         checkpoint_batches=checkpoint_batches)
+                         checkpoint_batches=checkpoint_batches,
+                         keep_full=full_dtype if keep_full else None)
     summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
@@ -78,13 +81,14 @@ def search(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
+    rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full)."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents)."""
     from slimvec.indexer.index import open_index
 
     with open_index(index) as idx:
         t0 = time.perf_counter()
-        res = idx.search(query, k)
+        res = idx.search(query, k, rescore=rescore)
         elapsed_ms = (time.perf_counter() - t0) * 1000
         out = []
         for qi, q in enumerate(query):

@@ -33,6 +33,7 @@ from slimvec.indexer.index import (
     MANIFEST, REDUCER_DIR, STORE_DIR, read_manifest, reducer_checksum, store_folder,
     write_manifest,
 )
+from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, prepare_full
 from slimvec.indexer.locking import LOCK_NAME, IndexLock
 from slimvec.indexer.progress import fingerprint, plan_run, truncate_file
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
@@ -80,6 +81,9 @@ class IngestOptions:
         store or encoder, or to drop an unfinished ingest of a file that changed).
     checkpoint_batches : int
         Also commit every this many batches (0: by time only).
+    keep_full : str or None
+        ``float32`` / ``float16``: also keep the encoder's full vectors on disk for
+        ``Index.search(..., rescore=R)`` (new index only; an existing index keeps its setting).
     """
 
     reducer: str | None = None
@@ -96,6 +100,7 @@ class IngestOptions:
     strict: bool = False
     rebuild: bool = False
     checkpoint_batches: int = 0
+    keep_full: str | None = None
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -314,6 +319,7 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
         return summary
     make_reducer(opts.reducer)  # fail fast on a bad reducer spec, before sampling and encoding
     canonical_store_spec(opts.store)
+    check_keep_full(opts.keep_full)
     with _progress(opts.progress, None, "ingest") as progress:
         encoder = Encoder(opts.encoder, batch_size=min(opts.batch_size, 128))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
@@ -329,11 +335,13 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
                     "The index was built with another encoder; pass the same --encoder or --rebuild.")
             store = make_store(manifest["store"], store_folder(folder)).open()
             check_store_dim(folder, store, reducer)
+            full = prepare_full(folder, manifest, store, (manifest.get("full") or {}).get("dtype"),
+                                encoder.dim, new=False)
         else:
             folder.mkdir(parents=True, exist_ok=True)
             reducer, sample_vectors, total_rows, summary.fit_seconds = _fit_new_index(
                 folder, source, opts, encoder, progress)
-            store = make_store(opts.store, store_folder(folder)).create(reducer.n_components_, "cosine")
+            store = make_store(opts.store, store_folder(folder))
             manifest = {
                 "encoder": opts.encoder, "encoder_name": encoder.name, "dim_in": encoder.dim,
                 "reducer": reducer.spec, "dim_out": reducer.n_components_,
@@ -342,6 +350,8 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
                 "text_column": opts.text_column, "id_column": opts.id_column,
                 "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
             }
+            full = prepare_full(folder, manifest, store, opts.keep_full, encoder.dim, new=True)
+            store.create(reducer.n_components_, "cosine")
             summary.created = True
         if plan.resuming:
             truncate_file(folder / REJECTS, plan.rejects_bytes)
@@ -359,6 +369,8 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
         write_manifest(folder, manifest)
         tracker = DuplicateTracker(folder / STATE_DB, fresh=not plan.resuming)
         id_field = opts.id_column or "id"
+        target = (KeepFullStore(store, full, encoder.dim, source.path)
+                  if manifest.get("full") else store)
 
         def batches() -> Iterator[VectorBatch]:
             for docs, rejects, next_row in iter_batches(source, opts.batch_size, plan.start_row):
@@ -368,6 +380,8 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
                 t0 = time.perf_counter()
                 vecs = _encode_batch(encoder, docs, sample_vectors)
                 summary.encode_seconds += time.perf_counter() - t0
+                if target is not store:
+                    target.stage(ids, vecs)
                 yield VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + warnings,
                                   next_row, rows=[d.row for d in docs],
                                   lines=[d.line for d in docs], source=source.path)
@@ -377,7 +391,7 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
         t_stream = time.perf_counter()
         finished = False
         try:
-            write_batches(folder, manifest, store, reducer, batches(), summary,
+            write_batches(folder, manifest, target, reducer, batches(), summary,
                           lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch,
                           checkpoint_batches=opts.checkpoint_batches, strict=opts.strict,
                           on_commit=tracker.commit)
