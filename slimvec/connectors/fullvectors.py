@@ -63,7 +63,7 @@ class FullVectors:
         self._vec_fh: Any = None
         self._ids_fh: Any = None
         self._pending = 0
-        self._map: np.memmap | None = None
+        self._map: np.ndarray | None = None
         self._sorted_ids: np.ndarray | None = None
         self._sorted_rows: np.ndarray | None = None
 
@@ -150,7 +150,7 @@ class FullVectors:
         self._map = self._sorted_ids = self._sorted_rows = None
 
     # ------------------------------------------------------------------- read
-    def _lookup_table(self) -> tuple[np.memmap | None, np.ndarray, np.ndarray]:
+    def _lookup_table(self) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
         if self._sorted_ids is None:
             ids = np.fromfile(self.folder / IDS, dtype=np.int64, count=self.rows)
             rows = np.arange(self.rows, dtype=np.int64)
@@ -160,8 +160,10 @@ class FullVectors:
             last = np.ones(len(sid), dtype=bool)
             last[:-1] = sid[1:] != sid[:-1]
             self._sorted_ids, self._sorted_rows = sid[last], order[last]
-            self._map = (np.memmap(self.folder / _vec_name(self.dtype), dtype=self.dtype, mode="r",
-                                   shape=(self.rows, self.dim)) if self.rows else None)
+            # a plain ndarray over the read-only mapping: no copy, no memmap per-call overhead
+            self._map = (np.asarray(np.memmap(self.folder / _vec_name(self.dtype), dtype=self.dtype,
+                                              mode="r", shape=(self.rows, self.dim)))
+                         if self.rows else None)
         return self._map, self._sorted_ids, self._sorted_rows  # type: ignore[return-value]
 
     def __len__(self) -> int:
@@ -174,14 +176,9 @@ class FullVectors:
         out = np.zeros((len(wanted), self.dim), dtype=np.float32)
         if mm is None or not len(wanted):
             return out, np.zeros(len(wanted), dtype=bool)
-        pos = np.clip(np.searchsorted(sid, wanted), 0, len(sid) - 1)
+        pos = np.minimum(np.searchsorted(sid, wanted), len(sid) - 1)
         found = sid[pos] == wanted
-        rows = srows[pos[found]]
-        order = np.argsort(rows)  # read the file forwards
-        block = np.asarray(mm[rows[order]], dtype=np.float32)
-        tmp = np.empty_like(block)
-        tmp[order] = block
-        out[found] = tmp
+        out[found] = mm[srows[pos[found]]]  # reads only the pages of these rows
         return out, found
 
     def rerank(self, queries: np.ndarray, candidates: SearchResult, k: int) -> SearchResult:
@@ -218,14 +215,16 @@ class FullVectors:
         else:
             scores = np.einsum("nkd,nd->nk", vecs, q)
         scores = np.where(found.reshape(n, kc), scores, -np.inf).astype(np.float32)
-        out = SearchResult.empty(n, k)
         order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        top_scores = np.take_along_axis(scores, order, axis=1)
-        top_ids = np.take_along_axis(candidates.ids, order, axis=1)
+        rows = np.arange(n)[:, None]
+        top_scores, top_ids = scores[rows, order], candidates.ids[rows, order]
         keep = np.isfinite(top_scores)
-        m = order.shape[1]
-        out.ids[:, :m] = np.where(keep, top_ids, -1)
-        out.scores[:, :m] = np.where(keep, top_scores, -np.inf)
+        top_ids = np.where(keep, top_ids, -1)
+        if order.shape[1] == k:
+            return SearchResult(top_ids, top_scores)
+        out = SearchResult.empty(n, k)
+        out.ids[:, :order.shape[1]] = top_ids
+        out.scores[:, :order.shape[1]] = top_scores
         return out
 
     def size_bytes(self) -> int:
