@@ -1,0 +1,199 @@
+"""Two-stage search through the product path: ``migrate`` + ``Index.search(..., rescore=R)``.
+
+Corpus: every unique sentence of the bundled pair files (STS-B train/dev/test, SICK train, MSRP
+train) encoded with the packaged MiniLM (384-d, cached under ``--cache``); the last ``--queries``
+sentences of STS-B dev+test are held out as queries. Each configuration is built with
+``slimvec.migrate.migrate`` from a ``.npy`` of the corpus vectors, then searched one query at a
+time through ``slimvec.open(DIR).search`` (reducer applied to the query, ``k x R`` candidates,
+re-ranked with the memory-mapped full vectors).
+
+Reported per configuration: neighbour recall@10 against exact search on the full vectors, p50/p99
+single-query latency (the whole ``Index.search`` call), bytes/vector of the searchable index on
+disk without the full vectors (hnswlib loads its file whole, so that is its RAM; Qdrant Edge's
+folder also holds its WAL), full-vector bytes/vector (the memory-mapped side file, or Qdrant Edge's
+``full`` named vector in cold storage; read only for candidates), and the index folder's total.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python scripts/bench_rescore.py --out /tmp/rescore.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[1] / "slimvec" / "data"
+FILES = ("stsb-train.tsv", "stsb-dev.tsv", "stsb-test.tsv", "sick-train.tsv", "msrp-train.tsv")
+log = logging.getLogger("bench_rescore")
+
+
+def sentences() -> tuple[list[str], list[str]]:
+    """(corpus, query pool): unique sentences; the query pool is STS-B dev+test only."""
+    seen: dict[str, str] = {}
+    for name in FILES:
+        with open(DATA / name, encoding="utf-8") as fh:
+            next(fh)
+            for line in fh:
+                parts = line.rstrip("\n").split("\t")
+                for s in parts[:2]:
+                    seen.setdefault(s, name)
+    texts = list(seen)
+    dev = [t for t in texts if seen[t] in ("stsb-dev.tsv", "stsb-test.tsv")]
+    return texts, dev
+
+
+def encode_cached(texts: list[str], cache: Path) -> np.ndarray:
+    from slimvec.indexer.encoder import Encoder
+
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+    path = cache / f"minilm-{key}.npy"
+    if path.exists():
+        return np.load(path, allow_pickle=False)
+    t0 = time.perf_counter()
+    vecs = Encoder().encode(texts)
+    log.info("encoded %d sentences in %.1fs", len(texts), time.perf_counter() - t0)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vecs, allow_pickle=False)
+    return vecs
+
+
+def exact_top(corpus: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    c = corpus / np.linalg.norm(corpus, axis=1, keepdims=True)
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    return np.argsort(-(q @ c.T), axis=1)[:, :k]
+
+
+def recall(found: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))
+
+
+def _bytes(path: Path) -> int:
+    from slimvec.persistence import allocated_bytes
+
+    return allocated_bytes(path)
+
+
+def _named_full_bytes(store_dir: Path) -> int:
+    """Bytes of Qdrant Edge's ``full`` named vector (its storage and m=0 index folders)."""
+    return sum(_bytes(p) for p in store_dir.rglob("*-full") if p.is_dir())
+
+
+def run_config(npy: Path, work: Path, reducer: str, store: str, keep_full: str | None,
+               rescores: list[int | None], queries: np.ndarray, truth: np.ndarray, n: int,
+               k: int = 10) -> list[dict]:
+    import slimvec
+    from slimvec.migrate import MigrateOptions, migrate
+
+    folder = work / f"{reducer}-{store}-{keep_full}".replace(":", "_").replace(",", "_").replace("=", "")
+    t0 = time.perf_counter()
+    migrate(str(npy), folder, MigrateOptions(reducer=reducer, store=store, keep_full=keep_full,
+                                             progress=False, batch_size=2048))
+    build_s = time.perf_counter() - t0
+    rows = []
+    with slimvec.open(folder) as idx:
+        named_full = _named_full_bytes(folder / "store")
+        store_b = _bytes(folder / "store") - named_full
+        full_b = _bytes(folder / "full") + named_full
+        total_b = _bytes(folder)
+        for r in rescores:
+            idx.search(queries[:20], k, rescore=r)  # warm-up
+            found = idx.search(queries, k, rescore=r).ids
+            times = []
+            for q in queries:
+                t = time.perf_counter()
+                idx.search(q, k, rescore=r)
+                times.append((time.perf_counter() - t) * 1000)
+            p50, p99 = np.percentile(times, [50, 99])
+            rows.append({"reducer": reducer, "store": store, "keep_full": keep_full, "rescore": r,
+                         "dim": idx.dim_out, "recall@10": round(recall(found, truth), 4),
+                         "p50_ms": round(float(p50), 3), "p99_ms": round(float(p99), 3),
+                         "searchable_bytes_per_vector": round(store_b / n, 1),
+                         "full_bytes_per_vector": round(full_b / n, 1),
+                         "disk_bytes_per_vector": round(total_b / n, 1),
+                         "build_s": round(build_s, 2), "n": n, "queries": len(queries)})
+            log.info("%s", rows[-1])
+    return rows
+
+
+def render(path: Path) -> str:
+    """Markdown table of a results JSON written by this script."""
+    data = json.loads(path.read_text())
+    full_hnsw = next(r for r in data["rows"] if r["reducer"] == "none" and r["store"].startswith("hnsw"))
+    lines = ["| reducer | store | full vectors | R | neighbour recall@10 | p50 ms | p99 ms | "
+             "searchable B/vec | vs full HNSW | full B/vec | disk B/vec |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        share = r["searchable_bytes_per_vector"] / full_hnsw["searchable_bytes_per_vector"]
+        lines.append(f"| {r['reducer']} | {r['store']} | {r['keep_full'] or '-'} | "
+                     f"{r['rescore'] or '-'} | {r['recall@10']:.4f} | {r['p50_ms']:.3f} | "
+                     f"{r['p99_ms']:.3f} | {r['searchable_bytes_per_vector']:,.0f} | {share:.2f} | "
+                     f"{r['full_bytes_per_vector']:,.0f} | {r['disk_bytes_per_vector']:,.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--render", type=Path, help="Only print the Markdown table of a results JSON.")
+    ap.add_argument("--out", type=Path, help="JSON rows written here.")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "slimvec-bench")
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--store", default="hnsw:M=16,ef=64", help="Store of the reduced index.")
+    ap.add_argument("--rescore", default="1,2,4,8,16")
+    args = ap.parse_args()
+    if args.render:
+        print(render(args.render))
+        return
+    if args.out is None:
+        ap.error("--out is required")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    texts, dev = sentences()
+    qset = set(dev[-args.queries:])
+    corpus_texts = [t for t in texts if t not in qset]
+    query_texts = [t for t in texts if t in qset]
+    vecs = encode_cached(corpus_texts + query_texts, args.cache)
+    corpus, queries = vecs[:len(corpus_texts)], vecs[len(corpus_texts):]
+    n, dim = corpus.shape
+    truth = exact_top(corpus, queries, 10)
+    rs = [int(r) for r in args.rescore.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="bench_rescore."))
+    try:
+        npy = work / "corpus.npy"
+        np.save(npy, corpus, allow_pickle=False)
+        rows = []
+        rows += run_config(npy, work, "none", args.store, None, [None], queries, truth, n)
+        rows += run_config(npy, work, "none", "qdrant-edge:quant=sq8,rescore=true", None, [None],
+                           queries, truth, n)
+        rows += run_config(npy, work, "none", "qdrant-edge", None, [None], queries, truth, n)
+        for d in (dim // 4, dim // 8):
+            rows += run_config(npy, work, f"pca:{d}", args.store, "float32", [None] + rs, queries,
+                               truth, n)
+        rows += run_config(npy, work, f"pca:{dim // 3}", args.store, "float32", [None, 4, 8], queries,
+                           truth, n)
+        rows += run_config(npy, work, f"pca:{dim // 4}", args.store, "float16", [8], queries,
+                           truth, n)
+        rows += run_config(npy, work, f"pca:{dim // 4}", "qdrant-edge", "float32", [None] + rs,
+                           queries, truth, n)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    meta = {"corpus": n, "dim": dim, "queries": len(queries), "encoder": "all-MiniLM-L6-v2 (packaged)",
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"), "cpu_count": os.cpu_count()}
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    print(json.dumps(meta))
+    for r in rows:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
