@@ -216,7 +216,12 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
             n_fit = min(opts.fit_sample, total)
             task = progress.add_task(f"sampling and fitting {opts.reducer} on {n_fit:,} vectors", total=1)
             t0 = time.perf_counter()
-            reducer = make_reducer(opts.reducer).fit(src.sample(n_fit, opts.seed))
+            sample = src.sample(n_fit, opts.seed)
+            sample = sample[np.isfinite(sample).all(axis=1)]  # bad rows become rejects later
+            if not len(sample):
+                raise ConfigError(f"{src.spec}: no finite vector in a sample of {n_fit:,}; nothing "
+                                  "to fit the reducer on. Check the source's vectors.")
+            reducer = make_reducer(opts.reducer).fit(sample)
             summary.fit_seconds = time.perf_counter() - t0
             progress.advance(task)
             reducer.save(folder / REDUCER_DIR)

@@ -221,31 +221,46 @@ _KILL_SCRIPT = textwrap.dedent("""
         if next_row >= int(sys.argv[3]):
             os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no final checkpoint
 
-    migrate(sys.argv[1], sys.argv[2], MigrateOptions(reducer="pca:16", store="faiss:Flat",
+    migrate(sys.argv[1], sys.argv[2], MigrateOptions(reducer="pca:16", store=sys.argv[4],
             keep_full="float32", progress=False, batch_size=100, checkpoint_batches=3),
             on_batch=bomb)
 """)
 
 
-def test_sigkilled_migration_resumes_without_loss_or_duplicates(tmp_path, minilm_vectors):
+@pytest.mark.parametrize("store", ["faiss:Flat", "qdrant-edge"])
+def test_sigkilled_migration_resumes_without_loss_or_duplicates(tmp_path, minilm_vectors, store):
     X = minilm_vectors[:1200]
     np.save(tmp_path / "v.npy", X)
     src, index = f"npy:{tmp_path / 'v.npy'}", tmp_path / "idx"
-    proc = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, src, str(index), "700"],
+    proc = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, src, str(index), "700", store],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
     manifest = json.loads((index / "manifest.json").read_text())
     committed = manifest["progress"]["next_row"]
     assert manifest["progress"]["state"] == "running" and 0 < committed < 700
-    summary = migrate(src, index, _opts(batch_size=100))
+    summary = migrate(src, index, _opts(batch_size=100, store=store))
     assert summary.resumed_from == committed
     assert summary.count == len(X)
     _check_migrated(index, np.arange(len(X)), X)
     with slimvec.open(index) as idx:
-        assert len(idx.full_vectors) == len(X)
+        if idx.full_vectors is not None:
+            assert len(idx.full_vectors) == len(X)
         assert idx.manifest["progress"]["state"] == "done"
-    again = migrate(src, index, _opts())
+    again = migrate(src, index, _opts(store=store))
     assert again.already_done and again.ingested == 0
+
+
+def test_bad_vectors_are_rejected_and_kept_out_of_the_full_vectors(tmp_path, minilm_vectors):
+    X = minilm_vectors[:300].copy()
+    X[[5, 77]] = np.nan
+    np.save(tmp_path / "v.npy", X)
+    summary = migrate(str(tmp_path / "v.npy"), tmp_path / "idx", _opts())
+    assert (summary.rejected, summary.ingested, summary.count) == (2, 298, 298)
+    rejects = [json.loads(line) for line in (tmp_path / "idx" / "rejects.jsonl").read_text().splitlines()]
+    assert sorted(r["row"] for r in rejects) == [5, 77]
+    with slimvec.open(tmp_path / "idx") as idx:
+        assert len(idx.full_vectors) == 298
+        assert idx.full_vectors.get([5, 77, 6])[1].tolist() == [False, False, True]
 
 
 def test_existing_index_with_other_reducer_is_refused(tmp_path, minilm_vectors):
