@@ -1,7 +1,10 @@
 """Qdrant through ``qdrant-client``: a server or cluster by URL, or the client's local mode.
 
 Spec: ``qdrant[:URL|PATH|:memory:][,collection=slimvec,batch=256,retries=5,ef=64,timeout=60,
-quant=none,rescore=true,oversampling=2.0]``. With a URL the API key is read from the environment
+quant=none,rescore=true,oversampling=2.0]``. With ``full_dim=D`` (set by ``--keep-full``) points hold
+named vectors ``reduced`` (HNSW, quantized with ``quant``) and ``full`` (on disk, HNSW ``m=0``),
+and :meth:`QdrantStore.search_rescored` re-ranks a prefetch on ``reduced`` by ``full``. With a URL
+the API key is read from the environment
 variable ``QDRANT_API_KEY`` (never from the spec, never logged). Local mode (a folder or
 ``:memory:``) is qdrant-client's pure-Python brute force: right for API tests and small data, never
 for timings; use ``qdrant-edge`` for the real engine in-process.
@@ -26,7 +29,10 @@ log = logging.getLogger(__name__)
 
 API_KEY_ENV = "QDRANT_API_KEY"
 DEFAULTS: dict[str, Any] = {"collection": "slimvec", "batch": 256, "retries": 5, "ef": 64,
-                            "timeout": 60, "quant": "none", "rescore": True, "oversampling": 2.0}
+                            "timeout": 60, "quant": "none", "rescore": True, "oversampling": 2.0,
+                            "full_dim": 0}
+#: named vectors of a collection that keeps full vectors (``full_dim`` > 0, set by --keep-full)
+REDUCED, FULL = "reduced", "full"
 
 
 def _client_models():
@@ -122,10 +128,23 @@ class QdrantStore(VectorStore):
                              "or pick another with collection=NAME.")
         distance = {"cosine": models.Distance.COSINE, "ip": models.Distance.DOT,
                     "l2": models.Distance.EUCLID}[metric]
+        quant = _quantization(models, self.options["quant"])
+        vectors: Any = models.VectorParams(size=self.dim, distance=distance)
+        if self.keeps_full:
+            vectors = {
+                REDUCED: models.VectorParams(size=self.dim, distance=distance, quantization_config=quant),
+                FULL: models.VectorParams(size=int(self.options["full_dim"]), distance=distance,
+                                          on_disk=True, hnsw_config=models.HnswConfigDiff(m=0)),
+            }
+            quant = None
         self._retry("create collection", lambda: self._client.create_collection(
-            name, vectors_config=models.VectorParams(size=self.dim, distance=distance),
-            quantization_config=_quantization(models, self.options["quant"])))
+            name, vectors_config=vectors, quantization_config=quant))
         return self
+
+    @property
+    def keeps_full(self) -> bool:
+        """True when points also hold their full vectors (named vectors ``reduced`` / ``full``)."""
+        return int(self.options.get("full_dim") or 0) > 0
 
     def open(self) -> "QdrantStore":
         self._client = self._connect()
@@ -134,6 +153,13 @@ class QdrantStore(VectorStore):
             raise StoreError(f"No collection {name!r} at {self.location}. Create it first (slimvec ingest).")
         info = self._retry("collection info", lambda: self._client.get_collection(name))
         params = info.config.params.vectors
+        if isinstance(params, dict):
+            if REDUCED not in params or FULL not in params:
+                raise StoreError(f"Collection {name!r} at {self.location} has named vectors "
+                                 f"{', '.join(params)}; slimvec expects one unnamed vector, or "
+                                 f"'{REDUCED}' and '{FULL}'.")
+            self.options["full_dim"] = int(params[FULL].size)
+            params = params[REDUCED]
         self.dim = int(params.size)
         self.metric = {"Cosine": "cosine", "Dot": "ip", "Euclid": "l2"}[str(params.distance.value)]
         return self
@@ -144,19 +170,29 @@ class QdrantStore(VectorStore):
         return self._client
 
     def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+               payloads: Sequence[dict[str, Any] | None] | None = None,
+               full: np.ndarray | None = None) -> None:
+        """Insert or overwrite points; ``full`` (n, full_dim) is required when :attr:`keeps_full`."""
         _, models = _client_models()
         client = self._require()
         ids_arr = self._as_ids(ids)
         vecs = check_vectors(vectors, self.dim or 0)
         if len(ids_arr) != len(vecs):
             raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        if self.keeps_full:
+            if full is None:
+                raise StoreError(f"The Qdrant collection at {self.location} keeps full vectors: pass "
+                                 "upsert(..., full=original_vectors).")
+            full = check_vectors(full, int(self.options["full_dim"]), "full vectors")
         pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
         step = int(self.options["batch"])
         for start in range(0, len(ids_arr), step):
-            points = [models.PointStruct(id=int(i), vector=v.tolist(), payload=p or {})
-                      for i, v, p in zip(ids_arr[start:start + step], vecs[start:start + step],
-                                         pl[start:start + step])]
+            end = start + step
+            named: list[Any] = ([v.tolist() for v in vecs[start:end]] if full is None else
+                                [{REDUCED: v.tolist(), FULL: f.tolist()}
+                                 for v, f in zip(vecs[start:end], full[start:end])])
+            points = [models.PointStruct(id=int(i), vector=v, payload=p or {})
+                      for i, v, p in zip(ids_arr[start:end], named, pl[start:end])]
             self._retry("upsert", lambda: client.upsert(self.options["collection"], points=points,
                                                         wait=True))
 
@@ -171,10 +207,57 @@ class QdrantStore(VectorStore):
                                                     oversampling=float(o["oversampling"]))
         # local mode is exact and warns about search params; a server uses them
         sp = models.SearchParams(hnsw_ef=int(o["ef"]), quantization=quant) if _is_remote(self.location) else None
-        requests = [models.QueryRequest(query=v.tolist(), limit=int(k), params=sp,
+        using = REDUCED if self.keeps_full else None
+        requests = [models.QueryRequest(query=v.tolist(), using=using, limit=int(k), params=sp,
                                         with_payload=False) for v in qs]
-        out = SearchResult.empty(len(qs), k)
         responses = self._retry("query", lambda: client.query_batch_points(o["collection"], requests))
+        return self._collect(responses, len(qs), k)
+
+    def search_rescored(self, queries: np.ndarray, full_queries: np.ndarray, k: int,
+                        candidates: int, **params: Any) -> SearchResult:
+        """Two-stage search: ``candidates`` nearest on ``reduced`` re-ranked on ``full``.
+
+        Parameters
+        ----------
+        queries, full_queries : ndarray
+            The queries reduced (n, dim) and at full dimension (n, full_dim).
+        k, candidates : int
+            Results per query, and candidates prefetched on ``reduced``.
+        """
+        _, models = _client_models()
+        client = self._require()
+        if not self.keeps_full:
+            raise StoreError(f"The Qdrant collection at {self.location} holds no full vectors "
+                             "(create it with full_dim, i.e. --keep-full).")
+        o = check_options(self.name, params, self.options)
+        qs = check_vectors(queries, self.dim or 0, "queries")
+        fq = check_vectors(full_queries, int(self.options["full_dim"]), "full queries")
+        sp = models.SearchParams(hnsw_ef=int(o["ef"])) if _is_remote(self.location) else None
+        requests = [models.QueryRequest(
+            query=f.tolist(), using=FULL, limit=int(k), with_payload=False,
+            prefetch=models.Prefetch(query=v.tolist(), using=REDUCED, limit=int(candidates), params=sp))
+            for v, f in zip(qs, fq)]
+        responses = self._retry("query", lambda: client.query_batch_points(o["collection"], requests))
+        return self._collect(responses, len(qs), k)
+
+    def get_full(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Stored full vectors of ``ids`` (zeros where unknown) and a mask of the ids found."""
+        client = self._require()
+        wanted = [int(i) for i in ids]
+        out = np.zeros((len(wanted), int(self.options.get("full_dim") or 0)), dtype=np.float32)
+        found = np.zeros(len(wanted), dtype=bool)
+        if not self.keeps_full or not wanted:
+            return out, found
+        recs = self._retry("retrieve", lambda: client.retrieve(
+            self.options["collection"], sorted(set(wanted)), with_payload=False, with_vectors=[FULL]))
+        by_id = {int(r.id): r.vector[FULL] for r in recs}
+        for j, i in enumerate(wanted):
+            if i in by_id:
+                out[j], found[j] = by_id[i], True
+        return out, found
+
+    def _collect(self, responses: Any, n: int, k: int) -> SearchResult:
+        out = SearchResult.empty(n, k)
         for row, resp in enumerate(responses):
             for col, p in enumerate(resp.points[:k]):
                 out.ids[row, col] = int(p.id)

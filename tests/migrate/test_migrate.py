@@ -199,6 +199,21 @@ def test_rescoring_never_lowers_recall_and_reaches_099_at_r8(tmp_path, minilm_ve
     assert recalls[-1] >= 0.99, recalls
 
 
+def test_qdrant_client_named_vectors_rescore_like_the_side_file(tmp_path, minilm_vectors):
+    X, queries = minilm_vectors[:600], minilm_vectors[2950:]
+    np.save(tmp_path / "v.npy", X)
+    migrate(str(tmp_path / "v.npy"), tmp_path / "side", _opts(reducer="pca:32"))
+    migrate(str(tmp_path / "v.npy"), tmp_path / "named", _opts(reducer="pca:32", store="qdrant"))
+    _check_migrated(tmp_path / "named", np.arange(len(X)), X)
+    with slimvec.open(tmp_path / "side") as side, slimvec.open(tmp_path / "named") as named:
+        assert named.manifest["full"]["in_store"] and named.full_vectors is None
+        # both reduced searches are exact (FAISS Flat, qdrant-client local mode): same candidates,
+        # so the same re-ranked results
+        a, b = side.search(queries, 10, rescore=4), named.search(queries, 10, rescore=4)
+        assert (a.ids == b.ids).mean() >= 0.98
+        np.testing.assert_allclose(a.scores, b.scores, atol=1e-4)
+
+
 def test_float16_full_vectors_rank_like_float32(tmp_path, minilm_vectors):
     X, queries = minilm_vectors[:1500], minilm_vectors[2900:]
     np.save(tmp_path / "v.npy", X)
