@@ -33,6 +33,7 @@ _COMMANDS = [
     ("slimvec.cli.bench", "bench", "bench"),
     ("slimvec.cli.bench", "plan", "plan"),
     ("slimvec.cli.migrate", "migrate", "migrate"),
+    ("slimvec.cli.migrate", "export", "export"),
     ("slimvec.cli.prune", "prune", "prune"),
 ]
 

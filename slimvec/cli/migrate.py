@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-__all__ = ["migrate"]
+__all__ = ["migrate", "export"]
 
 console = Console(stderr=True)
 
@@ -58,3 +58,16 @@ def migrate(
     console.print(f"migrated [bold]{summary.ingested:,}[/] vectors ({summary.rejected:,} rejected) "
                   f"into {index} — {summary.count:,} in the index, "
                   f"{summary.docs_per_s:,.0f} vectors/s")
+
+
+def export(
+    index: Path = typer.Option(..., "--index", help="Index folder."),
+    format: str = typer.Option(..., "--format", help="npy, faiss or sentence-transformers."),
+    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss)."),
+    model: Optional[str] = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
+) -> None:
+    """Export the index's (linear) reducer to reduce queries outside slimvec."""
+    from slimvec.migrate.export import export_reducer
+
+    path = export_reducer(index, format, out, model)
+    console.print(f"wrote {format} export of {index}'s reducer to {path}")

@@ -1,0 +1,94 @@
+"""Export an index's reducer for stacks that do not run slimvec.
+
+- ``npy``: ``components.npy`` + ``offset.npy`` + ``linear.json`` (:func:`export_numpy`);
+- ``faiss``: an empty FAISS ``IndexPreTransform`` (the reducer as a ``LinearTransform``, then L2
+  normalisation when the reducer normalises, in front of a flat inner-product index over the
+  reduced vectors): ``faiss.read_index`` it, ``add`` full-size vectors and ``search`` with
+  full-size queries;
+- ``sentence-transformers``: the index's encoder (or ``model``) with the reducer appended as a
+  ``Dense`` (+ ``Normalize``) layer, saved as a model folder whose ``encode`` emits reduced
+  vectors directly.
+
+Only the linear family (``pca``, ``svd``, ``whiten``, ``rp``, ``truncate``, …) can be exported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from slimvec.errors import ConfigError
+
+__all__ = ["export_reducer", "EXPORT_FORMATS"]
+
+EXPORT_FORMATS = ("npy", "faiss", "sentence-transformers")
+
+
+def export_reducer(index_dir: str | os.PathLike[str], fmt: str, out: str | os.PathLike[str],
+                   model: str | None = None) -> Path:
+    """Write the reducer of the index at ``index_dir`` in format ``fmt`` to ``out``.
+
+    Parameters
+    ----------
+    index_dir : path
+        A slimvec index folder.
+    fmt : {"npy", "faiss", "sentence-transformers"}
+    out : path
+        Folder (``npy``, ``sentence-transformers``) or file (``faiss``).
+    model : str, optional
+        Encoder spec or model folder for ``sentence-transformers`` (default: the index's encoder;
+        required for an index built by ``migrate``, which has none).
+
+    Returns
+    -------
+    Path
+        What was written.
+
+    Raises
+    ------
+    ConfigError
+        Unknown format, a non-linear reducer, or no model for ``sentence-transformers``.
+    """
+    from slimvec.indexer.index import REDUCER_DIR, read_manifest
+    from slimvec.reducers import load_reducer
+
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"Unknown export format {fmt!r}. Known: {', '.join(EXPORT_FORMATS)}.")
+    manifest = read_manifest(index_dir)
+    reducer = load_reducer(Path(index_dir) / REDUCER_DIR)
+    if not hasattr(reducer, "to_faiss"):
+        raise ConfigError(f"The reducer {manifest.get('reducer')!r} of {index_dir} is not linear and "
+                          "cannot be exported; only pca, svd, whiten, rp, truncate ... can. Reduce "
+                          "queries with slimvec.open(INDEX).reducer.transform instead.")
+    out = Path(out)
+    if fmt == "npy":
+        from slimvec.reducers.exports import export_numpy
+
+        return export_numpy(reducer, out)
+    if fmt == "faiss":
+        import faiss
+
+        transform = reducer.to_faiss()
+        inner = faiss.IndexFlatIP(int(reducer.n_components_))
+        transforms = list(getattr(transform, "transforms", [transform]))
+        index = faiss.IndexPreTransform(inner)
+        for t in reversed(transforms):  # the Python objects stay alive until written below
+            index.prepend_transform(t)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(index, str(out))
+        return out
+    spec = model or manifest.get("encoder")
+    if not spec:
+        raise ConfigError(f"{index_dir} was built from vectors and records no encoder: pass the "
+                          "encoder the vectors came from (--model NAME_OR_FOLDER).")
+    from slimvec.indexer.encoder import Encoder
+
+    encoder = Encoder(spec)
+    if encoder.dim != reducer.n_features_in_:
+        from slimvec.errors import DimensionMismatchError
+
+        raise DimensionMismatchError(f"encoder {spec} output vs reducer input of {index_dir}",
+                                     reducer.n_features_in_, encoder.dim)
+    st = reducer.to_sentence_transformers(encoder.model)
+    st.save(str(out))
+    return out
