@@ -301,3 +301,17 @@ def test_cli_migrate_json(tmp_path, minilm_vectors):
     assert out["count"] == 300 and out["ingested"] == 300
     with slimvec.open(tmp_path / "idx") as idx:
         assert idx.dim_out == 24 and idx.full_vectors.dtype == "float16"
+
+
+def test_source_specs_parse_urls_paths_and_options(tmp_path):
+    from slimvec.migrate.sources import parse_source
+
+    assert parse_source("qdrant:https://db.example:6333/docs") == ("qdrant", "https://db.example:6333/docs", {})
+    assert parse_source("hnsw:/data/x.bin,dim=768,space=ip") == ("hnsw", "/data/x.bin", {"dim": "768", "space": "ip"})
+    assert parse_source("parquet:v.parquet,id=key,vector=emb")[2] == {"id": "key", "vector": "emb"}
+    assert parse_source(str(tmp_path / "a.npy"))[0] == "npy"
+    assert parse_source(str(tmp_path / "a.faiss"))[0] == "faiss"
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_source("npy:a.npy,oops")
+    with pytest.raises(ConfigError, match="name the collection"):
+        open_source("qdrant:docs")
