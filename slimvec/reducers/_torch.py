@@ -44,14 +44,21 @@ def require_torch(feature: str) -> Any:
 def module_arrays(module: "torch.nn.Module", prefix: str = PREFIX) -> dict[str, np.ndarray]:
     """Flatten a module's ``state_dict`` (parameters and buffers) into numpy arrays."""
     return {
-        prefix + key: np.ascontiguousarray(value.detach().cpu().numpy())
+        # 0-d buffers (BatchNorm's num_batches_tracked) are stored as shape (1,): the artifact
+        # writer keeps at least one dimension per array.
+        prefix + key: np.ascontiguousarray(np.atleast_1d(value.detach().cpu().numpy()))
         for key, value in module.state_dict().items()
     }
 
 
 def module_shapes(module: "torch.nn.Module", prefix: str = PREFIX) -> dict[str, tuple[int, ...]]:
     """Shapes every saved array of ``module`` must have (for the load-time check)."""
-    return {prefix + key: tuple(value.shape) for key, value in module.state_dict().items()}
+    return {prefix + key: _saved_shape(value.shape) for key, value in module.state_dict().items()}
+
+
+def _saved_shape(shape: Any) -> tuple[int, ...]:
+    """Shape an array is saved with: scalars become (1,)."""
+    return tuple(shape) or (1,)
 
 
 def load_module_arrays(
@@ -78,12 +85,12 @@ def load_module_arrays(
     tensors = {}
     for key, ref in own.items():
         arr = state[key]
-        if tuple(arr.shape) != tuple(ref.shape):
+        if tuple(arr.shape) != _saved_shape(ref.shape):
             raise PersistenceError(
                 f"Saved weight {prefix + key!r} has shape {tuple(arr.shape)}, "
                 f"expected {tuple(ref.shape)}."
             )
-        tensors[key] = torch.from_numpy(np.array(arr, copy=True)).to(ref.dtype)
+        tensors[key] = torch.from_numpy(np.array(arr, copy=True).reshape(ref.shape)).to(ref.dtype)
     module.load_state_dict(tensors, strict=True)
 
 
