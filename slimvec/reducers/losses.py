@@ -79,7 +79,9 @@ def coding_rate_per_cluster(Z: "torch.Tensor", Pi: "torch.Tensor", eps2: float) 
     m, d = Z.shape
     tr = Pi.sum(0).float() + 1e-8  # (K,)
     # sqrt(Pi_k) * Z for every k: (K, m, d); Z^T Pi_k Z = (sqrt(Pi_k) Z)^T (sqrt(Pi_k) Z)
-    weighted = torch.sqrt(Pi.float().T.clamp_min(0.0)).unsqueeze(-1) * Z.float().unsqueeze(0)
+    # clamp above 0: sqrt'(0) is infinite, and a (Gumbel-)softmax membership underflowing to an
+    # exact 0 would turn the whole backward pass into NaN
+    weighted = torch.sqrt(Pi.float().T.clamp_min(1e-12)).unsqueeze(-1) * Z.float().unsqueeze(0)
     logdets = _logdet_i_plus_gram(weighted, d / (tr * eps2))
     return (tr / (2.0 * m) * logdets).sum()
 

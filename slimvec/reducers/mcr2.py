@@ -282,6 +282,9 @@ class MCR2Reducer(Reducer):
                 for idx in minibatches(n_pairs, batch, gen, drop_last=True):
                     za, la = net(data[ia[idx]])
                     zb, lb = net(data[ib[idx]])
+                    if not bool(torch.isfinite(za).all() and torch.isfinite(zb).all()):
+                        sums["loss"] = math.nan  # diverged: caught below, best weights restored
+                        break
                     zbar = F.normalize(za + zb, dim=1)
                     rate = coding_rate(zbar, self.eps2)
                     cos = (za * zb).sum(dim=1).mean()
@@ -306,8 +309,9 @@ class MCR2Reducer(Reducer):
                 net.eval()
                 with torch.inference_mode():
                     pz, plog = net(probe)
-                    probe_cos = float((pz * pz[probe_perm]).sum(1).mean())
-                    probe_rate = float(coding_rate(pz, self.eps2))
+                    finite = bool(torch.isfinite(pz).all())  # NaN weights: no Cholesky on them
+                    probe_cos = float((pz * pz[probe_perm]).sum(1).mean()) if finite else math.nan
+                    probe_rate = float(coding_rate(pz, self.eps2)) if finite else math.nan
                     used = int(torch.unique(plog.argmax(1)).numel())
                 row = {"epoch": epoch + 1, "phase": phase, **means, "probe_cos": probe_cos,
                        "probe_R": probe_rate, "clusters_used": used}
@@ -318,7 +322,7 @@ class MCR2Reducer(Reducer):
                     epoch + 1, self.epochs, phase, means["R"], means["sum_Rk"],
                     means["R"] - means["sum_Rk"], means["cos"], probe_cos, probe_rate, used,
                 )
-                if not all(math.isfinite(v) for v in means.values()):
+                if not (finite and all(math.isfinite(v) for v in means.values())):
                     collapsed = True
                     log.warning("mcr2: non-finite loss at epoch %d; restoring the last healthy weights.",
                                 epoch + 1)
