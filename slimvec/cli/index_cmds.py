@@ -34,6 +34,7 @@ def ingest(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the full encoder vectors on disk (new index) for search --rescore."),
     full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
+    train_pairs: Optional[Path] = typer.Option(None, "--train-pairs", help="Pairs TSV (sentence1, sentence2, score) a pair-learning reducer (mcr2) is also fitted on (new index)."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -48,7 +49,8 @@ def ingest(
                          batch_size=batch_size, progress=not json_out, strict=strict,
                          rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
                          checkpoint_batches=checkpoint_batches,
-                         keep_full=full_dtype if keep_full else None)
+                         keep_full=full_dtype if keep_full else None,
+                         train_pairs=str(train_pairs) if train_pairs else None)
     summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))

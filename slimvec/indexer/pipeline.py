@@ -38,6 +38,7 @@ from slimvec.indexer.locking import LOCK_NAME, IndexLock
 from slimvec.indexer.progress import fingerprint, plan_run, truncate_file
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batches
+from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.reducers import Reducer, load_reducer, make_reducer
 
 __all__ = ["IngestOptions", "IngestSummary", "ingest", "reservoir_sample", "REJECTS",
@@ -84,6 +85,9 @@ class IngestOptions:
     keep_full : str or None
         ``float32`` / ``float16``: also keep the encoder's full vectors on disk for
         ``Index.search(..., rescore=R)`` (new index only; an existing index keeps its setting).
+    train_pairs : str or None
+        Pairs TSV (``sentence1, sentence2, score``) whose positive pairs a pair-learning reducer
+        (mcr2) is also fitted on (new index only); see :mod:`slimvec.indexer.train_pairs`.
     """
 
     reducer: str | None = None
@@ -101,6 +105,7 @@ class IngestOptions:
     rebuild: bool = False
     checkpoint_batches: int = 0
     keep_full: str | None = None
+    train_pairs: str | None = None
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -191,7 +196,7 @@ def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encode
     reducer = make_reducer(opts.reducer)
     t0 = time.perf_counter()
     fit_task = progress.add_task(f"fitting {opts.reducer} on {len(X):,} vectors", total=1)
-    reducer.fit(X)
+    fit_reducer(reducer, X, opts.train_pairs, encoder, opts.batch_size)
     progress.advance(fit_task)
     fit_s = time.perf_counter() - t0
     reducer.save(folder / REDUCER_DIR)

@@ -232,7 +232,12 @@ def _write_one(batch: VectorBatch, store: Any, reducer: Any, dim_in: int, reject
             if not rej.kept:
                 raise _strict_error(rej)
     if len(ids):
-        store.upsert(ids, reducer.transform(vectors), payloads)
+        if hasattr(reducer, "transform_with_clusters"):  # mcr2: each row's cluster id in its payload
+            reduced, clusters = reducer.transform_with_clusters(vectors)
+            payloads = [{**p, "cluster": int(c)} for p, c in zip(payloads, clusters)]
+        else:
+            reduced = reducer.transform(vectors)
+        store.upsert(ids, reduced, payloads)
         summary.ingested += len(ids)
     for rej in rejects:
         rejects_fh.write(json.dumps(rej.to_json(), ensure_ascii=False) + "\n")
