@@ -122,18 +122,21 @@ def kmeans_ids(Z: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, float]
     return ids[:, 0], time.perf_counter() - t0
 
 
-def run_embedtextnet(data: dict, dims: list[int], epochs: int, seed: int) -> list[dict]:
+def run_embedtextnet(data: dict, dims: list[int], epochs: int, seed: int, extra: str = "") -> list[dict]:
     rows = []
     Xc, dups = data["X_corpus"], data["dups"]
     rows.append({"reducer": "none", "dim": Xc.shape[1], "task_recall@10": task_recall(Xc, dups)})
     for d in dims:
-        for spec in (f"pca:{d}", f"embedtextnet:{d},epochs={epochs},seed={seed}"):
+        for spec in (f"pca:{d}", f"embedtextnet:{d},epochs={epochs},seed={seed}{extra}"):
             t0 = time.perf_counter()
             red = make_reducer(spec).fit(data["X_train"])
             fit_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
             Z = red.transform(Xc)
+            transform_s = time.perf_counter() - t0
             rows.append({
                 "reducer": spec, "dim": d, "fit_s": round(fit_s, 1),
+                "transform_ms_per_1k": round(1000 * transform_s / len(Xc) * 1000, 2),
                 "task_recall@10": task_recall(Z, dups),
                 "neighbour_recall@10": neighbour_recall(Z, Xc),
             })
@@ -176,7 +179,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--clusters", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--extra", default="", help="extra spec options for mcr2, e.g. ',eps2=0.2'")
+    ap.add_argument("--extra", default="", help="extra spec options, e.g. ',eps2=0.2' or ',gamma=1000'")
+    ap.add_argument("--fit-max", type=int, default=None,
+                    help="fit on this many train sentences (first ones; pairs kept among them)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "slimvec-bench")
     ap.add_argument("--out", type=Path, default=None, help="write rows as JSON here")
     args = ap.parse_args()
@@ -184,8 +189,13 @@ def main() -> None:
     data = load_data(args.cache)
     log.info("train %d sentences, %d pairs; corpus %d sentences, %d duplicate pairs",
              len(data["X_train"]), len(data["train_pairs"]), len(data["X_corpus"]), len(data["dups"]))
+    if args.fit_max:
+        n = args.fit_max
+        data["X_train"] = data["X_train"][:n]
+        tp = data["train_pairs"]
+        data["train_pairs"] = tp[(tp < n).all(axis=1)]
     if args.what == "embedtextnet":
-        rows = run_embedtextnet(data, args.dims, args.epochs, args.seed)
+        rows = run_embedtextnet(data, args.dims, args.epochs, args.seed, args.extra)
     else:
         rows = run_mcr2(data, args.dims, args.clusters, args.epochs, args.seed, args.extra)
     text = json.dumps(rows, indent=2)
