@@ -44,7 +44,7 @@ def write_file_atomic(path: Path, writer: Callable[[str], None]) -> None:
 
     A crash mid-write leaves the previous file intact, never a truncated one.
     """
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # never another process's temp file
     try:
         writer(str(tmp))
         fd = os.open(tmp, os.O_RDONLY)

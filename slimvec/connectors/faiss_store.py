@@ -134,6 +134,7 @@ class FaissStore(VectorStore):
         self._pos = seen
         self._set_search_params()
         self._payloads = PayloadTable(folder / "payloads.sqlite")
+        self._dirty = False  # a reader's close() must not rewrite the files
         return self
 
     def _set_search_params(self) -> None:
@@ -165,6 +166,7 @@ class FaissStore(VectorStore):
     def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
                payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
         index = self._require()
+        self._dirty = True
         ids_arr = self._as_ids(ids)
         vecs = self._prepare(check_vectors(vectors, self.dim or 0))
         if len(ids_arr) != len(vecs):
@@ -295,7 +297,8 @@ class FaissStore(VectorStore):
     def close(self) -> None:
         if self._index is not None:
             try:
-                self.flush()
+                if getattr(self, "_dirty", True):
+                    self.flush()
             finally:
                 self._index = None
                 if self._payloads is not None:

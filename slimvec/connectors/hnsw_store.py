@@ -91,6 +91,7 @@ class HnswStore(VectorStore):
             raise StoreError(f"Could not read the hnswlib index {folder / INDEX_FILE}: {exc}") from exc
         self._configure()
         self._payloads = PayloadTable(folder / "payloads.sqlite")
+        self._dirty = False  # a reader's close() must not rewrite the files
         return self
 
     def _configure(self) -> None:
@@ -107,6 +108,7 @@ class HnswStore(VectorStore):
     def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
                payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
         index = self._require()
+        self._dirty = True
         ids_arr = self._as_ids(ids)
         vecs = check_vectors(vectors, self.dim or 0)
         if len(ids_arr) != len(vecs):
@@ -154,7 +156,8 @@ class HnswStore(VectorStore):
     def close(self) -> None:
         if self._index is not None:
             try:
-                self.flush()
+                if getattr(self, "_dirty", True):
+                    self.flush()
             finally:
                 self._index = None
                 if self._payloads is not None:
