@@ -31,7 +31,7 @@ _COMMANDS = [
     ("slimvec.cli.index_cmds", "search", "search"),
     ("slimvec.cli.index_cmds", "info", "info"),
     ("slimvec.cli.bench", "bench", "bench"),
-    ("slimvec.cli.bench", "plan", "plan"),
+    ("slimvec.cli.plan", "plan", "plan"),
     ("slimvec.cli.migrate", "migrate", "migrate"),
     ("slimvec.cli.migrate", "export", "export"),
     ("slimvec.cli.prune", "prune", "prune"),

@@ -1,0 +1,56 @@
+"""`slimvec plan` in a subprocess with a hand-made results file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _row(reducer: str, dim_out: int, store: str, task: float) -> dict:
+    return {"dataset": "stsb-dev", "encoder": "minilm", "dim_in": 384, "reducer": reducer,
+            "dim_out": dim_out, "store": store, "task_recall_at_10": task, "neighbor_recall_at_10": 0.9,
+            "reducer_bytes": 0 if reducer == "none" else 4 * 384 * dim_out, "latency_p50_ms": None}
+
+
+def _plan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "slimvec", "plan", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_plan_cli_recommends_a_config_meeting_the_target(tmp_path: Path) -> None:
+    rows = [_row("none", 384, "hnsw", 0.95), _row("pca:96", 96, "hnsw", 0.94),
+            _row("pca:48", 48, "hnsw", 0.90), _row("pca:96", 96, "faiss:HNSW32", 0.935)]
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"rows": rows, "meta": {}}), encoding="utf-8")
+    proc = _plan("--docs", "1000000", "--dim", "384", "--min-task-recall", "0.93",
+                 "--results", str(results), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    best = plan["recommendation"]
+    assert best["task_recall_at_10"] >= 0.93
+    assert (best["reducer"], best["store"]) == ("pca:96", "hnsw")  # smaller than faiss:HNSW32 at 96-d
+    # a million 96-d float32 vectors alone are 384 MB: the predicted RAM must hold them
+    assert 1_000_000 * 96 * 4 < best["ram_bytes"] < 1_000_000 * 384 * 4
+    assert {c["store"] for c in plan["size_checks"]} == {"hnsw", "faiss:HNSW32"}
+    assert all(abs(c["error"]) < 0.10 for c in plan["size_checks"])
+    assert [p for p in tmp_path.iterdir()] == [results]  # sizing builds were cleaned up
+
+    table = _plan("--docs", "1000000", "--dim", "384", "--memory-budget", "400MiB", "--store", "hnsw",
+                  "--results", str(results), cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "recommended: pca:48 → hnsw" in table.stdout
+    assert "prediction at a size not fitted on" in table.stdout
+
+
+def test_plan_cli_bad_input_is_one_line_error(tmp_path: Path) -> None:
+    proc = _plan("--docs", "1000", "--dim", "384", "--min-task-recall", "0.9", "--store", "hnsw", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "needs measured quality" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _plan("--docs", "1000", "--dim", "384", "--memory-budget", "lots", "--store", "hnsw", cwd=tmp_path)
+    assert proc.returncode == 2 and "Memory budget 'lots'" in proc.stderr
