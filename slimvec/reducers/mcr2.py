@@ -362,6 +362,11 @@ class MCR2Reducer(Reducer):
         out = apply_in_batches(lambda xb: self.net_(xb)[1].argmax(dim=1), self._standardize(X))
         return out.astype(np.int64)
 
+    def cluster_scores(self, X: Any) -> np.ndarray:
+        """Cluster-head logits (float32, shape (n, clusters)): route a query to its top-p clusters."""
+        X = self._check_input(X, "cluster_scores input")
+        return apply_in_batches(lambda xb: self.net_(xb)[1], self._standardize(X)).astype(np.float32)
+
     def transform_with_clusters(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(transform(X), predict_cluster(X))`` in one pass of the network."""
         X = self._check_input(X)

@@ -1,0 +1,193 @@
+"""Benchmark metrics, each a small pure function over arrays (tested on hand-computed cases).
+
+Conventions: result arrays hold corpus *rows* (0-based), ``-1`` for "no result"; a metric that does
+not apply is ``None`` (``null`` in ``results.json``), never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "exact_topk",
+    "drop_rows",
+    "recall_at_k",
+    "task_recall_mrr",
+    "sts_spearman",
+    "latency_summary",
+    "cluster_accuracy",
+    "routed_search",
+]
+
+
+def _scores(corpus: np.ndarray, queries: np.ndarray, metric: str) -> np.ndarray:
+    sims = queries @ corpus.T
+    if metric == "l2":  # larger is better: -||q - x||^2 up to the query's own norm
+        sims = 2.0 * sims - np.einsum("ij,ij->i", corpus, corpus)[None, :]
+    return sims
+
+
+def exact_topk(corpus: np.ndarray, queries: np.ndarray, k: int, *,
+               exclude: np.ndarray | None = None, metric: str = "cosine",
+               block: int = 1024) -> np.ndarray:
+    """Exact ``k`` nearest corpus rows of each query, best first.
+
+    Parameters
+    ----------
+    corpus : ndarray (n, d)
+    queries : ndarray (q, d)
+    k : int
+    exclude : ndarray (q,), optional
+        A corpus row to leave out of each query's results (the query itself).
+    metric : {"cosine", "ip", "l2"}
+        ``cosine`` expects normalised vectors (inner product).
+    block : int
+        Queries scored at a time (memory is ``block * n`` floats).
+
+    Returns
+    -------
+    ndarray int64 (q, min(k, n))
+    """
+    corpus = np.asarray(corpus, dtype=np.float32)
+    queries = np.asarray(queries, dtype=np.float32)
+    k = min(int(k), len(corpus) - (1 if exclude is not None else 0))
+    out = np.empty((len(queries), max(k, 0)), dtype=np.int64)
+    for start in range(0, len(queries), block):
+        sims = _scores(corpus, queries[start:start + block], metric)
+        if exclude is not None:
+            rows = np.asarray(exclude[start:start + block], dtype=np.int64)
+            sims[np.arange(len(rows)), rows] = -np.inf
+        part = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < sims.shape[1] else \
+            np.tile(np.arange(sims.shape[1]), (len(sims), 1))
+        order = np.take_along_axis(sims, part, axis=1).argsort(axis=1, kind="stable")[:, ::-1]
+        out[start:start + len(sims)] = np.take_along_axis(part, order, axis=1)
+    return out
+
+
+def drop_rows(found: np.ndarray, rows: np.ndarray | None, k: int) -> np.ndarray:
+    """The first ``k`` results of each query once its own row ``rows[i]`` is removed.
+
+    ``found`` is searched with ``k + 1`` results so that ``k`` remain; without ``rows`` the first
+    ``k`` columns are returned unchanged.
+    """
+    found = np.asarray(found, dtype=np.int64)
+    if rows is None:
+        return found[:, :k]
+    out = np.full((len(found), k), -1, dtype=np.int64)
+    for i, (res, own) in enumerate(zip(found, rows)):
+        kept = res[res != own][:k]
+        out[i, :len(kept)] = kept
+    return out
+
+
+def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
+    """Mean over queries of |found[:k] ∩ truth[:k]| / k (ignoring ``-1`` entries in ``found``)."""
+    found = np.asarray(found)[:, :k]
+    truth = np.asarray(truth)[:, :k]
+    if len(truth) == 0:
+        raise ValueError("recall_at_k needs at least one query")
+    hits = [len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in zip(found, truth)]
+    return float(np.mean(hits) / truth.shape[1])
+
+
+def task_recall_mrr(found: np.ndarray, task_query: np.ndarray, task_target: np.ndarray,
+                    k: int = 10) -> tuple[float | None, float | None]:
+    """Task recall@k and MRR@k: is ``task_target[j]`` among query ``task_query[j]``'s top k?
+
+    Parameters
+    ----------
+    found : ndarray (n_queries, >= k)
+        Result rows of each query, the query itself already removed.
+    task_query, task_target : ndarray (n_entries,)
+        Query index and the corpus row it should find (each duplicate pair gives two entries).
+
+    Returns
+    -------
+    (recall, mrr)
+        ``(None, None)`` when there are no task entries.
+    """
+    if len(task_query) == 0:
+        return None, None
+    top = np.asarray(found)[np.asarray(task_query), :k]
+    match = top == np.asarray(task_target)[:, None]
+    hit = match.any(axis=1)
+    rank = match.argmax(axis=1) + 1
+    rr = np.where(hit, 1.0 / rank, 0.0)
+    return float(hit.mean()), float(rr.mean())
+
+
+def sts_spearman(Z: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray, gold: np.ndarray) -> float | None:
+    """Spearman correlation of cosine(Z[a], Z[b]) with the gold scores (``None`` if < 2 pairs)."""
+    from scipy.stats import spearmanr
+
+    if len(rows_a) < 2:
+        return None
+    A, B = Z[np.asarray(rows_a)], Z[np.asarray(rows_b)]
+    na = np.linalg.norm(A, axis=1)
+    nb = np.linalg.norm(B, axis=1)
+    cos = np.einsum("ij,ij->i", A, B) / np.maximum(na * nb, 1e-12)
+    rho = spearmanr(cos, np.asarray(gold)).statistic
+    return None if not np.isfinite(rho) else float(rho)
+
+
+def latency_summary(times_ms: Sequence[float] | np.ndarray) -> dict[str, float]:
+    """``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms`` of per-query times."""
+    t = np.asarray(times_ms, dtype=np.float64)
+    if t.size == 0:
+        raise ValueError("latency_summary needs at least one time")
+    p50, p95, p99 = np.percentile(t, [50, 95, 99])
+    return {"latency_p50_ms": float(p50), "latency_p95_ms": float(p95), "latency_p99_ms": float(p99)}
+
+
+def cluster_accuracy(labels: np.ndarray, dup_pairs: np.ndarray) -> float | None:
+    """Share of duplicate pairs whose two sides carry the same cluster label (``None`` if none)."""
+    dup_pairs = np.asarray(dup_pairs).reshape(-1, 2)
+    if len(dup_pairs) == 0:
+        return None
+    labels = np.asarray(labels)
+    return float(np.mean(labels[dup_pairs[:, 0]] == labels[dup_pairs[:, 1]]))
+
+
+def routed_search(vectors: np.ndarray, labels: np.ndarray, queries: np.ndarray,
+                  query_clusters: np.ndarray, k: int, *, exclude: np.ndarray | None = None,
+                  metric: str = "cosine") -> tuple[np.ndarray, float]:
+    """Search only the corpus rows in each query's routed clusters.
+
+    Parameters
+    ----------
+    vectors : ndarray (n, d)
+        Corpus vectors in the space searched (reduced or full).
+    labels : ndarray (n,)
+        Cluster of each corpus row.
+    queries : ndarray (q, d)
+    query_clusters : ndarray (q, p)
+        The ``p`` clusters each query is routed to.
+    k : int
+    exclude : ndarray (q,), optional
+        Corpus row of each query, left out of its results.
+
+    Returns
+    -------
+    found : ndarray int64 (q, k)
+        Result rows (``-1`` where the routed clusters hold fewer than k rows).
+    fraction_scanned : float
+        Mean share of the corpus scored per query.
+    """
+    labels = np.asarray(labels)
+    members: dict[int, np.ndarray] = {int(c): np.flatnonzero(labels == c) for c in np.unique(labels)}
+    empty = np.zeros(0, dtype=np.int64)
+    found = np.full((len(queries), k), -1, dtype=np.int64)
+    scanned = 0
+    for i, (q, clusters) in enumerate(zip(queries, np.asarray(query_clusters))):
+        cand = np.concatenate([members.get(int(c), empty) for c in clusters])
+        if exclude is not None:
+            cand = cand[cand != exclude[i]]
+        scanned += len(cand)
+        if len(cand) == 0:
+            continue
+        sims = _scores(vectors[cand], q[None, :], metric)[0]
+        top = np.argsort(-sims, kind="stable")[:k]
+        found[i, :len(top)] = cand[top]
+    return found, float(scanned / max(len(queries), 1) / max(len(vectors), 1))

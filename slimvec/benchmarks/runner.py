@@ -1,0 +1,486 @@
+"""The benchmark runner: every dataset × reducer × store measured in one run, rows to ``results.json``.
+
+For each dataset the runner fits each reducer (pair-learning reducers on the training pairs only,
+the others on a sample of the corpus), transforms corpus and queries, then for each store builds a
+real index in a work folder, persists it, measures its allocated bytes, reopens it and searches:
+neighbour recall@10 against exact full-dimension search, task recall/MRR@10, latency of single
+queries on one thread, batched QPS. Optional extras in the same run: rescoring ``k * R``
+candidates with the full vectors (memory-mapped from disk), the peer quantization baselines of
+:mod:`slimvec.benchmarks.baselines`, and cluster-routed retrieval (FAISS k-means with K clusters on
+each reducer's output, and the reducer's own clusters when it has them).
+
+A configuration that fails (a missing optional dependency, a FAISS factory that does not fit the
+dimension...) is recorded in ``meta["skipped"]`` with the reason and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant, peer_store_variants
+from slimvec.benchmarks.datasets import BenchDataset
+from slimvec.benchmarks.metrics import (cluster_accuracy, drop_rows, latency_summary, recall_at_k,
+                                        routed_search, sts_spearman, task_recall_mrr)
+from slimvec.errors import ConfigError, SlimvecError
+
+__all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS"]
+
+log = logging.getLogger(__name__)
+
+#: keys every row carries (``None`` when the metric does not apply)
+ROW_KEYS = [
+    "dataset", "encoder", "dim_in", "reducer", "dim_out", "store", "rescore", "kind", "n_corpus",
+    "n_queries", "fit_s", "transform_s_per_10k", "reducer_bytes", "build_s", "index_bytes",
+    "bytes_per_vector", "full_bytes_per_vector", "neighbor_recall_at_10", "task_recall_at_10",
+    "task_mrr_at_10", "sts_spearman", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "qps",
+    "cluster_accuracy", "routed_recall_at_10", "routed_fraction_scanned",
+]
+
+#: progress callback: (description or None, units of work finished)
+Progress = Callable[[Any, int], None]
+
+
+@dataclass
+class BenchConfig:
+    """What one ``slimvec bench`` run measures.
+
+    Attributes
+    ----------
+    reducers : list of str
+        Reducer specs; ``none`` (full dimension) is always measured first.
+    stores : list of str
+        Store specs (default ``hnsw``).
+    work_dir : Path
+        Where indexes and reducer artifacts are built.
+    baselines : bool
+        Measure the peer quantization baselines on full-dimension vectors.
+    rescore : list of int
+        Candidate multipliers R: each reduced row also measured with ``k * R`` candidates re-ranked
+        by the full vectors.
+    kmeans : int or None
+        K of the cluster-routed retrieval rows (FAISS k-means on each reducer's output).
+    route_probes : list of int
+        Clusters p a query is routed to.
+    k : int
+        Results per query (metrics are @k; 10 in the issue).
+    latency_queries, latency_repeats : int
+        Single queries timed (after a warm-up), each timed this many times (median kept).
+    fit_max : int
+        Rows of the corpus an unsupervised reducer is fitted on (random sample beyond this).
+    threads : int
+        Threads for FAISS / torch during the run (1 = single-thread latency).
+    keep_indexes : bool
+        Leave the built indexes in ``work_dir``.
+    seed : int
+    """
+
+    reducers: list[str]
+    stores: list[str]
+    work_dir: Path
+    baselines: bool = True
+    rescore: list[int] = field(default_factory=list)
+    kmeans: int | None = None
+    route_probes: list[int] = field(default_factory=lambda: [1, 4])
+    k: int = 10
+    latency_queries: int = 200
+    latency_repeats: int = 3
+    fit_max: int = 20000
+    threads: int = 1
+    keep_indexes: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.reducers = ["none"] + [r for r in self.reducers if r.strip().lower() != "none"]
+        self.stores = list(self.stores) or ["hnsw"]
+        self.work_dir = Path(self.work_dir)
+        if any(int(r) < 1 for r in self.rescore):
+            raise ConfigError(f"--rescore takes multipliers >= 1, got {self.rescore}.")
+        if self.kmeans is not None and self.kmeans < 2:
+            raise ConfigError(f"--kmeans takes K >= 2 clusters, got {self.kmeans}.")
+
+    def validate(self) -> None:
+        """Parse every spec up front so a typo fails before hours of work (lists valid names)."""
+        from slimvec.connectors import parse_store_spec
+        from slimvec.reducers import make_reducer
+
+        for spec in self.reducers:
+            make_reducer(spec)
+        for spec in self.stores:
+            parse_store_spec(spec)
+
+    def n_steps(self, n_datasets: int) -> int:
+        """Units of work for the progress bar: one per (dataset, reducer, store/extra)."""
+        per_reducer = len(self.stores) + (1 if self.kmeans else 0)
+        peers = (len(peer_store_variants(8)) + len(ST_VARIANTS)) if self.baselines else 0
+        return n_datasets * (len(self.reducers) * per_reducer + peers)
+
+
+# --------------------------------------------------------------------------- helpers
+def _allocated(path: Path) -> int:
+    from slimvec.persistence import allocated_bytes
+
+    return int(allocated_bytes(path))
+
+
+def _rows_of(ids: np.ndarray) -> np.ndarray:
+    """Store ids (row + 1) back to corpus rows; missing results stay -1."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return np.where(ids > 0, ids - 1, -1)
+
+
+def _time_single(search_i: Callable[[int], Any], n_queries: int, n: int, repeats: int) -> dict[str, float]:
+    """Per-query latency (ms) of ``search_i(i)`` for the first ``n`` queries: warm-up, then the
+    median of ``repeats`` timings of each query, summarised as p50/p95/p99."""
+    count = max(1, min(n, n_queries))
+    for i in range(min(20, count)):  # warm-up
+        search_i(i)
+    times = np.empty((repeats, count))
+    for r in range(repeats):
+        for i in range(count):
+            t0 = time.perf_counter()
+            search_i(i)
+            times[r, i] = (time.perf_counter() - t0) * 1000.0
+    return latency_summary(np.median(times, axis=0))
+
+
+def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) -> float:
+    t0 = time.perf_counter()
+    search_all(queries)
+    return len(queries) / max(time.perf_counter() - t0, 1e-9)
+
+
+def _rerank(cand_rows: np.ndarray, full: np.ndarray, full_queries: np.ndarray, k: int,
+            metric: str) -> np.ndarray:
+    out = np.full((len(cand_rows), k), -1, dtype=np.int64)
+    for i, (cand, q) in enumerate(zip(cand_rows, full_queries)):
+        cand = cand[cand >= 0]
+        if len(cand) == 0:
+            continue
+        vecs = np.asarray(full[cand], dtype=np.float32)
+        scores = vecs @ q if metric != "l2" else -((vecs - q) ** 2).sum(axis=1)
+        top = cand[np.argsort(-scores, kind="stable")[:k]]
+        out[i, :len(top)] = top
+    return out
+
+
+def _quality(ds: BenchDataset, rows: np.ndarray, k: int) -> dict[str, Any]:
+    found = drop_rows(rows, ds.query_rows, k)
+    task_r, task_mrr = task_recall_mrr(found, ds.task_query, ds.task_target, k)
+    return {"neighbor_recall_at_10": recall_at_k(found, ds.truth, k),
+            "task_recall_at_10": task_r, "task_mrr_at_10": task_mrr}
+
+
+def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str) -> dict[str, Any]:
+    row: dict[str, Any] = {key: None for key in ROW_KEYS}
+    row.update(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=reducer, dim_out=dim_out,
+               store=store, kind=kind, n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)))
+    return row
+
+
+@dataclass
+class _Reduced:
+    """A fitted reducer and its outputs on one dataset."""
+
+    spec: str
+    reducer: Any
+    corpus: np.ndarray
+    queries: np.ndarray
+    facts: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- the runner
+class _Runner:
+    def __init__(self, config: BenchConfig, progress: Progress | None) -> None:
+        self.cfg = config
+        self.progress = progress or (lambda text, done: None)
+        self.rows: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, str]] = []
+
+    def _skip(self, ds: BenchDataset, what: str, exc: BaseException) -> None:
+        reason = str(exc) if isinstance(exc, SlimvecError) else f"{type(exc).__name__}: {exc}"
+        log.warning("skipped %s on %s: %s", what, ds.name, reason)
+        self.skipped.append({"dataset": ds.name, "config": what, "reason": reason})
+
+    # ---------------------------------------------------------------- reducers
+    def fit(self, ds: BenchDataset, spec: str, folder: Path) -> _Reduced:
+        from slimvec.reducers import make_reducer
+
+        reducer = make_reducer(spec)
+        if getattr(reducer, "learns_from_pairs", False) and ds.train_vectors is not None:
+            X, pairs = ds.train_vectors, ds.train_pairs
+        else:
+            X, pairs = ds.corpus, None
+            if len(X) > self.cfg.fit_max:
+                rng = np.random.default_rng(self.cfg.seed)
+                X = X[np.sort(rng.choice(len(X), self.cfg.fit_max, replace=False))]
+        t0 = time.perf_counter()
+        reducer.fit(X, pairs=pairs)
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        Z = reducer.transform(ds.corpus)
+        per_10k = (time.perf_counter() - t0) / max(len(ds.corpus), 1) * 10000
+        Q = reducer.transform(ds.queries)
+        saved = reducer.save(folder / "reducer")
+        facts: dict[str, Any] = {"fit_s": fit_s, "transform_s_per_10k": per_10k,
+                                 "reducer_bytes": _allocated(Path(saved))}
+        if ds.sts_file is not None:
+            a, b, gold = ds.sts[ds.sts_file]
+            facts["sts_spearman"] = sts_spearman(Z, a, b, gold)
+        if getattr(reducer, "has_clusters", False):
+            facts["cluster_accuracy"] = cluster_accuracy(reducer.predict_cluster(ds.corpus), ds.dup_pairs)
+        return _Reduced(spec, reducer, Z, Q, facts)
+
+    # ---------------------------------------------------------------- stores
+    def build(self, spec: str, vectors: np.ndarray, metric: str, folder: Path) -> tuple[float, int]:
+        from slimvec.connectors import make_store
+
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        t0 = time.perf_counter()
+        store = make_store(spec, folder / "store")
+        store.create(vectors.shape[1], metric)
+        ids = np.arange(1, len(vectors) + 1, dtype=np.int64)
+        for start in range(0, len(vectors), 4096):
+            store.upsert(ids[start:start + 4096], vectors[start:start + 4096])
+        store.finalize()
+        store.flush()
+        store.close()
+        build_s = time.perf_counter() - t0
+        return build_s, _allocated(folder / "store")
+
+    def measure_store(self, ds: BenchDataset, red: _Reduced, variant: StoreVariant, folder: Path,
+                      full: np.ndarray | None, kind: str) -> None:
+        from slimvec.connectors import make_store
+
+        k = self.cfg.k
+        build_s, index_bytes = self.build(variant.spec, red.corpus, ds.metric, folder)
+        store = make_store(variant.spec, folder / "store").open()
+        try:
+            for label, params in variant.searches:
+                rescores: list[int | None] = [None]
+                if full is not None:
+                    rescores += list(self.cfg.rescore)
+                for R in rescores:
+                    n_cand = k * R + 1 if R else k + 1
+
+                    def search(q: np.ndarray, n_cand: int = n_cand, R: int | None = R,
+                               fq: np.ndarray | None = None) -> np.ndarray:
+                        rows = _rows_of(store.search(q, n_cand, **params).ids)
+                        if R:
+                            rows = _rerank(rows, full, fq, n_cand, ds.metric)
+                        return rows
+
+                    rows = search(red.queries, fq=ds.queries)
+                    row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind)
+                    row.update(red.facts)
+                    row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
+                    row.update(_quality(ds, rows, k))
+                    row["rescore"] = R
+                    if R:
+                        row["full_bytes_per_vector"] = float(ds.dim * 4)
+                    row.update(_time_single(
+                        lambda i: search(red.queries[i:i + 1], fq=ds.queries[i:i + 1]),
+                        len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
+                    row["qps"] = _time_batch(lambda qs: search(qs, fq=ds.queries), red.queries)
+                    self.rows.append(row)
+        finally:
+            store.close()
+
+    @staticmethod
+    def _store_facts(build_s: float, index_bytes: int, n: int) -> dict[str, Any]:
+        return {"build_s": build_s, "index_bytes": index_bytes,
+                "bytes_per_vector": index_bytes / max(n, 1)}
+
+    # ---------------------------------------------------------------- peers
+    def measure_st(self, ds: BenchDataset, label: str, precision: str, R: int | None,
+                   folder: Path) -> None:
+        k = self.cfg.k
+        t0 = time.perf_counter()
+        index = STQuantIndex(precision, ds.corpus, folder)
+        build_s = time.perf_counter() - t0
+        index_bytes = sum(_allocated(p) for p in index.searchable_files())
+
+        def search(q: np.ndarray) -> np.ndarray:
+            return index.search(q, k + 1, rescore=R)
+
+        row = _base_row(ds, "none", ds.dim, label, "peer")
+        row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
+        row.update(_quality(ds, search(ds.queries), k))
+        row["rescore"] = R
+        if R:
+            row["full_bytes_per_vector"] = float(ds.dim)  # the int8 vectors read for rescoring
+        row.update(_time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
+                                self.cfg.latency_queries, self.cfg.latency_repeats))
+        row["qps"] = _time_batch(search, ds.queries)
+        if ds.sts_file is not None:
+            a, b, gold = ds.sts[ds.sts_file]
+            row["sts_spearman"] = sts_spearman(np.asarray(index.int8, dtype=np.float32), a, b, gold) \
+                if precision == "int8" else None
+        self.rows.append(row)
+
+    # ---------------------------------------------------------------- clusters
+    def measure_routed(self, ds: BenchDataset, red: _Reduced) -> None:
+        import faiss
+
+        K = int(self.cfg.kmeans or 0)
+        Z, Q = red.corpus, red.queries
+        sources: list[tuple[str, np.ndarray, np.ndarray]] = []
+        km = faiss.Kmeans(Z.shape[1], K, niter=20, seed=self.cfg.seed + 1,
+                          spherical=ds.metric == "cosine", verbose=False)
+        km.train(np.ascontiguousarray(Z, dtype=np.float32))
+        labels = km.index.search(np.ascontiguousarray(Z, dtype=np.float32), 1)[1][:, 0]
+        cent = np.asarray(km.centroids, dtype=np.float32)
+        sources.append((f"kmeans:{K}", labels, Q @ cent.T))
+        if getattr(red.reducer, "has_clusters", False) and hasattr(red.reducer, "cluster_scores"):
+            sources.append((f"head:{getattr(red.reducer, 'clusters', '?')}",
+                            red.reducer.predict_cluster(ds.corpus),
+                            red.reducer.cluster_scores(ds.queries)))
+        for name, labels, qscores in sources:
+            acc = cluster_accuracy(labels, ds.dup_pairs)
+            for p in self.cfg.route_probes:
+                p = min(int(p), qscores.shape[1])
+                qc = np.argsort(-qscores, axis=1)[:, :p]
+                found, frac = routed_search(Z, labels, Q, qc, self.cfg.k, exclude=ds.query_rows,
+                                            metric=ds.metric)
+                row = _base_row(ds, red.spec, Z.shape[1], f"{name},p={p}", "routed")
+                row.update(cluster_accuracy=acc, routed_recall_at_10=recall_at_k(found, ds.truth, self.cfg.k),
+                           routed_fraction_scanned=frac)
+                row["task_recall_at_10"], row["task_mrr_at_10"] = task_recall_mrr(
+                    found, ds.task_query, ds.task_target, self.cfg.k)
+                self.rows.append(row)
+
+    # ---------------------------------------------------------------- one dataset
+    def run_dataset(self, ds: BenchDataset) -> None:
+        cfg = self.cfg
+        root = cfg.work_dir / _safe(ds.name)
+        root.mkdir(parents=True, exist_ok=True)
+        full_path = root / "full.npy"
+        np.save(full_path, ds.corpus)
+        full = np.load(full_path, mmap_mode="r")
+        for spec in cfg.reducers:
+            folder = root / _safe(spec)
+            self.progress(f"{ds.name}: fit {spec}", 0)
+            try:
+                red = self.fit(ds, spec, folder)
+            except Exception as exc:  # noqa: BLE001 - recorded and reported, the run goes on
+                self._skip(ds, f"reducer {spec}", exc)
+                self.progress(None, len(cfg.stores) + (1 if cfg.kmeans else 0))
+                continue
+            for store in cfg.stores:
+                self.progress(f"{ds.name}: {spec} → {store}", 0)
+                try:
+                    self.measure_store(ds, red, StoreVariant(store), folder / _safe(store),
+                                       full if spec != "none" else None, "reducer")
+                except Exception as exc:  # noqa: BLE001
+                    self._skip(ds, f"{spec} → {store}", exc)
+                self._cleanup(folder / _safe(store))
+                self.progress(None, 1)
+            if cfg.kmeans:
+                self.progress(f"{ds.name}: {spec} cluster routing", 0)
+                try:
+                    self.measure_routed(ds, red)
+                except Exception as exc:  # noqa: BLE001
+                    self._skip(ds, f"{spec} cluster routing", exc)
+                self.progress(None, 1)
+        if cfg.baselines:
+            none = next((r for r in self.rows if r["dataset"] == ds.name and r["reducer"] == "none"), None)
+            base = _Reduced("none", None, ds.corpus, ds.queries,
+                            {k: none.get(k) for k in ("fit_s", "transform_s_per_10k", "reducer_bytes",
+                                                      "sts_spearman")} if none else {})
+            for variant in peer_store_variants(ds.dim):
+                self.progress(f"{ds.name}: peer {variant.spec}", 0)
+                try:
+                    self.measure_store(ds, base, variant, root / "peers" / _safe(variant.spec), None, "peer")
+                except Exception as exc:  # noqa: BLE001
+                    self._skip(ds, f"peer {variant.spec}", exc)
+                self._cleanup(root / "peers" / _safe(variant.spec))
+                self.progress(None, 1)
+            for label, precision, R in ST_VARIANTS:
+                self.progress(f"{ds.name}: peer {label}{' +rescore' if R else ''}", 0)
+                try:
+                    self.measure_st(ds, label, precision, R, root / "peers" / _safe(f"{label}-{R}"))
+                except Exception as exc:  # noqa: BLE001
+                    self._skip(ds, f"peer {label}", exc)
+                self.progress(None, 1)
+        del full
+        if not cfg.keep_indexes:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _cleanup(self, folder: Path) -> None:
+        if not self.cfg.keep_indexes:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80]
+
+
+def _set_threads(n: int) -> None:
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(n)
+    except ImportError:  # pragma: no cover - a declared dependency
+        pass
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
+              progress: Progress | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Measure every configuration on every dataset.
+
+    Parameters
+    ----------
+    datasets : sequence of BenchDataset
+    config : BenchConfig
+    progress : callable, optional
+        ``progress(description, 0)`` before each unit of work and ``progress(None, n)`` when n units
+        are finished (``config.n_steps`` in all).
+
+    Returns
+    -------
+    rows : list of dict
+        One row per dataset × reducer × store (× rescore), with :data:`ROW_KEYS`.
+    meta : dict
+        ``skipped`` configurations with reasons, datasets' summaries, the config.
+    """
+    config.validate()
+    _set_threads(config.threads)
+    config.work_dir.mkdir(parents=True, exist_ok=True)
+    runner = _Runner(config, progress)
+    for ds in datasets:
+        runner.run_dataset(ds)
+    meta = {
+        "skipped": runner.skipped,
+        "datasets": [ds.summary() for ds in datasets],
+        "config": {"reducers": config.reducers, "stores": config.stores, "baselines": config.baselines,
+                   "rescore": list(config.rescore), "kmeans": config.kmeans,
+                   "route_probes": list(config.route_probes), "k": config.k,
+                   "latency_queries": config.latency_queries, "threads": config.threads,
+                   "fit_max": config.fit_max, "seed": config.seed},
+        "machine": {"cpus": os.cpu_count()},
+    }
+    return runner.rows, meta
+
+
+def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out_dir: str | Path) -> Path:
+    """Write ``results.json`` (``{"rows": [...], "meta": {...}}``) atomically into ``out_dir``."""
+    from slimvec.persistence import write_json_atomic
+
+    path = Path(out_dir) / "results.json"
+    write_json_atomic(path, {"rows": rows, "meta": meta})
+    return path

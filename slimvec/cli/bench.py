@@ -1,0 +1,115 @@
+"""``slimvec bench``: reducers × stores × peer baselines on your data, one run, one report."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from slimvec.errors import ConfigError
+
+__all__ = ["bench"]
+
+log = logging.getLogger(__name__)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                    transient=False)
+
+
+def bench(
+    out: Path = typer.Option(..., "--out", help="Folder for results.json, report.md and the plots."),
+    pairs: list[Path] = typer.Option([], "--pairs", help="sentence1<TAB>sentence2<TAB>score file (repeatable): the corpus is their unique sentences."),
+    train_pairs: list[Path] = typer.Option([], "--train-pairs", help="Pairs file whose positive pairs train pair-learning reducers such as mcr2 (repeatable); evaluation pairs never reach fit."),
+    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Precomputed corpus vectors: .npy (id = row) or Parquet with an id column."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Query vectors for --vectors [default: a sample of the corpus, each excluded from its own results]."),
+    dataset: list[Path] = typer.Option([], "--dataset", help="ann-benchmarks .hdf5 file or VectorDBBench folder (train/test/neighbors) (repeatable)."),
+    encoder: list[str] = typer.Option([], "--encoder", help="Encoder for --pairs: 'minilm' (packaged) or a local model folder, e.g. a `slimvec prune` output (repeatable) [default: minilm]."),
+    reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec (repeatable), e.g. pca:96; 'none' (full dimension) is always measured."),
+    store: list[str] = typer.Option([], "--store", help="Store spec (repeatable): hnsw, faiss[:FACTORY], qdrant-edge[:quant=sq8], qdrant:... [default: hnsw]."),
+    rescore: list[int] = typer.Option([], "--rescore", help="Also measure each reduced row with k x R candidates re-ranked by the full vectors (repeatable R)."),
+    kmeans: Optional[int] = typer.Option(None, "--kmeans", help="Cluster-routed retrieval rows with FAISS k-means of K clusters on each reducer's output (and the reducer's own clusters)."),
+    route_probes: list[int] = typer.Option([], "--route-probes", help="Clusters a query is routed to (repeatable) [default: 1 and 4]."),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Measure the peer quantization baselines (FAISS SQ8/PQ/OPQ, Qdrant Edge SQ/BQ/TurboQuant, sentence-transformers int8/binary)."),
+    dup_threshold: float = typer.Option(4.0, "--dup-threshold", help="Pairs scoring at least this are duplicates (task recall)."),
+    skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Skip and count malformed pair rows instead of failing."),
+    sts_file: Optional[str] = typer.Option(None, "--sts-file", help="Which --pairs file gives the headline STS Spearman [default: the first *sts*test* file]."),
+    metric: str = typer.Option("cosine", "--metric", help="Metric of --vectors data: cosine or l2."),
+    max_queries: int = typer.Option(2000, "--max-queries", help="Queries per dataset at most."),
+    latency_queries: int = typer.Option(200, "--latency-queries", help="Single queries timed for the latency percentiles."),
+    threads: int = typer.Option(1, "--threads", help="Threads for FAISS and torch (1: single-thread latency)."),
+    fit_max: int = typer.Option(20000, "--fit-max", help="Corpus rows an unsupervised reducer is fitted on at most."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Encoding cache folder [default: $SLIMVEC_CACHE/encodings or ~/.cache/slimvec/encodings]."),
+    work: Optional[Path] = typer.Option(None, "--work", help="Where indexes are built [default: a temporary folder]."),
+    keep_indexes: bool = typer.Option(False, "--keep-indexes", help="Keep the built indexes in --work."),
+    seed: int = typer.Option(0, "--seed", help="Seed of query sampling, fit sampling and k-means."),
+) -> None:
+    """Measure reducers × stores beside quantization baselines; write results.json and report.md.
+
+    Rows: one per dataset × reducer × store (× rescore R): index bytes on disk, bytes/vector,
+    neighbour recall@10 against exact full-dimension search, task recall/MRR@10 on duplicate pairs,
+    STS Spearman, single-query latency p50/p95/p99, QPS, fit and transform cost.
+    """
+    from slimvec.benchmarks.datasets import from_vectors, load_dataset_path, pairs_datasets
+    from slimvec.benchmarks.report import write_report
+    from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
+
+    if not pairs and vectors is None and not dataset:
+        raise ConfigError("Nothing to bench: give --pairs FILE.tsv (repeatable), --vectors FILE or "
+                          "--dataset FILE.hdf5|FOLDER.")
+    if queries is not None and vectors is None:
+        raise ConfigError("--queries needs --vectors (the corpus the queries search).")
+    if encoder and not pairs:
+        raise ConfigError("--encoder applies to --pairs (texts to encode); --vectors and --dataset "
+                          "are already vectors.")
+    console = Console(stderr=True)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="slimvec-bench-") as tmp:
+        config = BenchConfig(reducers=reducer, stores=store, work_dir=work or Path(tmp),
+                             baselines=baselines, rescore=rescore, kmeans=kmeans,
+                             route_probes=route_probes or [1, 4], latency_queries=latency_queries,
+                             threads=threads, fit_max=fit_max, keep_indexes=keep_indexes, seed=seed)
+        config.validate()  # an unknown spec fails before any encoding
+        datasets = []
+        if pairs:
+            with _progress(console) as bar:
+                task = bar.add_task("encoding (cached texts are skipped)", total=None)
+                datasets += pairs_datasets(
+                    pairs, encoder or [None], train_pairs=train_pairs, dup_threshold=dup_threshold,
+                    skip_bad_rows=skip_bad_rows, cache_dir=cache, max_queries=max_queries, seed=seed,
+                    sts_file=sts_file, on_progress=lambda n: bar.update(task, advance=n))
+        if vectors is not None:
+            datasets.append(from_vectors(vectors, queries, metric=metric, max_queries=max_queries, seed=seed))
+        for path in dataset:
+            datasets.append(load_dataset_path(path, max_queries=max_queries))
+        for ds in datasets:
+            console.print(f"dataset [bold]{ds.name}[/]: {len(ds.corpus):,} vectors of {ds.dim} dims, "
+                          f"{len(ds.queries):,} queries, {len(ds.task_query):,} task queries")
+        with _progress(console) as bar:
+            task = bar.add_task("bench", total=config.n_steps(len(datasets)))
+
+            def step(description: str | None, done: int) -> None:
+                if description is not None:
+                    bar.update(task, description=description)
+                if done:
+                    bar.advance(task, done)
+
+            rows, meta = run_bench(datasets, config, step)
+    meta["command"] = "slimvec " + shlex.join(sys.argv[1:])
+    meta["wall_s"] = round(time.time() - started, 1)
+    results = write_results(rows, meta, out)
+    report = write_report(results, out)
+    console.print(f"{len(rows)} rows in {results}; report {report}"
+                  + (f"; {len(meta['skipped'])} configuration(s) skipped (see the report's notes)"
+                     if meta["skipped"] else ""))
