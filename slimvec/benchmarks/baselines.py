@@ -72,6 +72,15 @@ def _pq_subquantizers(dim: int) -> int:
     return 1
 
 
+def _st_quantize() -> Any:
+    """sentence-transformers' ``quantize_embeddings`` (moved to ``util.quantization`` in v5)."""
+    try:
+        from sentence_transformers.util.quantization import quantize_embeddings
+    except ImportError:  # older sentence-transformers
+        from sentence_transformers.quantization import quantize_embeddings
+    return quantize_embeddings
+
+
 class STQuantIndex:
     """sentence-transformers ``quantize_embeddings`` arrays searched by brute force.
 
@@ -85,13 +94,14 @@ class STQuantIndex:
     """
 
     def __init__(self, precision: str, corpus: np.ndarray, folder: Path) -> None:
-        from sentence_transformers.quantization import quantize_embeddings
-
+        quantize_embeddings = _st_quantize()
         self.precision = precision
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._calibration = corpus
-        self.int8 = quantize_embeddings(corpus, precision="int8", calibration_embeddings=corpus)
+        # int8 ranges from the corpus once (passing calibration_embeddings per query call would
+        # rescan the whole corpus for every query)
+        self._ranges = np.vstack([corpus.min(axis=0), corpus.max(axis=0)]).astype(np.float32)
+        self.int8 = quantize_embeddings(corpus, precision="int8", ranges=self._ranges)
         np.save(self.folder / "int8.npy", self.int8)  # ST's rescoring recipe keeps these on disk
         self.int8 = np.load(self.folder / "int8.npy", mmap_mode="r")
         # int8 x int8 dot products are exact in float32 (|sum| <= 384 * 127 * 127 < 2**24); kept
@@ -112,10 +122,10 @@ class STQuantIndex:
         return [self.folder / ("binary.index" if self.precision == "ubinary" else "int8.npy")]
 
     def _quantize_queries(self, queries: np.ndarray) -> np.ndarray:
-        from sentence_transformers.quantization import quantize_embeddings
-
-        return quantize_embeddings(queries, precision=self.precision,
-                                   calibration_embeddings=self._calibration)
+        quantize_embeddings = _st_quantize()
+        if self.precision == "int8":
+            return quantize_embeddings(queries, precision="int8", ranges=self._ranges)
+        return quantize_embeddings(queries, precision=self.precision)
 
     def search(self, queries: np.ndarray, k: int, rescore: int | None = None) -> np.ndarray:
         """Corpus rows (n, k) of each query; ``rescore`` re-scores ``k * rescore`` candidates."""

@@ -399,6 +399,9 @@ class _Runner:
                             {k: none.get(k) for k in ("fit_s", "transform_s_per_10k", "reducer_bytes",
                                                       "sts_spearman")} if none else {})
             for variant in peer_store_variants(ds.dim):
+                if variant.spec in cfg.stores:  # already measured as a --store of the none row
+                    self.progress(None, 1)
+                    continue
                 self.progress(f"{ds.name}: peer {variant.spec}", 0)
                 try:
                     self.measure_store(ds, base, variant, root / "peers" / _safe(variant.spec), None, "peer")
