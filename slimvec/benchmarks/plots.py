@@ -10,7 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from slimvec.benchmarks.report import _by_dataset, _num, config_label, pareto_front, quality_metric
+from slimvec.benchmarks.report import (_by_dataset, _num, config_label, pareto_front, quality_metric,
+                                       rescore_suffix)
 
 __all__ = ["PLOTS", "draw_all", "plot_pareto", "plot_latency_vs_dim", "plot_quality_vs_dim"]
 
@@ -67,7 +68,7 @@ def plot_latency_vs_dim(rows: Sequence[dict[str, Any]], path: Path) -> str | Non
     fig, ax = _figure()
     stores: dict[str, list[dict[str, Any]]] = {}
     for r in usable:
-        label = str(r.get("store")) + (" +rescore" if r.get("rescore") else "")
+        label = str(r.get("store")) + rescore_suffix(r)
         stores.setdefault(label, []).append(r)
     for label, group in sorted(stores.items()):
         by_dim: dict[float, list[float]] = {}

@@ -28,6 +28,7 @@ __all__ = [
     "budget_ladder",
     "config_label",
     "format_value",
+    "rescore_suffix",
     "render_report",
     "write_report",
 ]
@@ -139,10 +140,15 @@ def human_bytes(n: float | None) -> str:
 
 def config_label(row: dict[str, Any]) -> str:
     """``pca:96 → faiss:HNSW32`` (with ``+rescore`` when the row was rescored)."""
-    label = f"{row.get('reducer', '?')} → {row.get('store', '?')}"
-    if row.get("rescore"):
-        label += " +rescore"
-    return label
+    return f"{row.get('reducer', '?')} → {row.get('store', '?')}{rescore_suffix(row)}"
+
+
+def rescore_suffix(row: dict[str, Any]) -> str:
+    """`` +rescore×R`` for rows re-ranked from ``k × R`` candidates (`` +rescore`` without R)."""
+    value = row.get("rescore")
+    if not value:
+        return ""
+    return f" +rescore×{value}" if isinstance(value, int) and not isinstance(value, bool) else " +rescore"
 
 
 # --------------------------------------------------------------------------- analysis
@@ -267,30 +273,32 @@ def _dataset_section(name: str, rows: list[dict[str, Any]]) -> list[str]:
     body = []
     for r in ordered:
         cells = [_cell(r, key, dec) for key, _, dec in TABLE_COLUMNS]
-        if r.get("rescore"):
-            cells[2] += " +rescore"
+        cells[2] += rescore_suffix(r)
         body.append(cells)
     out += _table(header, body) + [""]
 
     out += _reducer_costs(rows) + _routed(rows)
 
-    metric = quality_metric(rows)
-    out += [f"### Best configuration per bytes/vector budget ({metric})", ""]
-    picks = best_per_budget(rows, budget_ladder(rows), metric)
-    out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", metric],
-                  [[format_value(b, 0), config_label(r) if r else NULL,
-                    format_value(r.get("bytes_per_vector"), 1) if r else NULL,
-                    format_value(r.get(metric), 3) if r else NULL] for b, r in picks]) + [""]
+    metrics = [quality_metric(rows)]
+    if metrics[0] != "neighbor_recall_at_10" and any(_num(r, "neighbor_recall_at_10") is not None for r in rows):
+        metrics.append("neighbor_recall_at_10")
+    for metric in metrics:
+        out += [f"### Best configuration per bytes/vector budget ({metric})", ""]
+        picks = best_per_budget(rows, budget_ladder(rows), metric)
+        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", metric],
+                      [[format_value(b, 0), config_label(r) if r else NULL,
+                        format_value(r.get("bytes_per_vector"), 1) if r else NULL,
+                        format_value(r.get(metric), 3) if r else NULL] for b, r in picks]) + [""]
 
-    out += [f"### Pareto front: {metric} against bytes per vector", ""]
-    front = pareto_front(rows, "bytes_per_vector", metric)
-    if front:
-        out += _table(["configuration", "bytes/vec", metric, "p50 ms"],
-                      [[config_label(r), format_value(r.get("bytes_per_vector"), 1),
-                        format_value(r.get(metric), 3), format_value(r.get("latency_p50_ms"), 2)]
-                       for r in front]) + [""]
-    else:
-        out += [f"No row has both bytes_per_vector and {metric}.", ""]
+        out += [f"### Pareto front: {metric} against bytes per vector", ""]
+        front = pareto_front(rows, "bytes_per_vector", metric)
+        if front:
+            out += _table(["configuration", "bytes/vec", metric, "p50 ms"],
+                          [[config_label(r), format_value(r.get("bytes_per_vector"), 1),
+                            format_value(r.get(metric), 3), format_value(r.get("latency_p50_ms"), 2)]
+                           for r in front]) + [""]
+        else:
+            out += [f"No row has both bytes_per_vector and {metric}.", ""]
     return out
 
 
