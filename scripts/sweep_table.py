@@ -49,7 +49,7 @@ def fmt(v, d=3):
 def table(best, full, metric: str, title: str) -> list[str]:
     dims = sorted({d for _, d in best}, reverse=True)
     fams = sorted({f for f, _ in best}, key=lambda f: (not f.startswith("pca"), f))
-    out = [f"#### {title}", "", "| reducer | " + " | ".join(f"D={d}" for d in dims) + " |",
+    out = [f"### {title}", "", "| reducer | " + " | ".join(f"D={d}" for d in dims) + " |",
            "|---|" + "---|" * len(dims)]
     if full is not None:
         out.append(f"| none (384-d) | {fmt(full.get(metric))} " + "| " * (len(dims) - 1) + "|")
@@ -68,7 +68,7 @@ def table(best, full, metric: str, title: str) -> list[str]:
 
 
 def costs(best) -> list[str]:
-    out = ["#### Cost: fit seconds / transform seconds per 10k vectors / artifact bytes", "",
+    out = ["### Cost: fit seconds / transform seconds per 10k vectors / artifact bytes", "",
            "| reducer | D | fit s | transform s / 10k | artifact bytes |", "|---|---|---|---|---|"]
     for (fam, d), r in sorted(best.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
         size = r.get("reducer_bytes")
