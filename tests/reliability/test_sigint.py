@@ -1,0 +1,82 @@
+"""Ctrl-C (SIGINT) during a real ``slimvec ingest`` subprocess: graceful stop, then resume.
+
+The signal is sent once the progress record in the index manifest shows a first committed batch;
+small batches committed one by one make the run last several seconds without long texts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from slimvec.indexer.index import open_index
+from tests.reliability.killtrial import ingest_cmd, make_corpus
+
+
+def _committed_rows(index: Path) -> int:
+    """``next_row`` of the durable progress record (0 while nothing is committed)."""
+    try:
+        manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return 0
+    return int((manifest.get("progress") or {}).get("next_row", 0))
+
+
+def _flat(text: str) -> str:
+    """Rich wraps long lines at the console width; compare messages on one line."""
+    return " ".join(text.split())
+
+
+def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    rows = make_corpus(corpus, n=1500)
+    index = tmp_path / "idx"
+    cmd = ingest_cmd(corpus, index, "hnsw")
+    cmd[cmd.index("--batch-size") + 1] = "8"  # ~190 batches: the run outlives the signal
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", COLUMNS="200")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while _committed_rows(index) == 0 and proc.poll() is None:
+            assert time.monotonic() < deadline, "no batch committed within 120 s"
+            time.sleep(0.02)
+        assert proc.poll() is None, "ingest ended before the first commit was seen"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    summary = json.loads(out)
+    assert summary["interrupted"] is True
+    stopped_at = summary["next_row"]
+    assert 0 < stopped_at < len(rows)  # stopped mid-run, not at the end
+    message = _flat(err)
+    assert f"committed up to row {stopped_at:,}" in message
+    assert re.search(r"Resume with the same command: slimvec ingest \S*corpus\.jsonl --index", message)
+    assert "Traceback" not in err
+
+    # the committed state: the index loads, holds exactly the committed rows, record agrees
+    assert _committed_rows(index) == stopped_at
+    with open_index(index) as idx:
+        assert idx.store.count() == stopped_at
+        first = idx.search([rows[0]["text"]], k=1)
+        assert idx.payloads([int(first.ids[0, 0])])[0]["text"] == rows[0]["text"]
+
+    resumed = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming at row {stopped_at:,} of" in _flat(resumed.stderr)
+    again = json.loads(resumed.stdout)
+    assert again["resumed_from"] == stopped_at and not again["interrupted"]
+    unique = {r["id"]: r["text"] for r in rows}
+    with open_index(index) as idx:
+        assert idx.store.count() == len(unique)  # nothing lost, nothing duplicated
+        last = rows[-1]["text"]
+        hit = idx.search([last], k=1)
+        assert idx.payloads([int(hit.ids[0, 0])])[0]["text"] == last
