@@ -25,8 +25,8 @@ from slimvec.errors import ConfigError
 from slimvec.indexer.index import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 
-N_GOOD = 40
-LONG_TEXT = " ".join(["word"] * 400)  # beyond MiniLM's 256 tokens
+N_GOOD = 20
+LONG_TEXT = " ".join(["word"] * 300)  # beyond MiniLM's 256 tokens
 DUP_TEXT = "A replacement sentence that reuses the id of an earlier row."
 
 EMPTY = "empty or whitespace-only text"
@@ -46,7 +46,7 @@ class Corpus:
 
 
 def _opts(**kw) -> IngestOptions:
-    base = dict(reducer="pca:16", store="faiss", batch_size=16, progress=False)
+    base = dict(reducer="pca:8", store="faiss", batch_size=8, progress=False)
     base.update(kw)
     return IngestOptions(**base)
 
