@@ -89,7 +89,10 @@ class VectorSource(abc.ABC):
         for batch in self.batches(0, 2048):
             lo = batch.next_row - len(batch.ids)
             while j < len(wanted) and wanted[j] < batch.next_row:
-                out[j] = batch.vectors[wanted[j] - lo]
+                v = np.asarray(batch.vectors[wanted[j] - lo], dtype=np.float32).ravel()
+                # a wrong-dimension row becomes NaN here (left out of the fit sample) and is
+                # rejected with both dimensions when the batches are streamed
+                out[j] = v if v.shape == (self.dim,) else np.nan
                 j += 1
             if j == len(wanted):
                 break
