@@ -111,13 +111,13 @@ def test_a_reducer_of_another_input_dimension_than_the_encoder_is_refused(tmp_pa
 
 def test_resuming_with_another_reducer_is_refused_unless_rebuild(tmp_path, sentences):
     corpus = tmp_path / "docs.txt"
-    corpus.write_text("\n".join(sentences[:60]) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(sentences[:30]) + "\n", encoding="utf-8")
     index = tmp_path / "idx"
 
     def crash_after_first_batch(next_row: int) -> None:
         raise RuntimeError("simulated crash")
 
-    opts = IngestOptions(reducer="pca:8", store="hnsw", batch_size=20, checkpoint_batches=1,
+    opts = IngestOptions(reducer="pca:8", store="hnsw", batch_size=10, checkpoint_batches=1,
                          progress=False)
     with pytest.raises(RuntimeError, match="simulated crash"):
         ingest(corpus, index, opts, on_batch=crash_after_first_batch)
@@ -126,6 +126,6 @@ def test_resuming_with_another_reducer_is_refused_unless_rebuild(tmp_path, sente
     with pytest.raises(ConfigError, match=r"reducer 'pca:8' \(asked 'pca:4'\).*--rebuild"):
         ingest(corpus, index, IngestOptions(reducer="pca:4", progress=False))
     rebuilt = ingest(corpus, index, IngestOptions(reducer="pca:4", rebuild=True, progress=False))
-    assert rebuilt.created and rebuilt.count == 60
+    assert rebuilt.created and rebuilt.count == 30
     with open_index(index) as idx:
         assert idx.info()["dim_out"] == 4

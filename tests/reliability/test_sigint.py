@@ -33,10 +33,11 @@ def _flat(text: str) -> str:
 
 def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
-    rows = make_corpus(corpus, n=800)
+    rows = make_corpus(corpus, n=500)
     index = tmp_path / "idx"
     cmd = ingest_cmd(corpus, index, "hnsw")
-    cmd[cmd.index("--batch-size") + 1] = "8"  # 100 batches: the run outlives the signal
+    cmd[cmd.index("--batch-size") + 1] = "5"  # 100 batches: the run outlives the signal
+    cmd[cmd.index("--fit-sample") + 1] = "100"
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", COLUMNS="200")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
