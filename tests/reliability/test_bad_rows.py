@@ -201,14 +201,21 @@ def test_every_bad_row_kind_is_quarantined_and_good_rows_are_searchable(tmp_path
 
     with open_index(index) as idx:
         assert idx.store.count() == len(c.good)
-        texts = list(c.good)
-        res = idx.search(texts, k=3)
-        for qi, text in enumerate(texts):
-            hits = idx.payloads([int(i) for i in res.ids[qi] if i >= 0])
-            match = [p for p in hits if p and p["text"] == text]
-            assert match, f"{text[:40]!r} not found"
-            if c.good[text] is not None:
-                assert match[0]["source_id"] == c.good[text]  # the last text won the reused id
+        short = [t for t in c.good if t != LONG_TEXT]
+        # the long text alone: in one batch it would pad every short query to 256 tokens
+        found = [(short, idx.search(short, k=3)), ([LONG_TEXT], idx.search([LONG_TEXT], k=3))]
+        for texts, res in found:
+            _assert_found(idx, texts, res, c.good)
+
+
+def _assert_found(idx, texts: list[str], res, expected_ids: dict[str, str | None]) -> None:
+    """Each text is among its own top hits, under the id it was ingested with."""
+    for qi, text in enumerate(texts):
+        hits = idx.payloads([int(i) for i in res.ids[qi] if i >= 0])
+        match = [p for p in hits if p and p["text"] == text]
+        assert match, f"{text[:40]!r} not found"
+        if expected_ids[text] is not None:
+            assert match[0]["source_id"] == expected_ids[text]  # the last text won the reused id
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
