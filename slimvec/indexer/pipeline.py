@@ -204,7 +204,8 @@ def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encode
 
 
 _IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Disk quota",
-             "File too large")
+             "File too large", "disk I/O error", "database or disk is full",
+             "attempt to write a readonly database")  # the last three: SQLite (payloads, state)
 
 
 def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
