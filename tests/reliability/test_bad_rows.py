@@ -46,7 +46,7 @@ class Corpus:
 
 
 def _opts(**kw) -> IngestOptions:
-    base = dict(reducer="pca:8", store="faiss", batch_size=8, progress=False)
+    base = dict(reducer="rp:16", store="faiss", batch_size=8, progress=False)
     base.update(kw)
     return IngestOptions(**base)
 

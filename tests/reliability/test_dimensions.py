@@ -24,7 +24,7 @@ DIM = 384
 
 
 def _mopts(**kw) -> MigrateOptions:
-    base = dict(reducer="pca:8", store="faiss", progress=False, batch_size=64)
+    base = dict(reducer="rp:8", store="faiss", progress=False, batch_size=64)
     base.update(kw)
     return MigrateOptions(**base)
 
@@ -76,7 +76,7 @@ def test_strict_migration_stops_at_the_first_bad_vector(tmp_path, minilm_vectors
 
 def test_a_store_of_another_dimension_than_the_reducer_output_is_refused(tmp_path, minilm_vectors):
     np.save(tmp_path / "v.npy", minilm_vectors[:300])
-    for name, spec in (("a", "pca:8"), ("b", "pca:4")):
+    for name, spec in (("a", "rp:8"), ("b", "rp:4")):
         migrate(str(tmp_path / "v.npy"), tmp_path / name,
                 _mopts(reducer=spec, store="qdrant-edge"))
     shutil.rmtree(tmp_path / "a" / "store")
@@ -117,15 +117,15 @@ def test_resuming_with_another_reducer_is_refused_unless_rebuild(tmp_path, sente
     def crash_after_first_batch(next_row: int) -> None:
         raise RuntimeError("simulated crash")
 
-    opts = IngestOptions(reducer="pca:8", store="hnsw", batch_size=10, checkpoint_batches=1,
+    opts = IngestOptions(reducer="rp:8", store="hnsw", batch_size=10, checkpoint_batches=1,
                          progress=False)
     with pytest.raises(RuntimeError, match="simulated crash"):
         ingest(corpus, index, opts, on_batch=crash_after_first_batch)
     manifest = json.loads((index / "manifest.json").read_text())
     assert manifest["progress"]["state"] == "running"
-    with pytest.raises(ConfigError, match=r"reducer 'pca:8' \(asked 'pca:4'\).*--rebuild"):
-        ingest(corpus, index, IngestOptions(reducer="pca:4", progress=False))
-    rebuilt = ingest(corpus, index, IngestOptions(reducer="pca:4", rebuild=True, progress=False))
+    with pytest.raises(ConfigError, match=r"reducer 'rp:8' \(asked 'rp:4'\).*--rebuild"):
+        ingest(corpus, index, IngestOptions(reducer="rp:4", progress=False))
+    rebuilt = ingest(corpus, index, IngestOptions(reducer="rp:4", rebuild=True, progress=False))
     assert rebuilt.created and rebuilt.count == 30
     with open_index(index) as idx:
         assert idx.info()["dim_out"] == 4

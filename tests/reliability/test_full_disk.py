@@ -34,6 +34,7 @@ def test_a_full_target_fails_with_a_clear_message_and_the_same_command_resumes(t
     index = tmp_path / "idx"
     cmd = ingest_cmd(corpus, index, "hnsw")
     cmd[cmd.index("--fit-sample") + 1] = "100"
+    cmd[cmd.index("--reducer") + 1] = "rp:16"  # fits in no time (a PCA eigh is seconds here)
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", COLUMNS="200")
     full = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300,
                           preexec_fn=_limit_file_size)
