@@ -6,6 +6,7 @@ import torch
 from typer.testing import CliRunner
 
 from slimvec.indexer.encoder import Encoder
+from slimvec.pruning.corpus import read_corpus
 from slimvec.pruning.sparsecse import PruneOptions, prune_encoder
 
 DATA = Path(__file__).resolve().parents[2] / "slimvec" / "data"
@@ -34,7 +35,7 @@ def test_prune_and_rewind_on_a_real_corpus(minilm, corpus_sentences, texts, tmp_
     assert info["rewind"]["steps"] == 3 and info["options"]["sparsity"] == 0.1
 
 
-def test_cli_prune_heads_only(tmp_path):
+def test_cli_prune_heads_only_then_ingest_and_search_with_it(tmp_path):
     from slimvec.cli import app
 
     out = tmp_path / "heads5"
@@ -48,3 +49,20 @@ def test_cli_prune_heads_only(tmp_path):
     assert report["intermediate_after"] == [1536] * 6
     enc = Encoder(out, device="cpu")
     assert enc.encode(["a short sentence"]).shape == (1, 384)
+
+    # the pruned folder is an encoder for ingest and search (`--encoder DIR`)
+    sentences = read_corpus(DATA / "stsb-dev.tsv", limit=60)
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(sentences)))
+    runner = CliRunner()
+    built = runner.invoke(app, ["ingest", str(docs), "--index", str(tmp_path / "idx"), "--reducer",
+                                "pca:8", "--store", "faiss:Flat", "--encoder", str(out), "--json"])
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.stdout)["ingested"] == 60
+    info = runner.invoke(app, ["info", "--index", str(tmp_path / "idx"), "--json"])
+    assert str(out) in info.stdout, info.stdout  # the index records the pruned encoder
+    found = runner.invoke(app, ["search", sentences[7], "--index", str(tmp_path / "idx"), "-k", "3",
+                                "--json"])
+    assert found.exit_code == 0, found.output
+    hits = json.loads(found.stdout[found.stdout.index("["):])[0]["hits"]
+    assert hits[0]["id"] == 7 and abs(hits[0]["score"] - 1.0) < 1e-3
