@@ -43,6 +43,14 @@ class Corpus:
     rejects: list[tuple[int | None, int, str | None, str]] = field(default_factory=list)
     kept: list[tuple[int | None, str]] = field(default_factory=list)  # (line, reason start)
     rows: int = 0
+    lines: list[bytes] = field(default_factory=list)
+
+    def add(self, raw: bytes, reject: tuple[str | None, str] | None = None) -> None:
+        """Append one physical line (row); ``reject`` = (field, reason) it must be rejected with."""
+        self.lines.append(raw)
+        if reject:
+            self.rejects.append((len(self.lines), self.rows, *reject))
+        self.rows += 1
 
 
 def _opts(**kw) -> IngestOptions:
@@ -53,13 +61,7 @@ def _opts(**kw) -> IngestOptions:
 
 def _jsonl(tmp: Path, sentences: list[str]) -> Corpus:
     c = Corpus(tmp / "docs.jsonl")
-    lines: list[bytes] = []
-
-    def add(raw: bytes, reject: tuple[str | None, str] | None = None) -> None:
-        lines.append(raw)
-        if reject:
-            c.rejects.append((len(lines), c.rows, *reject))
-        c.rows += 1
+    add, lines = c.add, c.lines
 
     for i, s in enumerate(sentences[:N_GOOD]):
         add(json.dumps({"id": f"g{i}", "text": s}).encode())
@@ -115,13 +117,7 @@ def _delimited(tmp: Path, sentences: list[str], delimiter: str, suffix: str) -> 
 
 def _text(tmp: Path, sentences: list[str]) -> Corpus:
     c = Corpus(tmp / "docs.txt")
-    lines: list[bytes] = []
-
-    def add(raw: bytes, reject: tuple[str | None, str] | None = None) -> None:
-        lines.append(raw)
-        if reject:
-            c.rejects.append((len(lines), c.rows, *reject))
-        c.rows += 1
+    add, lines = c.add, c.lines
 
     for s in sentences[:N_GOOD]:
         add(s.encode())
