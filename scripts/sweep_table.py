@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 PREFERRED_STORES = ("faiss:Flat", "hnsw")

@@ -29,6 +29,7 @@ from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant
 from slimvec.benchmarks.datasets import BenchDataset
 from slimvec.benchmarks.metrics import (cluster_accuracy, drop_rows, latency_summary, recall_at_k,
                                         routed_search, sts_spearman, task_recall_mrr)
+from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
 
 __all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS"]
@@ -157,20 +158,6 @@ def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) ->
     return len(queries) / max(time.perf_counter() - t0, 1e-9)
 
 
-def _rerank(cand_rows: np.ndarray, full: np.ndarray, full_queries: np.ndarray, k: int,
-            metric: str) -> np.ndarray:
-    out = np.full((len(cand_rows), k), -1, dtype=np.int64)
-    for i, (cand, q) in enumerate(zip(cand_rows, full_queries)):
-        cand = cand[cand >= 0]
-        if len(cand) == 0:
-            continue
-        vecs = np.asarray(full[cand], dtype=np.float32)
-        scores = vecs @ q if metric != "l2" else -((vecs - q) ** 2).sum(axis=1)
-        top = cand[np.argsort(-scores, kind="stable")[:k]]
-        out[i, :len(top)] = top
-    return out
-
-
 def _quality(ds: BenchDataset, rows: np.ndarray, k: int) -> dict[str, Any]:
     found = drop_rows(rows, ds.query_rows, k)
     task_r, task_mrr = task_recall_mrr(found, ds.task_query, ds.task_target, k)
@@ -260,39 +247,36 @@ class _Runner:
         return build_s, _allocated(folder / "store")
 
     def measure_store(self, ds: BenchDataset, red: _Reduced, variant: StoreVariant, folder: Path,
-                      full: np.ndarray | None, kind: str) -> None:
+                      full: FullVectors | None, kind: str) -> None:
+        """Build ``variant.spec`` on the reduced corpus, reopen it, and add one row per search
+        setting × rescore multiplier (``full``: the :class:`FullVectors` that re-rank, or None)."""
         from slimvec.connectors import make_store
 
         k = self.cfg.k
         build_s, index_bytes = self.build(variant.spec, red.corpus, ds.metric, folder)
         store = make_store(variant.spec, folder / "store").open()
+        rescores: list[int | None] = [None] + (list(self.cfg.rescore) if full is not None else [])
         try:
             for label, params in variant.searches:
-                rescores: list[int | None] = [None]
-                if full is not None:
-                    rescores += list(self.cfg.rescore)
                 for R in rescores:
                     n_cand = k * R + 1 if R else k + 1
 
-                    def search(q: np.ndarray, n_cand: int = n_cand, R: int | None = R,
-                               fq: np.ndarray | None = None) -> np.ndarray:
-                        rows = _rows_of(store.search(q, n_cand, **params).ids)
-                        if R:
-                            rows = _rerank(rows, full, fq, n_cand, ds.metric)
-                        return rows
+                    def search(q: np.ndarray, fq: np.ndarray, n_cand: int = n_cand,
+                               R: int | None = R) -> np.ndarray:
+                        found = store.search(q, n_cand, **params)
+                        return _rows_of((full.rerank(fq, found, n_cand) if R else found).ids)
 
-                    rows = search(red.queries, fq=ds.queries)
                     row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind)
                     row.update(red.facts)
                     row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
-                    row.update(_quality(ds, rows, k))
+                    row.update(_quality(ds, search(red.queries, ds.queries), k))
                     row["rescore"] = R
                     if R:
                         row["full_bytes_per_vector"] = float(ds.dim * 4)
                     row.update(_time_single(
-                        lambda i: search(red.queries[i:i + 1], fq=ds.queries[i:i + 1]),
+                        lambda i: search(red.queries[i:i + 1], ds.queries[i:i + 1]),
                         len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
-                    row["qps"] = _time_batch(lambda qs: search(qs, fq=ds.queries), red.queries)
+                    row["qps"] = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
                     self.rows.append(row)
         finally:
             store.close()
@@ -365,9 +349,10 @@ class _Runner:
         cfg = self.cfg
         root = cfg.work_dir / _safe(ds.name)
         root.mkdir(parents=True, exist_ok=True)
-        full_path = root / "full.npy"
-        np.save(full_path, ds.corpus)
-        full = np.load(full_path, mmap_mode="r")
+        # the full vectors on disk, memory-mapped, re-ranking like `search(..., rescore=R)` does
+        full = FullVectors.create(root / "full", ds.dim, metric=ds.metric)
+        full.append(np.arange(1, len(ds.corpus) + 1), ds.corpus)
+        full.commit()
         for spec in cfg.reducers:
             folder = root / _safe(spec)
             self.progress(f"{ds.name}: fit {spec}", 0)
@@ -416,7 +401,7 @@ class _Runner:
                 except Exception as exc:  # noqa: BLE001
                     self._skip(ds, f"peer {label}", exc)
                 self.progress(None, 1)
-        del full
+        full.close()
         if not cfg.keep_indexes:
             shutil.rmtree(root, ignore_errors=True)
 
