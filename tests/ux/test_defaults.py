@@ -24,3 +24,16 @@ def test_embedtextnet_default_gamma_is_the_measured_one_and_paper_rule_is_named(
 def test_embedtextnet_bad_gamma_is_a_clear_error(minilm_vectors, bad):
     with pytest.raises(ConfigError, match="gamma must be a positive number or 'paper'"):
         make_reducer(f"embedtextnet:8,epochs=1,width=4,{bad}").fit(minilm_vectors[:64])
+
+
+def test_mcr2_default_lam_is_the_measured_one_and_paper_value_is_named(minilm_vectors):
+    X = minilm_vectors[:256]
+    pairs = [[i, i + 1] for i in range(0, 256, 2)]
+    opts = "clusters=4,hidden=32,epochs=1,warmup_epochs=1,batch_size=64"
+    default = make_reducer(f"mcr2:16,{opts}").fit(X, pairs=pairs)
+    paper = make_reducer(f"mcr2:16,{opts},lam=paper").fit(X, pairs=pairs)
+    # docs/benchmarks/learned.md: the paper's lam (2000 at D <= 100) collapsed the features
+    assert default.lam_ == 100.0
+    assert paper.lam_ == 2000.0
+    with pytest.raises(ConfigError, match="lam must be a number >= 0 or 'paper'"):
+        make_reducer(f"mcr2:16,{opts},lam=big").fit(X, pairs=pairs)
