@@ -12,8 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import Progress
 
 from slimvec.errors import ConfigError
 
@@ -23,9 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                    transient=False)
+    from slimvec.ui import make_progress  # rich bar on a terminal, plain lines in a log
+
+    return make_progress(unit="steps", console=console)
 
 
 def bench(
