@@ -64,6 +64,9 @@ def bench(
     from slimvec.benchmarks.report import write_report
     from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
 
+    from slimvec.cli.checks import check_bench_inputs
+
+    check_bench_inputs(vectors)  # a .hdf5 / folder given to --vectors belongs to --dataset
     if not pairs and vectors is None and not dataset:
         raise ConfigError("Nothing to bench: give --pairs FILE.tsv (repeatable), --vectors FILE or "
                           "--dataset FILE.hdf5|FOLDER.")
