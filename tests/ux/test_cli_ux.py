@@ -133,3 +133,24 @@ def test_ctrl_c_during_the_fit_exits_130_with_what_to_do(corpus, tmp_path):
     assert rc == 130, err
     assert "interrupted" in err and "before the first commit" in err and "Start over" in err, err
     assert "Traceback" not in err, err
+
+
+def test_migrate_and_prune_into_a_log_print_plain_progress_lines(corpus, tmp_path):
+    import numpy as np
+
+    vectors = np.random.default_rng(0).normal(size=(500, 32)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors, allow_pickle=False)
+    rc, _, err = slimvec(["migrate", "--from", str(tmp_path / "v.npy"), "--index",
+                          str(tmp_path / "m"), "--reducer", "pca:8", "--store", "hnsw"],
+                         tmp_path, "migrate")
+    assert rc == 0, err
+    done = [ln for ln in err.splitlines() if ln.startswith("progress: migrating")]
+    assert done and "500/500 vectors (100.0%)" in done[-1] and "done" in done[-1], err
+
+    rc, _, err = slimvec(["prune", "--corpus", str(corpus), "--sparsity", "0.1",
+                          "--score-sentences", "16", "--batch-size", "8", "--max-sentences", "32",
+                          "--threads", "1", "--out", str(tmp_path / "pruned")], tmp_path, "prune")
+    assert rc == 0, err
+    scoring = [ln for ln in err.splitlines() if ln.startswith("progress: scoring heads")]
+    assert scoring and "16/16 sentences (100.0%)" in scoring[-1], err
+    assert "Loading weights" not in err and "\r" not in err, err
