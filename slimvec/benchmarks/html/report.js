@@ -123,6 +123,7 @@
   const firstWithData = D.metrics.find(([k]) => ROWS.some((r) => num(r[k]) !== null));
   metricSel.value = ROWS.some((r) => num(r.task_recall_at_10) !== null) ? "task_recall_at_10" : (firstWithData || D.metrics[0])[0];
   metricSel.addEventListener("change", update);
+  $("ymin").addEventListener("input", update);
 
   function niceStep(span, target) {
     const raw = span / Math.max(target, 1);
@@ -173,9 +174,15 @@
     } else {
       m = sv("circle", { cx: x, cy: y, r: 4.2 });
     }
-    m.setAttribute("class", `mark role-${role}`);
-    m.setAttribute("fill", color);
-    m.setAttribute("fill-opacity", role === "reduced" ? "0.78" : "1");
+    const rescored = FAC[i].rescoring !== "none";
+    m.setAttribute("class", `mark role-${role}` + (rescored ? " rescored" : ""));
+    if (rescored) {  // hollow: the same index re-ranked with full vectors sits at the same bytes
+      m.setAttribute("fill", "#ffffff"); m.setAttribute("fill-opacity", "0");
+      m.style.stroke = color;  // inline: the stylesheet's white outline is for filled marks
+    } else {
+      m.setAttribute("fill", color);
+      m.setAttribute("fill-opacity", role === "reduced" ? "0.78" : "1");
+    }
     m.setAttribute("data-i", String(i));
     m.addEventListener("mouseenter", (ev) => showTip(ev, i));
     m.addEventListener("mousemove", moveTip);
@@ -199,9 +206,14 @@
     let x0 = Math.log10(Math.min(...xs)), x1 = Math.log10(Math.max(...xs));
     if (x1 - x0 < 0.3) { x0 -= 0.15; x1 += 0.15; }
     const xpad = (x1 - x0) * 0.05; x0 -= xpad; x1 += xpad;
+    const yFloor = num($("ymin").value.trim() === "" ? null : $("ymin").value);
     let y0 = Math.min(...ys), y1 = Math.max(...ys);
-    if (y1 - y0 < 0.02) { y0 -= 0.01; y1 += 0.01; }
-    const ypad = (y1 - y0) * 0.06; y0 -= ypad; y1 += ypad;
+    if (yFloor !== null && yFloor < y1 && yFloor > y0) {
+      y0 = yFloor; y1 += (y1 - y0) * 0.06;
+    } else {
+      if (y1 - y0 < 0.02) { y0 -= 0.01; y1 += 0.01; }
+      const ypad = (y1 - y0) * 0.06; y0 -= ypad; y1 += ypad;
+    }
     const X = (v) => L + (Math.log10(v) - x0) / (x1 - x0) * (W - L - R);
     const Y = (v) => T + (1 - (v - y0) / (y1 - y0)) * (H - T - B);
     const grid = sv("g", { class: "grid" }), axis = sv("g", { class: "axis" });
@@ -224,6 +236,10 @@
     axis.append(sv("text", { x: L + (W - L - R) / 2, y: H - 8, "text-anchor": "middle", class: "title" }, xTitle));
     axis.append(sv("text", { x: 14, y: T + (H - T - B) / 2, "text-anchor": "middle", class: "title", transform: `rotate(-90 14 ${T + (H - T - B) / 2})` }, yTitle));
     svg.append(grid, axis);
+    const clipId = svg.id + "-clip";
+    const defs = sv("defs"), clip = sv("clipPath", { id: clipId });
+    clip.append(sv("rect", { x: L - 8, y: T - 8, width: W - L - R + 16, height: H - T - B + 8 }));
+    defs.append(clip); svg.append(defs);
     // fronts, one per (run, dataset)
     const groups = {};
     for (const i of idx) { const k = ROWS[i].source + " / " + ROWS[i].dataset; (groups[k] = groups[k] || []).push(i); }
@@ -236,16 +252,18 @@
         if (j === 0) d += `M${px},${py}`; else d += `H${px}V${py}`;
       });
       if (f.length) d += `H${W - R}`;
-      const p = sv("path", { d, class: "front", stroke: "#444", "stroke-dasharray": dashes[gi % dashes.length], "data-front": String(f.length) });
+      const p = sv("path", { d, class: "front", "clip-path": `url(#${clipId})`, stroke: "#444", "stroke-dasharray": dashes[gi % dashes.length], "data-front": String(f.length) });
       const t = sv("title", {}, `Pareto front (${k}): ${f.length} configurations`);
       p.append(t);
       svg.append(p);
     });
-    const marks = sv("g", { class: "marks" });
+    const marks = sv("g", { class: "marks", "clip-path": `url(#${clipId})` });
     // full-dimension and peer marks on top
     const order = idx.slice().sort((a, b) => (FAC[a].role === "reduced" ? 0 : 1) - (FAC[b].role === "reduced" ? 0 : 1));
     for (const i of order) markShape(marks, FAC[i].role, X(num(ROWS[i][xk])), Y(num(ROWS[i][yk])), familyColor[FAC[i].family], i);
     svg.append(marks);
+    const below = ys.filter((v) => v < y0).length;
+    if (below) svg.append(sv("text", { x: W - R, y: H - B - 6, "text-anchor": "end", class: "title" }, `${below} mark(s) below ${y0.toFixed(2)} hidden`));
     return idx.length;
   }
 
@@ -256,7 +274,7 @@
       const s = el("span"); const sw = el("span", { class: "sw" }); sw.style.background = familyColor[f];
       s.append(sw, document.createTextNode(f === "none" ? "none (full dimension)" : f)); box.append(s);
     }
-    const shapes = el("span", { class: "hint" }, "● reduced   ◆ full dimension   ■ peer baseline   — Pareto front (one per run × dataset)");
+    const shapes = el("span", { class: "hint" }, "● reduced   ○ rescored (hollow)   ◆ full dimension   ■ peer baseline   — Pareto front (one per run × dataset)");
     box.append(shapes);
   }
 
