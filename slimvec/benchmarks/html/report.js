@@ -451,9 +451,9 @@
       hint.textContent = "No planner: " + (why || "no row has a local store with a size model") + ".";
       return;
     }
-    hint.textContent = "RAM and disk come from the store size models `slimvec plan` fits (real builds at small sizes, linear in N), exported here with every configuration's measured quality; " +
-      "`slimvec plan --results RESULTS.json` with the same inputs (and these models, see the README) lists the same configurations in the same order. " +
-      "Quality is the lowest over the datasets it was measured on; p50 the highest. The maximum p50 is a page-only filter (the CLI has none). Payload bytes: 0.";
+    hint.textContent = "RAM and disk come from the store size models `slimvec plan` fits (real builds at small sizes, linear in N), exported into this page with every configuration's measured quality: " +
+      "for the same inputs the page lists the configurations `slimvec plan` (make_plan) lists, in its order, with its RAM and disk on these models (a fresh `slimvec plan` re-measures its builds: within about 1%). " +
+      "Quality is the lowest over the datasets it was measured on, p50 the highest. The maximum p50 is a page-only filter (the CLI has none). Payload bytes: 0.";
     const dimSel = $("plan-dim");
     for (const d of Object.keys(P.dims)) dimSel.append(el("option", { value: d }, d));
     const metricSel2 = $("plan-metric");
