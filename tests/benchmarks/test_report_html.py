@@ -306,6 +306,7 @@ def test_committed_results_render_in_chromium(browser, tmp_path):
         assert opened.errors == [] and opened.failed == [] and opened.requests == [opened.url]
         assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "task_recall_at_10")
         assert "No planner" in opened.page.inner_text("#planner-hint")
+        assert not opened.page.is_visible("#plan-form")
         groups = opened.page.eval_on_selector_all("#notes-body details.skip-group", "e => e.length")
         assert groups == 1
     finally:
