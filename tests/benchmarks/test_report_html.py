@@ -311,3 +311,25 @@ def test_committed_results_render_in_chromium(browser, tmp_path):
         assert groups == 1
     finally:
         opened.close()
+
+
+def test_hostile_and_sparse_rows_render_as_text(browser, tmp_path):
+    """Strings from a results file are data, never markup; rows missing most keys still render."""
+    evil = "<!-- </script><script>window.__pwned = 1</script><img src=x onerror=window.__pwned=2>"
+    rows = [{"reducer": "pca:8", "store": evil, "dataset": evil, "bytes_per_vector": 40.0,
+             "task_recall_at_10": 0.9, "latency_p50_ms": 0.1},
+            {"reducer": "none", "store": "hnsw", "bytes_per_vector": float("nan")},  # NaN -> null
+            {"reducer": None}]
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(rows), encoding="utf-8")  # json writes NaN, as old runs could
+    page_path = render_report_html([results], tmp_path / "r.html", planner=False)
+    assert _page_data(page_path)["rows"][0]["store"] == evil
+    opened = Opened(browser, page_path)
+    try:
+        page = opened.page
+        assert opened.errors == [] and opened.requests == [opened.url]
+        assert page.evaluate("window.__pwned === undefined")
+        assert opened.marks() == 1
+        assert evil in page.inner_text("#rows-table")
+    finally:
+        opened.close()

@@ -42,7 +42,7 @@ def _clean(value: Any) -> Any:
 def _json_for_script(data: dict[str, Any]) -> str:
     text = json.dumps(_clean(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     # inside <script type="application/json"> only "</" (and "<!--") could end or confuse the element
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return text.replace("<!--", "\\u003c!--").replace("</", "<\\/")
 
 
 def render_html(data: dict[str, Any], title: str = "slimvec benchmark report") -> str:
