@@ -221,7 +221,8 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
               rows: Sequence[dict[str, Any]] | None = None, min_quality: float | None = None,
               memory_budget: int | str | None = None, metric: str = "task_recall_at_10",
               payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
-              check_size: int | None = None, workdir: str | Path | None = None) -> Plan:
+              check_size: int | None = None, workdir: str | Path | None = None,
+              models: dict[str, SizeModel] | None = None) -> Plan:
     """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
 
     Parameters
@@ -246,6 +247,10 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         Corpus sizes the size models are fitted on (real builds; keep them small).
     check_size : int, optional
         Size of the held-out measurement (default twice the largest calibration size).
+    models : dict, optional
+        Size models already fitted (sizing spec -> :class:`SizeModel`, e.g. the ones a
+        ``report.html`` embeds); a store found here is neither re-measured nor re-checked, so the
+        plan repeats that page's figures exactly.
 
     Raises
     ------
@@ -271,19 +276,22 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     if not cands:
         raise ConfigError("The results hold no usable rows to plan from.")
 
-    models: dict[str, SizeModel] = {}
     checks: list[SizeCheck] = []
     check_n = check_size or 2 * max(calibrate_sizes)
     pays = (payload_bytes,)
+    fitted: dict[str, SizeModel] = {}
     for spec in sorted({c.store for c in cands}):
+        if models and spec in models:
+            fitted[spec] = models[spec]
+            continue
         dims_here = sorted({c.dim_out for c in cands if c.store == spec})
         fit_dims = sorted({dims_here[0], dims_here[-1]})
         model, _ = calibrate(spec, calibrate_sizes, fit_dims, pays, workdir=workdir)
-        models[spec] = model
+        fitted[spec] = model
         check_dim = dims_here[len(dims_here) // 2]
         checks.append(check_model(model, check_n, check_dim, payload_bytes, workdir=workdir))
     for c in cands:
-        model = models[c.store]
+        model = fitted[c.store]
         c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query
         c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
         ok = True
@@ -304,10 +312,11 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     cands.sort(key=order)
     if not any(c.meets_target for c in cands):
         notes.append("no configuration meets the target; the closest are listed")
-    worst = max(checks, key=lambda k: abs(k.error))
-    notes.append(f"size models checked at n={check_n} (not fitted on): worst disk error {worst.error:+.1%} "
-                 f"({worst.spec}); predictions at {docs:,} extrapolate the same linear form")
-    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, models, notes)
+    if checks:
+        worst = max(checks, key=lambda k: abs(k.error))
+        notes.append(f"size models checked at n={check_n} (not fitted on): worst disk error {worst.error:+.1%} "
+                     f"({worst.spec}); predictions at {docs:,} extrapolate the same linear form")
+    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, fitted, notes)
 
 
 # --------------------------------------------------------------------------- quick sweep

@@ -62,6 +62,7 @@ def bench(
     STS Spearman, single-query latency p50/p95/p99, QPS, fit and transform cost.
     """
     from slimvec.benchmarks.datasets import from_vectors, load_dataset_path, pairs_datasets
+    from slimvec.benchmarks.html import render_report_html
     from slimvec.benchmarks.report import write_report
     from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
 
@@ -110,6 +111,7 @@ def bench(
     meta["wall_s"] = round(time.time() - started, 1)
     results = write_results(rows, meta, out)
     report = write_report(results, out)
+    render_report_html([results], Path(out) / "report.html")  # the same results as one offline page
     console.print(f"{len(rows)} rows in {results}; report {report}"
                   + (f"; {len(meta['skipped'])} configuration(s) skipped (see the report's notes)"
                      if meta["skipped"] else ""))
