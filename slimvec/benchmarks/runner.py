@@ -29,21 +29,13 @@ from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant
 from slimvec.benchmarks.datasets import BenchDataset
 from slimvec.benchmarks.metrics import (cluster_accuracy, drop_rows, latency_summary, recall_at_k,
                                         routed_search, sts_spearman, task_recall_mrr)
+from slimvec.benchmarks.rows import ROW_KEYS, Row, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
 
-__all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS"]
+__all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS", "Row"]
 
 log = logging.getLogger(__name__)
-
-#: keys every row carries (``None`` when the metric does not apply)
-ROW_KEYS = [
-    "dataset", "encoder", "dim_in", "reducer", "dim_out", "store", "rescore", "kind", "n_corpus",
-    "n_queries", "fit_s", "transform_s_per_10k", "reducer_bytes", "build_s", "index_bytes",
-    "bytes_per_vector", "full_bytes_per_vector", "neighbor_recall_at_10", "task_recall_at_10",
-    "task_mrr_at_10", "sts_spearman", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "qps",
-    "cluster_accuracy", "routed_recall_at_10", "routed_fraction_scanned",
-]
 
 #: progress callback: (description or None, units of work finished)
 Progress = Callable[[Any, int], None]
@@ -108,9 +100,26 @@ class BenchConfig:
             raise ConfigError(f"--kmeans takes K >= 2 clusters, got {self.kmeans}.")
 
     def validate(self) -> None:
-        """Parse every spec up front so a typo fails before hours of work (lists valid names)."""
+        """Check the numbers and parse every spec up front, so a typo fails before hours of work.
+
+        :func:`run_bench` calls this; callers that encode texts first (``slimvec bench``, suites,
+        the planner's quick sweep) call it before encoding.
+
+        Raises
+        ------
+        ConfigError
+            A number out of range, an unknown reducer or store spec (the message lists valid names).
+        """
         from slimvec.connectors import parse_store_spec
         from slimvec.reducers import make_reducer
+
+        for name, value, low in (("k", self.k, 1), ("latency_queries", self.latency_queries, 1),
+                                 ("latency_repeats", self.latency_repeats, 1), ("threads", self.threads, 1),
+                                 ("fit_max", self.fit_max, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"Bench option {name} must be an integer >= {low}, got {value!r}.")
+        if any(int(p) < 1 for p in self.route_probes):
+            raise ConfigError(f"--route-probes takes cluster counts >= 1, got {self.route_probes}.")
 
         for spec in self.reducers:
             make_reducer(spec)
@@ -161,15 +170,13 @@ def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) ->
 def _quality(ds: BenchDataset, rows: np.ndarray, k: int) -> dict[str, Any]:
     found = drop_rows(rows, ds.query_rows, k)
     task_r, task_mrr = task_recall_mrr(found, ds.task_query, ds.task_target, k)
-    return {"neighbor_recall_at_10": recall_at_k(found, ds.truth, k),
-            "task_recall_at_10": task_r, "task_mrr_at_10": task_mrr}
+    return {"neighbor_recall_at_k": recall_at_k(found, ds.truth, k),
+            "task_recall_at_k": task_r, "task_mrr_at_k": task_mrr}
 
 
-def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str) -> dict[str, Any]:
-    row: dict[str, Any] = {key: None for key in ROW_KEYS}
-    row.update(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=reducer, dim_out=dim_out,
-               store=store, kind=kind, n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)))
-    return row
+def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str, k: int) -> Row:
+    return Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=reducer, dim_out=dim_out,
+               store=store, kind=kind, n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)), k=k)
 
 
 @dataclass
@@ -188,7 +195,7 @@ class _Runner:
     def __init__(self, config: BenchConfig, progress: Progress | None) -> None:
         self.cfg = config
         self.progress = progress or (lambda text, done: None)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         self.skipped: list[dict[str, str]] = []
 
     def _skip(self, ds: BenchDataset, what: str, exc: BaseException) -> None:
@@ -266,17 +273,17 @@ class _Runner:
                         found = store.search(q, n_cand, **params)
                         return _rows_of((full.rerank(fq, found, n_cand) if R else found).ids)
 
-                    row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind)
+                    row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind, k)
                     row.update(red.facts)
                     row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
                     row.update(_quality(ds, search(red.queries, ds.queries), k))
-                    row["rescore"] = R
+                    row.rescore = R
                     if R:
-                        row["full_bytes_per_vector"] = float(ds.dim * 4)
+                        row.full_bytes_per_vector = float(ds.dim * 4)
                     row.update(_time_single(
                         lambda i: search(red.queries[i:i + 1], ds.queries[i:i + 1]),
                         len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
-                    row["qps"] = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
+                    row.qps = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
                     self.rows.append(row)
         finally:
             store.close()
@@ -298,18 +305,18 @@ class _Runner:
         def search(q: np.ndarray) -> np.ndarray:
             return index.search(q, k + 1, rescore=R)
 
-        row = _base_row(ds, "none", ds.dim, label, "peer")
+        row = _base_row(ds, "none", ds.dim, label, "peer", k)
         row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
         row.update(_quality(ds, search(ds.queries), k))
-        row["rescore"] = R
+        row.rescore = R
         if R:
-            row["full_bytes_per_vector"] = float(ds.dim)  # the int8 vectors read for rescoring
+            row.full_bytes_per_vector = float(ds.dim)  # the int8 vectors read for rescoring
         row.update(_time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
                                 self.cfg.latency_queries, self.cfg.latency_repeats))
-        row["qps"] = _time_batch(search, ds.queries)
+        row.qps = _time_batch(search, ds.queries)
         if ds.sts_file is not None:
             a, b, gold = ds.sts[ds.sts_file]
-            row["sts_spearman"] = sts_spearman(np.asarray(index.int8, dtype=np.float32), a, b, gold) \
+            row.sts_spearman = sts_spearman(np.asarray(index.int8, dtype=np.float32), a, b, gold) \
                 if precision == "int8" else None
         self.rows.append(row)
 
@@ -337,10 +344,10 @@ class _Runner:
                 qc = np.argsort(-qscores, axis=1)[:, :p]
                 found, frac = routed_search(Z, labels, Q, qc, self.cfg.k, exclude=ds.query_rows,
                                             metric=ds.metric)
-                row = _base_row(ds, red.spec, Z.shape[1], f"{name},p={p}", "routed")
-                row.update(cluster_accuracy=acc, routed_recall_at_10=recall_at_k(found, ds.truth, self.cfg.k),
+                row = _base_row(ds, red.spec, Z.shape[1], f"{name},p={p}", "routed", self.cfg.k)
+                row.update(cluster_accuracy=acc, routed_recall_at_k=recall_at_k(found, ds.truth, self.cfg.k),
                            routed_fraction_scanned=frac)
-                row["task_recall_at_10"], row["task_mrr_at_10"] = task_recall_mrr(
+                row.task_recall_at_k, row.task_mrr_at_k = task_recall_mrr(
                     found, ds.task_query, ds.task_target, self.cfg.k)
                 self.rows.append(row)
 
@@ -379,7 +386,7 @@ class _Runner:
                     self._skip(ds, f"{spec} cluster routing", exc)
                 self.progress(None, 1)
         if cfg.baselines:
-            none = next((r for r in self.rows if r["dataset"] == ds.name and r["reducer"] == "none"), None)
+            none = next((r for r in self.rows if r.dataset == ds.name and r.reducer == "none"), None)
             base = _Reduced("none", None, ds.corpus, ds.queries,
                             {k: none.get(k) for k in ("fit_s", "transform_s_per_10k", "reducer_bytes",
                                                       "sts_spearman")} if none else {})
@@ -430,7 +437,7 @@ def _set_threads(n: int) -> None:
 
 
 def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
-              progress: Progress | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+              progress: Progress | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Measure every configuration on every dataset.
 
     Parameters
@@ -443,8 +450,9 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
 
     Returns
     -------
-    rows : list of dict
-        One row per dataset × reducer × store (× rescore), with :data:`ROW_KEYS`.
+    rows : list of Row
+        One row per dataset × reducer × store (× rescore); :meth:`Row.to_json` gives
+        :data:`ROW_KEYS`.
     meta : dict
         ``skipped`` configurations with reasons, datasets' summaries, the config.
     """
@@ -467,10 +475,6 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
     return runner.rows, meta
 
 
-def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out_dir: str | Path) -> Path:
+def write_results(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any], out_dir: str | Path) -> Path:
     """Write ``results.json`` (``{"rows": [...], "meta": {...}}``) atomically into ``out_dir``."""
-    from slimvec.persistence import write_json_atomic
-
-    path = Path(out_dir) / "results.json"
-    write_json_atomic(path, {"rows": rows, "meta": meta})
-    return path
+    return save_rows(rows, meta, out_dir)
