@@ -1,0 +1,118 @@
+"""`slimvec bench --suite FILE` and the planner's quick sweep as in-process harness calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slimvec.benchmarks.plan import quick_sweep
+from slimvec.benchmarks.rows import Row, load_rows
+from slimvec.benchmarks.suite import load_suite
+from slimvec.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _vectors(path: Path, n: int = 400, dim: int = 32) -> Path:
+    """Clustered float32 vectors (so a reducer keeps some and loses some neighbours)."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(12, dim))
+    x = centres[rng.integers(0, 12, n)] + 0.4 * rng.normal(size=(n, dim))
+    np.save(path, x.astype(np.float32), allow_pickle=False)
+    return path
+
+
+def _suite(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+TINY = """
+description = "tiny suite for the tests"
+out = "out"
+[data]
+vectors = "{vectors}"
+max_queries = 40
+[run]
+reducers = ["pca:8"]
+stores = ["faiss:Flat"]
+baselines = false
+rescore = [4]
+k = 5
+latency_queries = 5
+latency_repeats = 1
+"""
+
+
+def test_suite_runs_through_the_cli(tmp_path: Path) -> None:
+    vectors = _vectors(tmp_path / "vecs.npy")
+    suite = _suite(tmp_path, TINY.format(vectors=vectors))
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\n", encoding="utf-8")  # the suite's root
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "bench", "--suite", str(suite)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows, meta = load_rows(tmp_path / "out" / "results.json")
+    assert meta["suite"] == str(suite) and meta["suite_description"] == "tiny suite for the tests"
+    assert "--suite" in meta["command"]
+    labels = {(r.reducer, r.store, r.rescore) for r in rows}
+    assert labels == {("none", "faiss:Flat", None), ("pca:8", "faiss:Flat", None), ("pca:8", "faiss:Flat", 4)}
+    full = next(r for r in rows if r.reducer == "none")
+    pca = next(r for r in rows if r.reducer == "pca:8" and r.rescore is None)
+    rescored = next(r for r in rows if r.rescore == 4)
+    assert all(r.k == 5 for r in rows)
+    assert full.neighbor_recall_at_k == pytest.approx(1.0)  # exact store, full dimension
+    assert pca.neighbor_recall_at_k < 1.0 and rescored.neighbor_recall_at_k >= pca.neighbor_recall_at_k
+    raw = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["rows"][0]
+    assert "neighbor_recall_at_10" not in raw  # k = 5: no key claims @10
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "nbr R@5" in report
+
+
+def test_suite_errors_name_the_file_and_the_key(tmp_path: Path) -> None:
+    vectors = _vectors(tmp_path / "vecs.npy", n=50)
+    typo = _suite(tmp_path, TINY.format(vectors=vectors).replace("rescore = [4]", "rescor = [4]"))
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) rescor in \[run\]; known: .*rescore"):
+        load_suite(typo)
+    wrong = _suite(tmp_path, TINY.format(vectors=vectors).replace("k = 5", 'k = "five"'))
+    with pytest.raises(ConfigError, match="key 'k' expects an integer"):
+        load_suite(wrong)
+    bad_spec = _suite(tmp_path, TINY.format(vectors=vectors).replace('"pca:8"', '"pcaa:8"'))
+    with pytest.raises(ConfigError, match="pcaa"):
+        load_suite(bad_spec)
+    nothing = _suite(tmp_path, "[run]\nreducers = ['pca:8']\n")
+    with pytest.raises(ConfigError, match="Nothing to bench"):
+        load_suite(nothing)
+
+
+def test_checked_in_suites_parse() -> None:
+    suites = sorted((REPO / "benchmarks" / "suites").glob("*.toml"))
+    assert suites, "no suite in benchmarks/suites"
+    for path in suites:
+        suite = load_suite(path)
+        assert suite.out is not None and suite.description, path
+
+
+def test_quick_sweep_runs_the_harness_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_subprocess(*args, **kwargs):  # the sweep must not shell out to `python -m slimvec bench`
+        raise AssertionError(f"quick_sweep started a process: {args[:1]}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
+    vectors = _vectors(tmp_path / "vecs.npy", n=600)
+    rows = quick_sweep(tmp_path / "sweep", vectors=vectors, reducers=["pca:8"], stores=["faiss:Flat"],
+                       sample=300, latency_queries=5, baselines=False)
+    assert all(isinstance(r, Row) for r in rows)
+    assert {r.reducer for r in rows} == {"none", "pca:8"}
+    assert all(r.n_corpus == 300 for r in rows)  # the sample, not the whole file
+    _, meta = load_rows(tmp_path / "sweep" / "results.json")
+    assert meta["command"].startswith("slimvec bench --out OUT --vectors")
+    with pytest.raises(ConfigError, match="pcaa"):
+        quick_sweep(tmp_path / "bad", vectors=vectors, reducers=["pcaa:8"])
+    assert not (tmp_path / "bad").exists()  # validated before anything was written
