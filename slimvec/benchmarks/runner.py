@@ -140,6 +140,30 @@ def _allocated(path: Path) -> int:
     return int(allocated_bytes(path))
 
 
+def _store_fixed_bytes(folder: Path) -> int | None:
+    """Bytes of a built store that do not grow with the corpus, or None when not measurable.
+
+    FAISS index files (``*.faiss``) are read back, emptied with ``reset()`` (which keeps what
+    training made: codebooks, OPQ rotations, IVF centroids) and serialised again; the size of that
+    empty index is the fixed part. Other stores keep no trained parts we can separate: None.
+    """
+    files = sorted(folder.rglob("*.faiss"))
+    if not files:
+        return None
+    try:
+        import faiss
+
+        total = 0
+        for path in files:
+            index = faiss.read_index(str(path))
+            index.reset()
+            total += int(faiss.serialize_index(index).size)
+        return total
+    except Exception as exc:  # noqa: BLE001 - an optional figure; the row is still measured
+        log.info("fixed bytes of %s not measured: %s", folder, exc)
+        return None
+
+
 def _rows_of(ids: np.ndarray) -> np.ndarray:
     """Store ids (row + 1) back to corpus rows; missing results stay -1."""
     ids = np.asarray(ids, dtype=np.int64)
@@ -235,7 +259,7 @@ class _Runner:
         return _Reduced(spec, reducer, Z, Q, facts)
 
     # ---------------------------------------------------------------- stores
-    def build(self, spec: str, vectors: np.ndarray, metric: str, folder: Path) -> tuple[float, int]:
+    def build(self, spec: str, vectors: np.ndarray, metric: str, folder: Path) -> tuple[float, int, int | None]:
         from slimvec.connectors import make_store
 
         if folder.exists():
@@ -251,7 +275,7 @@ class _Runner:
         store.flush()
         store.close()
         build_s = time.perf_counter() - t0
-        return build_s, _allocated(folder / "store")
+        return build_s, _allocated(folder / "store"), _store_fixed_bytes(folder / "store")
 
     def measure_store(self, ds: BenchDataset, red: _Reduced, variant: StoreVariant, folder: Path,
                       full: FullVectors | None, kind: str) -> None:
@@ -260,7 +284,7 @@ class _Runner:
         from slimvec.connectors import make_store
 
         k = self.cfg.k
-        build_s, index_bytes = self.build(variant.spec, red.corpus, ds.metric, folder)
+        build_s, index_bytes, store_fixed = self.build(variant.spec, red.corpus, ds.metric, folder)
         store = make_store(variant.spec, folder / "store").open()
         rescores: list[int | None] = [None] + (list(self.cfg.rescore) if full is not None else [])
         try:
@@ -275,7 +299,8 @@ class _Runner:
 
                     row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind, k)
                     row.update(red.facts)
-                    row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
+                    row.update(self._store_facts(build_s, index_bytes, len(ds.corpus), store_fixed,
+                                                 red.facts.get("reducer_bytes")))
                     row.update(_quality(ds, search(red.queries, ds.queries), k))
                     row.rescore = R
                     if R:
@@ -289,9 +314,16 @@ class _Runner:
             store.close()
 
     @staticmethod
-    def _store_facts(build_s: float, index_bytes: int, n: int) -> dict[str, Any]:
-        return {"build_s": build_s, "index_bytes": index_bytes,
-                "bytes_per_vector": index_bytes / max(n, 1)}
+    def _store_facts(build_s: float, index_bytes: int, n: int, store_fixed: int | None = None,
+                     reducer_bytes: int | None = None) -> dict[str, Any]:
+        """Build time and bytes; with the store's fixed part known, bytes split into the fixed
+        part (store's trained parts + the reducer artifact) and the cost of each further vector."""
+        facts: dict[str, Any] = {"build_s": build_s, "index_bytes": index_bytes,
+                                 "bytes_per_vector": index_bytes / max(n, 1)}
+        if store_fixed is not None:
+            facts["fixed_bytes"] = int(store_fixed + (reducer_bytes or 0))
+            facts["per_vector_bytes"] = max(index_bytes - store_fixed, 0) / max(n, 1)
+        return facts
 
     # ---------------------------------------------------------------- peers
     def measure_st(self, ds: BenchDataset, label: str, precision: str, R: int | None,

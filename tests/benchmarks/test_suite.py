@@ -42,7 +42,7 @@ vectors = "{vectors}"
 max_queries = 40
 [run]
 reducers = ["pca:8"]
-stores = ["faiss:Flat"]
+stores = ["faiss:Flat", "faiss:PQ4np"]
 baselines = false
 rescore = [4]
 k = 5
@@ -63,10 +63,15 @@ def test_suite_runs_through_the_cli(tmp_path: Path) -> None:
     assert meta["suite"] == str(suite) and meta["suite_description"] == "tiny suite for the tests"
     assert "--suite" in meta["command"]
     labels = {(r.reducer, r.store, r.rescore) for r in rows}
-    assert labels == {("none", "faiss:Flat", None), ("pca:8", "faiss:Flat", None), ("pca:8", "faiss:Flat", 4)}
-    full = next(r for r in rows if r.reducer == "none")
-    pca = next(r for r in rows if r.reducer == "pca:8" and r.rescore is None)
-    rescored = next(r for r in rows if r.rescore == 4)
+    assert {("none", "faiss:Flat", None), ("pca:8", "faiss:Flat", None), ("pca:8", "faiss:Flat", 4)} <= labels
+    full = next(r for r in rows if r.reducer == "none" and r.store == "faiss:Flat")
+    pca = next(r for r in rows if r.reducer == "pca:8" and r.store == "faiss:Flat" and r.rescore is None)
+    rescored = next(r for r in rows if r.store == "faiss:Flat" and r.rescore == 4)
+    # bytes split: a PQ codebook (4 sub-quantizers × 256 centroids × 8 dims × 4 B) is fixed, not per vector
+    pq = next(r for r in rows if r.reducer == "none" and r.store == "faiss:PQ4np")
+    assert pq.fixed_bytes >= 4 * 256 * 8 * 4
+    assert pq.per_vector_bytes < pq.bytes_per_vector
+    assert pca.fixed_bytes >= pca.reducer_bytes > 0  # the reducer's matrix counts as fixed too
     assert all(r.k == 5 for r in rows)
     assert full.neighbor_recall_at_k == pytest.approx(1.0)  # exact store, full dimension
     assert pca.neighbor_recall_at_k < 1.0 and rescored.neighbor_recall_at_k >= pca.neighbor_recall_at_k
