@@ -133,10 +133,12 @@ def _routed(rows: list[Row]) -> list[str]:
         return []
     k = row_k(routed[0])
     body = [[config_label(r), format_value(r.cluster_accuracy, 3),
-             format_value(r.routed_recall_at_k, 3), format_value(r.routed_fraction_scanned, 3)]
+             format_value(r.routed_recall_at_k, 3), format_value(r.routed_fraction_scanned, 3),
+             format_value(r.effective_clusters, 1), format_value(r.largest_cluster_share, 3)]
             for r in routed]
     return ["### Cluster-routed retrieval", ""] + _table(
-        ["configuration", "cluster acc", _title("routed_recall_at_k", k), "fraction scanned"], body) + [""]
+        ["configuration", "cluster acc", _title("routed_recall_at_k", k), "fraction scanned",
+         "effective clusters", "largest share"], body) + [""]
 
 
 def _dataset_section(name: str, rows: list[Row]) -> list[str]:

@@ -92,6 +92,9 @@ class Row:
         Single-query latency percentiles (one thread) and batched queries per second.
     routed_recall_at_k, routed_fraction_scanned : float
         Cluster-routed rows: neighbour recall and the share of the corpus scanned.
+    clusters_used, effective_clusters, largest_cluster_share : float
+        Cluster-routed rows: how evenly the clustering spreads the corpus
+        (:func:`slimvec.benchmarks.metrics.cluster_balance`).
     extra : dict
         Keys this version does not know, kept as read.
     """
@@ -127,6 +130,9 @@ class Row:
     cluster_accuracy: float | None = None
     routed_recall_at_k: float | None = None
     routed_fraction_scanned: float | None = None
+    clusters_used: int | None = None
+    effective_clusters: float | None = None
+    largest_cluster_share: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ JSON

@@ -27,7 +27,7 @@ import numpy as np
 
 from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant, peer_store_variants
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.metrics import (cluster_accuracy, drop_rows, latency_summary, recall_at_k,
+from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, latency_summary, recall_at_k,
                                         routed_search, sts_spearman, task_recall_mrr)
 from slimvec.benchmarks.rows import ROW_KEYS, Row, save_rows
 from slimvec.connectors.fullvectors import FullVectors
@@ -67,7 +67,12 @@ class BenchConfig:
     latency_queries, latency_repeats : int
         Single queries timed (after a warm-up), each timed this many times (median kept).
     fit_max : int
-        Rows of the corpus an unsupervised reducer is fitted on (random sample beyond this).
+        Rows an unsupervised reducer is fitted on (random sample beyond this).
+    fit_on : str
+        ``corpus`` (default: unsupervised reducers fit on a sample of the corpus searched) or
+        ``train``: every reducer fits on the training sentences only (``--train-pairs``), so no
+        reducer has seen the evaluation corpus. Pair-learning reducers always fit on the training
+        pairs when there are some.
     threads : int
         Threads for FAISS / torch during the run (1 = single-thread latency).
     keep_indexes : bool
@@ -86,6 +91,7 @@ class BenchConfig:
     latency_queries: int = 200
     latency_repeats: int = 3
     fit_max: int = 20000
+    fit_on: str = "corpus"
     threads: int = 1
     keep_indexes: bool = False
     seed: int = 0
@@ -118,6 +124,8 @@ class BenchConfig:
                                  ("fit_max", self.fit_max, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"Bench option {name} must be an integer >= {low}, got {value!r}.")
+        if self.fit_on not in ("corpus", "train"):
+            raise ConfigError(f"--fit-on must be corpus or train, got {self.fit_on!r}.")
         if any(int(p) < 1 for p in self.route_probes):
             raise ConfigError(f"--route-probes takes cluster counts >= 1, got {self.route_probes}.")
 
@@ -235,7 +243,11 @@ class _Runner:
         if getattr(reducer, "learns_from_pairs", False) and ds.train_vectors is not None:
             X, pairs = ds.train_vectors, ds.train_pairs
         else:
-            X, pairs = ds.corpus, None
+            on_train = self.cfg.fit_on == "train" and spec.strip().lower() != "none"  # none fits nothing
+            if on_train and ds.train_vectors is None:
+                raise ConfigError(f"fit_on = 'train' needs training sentences: give --train-pairs "
+                                  f"(dataset {ds.name} has none).")
+            X, pairs = (ds.train_vectors if on_train else ds.corpus), None
             if len(X) > self.cfg.fit_max:
                 rng = np.random.default_rng(self.cfg.seed)
                 X = X[np.sort(rng.choice(len(X), self.cfg.fit_max, replace=False))]
@@ -371,6 +383,7 @@ class _Runner:
                             red.reducer.cluster_scores(ds.queries)))
         for name, labels, qscores in sources:
             acc = cluster_accuracy(labels, ds.dup_pairs)
+            balance = cluster_balance(labels)
             for p in self.cfg.route_probes:
                 p = min(int(p), qscores.shape[1])
                 qc = np.argsort(-qscores, axis=1)[:, :p]
@@ -378,7 +391,7 @@ class _Runner:
                                             metric=ds.metric)
                 row = _base_row(ds, red.spec, Z.shape[1], f"{name},p={p}", "routed", self.cfg.k)
                 row.update(cluster_accuracy=acc, routed_recall_at_k=recall_at_k(found, ds.truth, self.cfg.k),
-                           routed_fraction_scanned=frac)
+                           routed_fraction_scanned=frac, **balance)
                 row.task_recall_at_k, row.task_mrr_at_k = task_recall_mrr(
                     found, ds.task_query, ds.task_target, self.cfg.k)
                 self.rows.append(row)
@@ -501,7 +514,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "rescore": list(config.rescore), "kmeans": config.kmeans,
                    "route_probes": list(config.route_probes), "k": config.k,
                    "latency_queries": config.latency_queries, "threads": config.threads,
-                   "fit_max": config.fit_max, "seed": config.seed},
+                   "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},
     }
     return runner.rows, meta

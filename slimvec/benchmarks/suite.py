@@ -47,7 +47,7 @@ _RUN_KEYS: dict[str, tuple[str, Any]] = {
     "reducers": ("reducers", list), "stores": ("stores", list), "baselines": ("baselines", bool),
     "rescore": ("rescore", list), "kmeans": ("kmeans", int), "route_probes": ("route_probes", list),
     "k": ("k", int), "latency_queries": ("latency_queries", int), "latency_repeats": ("latency_repeats", int),
-    "fit_max": ("fit_max", int), "threads": ("threads", int), "seed": ("seed", int),
+    "fit_max": ("fit_max", int), "fit_on": ("fit_on", str), "threads": ("threads", int), "seed": ("seed", int),
 }
 _TOP_KEYS = {"out", "description", "data", "run"}
 

@@ -49,6 +49,7 @@ def bench(
     metric: str = typer.Option("cosine", "--metric", help="Metric of --vectors data: cosine or l2."),
     max_queries: int = typer.Option(2000, "--max-queries", help="Queries per dataset at most."),
     latency_queries: int = typer.Option(200, "--latency-queries", help="Single queries timed for the latency percentiles."),
+    fit_on: str = typer.Option("corpus", "--fit-on", help="What unsupervised reducers fit on: 'corpus' (a sample of the data searched) or 'train' (the --train-pairs sentences only)."),
     threads: int = typer.Option(1, "--threads", help="Threads for FAISS and torch (1: single-thread latency)."),
     fit_max: int = typer.Option(20000, "--fit-max", help="Corpus rows an unsupervised reducer is fitted on at most."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Encoding cache folder [default: $SLIMVEC_CACHE/encodings or ~/.cache/slimvec/encodings]."),
@@ -99,7 +100,7 @@ def bench(
             config = BenchConfig(reducers=reducer, stores=store, work_dir=work_dir, baselines=baselines,
                                  rescore=rescore, kmeans=kmeans, route_probes=route_probes or [1, 4], k=k,
                                  latency_queries=latency_queries, threads=threads, fit_max=fit_max,
-                                 keep_indexes=keep_indexes, seed=seed)
+                                 fit_on=fit_on, keep_indexes=keep_indexes, seed=seed)
         inputs.validate()
         config.validate()  # an unknown spec fails before any encoding
         with _progress(console) as bar:

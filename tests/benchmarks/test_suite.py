@@ -121,3 +121,22 @@ def test_quick_sweep_runs_the_harness_in_process(tmp_path: Path, monkeypatch: py
     with pytest.raises(ConfigError, match="pcaa"):
         quick_sweep(tmp_path / "bad", vectors=vectors, reducers=["pcaa:8"])
     assert not (tmp_path / "bad").exists()  # validated before anything was written
+
+
+def test_fit_on_train_fits_reducers_on_the_training_vectors_only(tmp_path: Path) -> None:
+    from slimvec.benchmarks.datasets import from_vectors
+    from slimvec.benchmarks.runner import BenchConfig, run_bench
+
+    ds = from_vectors(_vectors(tmp_path / "vecs.npy", n=400), max_queries=40)
+    cfg = dict(reducers=["pca:4"], stores=["faiss:Flat"], baselines=False, latency_queries=5, latency_repeats=1)
+    rows, meta = run_bench([ds], BenchConfig(work_dir=tmp_path / "w1", fit_on="train", **cfg))
+    assert [r.reducer for r in rows] == ["none"]  # no training sentences: pca skipped, with the reason
+    assert "needs training sentences" in meta["skipped"][0]["reason"]
+    # training vectors from another distribution: a PCA fitted there keeps fewer true neighbours
+    ds.train_vectors = np.random.default_rng(1).normal(size=(300, ds.dim)).astype(np.float32)
+    on_corpus, _ = run_bench([ds], BenchConfig(work_dir=tmp_path / "w2", **cfg))
+    on_train, meta = run_bench([ds], BenchConfig(work_dir=tmp_path / "w3", fit_on="train", **cfg))
+    assert meta["config"]["fit_on"] == "train"
+    recall = {name: next(r for r in rows if r.reducer == "pca:4").neighbor_recall_at_k
+              for name, rows in (("corpus", on_corpus), ("train", on_train))}
+    assert recall["train"] < recall["corpus"]
