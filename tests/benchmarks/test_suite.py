@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -140,3 +141,16 @@ def test_fit_on_train_fits_reducers_on_the_training_vectors_only(tmp_path: Path)
     recall = {name: next(r for r in rows if r.reducer == "pca:4").neighbor_recall_at_k
               for name, rows in (("corpus", on_corpus), ("train", on_train))}
     assert recall["train"] < recall["corpus"]
+
+
+def test_benchmarks_md_is_short_and_names_existing_suites() -> None:
+    text = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 420, "BENCHMARKS.md grew: move detail into <!-- details --> blocks of docs/benchmarks"
+    assert max(len(line) for line in lines) <= 300
+    assert "<!-- include:" not in text  # reports are linked, not embedded
+    pages = [text] + [p.read_text(encoding="utf-8") for p in (REPO / "docs" / "benchmarks").glob("*.md")]
+    named = {m for page in pages for m in re.findall(r"--suite (benchmarks/suites/[\w.-]+\.toml)", page)}
+    assert named, "no figure names its suite"
+    for suite in named:
+        assert (REPO / suite).is_file(), suite
