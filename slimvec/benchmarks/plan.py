@@ -335,12 +335,16 @@ def _sample_vectors(path: Path, limit: int, out: Path) -> Path:
 
 def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vectors: str | Path | None = None,
                 reducers: Sequence[str] = (), stores: Sequence[str] = (), sample: int = 2000,
-                latency_queries: int = 200, baselines: bool = True) -> list[Row]:
+                latency_queries: int = 200, baselines: bool = True,
+                timeout_s: float | None = None) -> list[Row]:
     """Run the benchmark harness on the first ``sample`` rows of the user's data; returns its rows.
 
     The sweep is :func:`slimvec.benchmarks.inputs.bench_to_folder` (what ``slimvec bench`` runs),
     called in this process, so its rows are the same as a full ``slimvec bench`` run on the sample
     and ``out_dir`` holds its ``results.json`` and ``report.md``.
+
+    ``timeout_s`` is accepted for compatibility and ignored (the sweep no longer runs a subprocess
+    that could be timed out); it is deprecated.
 
     Raises
     ------
@@ -348,6 +352,12 @@ def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vector
         No data given, or a bad reducer/store spec or data file (validated before any encoding).
     """
     from slimvec.benchmarks.inputs import BenchInputs, bench_to_folder
+
+    if timeout_s is not None:
+        import warnings
+
+        warnings.warn("quick_sweep(timeout_s=...) is ignored: the sweep runs in-process now.",
+                      DeprecationWarning, stacklevel=2)
     from slimvec.benchmarks.runner import BenchConfig
 
     if not pairs and vectors is None:

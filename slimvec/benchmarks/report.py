@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from slimvec.benchmarks.analysis import (NULL, best_per_budget, budget_ladder, by_dataset, config_label,
                                          format_value, human_bytes, num, pareto_front, quality_metric,
