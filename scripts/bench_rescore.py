@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -80,29 +79,27 @@ def mpnet_folder(cache: Path) -> Path:
 
 
 def encode_cached(texts: list[str], cache: Path, encoder: str = "minilm") -> np.ndarray:
+    """Vectors of ``texts`` through the harness's encoding cache (the one ``slimvec bench`` uses)."""
+    from slimvec.benchmarks.encoding_cache import EncodingCache
     from slimvec.indexer.encoder import Encoder
 
     enc = Encoder(encoder)
-    key = hashlib.sha256(("\n".join(texts) + enc.fingerprint).encode()).hexdigest()[:16]
-    path = cache / f"{enc.name}-{key}.npy"
-    if path.exists():
-        return np.load(path, allow_pickle=False)
-    t0 = time.perf_counter()
-    vecs = enc.encode(texts)
-    log.info("encoded %d sentences in %.1fs", len(texts), time.perf_counter() - t0)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path, vecs, allow_pickle=False)
-    return vecs
+    return EncodingCache(cache / "encodings", enc.fingerprint).encode(enc, texts)
 
 
 def exact_top(corpus: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    c = corpus / np.linalg.norm(corpus, axis=1, keepdims=True)
-    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
-    return np.argsort(-(q @ c.T), axis=1)[:, :k]
+    from slimvec.benchmarks.metrics import exact_topk
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    return exact_topk(unit(corpus), unit(queries), k, metric="cosine")
 
 
 def recall(found: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))
+    from slimvec.benchmarks.metrics import recall_at_k
+
+    return recall_at_k(np.asarray(found), truth, truth.shape[1])
 
 
 def _bytes(path: Path) -> int:
@@ -172,6 +169,9 @@ def render(path: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--render", type=Path, help="Only print the Markdown table of a results JSON.")
+    ap.add_argument("--assemble-mpnet", action="store_true",
+                    help="Only assemble all-mpnet-base-v2 under --cache (for benchmarks/suites/rescore.toml) "
+                         "and print its folder.")
     ap.add_argument("--out", type=Path, help="JSON rows written here.")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "slimvec-bench")
     ap.add_argument("--queries", type=int, default=500)
@@ -183,6 +183,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.render:
         print(render(args.render))
+        return
+    if args.assemble_mpnet:
+        print(mpnet_folder(args.cache))
         return
     if args.out is None:
         ap.error("--out is required")

@@ -55,6 +55,32 @@ def _ram_rows(spec: str, model: SizeModel, sizes: list[int], dim: int = 384) -> 
     return rows
 
 
+def worst_line(checks_md: list[str]) -> str:
+    """One sentence with the largest held-out disk error of the check table rows."""
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in checks_md]
+    worst = max(rows, key=lambda r: abs(float(r[-1].rstrip("%"))))
+    return (f"Largest disk error at a size not fitted on: {worst[-1]} ({worst[0]}, n = {worst[2]}, d = {worst[3]}; "
+            f"{len(rows)} checks, every one on the full page).")
+
+
+def wrap_prose(lines: list[str], width: int = 100) -> list[str]:
+    """Wrap prose lines at ``width`` (list items indented); tables, code and headings as they are."""
+    import textwrap
+
+    out: list[str] = []
+    in_code = False
+    for line in lines:
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or line.startswith(("|", "#", "<!--", "```")) or len(line) <= width:
+            out.append(line)
+        elif line.startswith("- "):
+            out += textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)
+        else:
+            out += textwrap.wrap(line, width, break_on_hyphens=False)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write.")
@@ -108,6 +134,9 @@ def main() -> None:
         "",
         "### Prediction error at sizes not fitted on",
         "",
+        worst_line(checks_md),
+        "",
+        "<!-- details -->",
         "| store | payload B | n | d | predicted | measured | error |",
         "|---|---|---|---|---|---|---|",
         *checks_md,
@@ -121,14 +150,19 @@ def main() -> None:
         "|---|---|---|",
         *const_md,
         "",
+        "<!-- /details -->",
+        "",
         "### What the models predict at 1,000,000 vectors (no payload)",
         "",
         "| store | d | disk | RAM |",
         "|---|---|---|---|",
         *pred_md,
         "",
+        "<!-- details -->",
         f"Resident components per store: {json.dumps({k: sorted(v) for k, v in RESIDENT.items()})}.",
+        "<!-- /details -->",
         "",
+        "<!-- details -->",
         "### RAM: model against measured memory",
         "",
         "Each store is built at the given size (384-d), closed, then opened in a fresh process "
@@ -155,6 +189,9 @@ def main() -> None:
         "position. Qdrant Edge's WAL costs about 5 bytes per coordinate (CBOR float32), and its "
         "scalar quantization 1 byte per coordinate plus a 4-byte offset per vector.",
         "",
+        "<!-- /details -->",
+        "",
+        "<!-- details -->",
         "### Limits",
         "",
         "- Qdrant Edge keeps its WAL after `optimize()` + `flush()` in these builds: the held-out "
@@ -170,11 +207,13 @@ def main() -> None:
         "- Payload models are fitted at one payload size; `slimvec plan --payload-bytes P` refits "
         "at P for the plan.",
         "",
+        "<!-- /details -->",
+        "",
         "`slimvec plan` fits the same models for the stores and dimensions it considers on every "
         "run (a few seconds) and prints the error at a held-out size with its plan.",
         "",
     ]
-    text = "\n".join(md)
+    text = "\n".join(wrap_prose(md))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -44,13 +43,9 @@ def sentences() -> list[str]:
 
 @pytest.fixture(scope="session")
 def minilm_vectors(encoder, sentences, tmp_path_factory) -> np.ndarray:
-    """(3000, 384) float32 MiniLM vectors; cached on disk between runs of the suite."""
-    key = hashlib.sha256(("\n".join(sentences) + encoder.fingerprint).encode()).hexdigest()[:16]
+    """(3000, 384) float32 MiniLM vectors; cached on disk between runs of the suite (the bench
+    harness's encoding cache, keyed by the encoder's fingerprint and each text)."""
+    from slimvec.benchmarks.encoding_cache import EncodingCache
+
     cache = Path(os.environ.get("SLIMVEC_TEST_CACHE", Path.home() / ".cache" / "slimvec-tests"))
-    path = cache / f"minilm-{key}.npy"
-    if path.exists():
-        return np.load(path, allow_pickle=False)
-    vecs = encoder.encode(sentences)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path, vecs, allow_pickle=False)
-    return vecs
+    return EncodingCache(cache / "encodings", encoder.fingerprint).encode(encoder, sentences)

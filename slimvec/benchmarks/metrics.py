@@ -150,6 +150,25 @@ def cluster_accuracy(labels: np.ndarray, dup_pairs: np.ndarray) -> float | None:
     return float(np.mean(labels[dup_pairs[:, 0]] == labels[dup_pairs[:, 1]]))
 
 
+def cluster_balance(labels: np.ndarray) -> dict[str, float]:
+    """How evenly a clustering spreads the corpus (a collapsed clustering routes every query to one
+    huge cluster, which scans the corpus and looks accurate).
+
+    Returns
+    -------
+    dict
+        ``clusters_used`` (non-empty clusters), ``effective_clusters`` (exp of the entropy of the
+        cluster sizes: equals ``clusters_used`` when all are equal) and ``largest_cluster_share``.
+    """
+    counts = np.bincount(np.asarray(labels, dtype=np.int64).ravel())
+    counts = counts[counts > 0]
+    if counts.sum() == 0:
+        return {"clusters_used": 0, "effective_clusters": 0.0, "largest_cluster_share": 0.0}
+    p = counts / counts.sum()
+    return {"clusters_used": int(len(counts)), "effective_clusters": float(np.exp(-(p * np.log(p)).sum())),
+            "largest_cluster_share": float(p.max())}
+
+
 def routed_search(vectors: np.ndarray, labels: np.ndarray, queries: np.ndarray,
                   query_clusters: np.ndarray, k: int, *, exclude: np.ndarray | None = None,
                   metric: str = "cosine") -> tuple[np.ndarray, float]:

@@ -15,25 +15,28 @@ from __future__ import annotations
 import logging
 import math
 import re
-import subprocess
-import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from slimvec.benchmarks.analysis import value_of
+from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_spec
 from slimvec.connectors import parse_store_spec
-from slimvec.errors import ConfigError, PersistenceError
+from slimvec.errors import ConfigError
 
 __all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "make_plan", "quick_sweep",
            "QUALITY_METRICS", "default_sweep_reducers"]
 
 log = logging.getLogger(__name__)
 
-#: metrics a plan can target (higher is better)
-QUALITY_METRICS = ("task_recall_at_10", "neighbor_recall_at_10", "task_mrr_at_10", "sts_spearman")
+#: metrics a plan can target (higher is better); the ``*_at_10`` names are the legacy spelling of
+#: ``*_at_k`` for rows measured at k = 10 (every row the planner reads is, unless told otherwise)
+QUALITY_METRICS = ("task_recall_at_k", "neighbor_recall_at_k", "task_mrr_at_k", "sts_spearman",
+                   "task_recall_at_10", "neighbor_recall_at_10", "task_mrr_at_10")
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "kb": 10**3, "m": 2**20, "mib": 2**20, "mb": 10**6,
           "g": 2**30, "gib": 2**30, "gb": 10**9, "t": 2**40, "tib": 2**40, "tb": 10**12}
@@ -159,7 +162,7 @@ def _store_matches(row_store: str, wanted: Sequence[str]) -> bool:
     return False
 
 
-def candidates_from_results(rows: Sequence[dict[str, Any]], dim: int, stores: Sequence[str] = (),
+def candidates_from_results(rows: Sequence[Row | dict[str, Any]], dim: int, stores: Sequence[str] = (),
                             metric: str = "task_recall_at_10",
                             notes: list[str] | None = None) -> list[Candidate]:
     """One candidate per (reducer, store, rescore) of the rows, quality the lowest over datasets.
@@ -196,7 +199,7 @@ def candidates_from_results(rows: Sequence[dict[str, Any]], dim: int, stores: Se
         key = (reducer, store, bool(r.get("rescore")))
         dim_out = int(_num(r.get("dim_out")) or dim)
         cand = groups.setdefault(key, Candidate(reducer, dim_out, store, bool(r.get("rescore"))))
-        value = _num(r.get(metric))
+        value = _num(value_of(r, metric))
         if value is not None:
             cand.quality = value if cand.quality is None else min(cand.quality, value)
             cand.datasets.append(str(r.get("dataset", "?")))
@@ -218,10 +221,11 @@ def _sizing_candidates(dim: int, stores: Sequence[str]) -> list[Candidate]:
 
 
 def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
-              rows: Sequence[dict[str, Any]] | None = None, min_quality: float | None = None,
+              rows: Sequence[Row | dict[str, Any]] | None = None, min_quality: float | None = None,
               memory_budget: int | str | None = None, metric: str = "task_recall_at_10",
               payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
-              check_size: int | None = None, workdir: str | Path | None = None) -> Plan:
+              check_size: int | None = None, workdir: str | Path | None = None,
+              models: dict[str, SizeModel] | None = None) -> Plan:
     """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
 
     Parameters
@@ -246,6 +250,10 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         Corpus sizes the size models are fitted on (real builds; keep them small).
     check_size : int, optional
         Size of the held-out measurement (default twice the largest calibration size).
+    models : dict, optional
+        Size models already fitted (sizing spec -> :class:`SizeModel`, e.g. the ones a
+        ``report.html`` embeds); a store found here is neither re-measured nor re-checked, so the
+        plan repeats that page's figures exactly.
 
     Raises
     ------
@@ -271,19 +279,22 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     if not cands:
         raise ConfigError("The results hold no usable rows to plan from.")
 
-    models: dict[str, SizeModel] = {}
     checks: list[SizeCheck] = []
     check_n = check_size or 2 * max(calibrate_sizes)
     pays = (payload_bytes,)
+    fitted: dict[str, SizeModel] = {}
     for spec in sorted({c.store for c in cands}):
+        if models and spec in models:
+            fitted[spec] = models[spec]
+            continue
         dims_here = sorted({c.dim_out for c in cands if c.store == spec})
         fit_dims = sorted({dims_here[0], dims_here[-1]})
         model, _ = calibrate(spec, calibrate_sizes, fit_dims, pays, workdir=workdir)
-        models[spec] = model
+        fitted[spec] = model
         check_dim = dims_here[len(dims_here) // 2]
         checks.append(check_model(model, check_n, check_dim, payload_bytes, workdir=workdir))
     for c in cands:
-        model = models[c.store]
+        model = fitted[c.store]
         c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query
         c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
         ok = True
@@ -304,10 +315,11 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     cands.sort(key=order)
     if not any(c.meets_target for c in cands):
         notes.append("no configuration meets the target; the closest are listed")
-    worst = max(checks, key=lambda k: abs(k.error))
-    notes.append(f"size models checked at n={check_n} (not fitted on): worst disk error {worst.error:+.1%} "
-                 f"({worst.spec}); predictions at {docs:,} extrapolate the same linear form")
-    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, models, notes)
+    if checks:
+        worst = max(checks, key=lambda k: abs(k.error))
+        notes.append(f"size models checked at n={check_n} (not fitted on): worst disk error {worst.error:+.1%} "
+                     f"({worst.spec}); predictions at {docs:,} extrapolate the same linear form")
+    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, fitted, notes)
 
 
 # --------------------------------------------------------------------------- quick sweep
@@ -332,44 +344,66 @@ def _sample_vectors(path: Path, limit: int, out: Path) -> Path:
 
 def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vectors: str | Path | None = None,
                 reducers: Sequence[str] = (), stores: Sequence[str] = (), sample: int = 2000,
-                timeout_s: float = 1800) -> list[dict[str, Any]]:
-    """Run ``slimvec bench`` on the first ``sample`` rows of the user's data; returns its rows.
+                latency_queries: int = 200, baselines: bool = True,
+                timeout_s: float | None = None) -> list[Row]:
+    """Run the benchmark harness on the first ``sample`` rows of the user's data; returns its rows.
 
-    The sweep is the benchmark command itself (a subprocess), so its rows are the same as a full
-    ``slimvec bench`` run on the sample.
+    The sweep is :func:`slimvec.benchmarks.inputs.bench_to_folder` (what ``slimvec bench`` runs),
+    called in this process, so its rows are the same as a full ``slimvec bench`` run on the sample
+    and ``out_dir`` holds its ``results.json`` and ``report.md``.
+
+    ``timeout_s`` is accepted for compatibility and ignored (the sweep no longer runs a subprocess
+    that could be timed out); it is deprecated.
 
     Raises
     ------
     ConfigError
-        No data given, or ``slimvec bench`` is not available / failed (its message is included).
+        No data given, or a bad reducer/store spec or data file (validated before any encoding).
     """
-    from slimvec.benchmarks.report import load_results
+    from slimvec.benchmarks.inputs import BenchInputs, bench_to_folder
+
+    if timeout_s is not None:
+        import warnings
+
+        warnings.warn("quick_sweep(timeout_s=...) is ignored: the sweep runs in-process now.",
+                      DeprecationWarning, stacklevel=2)
+    from slimvec.benchmarks.runner import BenchConfig
 
     if not pairs and vectors is None:
         raise ConfigError("A quick sweep needs --pairs FILE (repeatable) or --vectors FILE.")
     out = Path(out_dir)
+    config = BenchConfig(reducers=list(reducers), stores=list(stores), work_dir=out / "work",
+                         baselines=baselines, latency_queries=latency_queries)
+    config.validate()  # a typo fails before the sample is written or encoded
     sample_dir = out / "sample"
     sample_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "slimvec", "bench", "--out", str(out)]
-    for p in pairs:
-        cmd += ["--pairs", str(_sample_pairs(Path(p), sample, sample_dir))]
-    if vectors is not None:
-        cmd += ["--vectors", str(_sample_vectors(Path(vectors), sample, sample_dir))]
-    for r in reducers:
-        cmd += ["--reducer", r]
-    for s in stores:
-        cmd += ["--store", s]
-    log.info("quick sweep: %s", " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise ConfigError("The quick sweep (`slimvec bench` on a sample) failed: " + " / ".join(tail) +
-                          ". Run `slimvec bench` yourself and pass --results FILE.")
-    try:
-        rows, _ = load_results(out / "results.json")
-    except PersistenceError as exc:
-        raise ConfigError(f"The quick sweep wrote no results.json in {out}: {exc}") from exc
+    inputs = BenchInputs(pairs=[_sample_pairs(Path(p), sample, sample_dir) for p in pairs],
+                         vectors=_sample_vectors(Path(vectors), sample, sample_dir) if vectors is not None else None)
+    log.info("quick sweep: %d reducer(s) × %d store(s) on the first %d rows", len(config.reducers),
+             len(config.stores), sample)
+    with tempfile.TemporaryDirectory(prefix="slimvec-sweep-") as tmp:
+        config.work_dir = Path(tmp)
+        rows, _, _ = bench_to_folder(inputs, config, out, command=_sweep_command(inputs, config),
+                                    html=False)
     return rows
+
+
+def _sweep_command(inputs: Any, config: Any) -> str:
+    """The ``slimvec bench`` command equivalent to a quick sweep (recorded in its results)."""
+    import shlex
+
+    parts = ["slimvec", "bench", "--out", "OUT"]
+    for p in inputs.pairs:
+        parts += ["--pairs", str(p)]
+    if inputs.vectors is not None:
+        parts += ["--vectors", str(inputs.vectors)]
+    for r in config.reducers[1:]:
+        parts += ["--reducer", r]
+    for st in config.stores:
+        parts += ["--store", st]
+    if not config.baselines:
+        parts.append("--no-baselines")
+    return shlex.join(parts)
 
 
 def default_sweep_reducers(dim: int) -> list[str]:

@@ -10,8 +10,9 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from slimvec.benchmarks.report import (_by_dataset, _num, config_label, pareto_front, quality_metric,
-                                       rescore_suffix)
+from slimvec.benchmarks.analysis import (by_dataset, config_label, num, pareto_front, quality_metric,
+                                         rescore_suffix, row_k)
+from slimvec.benchmarks.rows import Row, as_rows, metric_title
 
 __all__ = ["PLOTS", "draw_all", "plot_pareto", "plot_latency_vs_dim", "plot_quality_vs_dim"]
 
@@ -33,47 +34,48 @@ def _family(spec: Any) -> str:
     return str(spec or "?").split(":", 1)[0]
 
 
-def plot_pareto(rows: Sequence[dict[str, Any]], metric: str, path: Path) -> str | None:
+def plot_pareto(rows: Sequence[Row], metric: str, path: Path) -> str | None:
     """``metric`` against bytes per vector (log scale), every row a point, the front a line."""
-    usable = [r for r in rows if _num(r, metric) is not None and _num(r, "bytes_per_vector")]
+    usable = [r for r in rows if num(r, metric) is not None and num(r, "bytes_per_vector")]
     if not usable:
         return f"no row has both bytes_per_vector and {metric}"
     fig, ax = _figure()
-    for i, (name, group) in enumerate(_by_dataset(usable).items()):
+    for i, (name, group) in enumerate(by_dataset(usable).items()):
         color = f"C{i % 10}"
-        ax.scatter([_num(r, "bytes_per_vector") for r in group], [_num(r, metric) for r in group],
+        ax.scatter([num(r, "bytes_per_vector") for r in group], [num(r, metric) for r in group],
                    s=18, alpha=0.5, color=color, label=f"{name}: all configurations")
         front = pareto_front(group, "bytes_per_vector", metric)
-        xs = [_num(r, "bytes_per_vector") for r in front]
-        ys = [_num(r, metric) for r in front]
+        xs = [num(r, "bytes_per_vector") for r in front]
+        ys = [num(r, metric) for r in front]
         ax.step(xs, ys, where="post", color=color, linewidth=1.5, label=f"{name}: Pareto front")
         ax.scatter(xs, ys, s=36, color=color, edgecolor="black", zorder=3)
         for r, x, y in zip(front, xs, ys):
             ax.annotate(config_label(r), (x, y), fontsize=6, xytext=(3, -9), textcoords="offset points")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("bytes per vector (allocated on disk / n)")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} against bytes per vector")
+    title = metric_title(metric, row_k(usable[0]))
+    ax.set_ylabel(title)
+    ax.set_title(f"{title} against bytes per vector")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.savefig(path)
     return None
 
 
-def plot_latency_vs_dim(rows: Sequence[dict[str, Any]], path: Path) -> str | None:
+def plot_latency_vs_dim(rows: Sequence[Row], path: Path) -> str | None:
     """Median single-query latency against the stored dimension, one line per store."""
-    usable = [r for r in rows if _num(r, "latency_p50_ms") is not None and _num(r, "dim_out")]
+    usable = [r for r in rows if num(r, "latency_p50_ms") is not None and num(r, "dim_out")]
     if not usable:
         return "no row has latency_p50_ms and dim_out"
     fig, ax = _figure()
-    stores: dict[str, list[dict[str, Any]]] = {}
+    stores: dict[str, list[Row]] = {}
     for r in usable:
         label = str(r.get("store")) + rescore_suffix(r)
         stores.setdefault(label, []).append(r)
     for label, group in sorted(stores.items()):
         by_dim: dict[float, list[float]] = {}
         for r in group:
-            by_dim.setdefault(_num(r, "dim_out") or 0.0, []).append(_num(r, "latency_p50_ms") or 0.0)
+            by_dim.setdefault(num(r, "dim_out") or 0.0, []).append(num(r, "latency_p50_ms") or 0.0)
         dims = sorted(by_dim)
         ax.plot(dims, [sorted(by_dim[d])[len(by_dim[d]) // 2] for d in dims], marker="o", label=label)
     ax.set_xlabel("stored dimension")
@@ -85,37 +87,39 @@ def plot_latency_vs_dim(rows: Sequence[dict[str, Any]], path: Path) -> str | Non
     return None
 
 
-def plot_quality_vs_dim(rows: Sequence[dict[str, Any]], path: Path) -> str | None:
+def plot_quality_vs_dim(rows: Sequence[Row], path: Path) -> str | None:
     """Quality against the reduced dimension, one line per reducer family (best over stores)."""
     metric = quality_metric(rows)
-    usable = [r for r in rows if _num(r, metric) is not None and _num(r, "dim_out")]
+    usable = [r for r in rows if num(r, metric) is not None and num(r, "dim_out")]
     if not usable:
         return f"no row has {metric} and dim_out"
     fig, ax = _figure()
     families: dict[str, dict[float, float]] = {}
     for r in usable:
         best = families.setdefault(_family(r.get("reducer")), {})
-        dim, value = _num(r, "dim_out") or 0.0, _num(r, metric) or 0.0
+        dim, value = num(r, "dim_out") or 0.0, num(r, metric) or 0.0
         best[dim] = max(best.get(dim, value), value)
     for family, best in sorted(families.items()):
         dims = sorted(best)
         ax.plot(dims, [best[d] for d in dims], marker="o", label=family)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("reduced dimension")
-    ax.set_ylabel(f"{metric} (best over stores)")
-    ax.set_title(f"{metric} against dimension per reducer")
+    title = metric_title(metric, row_k(usable[0]))
+    ax.set_ylabel(f"{title} (best over stores)")
+    ax.set_title(f"{title} against dimension per reducer")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.savefig(path)
     return None
 
 
-def draw_all(rows: Sequence[dict[str, Any]], out_dir: Path) -> dict[str, str | None]:
+def draw_all(rows: Sequence[Row | dict[str, Any]], out_dir: Path) -> dict[str, str | None]:
     """Draw every plot into ``out_dir``; returns file name -> ``None`` or the reason it was skipped."""
+    rows = as_rows(rows)
     out_dir = Path(out_dir)
     jobs = {
-        PLOTS[0]: lambda p: plot_pareto(rows, "task_recall_at_10", p),
-        PLOTS[1]: lambda p: plot_pareto(rows, "neighbor_recall_at_10", p),
+        PLOTS[0]: lambda p: plot_pareto(rows, "task_recall_at_k", p),
+        PLOTS[1]: lambda p: plot_pareto(rows, "neighbor_recall_at_k", p),
         PLOTS[2]: lambda p: plot_latency_vs_dim(rows, p),
         PLOTS[3]: lambda p: plot_quality_vs_dim(rows, p),
     }

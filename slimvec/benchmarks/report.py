@@ -12,13 +12,15 @@ A metric that does not apply is ``null`` in the rows and shows as "—" in the r
 
 from __future__ import annotations
 
-import json
 import logging
-import math
+import re
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from slimvec.errors import ConfigError, PersistenceError
+from slimvec.benchmarks.analysis import (NULL, best_per_budget, budget_ladder, by_dataset, config_label,
+                                         format_value, human_bytes, num, pareto_front, quality_metric,
+                                         rescore_suffix, row_k, value_of)
+from slimvec.benchmarks.rows import Row, as_rows, load_rows, metric_title
 
 __all__ = [
     "NULL",
@@ -28,26 +30,26 @@ __all__ = [
     "budget_ladder",
     "config_label",
     "format_value",
+    "human_bytes",
+    "quality_metric",
     "rescore_suffix",
     "render_report",
     "write_report",
+    "MAX_LINE",
 ]
 
 log = logging.getLogger(__name__)
 
-#: how a null (not applicable) metric is printed
-NULL = "—"
-
-#: (key, column title, decimals) of the per-dataset tables
-TABLE_COLUMNS: list[tuple[str, str, int]] = [
+#: (key, column title or None for a metric title generated from k, decimals) of the tables
+TABLE_COLUMNS: list[tuple[str, str | None, int]] = [
     ("reducer", "reducer", 0),
     ("dim_out", "dim", 0),
     ("store", "store", 0),
     ("bytes_per_vector", "bytes/vec", 1),
     ("index_bytes", "index", 0),
-    ("task_recall_at_10", "task R@10", 3),
-    ("task_mrr_at_10", "MRR@10", 3),
-    ("neighbor_recall_at_10", "nbr R@10", 3),
+    ("task_recall_at_k", None, 3),
+    ("task_mrr_at_k", None, 3),
+    ("neighbor_recall_at_k", None, 3),
     ("sts_spearman", "STS ρ", 3),
     ("cluster_accuracy", "cluster acc", 3),
     ("latency_p50_ms", "p50 ms", 2),
@@ -59,13 +61,18 @@ TABLE_COLUMNS: list[tuple[str, str, int]] = [
 ]
 
 #: metrics whose nulls are counted in the notes
-NOTED_METRICS = ["task_recall_at_10", "task_mrr_at_10", "neighbor_recall_at_10", "sts_spearman",
+NOTED_METRICS = ["task_recall_at_k", "task_mrr_at_k", "neighbor_recall_at_k", "sts_spearman",
                  "cluster_accuracy", "latency_p50_ms", "qps", "index_bytes", "bytes_per_vector"]
+
+#: no line of a report is longer than this (long reasons are cut; details stay in results.json)
+MAX_LINE = 300
 
 
 # --------------------------------------------------------------------------- loading
 def load_results(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read ``results.json``: a list of rows, or ``{"rows": [...], "meta": {...}}``.
+    """Read ``results.json`` as plain row dicts (new ``*_at_k`` keys and, for k = 10, the legacy
+    ``*_at_10`` keys), for code that wants JSON; :func:`slimvec.benchmarks.rows.load_rows` gives
+    typed :class:`Row` objects.
 
     Returns
     -------
@@ -80,140 +87,12 @@ def load_results(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]
     ConfigError
         The JSON is neither a list of objects nor an object with a ``rows`` list.
     """
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise PersistenceError(f"No results file at {p}: run `slimvec bench --out DIR` first "
-                               "and pass DIR/results.json.") from exc
-    except (OSError, ValueError) as exc:
-        raise PersistenceError(f"Could not read results file {p} as JSON: {exc}.") from exc
-    meta: dict[str, Any] = {}
-    if isinstance(data, dict):
-        meta = dict(data.get("meta") or {})
-        data = data.get("rows")
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise ConfigError(f"Results file {p}: expected a JSON list of row objects or "
-                          f'{{"rows": [...], "meta": {{...}}}}, got {type(data).__name__}.')
-    return [dict(r) for r in data], meta
+    rows, meta = load_rows(path)
+    return [r.to_json() for r in rows], meta
 
 
-# --------------------------------------------------------------------------- numbers
-def _num(row: dict[str, Any], key: str) -> float | None:
-    value = row.get(key)
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def format_value(value: Any, decimals: int = 3) -> str:
-    """Print a table cell: null/NaN as "—", floats with ``decimals``, byte counts human-readable
-    when ``decimals`` is 0 and the value is large."""
-    if value is None:
-        return NULL
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            return NULL
-        if decimals == 0:
-            return f"{int(round(value)):,}"
-        return f"{value:.{decimals}f}"
-    return str(value)
-
-
-def human_bytes(n: float | None) -> str:
-    """``1536`` -> ``1.5 KiB``; None -> "—"."""
-    if n is None:
-        return NULL
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - loop always returns
-
-
-def config_label(row: dict[str, Any]) -> str:
-    """``pca:96 → faiss:HNSW32`` (with ``+rescore`` when the row was rescored)."""
-    return f"{row.get('reducer', '?')} → {row.get('store', '?')}{rescore_suffix(row)}"
-
-
-def rescore_suffix(row: dict[str, Any]) -> str:
-    """`` +rescore×R`` for rows re-ranked from ``k × R`` candidates (`` +rescore`` without R)."""
-    value = row.get("rescore")
-    if not value:
-        return ""
-    return f" +rescore×{value}" if isinstance(value, int) and not isinstance(value, bool) else " +rescore"
-
-
-# --------------------------------------------------------------------------- analysis
-def pareto_front(rows: Iterable[dict[str, Any]], x: str = "bytes_per_vector",
-                 y: str = "task_recall_at_10") -> list[dict[str, Any]]:
-    """Rows not dominated by another: no other row has ``x`` <= and ``y`` >= with one strict.
-
-    Smaller ``x`` (bytes) and larger ``y`` (quality) are better; rows where either is null are
-    left out. The front is returned sorted by ``x`` ascending (and so ``y`` strictly ascending).
-    """
-    usable = [r for r in rows if _num(r, x) is not None and _num(r, y) is not None]
-    usable.sort(key=lambda r: (_num(r, x), -_num(r, y)))  # type: ignore[operator]
-    front: list[dict[str, Any]] = []
-    best = -math.inf
-    for r in usable:
-        value = _num(r, y)
-        assert value is not None
-        if value > best:
-            front.append(r)
-            best = value
-    return front
-
-
-def budget_ladder(rows: Sequence[dict[str, Any]], key: str = "bytes_per_vector") -> list[float]:
-    """Powers of two spanning the rows' bytes per vector (the budgets of the report)."""
-    values = [v for v in (_num(r, key) for r in rows) if v is not None and v > 0]
-    if not values:
-        return []
-    lo = 2 ** math.floor(math.log2(min(values)))
-    hi = 2 ** math.ceil(math.log2(max(values)))
-    out, b = [], float(lo)
-    while b <= hi:
-        out.append(b)
-        b *= 2
-    return out
-
-
-def best_per_budget(rows: Sequence[dict[str, Any]], budgets: Sequence[float],
-                    metric: str = "task_recall_at_10",
-                    key: str = "bytes_per_vector") -> list[tuple[float, dict[str, Any] | None]]:
-    """For each budget, the row with the highest ``metric`` among rows with ``key`` <= budget.
-
-    Ties go to the smaller ``key``. ``None`` when no row fits the budget (or none has the metric).
-    """
-    out: list[tuple[float, dict[str, Any] | None]] = []
-    for budget in budgets:
-        fitting = [r for r in rows if _num(r, key) is not None and _num(r, key) <= budget  # type: ignore[operator]
-                   and _num(r, metric) is not None]
-        best = max(fitting, key=lambda r: (_num(r, metric), -_num(r, key)), default=None)  # type: ignore[operator]
-        out.append((budget, best))
-    return out
-
-
-def quality_metric(rows: Sequence[dict[str, Any]]) -> str:
-    """``task_recall_at_10`` when any row has it, else ``neighbor_recall_at_10``."""
-    if any(_num(r, "task_recall_at_10") is not None for r in rows):
-        return "task_recall_at_10"
-    return "neighbor_recall_at_10"
-
-
-def _by_dataset(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(str(r.get("dataset", "dataset")), []).append(r)
-    return groups
+def _title(key: str, k: int) -> str:
+    return metric_title(key, k)
 
 
 # --------------------------------------------------------------------------- markdown
@@ -226,50 +105,54 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
     return lines
 
 
-def _cell(row: dict[str, Any], key: str, decimals: int) -> str:
+def _cell(row: Row, key: str, decimals: int) -> str:
     if key == "index_bytes":
-        return human_bytes(_num(row, key))
-    return format_value(row.get(key), decimals)
+        return human_bytes(num(row, key))
+    return format_value(value_of(row, key), decimals)
 
 
-def _reducer_costs(rows: list[dict[str, Any]]) -> list[str]:
+def _reducer_costs(rows: list[Row]) -> list[str]:
     """One line per reducer: fit time, transform time per 10k vectors, artifact size."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, Row] = {}
     for r in rows:
-        seen.setdefault(str(r.get("reducer")), r)
-    if all(_num(r, k) is None for r in seen.values()
+        seen.setdefault(str(r.reducer), r)
+    if all(num(r, k) is None for r in seen.values()
            for k in ("fit_s", "transform_s_per_10k", "reducer_bytes")):
         return []
-    body = [[name, format_value(r.get("dim_out"), 0), format_value(r.get("fit_s"), 2),
-             format_value(r.get("transform_s_per_10k"), 3), human_bytes(_num(r, "reducer_bytes"))]
-            for name, r in sorted(seen.items(), key=lambda kv: -(_num(kv[1], "dim_out") or 0))]
+    body = [[name, format_value(r.dim_out, 0), format_value(r.fit_s, 2),
+             format_value(r.transform_s_per_10k, 3), human_bytes(num(r, "reducer_bytes"))]
+            for name, r in sorted(seen.items(), key=lambda kv: -(num(kv[1], "dim_out") or 0))]
     return ["### Reducer costs", ""] + _table(
         ["reducer", "dim", "fit s", "transform s / 10k", "artifact"], body) + [""]
 
 
-def _routed(rows: list[dict[str, Any]]) -> list[str]:
+def _routed(rows: list[Row]) -> list[str]:
     """Cluster-routed retrieval rows (reducers that cluster and FAISS k-means baselines)."""
-    routed = [r for r in rows if _num(r, "routed_recall_at_10") is not None]
+    routed = [r for r in rows if num(r, "routed_recall_at_k") is not None]
     if not routed:
         return []
-    body = [[config_label(r), format_value(r.get("cluster_accuracy"), 3),
-             format_value(r.get("routed_recall_at_10"), 3), format_value(r.get("routed_fraction_scanned"), 3)]
+    k = row_k(routed[0])
+    body = [[config_label(r), format_value(r.cluster_accuracy, 3),
+             format_value(r.routed_recall_at_k, 3), format_value(r.routed_fraction_scanned, 3),
+             format_value(r.effective_clusters, 1), format_value(r.largest_cluster_share, 3)]
             for r in routed]
     return ["### Cluster-routed retrieval", ""] + _table(
-        ["configuration", "cluster acc", "routed R@10", "fraction scanned"], body) + [""]
+        ["configuration", "cluster acc", _title("routed_recall_at_k", k), "fraction scanned",
+         "effective clusters", "largest share"], body) + [""]
 
 
-def _dataset_section(name: str, rows: list[dict[str, Any]]) -> list[str]:
+def _dataset_section(name: str, rows: list[Row]) -> list[str]:
     first = rows[0]
+    k = row_k(first)
     out = [f"## Dataset `{name}`", ""]
-    facts = [f"{k} {format_value(first.get(k), 0)}" for k in ("n_corpus", "n_queries", "dim_in")
-             if first.get(k) is not None]
-    if first.get("encoder"):
-        facts.insert(0, f"encoder `{first['encoder']}`")
-    if facts:
-        out += [", ".join(facts) + ".", ""]
-    header = [title for _, title, _ in TABLE_COLUMNS]
-    ordered = sorted(rows, key=lambda r: (-(_num(r, "bytes_per_vector") or 0), config_label(r)))
+    facts = [f"{key} {format_value(first.get(key), 0)}" for key in ("n_corpus", "n_queries", "dim_in")
+             if first.get(key) is not None]
+    if first.encoder:
+        facts.insert(0, f"encoder `{first.encoder}`")
+    facts.append(f"k {k}")
+    out += [", ".join(facts) + ".", ""]
+    header = [title or _title(key, k) for key, title, _ in TABLE_COLUMNS]
+    ordered = sorted(rows, key=lambda r: (-(num(r, "bytes_per_vector") or 0), config_label(r)))
     body = []
     for r in ordered:
         cells = [_cell(r, key, dec) for key, _, dec in TABLE_COLUMNS]
@@ -280,71 +163,132 @@ def _dataset_section(name: str, rows: list[dict[str, Any]]) -> list[str]:
     out += _reducer_costs(rows) + _routed(rows)
 
     metrics = [quality_metric(rows)]
-    if metrics[0] != "neighbor_recall_at_10" and any(_num(r, "neighbor_recall_at_10") is not None for r in rows):
-        metrics.append("neighbor_recall_at_10")
+    if metrics[0] != "neighbor_recall_at_k" and any(num(r, "neighbor_recall_at_k") is not None for r in rows):
+        metrics.append("neighbor_recall_at_k")
     for metric in metrics:
-        out += [f"### Best configuration per bytes/vector budget ({metric})", ""]
+        title = _title(metric, k)
+        out += [f"### Best configuration per bytes/vector budget ({title})", ""]
         picks = best_per_budget(rows, budget_ladder(rows), metric)
-        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", metric],
+        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", title],
                       [[format_value(b, 0), config_label(r) if r else NULL,
-                        format_value(r.get("bytes_per_vector"), 1) if r else NULL,
+                        format_value(r.bytes_per_vector, 1) if r else NULL,
                         format_value(r.get(metric), 3) if r else NULL] for b, r in picks]) + [""]
 
-        out += [f"### Pareto front: {metric} against bytes per vector", ""]
+        out += [f"### Pareto front: {title} against bytes per vector", ""]
         front = pareto_front(rows, "bytes_per_vector", metric)
         if front:
-            out += _table(["configuration", "bytes/vec", metric, "p50 ms"],
-                          [[config_label(r), format_value(r.get("bytes_per_vector"), 1),
-                            format_value(r.get(metric), 3), format_value(r.get("latency_p50_ms"), 2)]
+            out += _table(["configuration", "bytes/vec", title, "p50 ms"],
+                          [[config_label(r), format_value(r.bytes_per_vector, 1),
+                            format_value(r.get(metric), 3), format_value(r.latency_p50_ms, 2)]
                            for r in front]) + [""]
         else:
-            out += [f"No row has both bytes_per_vector and {metric}.", ""]
+            out += [f"No row has both bytes_per_vector and {title}.", ""]
     return out
 
 
-def _notes(rows: Sequence[dict[str, Any]], meta: dict[str, Any], plots: dict[str, str | None]) -> list[str]:
-    out = ["## Notes: skipped runs and metrics that do not apply", ""]
-    items: list[str] = []
+def _cut(text: str, limit: int = MAX_LINE - 40) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _reason_group(reason: str) -> str:
+    """A skip reason without its configuration-specific numbers, so alike reasons group."""
+    return _cut(re.sub(r"\d+", "N", reason), 160)
+
+
+def _skipped_notes(meta: dict[str, Any]) -> list[str]:
+    """Skipped configurations as counts per reason (details stay in ``meta["skipped"]``)."""
+    groups: dict[str, list[str]] = {}
     for entry in meta.get("skipped") or []:
-        items.append(f"skipped: {entry if isinstance(entry, str) else json.dumps(entry, sort_keys=True)}")
+        if isinstance(entry, dict):
+            reason = _reason_group(str(entry.get("reason", "?")))
+            what = f"{entry.get('config', '?')} on {entry.get('dataset', '?')}"
+        else:
+            reason, what = _cut(str(entry)), ""
+        groups.setdefault(reason, []).append(what)
+    items = []
+    for reason, whats in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        examples = [w for w in whats if w][:2]
+        more = f" (e.g. {_cut('; '.join(examples), 100)})" if examples else ""
+        items.append(f"skipped: {reason}{more}" if len(whats) == 1 else f"skipped {len(whats)}×: {reason}{more}")
+    return items
+
+
+def _null_note(key: str, missing: list[Row], total: int, k: int) -> str:
+    """``nbr R@10`` is — for 12 of 40 rows (routed 8, peer 4)."""
+    name = f"`{key}`" if key not in ("task_recall_at_k", "task_mrr_at_k", "neighbor_recall_at_k") \
+        else f"`{key}` ({_title(key, k)})"
+    if len(missing) == total:
+        return f"{name} is {NULL} (not applicable) for every row"
+    if len(missing) <= 3:
+        labels = ", ".join(sorted({config_label(r) for r in missing}))
+        return _cut(f"{name} is {NULL} (not applicable) for {len(missing)} of {total} rows: {labels}",
+                    MAX_LINE - 10)
+    kinds: dict[str, int] = {}
+    for r in missing:
+        kinds[str(r.kind or "row")] = kinds.get(str(r.kind or "row"), 0) + 1
+    split = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return f"{name} is {NULL} (not applicable) for {len(missing)} of {total} rows ({split})"
+
+
+def _notes(rows: Sequence[Row], meta: dict[str, Any], plots: dict[str, str | None]) -> list[str]:
+    out = ["## Notes: skipped runs and metrics that do not apply", ""]
+    items: list[str] = _skipped_notes(meta)
+    if items:
+        items.append("every skipped configuration with its full reason: `meta.skipped` in results.json")
+    errors: dict[str, int] = {}
     for r in rows:
         for key in ("error", "skipped", "skip_reason"):
             if r.get(key):
-                items.append(f"{r.get('dataset')} / {config_label(r)}: {key} — {r[key]}")
+                group = _reason_group(f"{key}: {r.get(key)}")
+                errors[group] = errors.get(group, 0) + 1
+    items += [f"{n} row(s) with {reason}" for reason, n in errors.items()]
+    k = row_k(rows[0]) if rows else 10
     for key in NOTED_METRICS:
-        missing = [r for r in rows if _num(r, key) is None]
-        if missing and len(missing) < len(rows):
-            labels = ", ".join(sorted({config_label(r) for r in missing}))
-            items.append(f"`{key}` is {NULL} (not applicable) for {len(missing)} of {len(rows)} rows: {labels}")
-        elif missing:
-            items.append(f"`{key}` is {NULL} (not applicable) for every row")
+        missing = [r for r in rows if num(r, key) is None]
+        if missing:
+            items.append(_null_note(key, missing, len(rows), k))
     for name, reason in plots.items():
         if reason is not None:
-            items.append(f"plot `{name}` not drawn: {reason}")
+            items.append(f"plot `{name}` not drawn: {_cut(reason)}")
     out += [f"- {i}" for i in items] if items else ["Nothing was skipped; every metric applies."]
     return out + [""]
 
 
-def render_report(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None,
+def _wrap_command(command: str, width: int = 100) -> list[str]:
+    """A long shell command as lines ending in `` \\`` (each well under :data:`MAX_LINE`)."""
+    lines: list[str] = []
+    current = ""
+    for word in command.split(" "):
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current + " \\")
+            current = "  " + word
+        else:
+            current = f"{current} {word}" if current else word
+    return lines + [current]
+
+
+def render_report(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any] | None = None,
                   plots: dict[str, str | None] | None = None) -> str:
     """The Markdown text of a report (without writing plots).
 
     Parameters
     ----------
-    rows : list of dict
+    rows : list of Row or dict
         Result rows.
     meta : dict, optional
         Run facts (``command``, ``skipped``...), printed when present.
     plots : dict, optional
         Plot file name -> ``None`` when drawn, or the reason it was not.
     """
+    rows = as_rows(rows)
     meta = meta or {}
     plots = plots or {}
     out = ["# slimvec benchmark report", ""]
     if meta.get("command"):
-        out += ["Command:", "", "```", str(meta["command"]), "```", ""]
+        out += ["Command:", "", "```", *_wrap_command(str(meta["command"])), "```", ""]
     out += [f"{len(rows)} result rows. Null metrics (not applicable) print as {NULL}.", ""]
-    for name, group in _by_dataset(rows).items():
+    for name, group in by_dataset(rows).items():
         out += _dataset_section(name, group)
     drawn = [name for name, reason in plots.items() if reason is None]
     if drawn:
@@ -370,7 +314,7 @@ def write_report(results_path: str | Path, out_dir: str | Path) -> Path:
     """
     from slimvec.benchmarks.plots import draw_all
 
-    rows, meta = load_results(results_path)
+    rows, meta = load_rows(results_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = draw_all(rows, out)

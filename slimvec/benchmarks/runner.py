@@ -27,23 +27,15 @@ import numpy as np
 
 from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant, peer_store_variants
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.metrics import (cluster_accuracy, drop_rows, latency_summary, recall_at_k,
+from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, latency_summary, recall_at_k,
                                         routed_search, sts_spearman, task_recall_mrr)
+from slimvec.benchmarks.rows import ROW_KEYS, Row, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
 
-__all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS"]
+__all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS", "Row"]
 
 log = logging.getLogger(__name__)
-
-#: keys every row carries (``None`` when the metric does not apply)
-ROW_KEYS = [
-    "dataset", "encoder", "dim_in", "reducer", "dim_out", "store", "rescore", "kind", "n_corpus",
-    "n_queries", "fit_s", "transform_s_per_10k", "reducer_bytes", "build_s", "index_bytes",
-    "bytes_per_vector", "full_bytes_per_vector", "neighbor_recall_at_10", "task_recall_at_10",
-    "task_mrr_at_10", "sts_spearman", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "qps",
-    "cluster_accuracy", "routed_recall_at_10", "routed_fraction_scanned",
-]
 
 #: progress callback: (description or None, units of work finished)
 Progress = Callable[[Any, int], None]
@@ -75,7 +67,12 @@ class BenchConfig:
     latency_queries, latency_repeats : int
         Single queries timed (after a warm-up), each timed this many times (median kept).
     fit_max : int
-        Rows of the corpus an unsupervised reducer is fitted on (random sample beyond this).
+        Rows an unsupervised reducer is fitted on (random sample beyond this).
+    fit_on : str
+        ``corpus`` (default: unsupervised reducers fit on a sample of the corpus searched) or
+        ``train``: every reducer fits on the training sentences only (``--train-pairs``), so no
+        reducer has seen the evaluation corpus. Pair-learning reducers always fit on the training
+        pairs when there are some.
     threads : int
         Threads for FAISS / torch during the run (1 = single-thread latency).
     keep_indexes : bool
@@ -94,6 +91,7 @@ class BenchConfig:
     latency_queries: int = 200
     latency_repeats: int = 3
     fit_max: int = 20000
+    fit_on: str = "corpus"
     threads: int = 1
     keep_indexes: bool = False
     seed: int = 0
@@ -108,9 +106,28 @@ class BenchConfig:
             raise ConfigError(f"--kmeans takes K >= 2 clusters, got {self.kmeans}.")
 
     def validate(self) -> None:
-        """Parse every spec up front so a typo fails before hours of work (lists valid names)."""
+        """Check the numbers and parse every spec up front, so a typo fails before hours of work.
+
+        :func:`run_bench` calls this; callers that encode texts first (``slimvec bench``, suites,
+        the planner's quick sweep) call it before encoding.
+
+        Raises
+        ------
+        ConfigError
+            A number out of range, an unknown reducer or store spec (the message lists valid names).
+        """
         from slimvec.connectors import parse_store_spec
         from slimvec.reducers import make_reducer
+
+        for name, value, low in (("k", self.k, 1), ("latency_queries", self.latency_queries, 1),
+                                 ("latency_repeats", self.latency_repeats, 1), ("threads", self.threads, 1),
+                                 ("fit_max", self.fit_max, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"Bench option {name} must be an integer >= {low}, got {value!r}.")
+        if self.fit_on not in ("corpus", "train"):
+            raise ConfigError(f"--fit-on must be corpus or train, got {self.fit_on!r}.")
+        if any(int(p) < 1 for p in self.route_probes):
+            raise ConfigError(f"--route-probes takes cluster counts >= 1, got {self.route_probes}.")
 
         for spec in self.reducers:
             make_reducer(spec)
@@ -129,6 +146,30 @@ def _allocated(path: Path) -> int:
     from slimvec.persistence import allocated_bytes
 
     return int(allocated_bytes(path))
+
+
+def _store_fixed_bytes(folder: Path) -> int | None:
+    """Bytes of a built store that do not grow with the corpus, or None when not measurable.
+
+    FAISS index files (``*.faiss``) are read back, emptied with ``reset()`` (which keeps what
+    training made: codebooks, OPQ rotations, IVF centroids) and serialised again; the size of that
+    empty index is the fixed part. Other stores keep no trained parts we can separate: None.
+    """
+    files = sorted(folder.rglob("*.faiss"))
+    if not files:
+        return None
+    try:
+        import faiss
+
+        total = 0
+        for path in files:
+            index = faiss.read_index(str(path))
+            index.reset()
+            total += int(faiss.serialize_index(index).size)
+        return total
+    except Exception as exc:  # noqa: BLE001 - an optional figure; the row is still measured
+        log.info("fixed bytes of %s not measured: %s", folder, exc)
+        return None
 
 
 def _rows_of(ids: np.ndarray) -> np.ndarray:
@@ -161,15 +202,13 @@ def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) ->
 def _quality(ds: BenchDataset, rows: np.ndarray, k: int) -> dict[str, Any]:
     found = drop_rows(rows, ds.query_rows, k)
     task_r, task_mrr = task_recall_mrr(found, ds.task_query, ds.task_target, k)
-    return {"neighbor_recall_at_10": recall_at_k(found, ds.truth, k),
-            "task_recall_at_10": task_r, "task_mrr_at_10": task_mrr}
+    return {"neighbor_recall_at_k": recall_at_k(found, ds.truth, k),
+            "task_recall_at_k": task_r, "task_mrr_at_k": task_mrr}
 
 
-def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str) -> dict[str, Any]:
-    row: dict[str, Any] = {key: None for key in ROW_KEYS}
-    row.update(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=reducer, dim_out=dim_out,
-               store=store, kind=kind, n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)))
-    return row
+def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str, k: int) -> Row:
+    return Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=reducer, dim_out=dim_out,
+               store=store, kind=kind, n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)), k=k)
 
 
 @dataclass
@@ -188,7 +227,7 @@ class _Runner:
     def __init__(self, config: BenchConfig, progress: Progress | None) -> None:
         self.cfg = config
         self.progress = progress or (lambda text, done: None)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         self.skipped: list[dict[str, str]] = []
 
     def _skip(self, ds: BenchDataset, what: str, exc: BaseException) -> None:
@@ -204,7 +243,11 @@ class _Runner:
         if getattr(reducer, "learns_from_pairs", False) and ds.train_vectors is not None:
             X, pairs = ds.train_vectors, ds.train_pairs
         else:
-            X, pairs = ds.corpus, None
+            on_train = self.cfg.fit_on == "train" and spec.strip().lower() != "none"  # none fits nothing
+            if on_train and ds.train_vectors is None:
+                raise ConfigError(f"fit_on = 'train' needs training sentences: give --train-pairs "
+                                  f"(dataset {ds.name} has none).")
+            X, pairs = (ds.train_vectors if on_train else ds.corpus), None
             if len(X) > self.cfg.fit_max:
                 rng = np.random.default_rng(self.cfg.seed)
                 X = X[np.sort(rng.choice(len(X), self.cfg.fit_max, replace=False))]
@@ -228,7 +271,7 @@ class _Runner:
         return _Reduced(spec, reducer, Z, Q, facts)
 
     # ---------------------------------------------------------------- stores
-    def build(self, spec: str, vectors: np.ndarray, metric: str, folder: Path) -> tuple[float, int]:
+    def build(self, spec: str, vectors: np.ndarray, metric: str, folder: Path) -> tuple[float, int, int | None]:
         from slimvec.connectors import make_store
 
         if folder.exists():
@@ -244,7 +287,7 @@ class _Runner:
         store.flush()
         store.close()
         build_s = time.perf_counter() - t0
-        return build_s, _allocated(folder / "store")
+        return build_s, _allocated(folder / "store"), _store_fixed_bytes(folder / "store")
 
     def measure_store(self, ds: BenchDataset, red: _Reduced, variant: StoreVariant, folder: Path,
                       full: FullVectors | None, kind: str) -> None:
@@ -253,7 +296,7 @@ class _Runner:
         from slimvec.connectors import make_store
 
         k = self.cfg.k
-        build_s, index_bytes = self.build(variant.spec, red.corpus, ds.metric, folder)
+        build_s, index_bytes, store_fixed = self.build(variant.spec, red.corpus, ds.metric, folder)
         store = make_store(variant.spec, folder / "store").open()
         rescores: list[int | None] = [None] + (list(self.cfg.rescore) if full is not None else [])
         try:
@@ -266,25 +309,33 @@ class _Runner:
                         found = store.search(q, n_cand, **params)
                         return _rows_of((full.rerank(fq, found, n_cand) if R else found).ids)
 
-                    row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind)
+                    row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind, k)
                     row.update(red.facts)
-                    row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
+                    row.update(self._store_facts(build_s, index_bytes, len(ds.corpus), store_fixed,
+                                                 red.facts.get("reducer_bytes")))
                     row.update(_quality(ds, search(red.queries, ds.queries), k))
-                    row["rescore"] = R
+                    row.rescore = R
                     if R:
-                        row["full_bytes_per_vector"] = float(ds.dim * 4)
+                        row.full_bytes_per_vector = float(ds.dim * 4)
                     row.update(_time_single(
                         lambda i: search(red.queries[i:i + 1], ds.queries[i:i + 1]),
                         len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
-                    row["qps"] = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
+                    row.qps = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
                     self.rows.append(row)
         finally:
             store.close()
 
     @staticmethod
-    def _store_facts(build_s: float, index_bytes: int, n: int) -> dict[str, Any]:
-        return {"build_s": build_s, "index_bytes": index_bytes,
-                "bytes_per_vector": index_bytes / max(n, 1)}
+    def _store_facts(build_s: float, index_bytes: int, n: int, store_fixed: int | None = None,
+                     reducer_bytes: int | None = None) -> dict[str, Any]:
+        """Build time and bytes; with the store's fixed part known, bytes split into the fixed
+        part (store's trained parts + the reducer artifact) and the cost of each further vector."""
+        facts: dict[str, Any] = {"build_s": build_s, "index_bytes": index_bytes,
+                                 "bytes_per_vector": index_bytes / max(n, 1)}
+        if store_fixed is not None:
+            facts["fixed_bytes"] = int(store_fixed + (reducer_bytes or 0))
+            facts["per_vector_bytes"] = max(index_bytes - store_fixed, 0) / max(n, 1)
+        return facts
 
     # ---------------------------------------------------------------- peers
     def measure_st(self, ds: BenchDataset, label: str, precision: str, R: int | None,
@@ -298,18 +349,18 @@ class _Runner:
         def search(q: np.ndarray) -> np.ndarray:
             return index.search(q, k + 1, rescore=R)
 
-        row = _base_row(ds, "none", ds.dim, label, "peer")
+        row = _base_row(ds, "none", ds.dim, label, "peer", k)
         row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
         row.update(_quality(ds, search(ds.queries), k))
-        row["rescore"] = R
+        row.rescore = R
         if R:
-            row["full_bytes_per_vector"] = float(ds.dim)  # the int8 vectors read for rescoring
+            row.full_bytes_per_vector = float(ds.dim)  # the int8 vectors read for rescoring
         row.update(_time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
                                 self.cfg.latency_queries, self.cfg.latency_repeats))
-        row["qps"] = _time_batch(search, ds.queries)
+        row.qps = _time_batch(search, ds.queries)
         if ds.sts_file is not None:
             a, b, gold = ds.sts[ds.sts_file]
-            row["sts_spearman"] = sts_spearman(np.asarray(index.int8, dtype=np.float32), a, b, gold) \
+            row.sts_spearman = sts_spearman(np.asarray(index.int8, dtype=np.float32), a, b, gold) \
                 if precision == "int8" else None
         self.rows.append(row)
 
@@ -332,15 +383,16 @@ class _Runner:
                             red.reducer.cluster_scores(ds.queries)))
         for name, labels, qscores in sources:
             acc = cluster_accuracy(labels, ds.dup_pairs)
+            balance = cluster_balance(labels)
             for p in self.cfg.route_probes:
                 p = min(int(p), qscores.shape[1])
                 qc = np.argsort(-qscores, axis=1)[:, :p]
                 found, frac = routed_search(Z, labels, Q, qc, self.cfg.k, exclude=ds.query_rows,
                                             metric=ds.metric)
-                row = _base_row(ds, red.spec, Z.shape[1], f"{name},p={p}", "routed")
-                row.update(cluster_accuracy=acc, routed_recall_at_10=recall_at_k(found, ds.truth, self.cfg.k),
-                           routed_fraction_scanned=frac)
-                row["task_recall_at_10"], row["task_mrr_at_10"] = task_recall_mrr(
+                row = _base_row(ds, red.spec, Z.shape[1], f"{name},p={p}", "routed", self.cfg.k)
+                row.update(cluster_accuracy=acc, routed_recall_at_k=recall_at_k(found, ds.truth, self.cfg.k),
+                           routed_fraction_scanned=frac, **balance)
+                row.task_recall_at_k, row.task_mrr_at_k = task_recall_mrr(
                     found, ds.task_query, ds.task_target, self.cfg.k)
                 self.rows.append(row)
 
@@ -379,7 +431,7 @@ class _Runner:
                     self._skip(ds, f"{spec} cluster routing", exc)
                 self.progress(None, 1)
         if cfg.baselines:
-            none = next((r for r in self.rows if r["dataset"] == ds.name and r["reducer"] == "none"), None)
+            none = next((r for r in self.rows if r.dataset == ds.name and r.reducer == "none"), None)
             base = _Reduced("none", None, ds.corpus, ds.queries,
                             {k: none.get(k) for k in ("fit_s", "transform_s_per_10k", "reducer_bytes",
                                                       "sts_spearman")} if none else {})
@@ -430,7 +482,7 @@ def _set_threads(n: int) -> None:
 
 
 def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
-              progress: Progress | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+              progress: Progress | None = None) -> tuple[list[Row], dict[str, Any]]:
     """Measure every configuration on every dataset.
 
     Parameters
@@ -443,8 +495,9 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
 
     Returns
     -------
-    rows : list of dict
-        One row per dataset × reducer × store (× rescore), with :data:`ROW_KEYS`.
+    rows : list of Row
+        One row per dataset × reducer × store (× rescore); :meth:`Row.to_json` gives
+        :data:`ROW_KEYS`.
     meta : dict
         ``skipped`` configurations with reasons, datasets' summaries, the config.
     """
@@ -461,16 +514,12 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "rescore": list(config.rescore), "kmeans": config.kmeans,
                    "route_probes": list(config.route_probes), "k": config.k,
                    "latency_queries": config.latency_queries, "threads": config.threads,
-                   "fit_max": config.fit_max, "seed": config.seed},
+                   "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},
     }
     return runner.rows, meta
 
 
-def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out_dir: str | Path) -> Path:
+def write_results(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any], out_dir: str | Path) -> Path:
     """Write ``results.json`` (``{"rows": [...], "meta": {...}}``) atomically into ``out_dir``."""
-    from slimvec.persistence import write_json_atomic
-
-    path = Path(out_dir) / "results.json"
-    write_json_atomic(path, {"rows": rows, "meta": meta})
-    return path
+    return save_rows(rows, meta, out_dir)

@@ -6,7 +6,6 @@ import logging
 import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -28,7 +27,8 @@ def _progress(console: Console) -> Progress:
 
 
 def bench(
-    out: Path = typer.Option(..., "--out", help="Folder for results.json, report.md and the plots."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for results.json, report.md and the plots (required unless the --suite names one)."),
+    suite: Optional[Path] = typer.Option(None, "--suite", help="TOML suite file listing data, reducers, stores and options (see benchmarks/suites/); replaces the data and run options."),
     pairs: list[Path] = typer.Option([], "--pairs", help="sentence1<TAB>sentence2<TAB>score file (repeatable): the corpus is their unique sentences."),
     train_pairs: list[Path] = typer.Option([], "--train-pairs", help="Pairs file whose positive pairs train pair-learning reducers such as mcr2 (repeatable); evaluation pairs never reach fit."),
     vectors: Optional[Path] = typer.Option(None, "--vectors", help="Precomputed corpus vectors: .npy (id = row) or Parquet with an id column."),
@@ -41,12 +41,14 @@ def bench(
     kmeans: Optional[int] = typer.Option(None, "--kmeans", help="Cluster-routed retrieval rows with FAISS k-means of K clusters on each reducer's output (and the reducer's own clusters)."),
     route_probes: list[int] = typer.Option([], "--route-probes", help="Clusters a query is routed to (repeatable) [default: 1 and 4]."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Measure the peer quantization baselines (FAISS SQ8/PQ/OPQ, Qdrant Edge SQ/BQ/TurboQuant, sentence-transformers int8/binary)."),
+    k: int = typer.Option(10, "--k", help="Results per query: the k of neighbour/task recall@k and MRR@k."),
     dup_threshold: float = typer.Option(4.0, "--dup-threshold", help="Pairs scoring at least this are duplicates (task recall)."),
     skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Skip and count malformed pair rows instead of failing."),
     sts_file: Optional[str] = typer.Option(None, "--sts-file", help="Which --pairs file gives the headline STS Spearman [default: the first *sts*test* file]."),
     metric: str = typer.Option("cosine", "--metric", help="Metric of --vectors data: cosine or l2."),
     max_queries: int = typer.Option(2000, "--max-queries", help="Queries per dataset at most."),
     latency_queries: int = typer.Option(200, "--latency-queries", help="Single queries timed for the latency percentiles."),
+    fit_on: str = typer.Option("corpus", "--fit-on", help="What unsupervised reducers fit on: 'corpus' (a sample of the data searched) or 'train' (the --train-pairs sentences only)."),
     threads: int = typer.Option(1, "--threads", help="Threads for FAISS and torch (1: single-thread latency)."),
     fit_max: int = typer.Option(20000, "--fit-max", help="Corpus rows an unsupervised reducer is fitted on at most."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Encoding cache folder [default: $SLIMVEC_CACHE/encodings or ~/.cache/slimvec/encodings]."),
@@ -57,61 +59,77 @@ def bench(
     """Measure reducers × stores beside quantization baselines; write results.json and report.md.
 
     Rows: one per dataset × reducer × store (× rescore R): index bytes on disk, bytes/vector,
-    neighbour recall@10 against exact full-dimension search, task recall/MRR@10 on duplicate pairs,
+    neighbour recall@k against exact full-dimension search, task recall/MRR@k on duplicate pairs,
     STS Spearman, single-query latency p50/p95/p99, QPS, fit and transform cost.
+    With --suite FILE the data and run options come from a TOML suite (see benchmarks/suites/).
     """
-    from slimvec.benchmarks.datasets import from_vectors, load_dataset_path, pairs_datasets
-    from slimvec.benchmarks.report import write_report
-    from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
-
+    from slimvec.benchmarks.inputs import BenchInputs, bench_to_folder
+    from slimvec.benchmarks.runner import BenchConfig
     from slimvec.cli.checks import check_bench_inputs
 
     check_bench_inputs(vectors)  # a .hdf5 / folder given to --vectors belongs to --dataset
-    if not pairs and vectors is None and not dataset:
-        raise ConfigError("Nothing to bench: give --pairs FILE.tsv (repeatable), --vectors FILE or "
-                          "--dataset FILE.hdf5|FOLDER.")
-    if queries is not None and vectors is None:
-        raise ConfigError("--queries needs --vectors (the corpus the queries search).")
-    if encoder and not pairs:
-        raise ConfigError("--encoder applies to --pairs (texts to encode); --vectors and --dataset "
-                          "are already vectors.")
     console = Console(stderr=True)
-    started = time.time()
+    command = "slimvec " + shlex.join(sys.argv[1:])
+    extra_meta: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="slimvec-bench-") as tmp:
-        config = BenchConfig(reducers=reducer, stores=store, work_dir=work or Path(tmp),
-                             baselines=baselines, rescore=rescore, kmeans=kmeans,
-                             route_probes=route_probes or [1, 4], latency_queries=latency_queries,
-                             threads=threads, fit_max=fit_max, keep_indexes=keep_indexes, seed=seed)
+        work_dir = work or Path(tmp)
+        if suite is not None:
+            from slimvec.benchmarks.suite import load_suite
+
+            given = [name for name, value in (("--pairs", pairs), ("--vectors", vectors), ("--dataset", dataset),
+                                              ("--reducer", reducer), ("--store", store), ("--rescore", rescore))
+                     if value]
+            if given:
+                raise ConfigError(f"--suite {suite} declares the data and the run; remove {', '.join(given)} "
+                                  "(or edit the suite file).")
+            loaded = load_suite(suite)
+            inputs = loaded.inputs
+            if cache is not None:
+                inputs.cache = cache
+            config = loaded.config(work_dir, keep_indexes)
+            out = out or loaded.out
+            if out is None:
+                raise ConfigError(f"Suite {suite} names no 'out' folder: pass --out DIR.")
+            extra_meta = {"suite": str(suite), "suite_description": loaded.description}
+        else:
+            if out is None:
+                raise ConfigError("Missing --out DIR: the folder for results.json and report.md.")
+            inputs = BenchInputs(pairs=pairs, train_pairs=train_pairs, vectors=vectors, queries=queries,
+                                 datasets=dataset, encoders=encoder, dup_threshold=dup_threshold,
+                                 skip_bad_rows=skip_bad_rows, sts_file=sts_file, metric=metric,
+                                 max_queries=max_queries, cache=cache, seed=seed)
+            config = BenchConfig(reducers=reducer, stores=store, work_dir=work_dir, baselines=baselines,
+                                 rescore=rescore, kmeans=kmeans, route_probes=route_probes or [1, 4], k=k,
+                                 latency_queries=latency_queries, threads=threads, fit_max=fit_max,
+                                 fit_on=fit_on, keep_indexes=keep_indexes, seed=seed)
+        inputs.validate()
         config.validate()  # an unknown spec fails before any encoding
-        datasets = []
-        if pairs:
-            with _progress(console) as bar:
-                task = bar.add_task("encoding (cached texts are skipped)", total=None)
-                datasets += pairs_datasets(
-                    pairs, encoder or [None], train_pairs=train_pairs, dup_threshold=dup_threshold,
-                    skip_bad_rows=skip_bad_rows, cache_dir=cache, max_queries=max_queries, seed=seed,
-                    sts_file=sts_file, on_progress=lambda n: bar.update(task, advance=n))
-        if vectors is not None:
-            datasets.append(from_vectors(vectors, queries, metric=metric, max_queries=max_queries, seed=seed))
-        for path in dataset:
-            datasets.append(load_dataset_path(path, max_queries=max_queries))
-        for ds in datasets:
-            console.print(f"dataset [bold]{ds.name}[/]: {len(ds.corpus):,} vectors of {ds.dim} dims, "
-                          f"{len(ds.queries):,} queries, {len(ds.task_query):,} task queries")
         with _progress(console) as bar:
-            task = bar.add_task("bench", total=config.n_steps(len(datasets)))
+            encode_task = bar.add_task("encoding (cached texts are skipped)", total=None) if inputs.pairs else None
+            bench_task = None
+
+            def on_encode(n: int) -> None:
+                if encode_task is not None:
+                    bar.update(encode_task, advance=n)
+
+            def on_datasets(datasets: list) -> None:
+                nonlocal bench_task
+                for ds in datasets:
+                    console.print(f"dataset [bold]{ds.name}[/]: {len(ds.corpus):,} vectors of {ds.dim} dims, "
+                                  f"{len(ds.queries):,} queries, {len(ds.task_query):,} task queries")
+                bench_task = bar.add_task("bench", total=config.n_steps(len(datasets)))
 
             def step(description: str | None, done: int) -> None:
+                if bench_task is None:
+                    return
                 if description is not None:
-                    bar.update(task, description=description)
+                    bar.update(bench_task, description=description)
                 if done:
-                    bar.advance(task, done)
+                    bar.advance(bench_task, done)
 
-            rows, meta = run_bench(datasets, config, step)
-    meta["command"] = "slimvec " + shlex.join(sys.argv[1:])
-    meta["wall_s"] = round(time.time() - started, 1)
-    results = write_results(rows, meta, out)
-    report = write_report(results, out)
-    console.print(f"{len(rows)} rows in {results}; report {report}"
+            rows, meta, results = bench_to_folder(inputs, config, out, progress=step, on_encode=on_encode,
+                                                  on_datasets=on_datasets, command=command,
+                                                  extra_meta=extra_meta)
+    console.print(f"{len(rows)} rows in {results}; report {Path(out) / 'report.md'}"
                   + (f"; {len(meta['skipped'])} configuration(s) skipped (see the report's notes)"
                      if meta["skipped"] else ""))

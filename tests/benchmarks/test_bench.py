@@ -57,6 +57,7 @@ def test_rows_carry_every_key_and_outputs_exist(bench_run):
     for row in rows:
         assert set(ROW_KEYS) <= set(row)
     assert (bench_run["out"] / "report.md").is_file()
+    assert (bench_run["out"] / "report.html").is_file()  # the same results as a web page (issue 16)
     assert list(bench_run["out"].glob("*.png")), "no plot written"
     report = (bench_run["out"] / "report.md").read_text()
     assert "pca:32" in report and "slimvec bench" in report

@@ -80,3 +80,14 @@ def test_routed_search_only_scans_routed_clusters():
     assert frac == pytest.approx(0.5)
     found, frac = routed_search(CORPUS, labels, q, np.array([[0, 1]]), 2, exclude=np.array([0]))
     assert found[0].tolist() == [1, 2] and frac == pytest.approx(0.75)
+
+
+def test_cluster_balance_sees_a_collapsed_clustering() -> None:
+    from slimvec.benchmarks.metrics import cluster_balance
+
+    even = cluster_balance(np.repeat(np.arange(4), 25))
+    assert even["clusters_used"] == 4 and even["effective_clusters"] == pytest.approx(4.0)
+    assert even["largest_cluster_share"] == pytest.approx(0.25)
+    collapsed = cluster_balance(np.array([0] * 97 + [1, 2, 3]))
+    assert collapsed["clusters_used"] == 4 and collapsed["effective_clusters"] < 1.3
+    assert collapsed["largest_cluster_share"] == pytest.approx(0.97)

@@ -89,7 +89,7 @@ def test_report_tables_nulls_and_plots(tmp_path: Path) -> None:
     labels = [line.split(" | ")[0].lstrip("| ") for line in section.splitlines() if line.startswith("| ")][1:]
     assert labels == ["pca:48 → hnsw", "pca:96 → hnsw", "none → hnsw"]
     # msrp has no task recall: its quality side falls back to neighbour recall
-    assert "Pareto front: neighbor_recall_at_10" in text
+    assert "Pareto front: nbr R@10 against bytes per vector" in text
     assert "`cluster_accuracy` is — (not applicable) for every row" in text
     assert "`latency_p50_ms` is — (not applicable) for 1 of 9 rows: none → qdrant-edge" in text
     costs = text.split("### Reducer costs")[1].split("###")[0]

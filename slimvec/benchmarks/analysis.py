@@ -1,0 +1,156 @@
+"""Analysis of benchmark rows shared by the report, the plots and the HTML page: numbers, labels,
+Pareto fronts and budget picks. Rows may be :class:`~slimvec.benchmarks.rows.Row` objects or
+``results.json`` dicts (legacy ``*_at_10`` keys included): everything reads through ``row.get``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+from slimvec.benchmarks.rows import LEGACY_KEYS, Row
+
+__all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "rescore_suffix", "pareto_front",
+           "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "value_of"]
+
+#: how a null (not applicable) metric is printed
+NULL = "—"
+
+RowLike = Row | Mapping[str, Any]
+
+
+_NEW_TO_LEGACY = {new: legacy for legacy, new in LEGACY_KEYS.items()}
+
+
+def value_of(row: RowLike, key: str) -> Any:
+    """``row.get(key)``, where a ``results.json`` dict answers a ``*_at_k`` key from its legacy
+    ``*_at_10`` key and the other way round (when its k is 10)."""
+    value = row.get(key)
+    if value is None and not isinstance(row, Row) and row_k(row) == 10:
+        other = _NEW_TO_LEGACY.get(key) or LEGACY_KEYS.get(key)
+        if other is not None:
+            value = row.get(other)
+    return value
+
+
+def num(row: RowLike, key: str) -> float | None:
+    """``row[key]`` as a finite float, or None (missing, null, bool, NaN, not a number)."""
+    value = value_of(row, key)
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def row_k(row: RowLike) -> int:
+    """The k of a row's "at k" metrics (10 for rows written before k was recorded)."""
+    value = row.get("k")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 10
+
+
+def format_value(value: Any, decimals: int = 3) -> str:
+    """Print a table cell: null/NaN as "—", floats with ``decimals``, integers with thousands
+    separators when ``decimals`` is 0."""
+    if value is None:
+        return NULL
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return NULL
+        if decimals == 0:
+            return f"{int(round(value)):,}"
+        return f"{value:.{decimals}f}"
+    return str(value)
+
+
+def human_bytes(n: float | None) -> str:
+    """``1536`` -> ``1.5 KiB``; None -> "—"."""
+    if n is None:
+        return NULL
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - loop always returns
+
+
+def rescore_suffix(row: RowLike) -> str:
+    """`` +rescore×R`` for rows re-ranked from ``k × R`` candidates (`` +rescore`` without R)."""
+    value = row.get("rescore")
+    if not value:
+        return ""
+    return f" +rescore×{value}" if isinstance(value, int) and not isinstance(value, bool) else " +rescore"
+
+
+def config_label(row: RowLike) -> str:
+    """``pca:96 → faiss:HNSW32`` (with ``+rescore`` when the row was rescored)."""
+    return f"{row.get('reducer', '?')} → {row.get('store', '?')}{rescore_suffix(row)}"
+
+
+def pareto_front(rows: Iterable[RowLike], x: str = "bytes_per_vector",
+                 y: str = "task_recall_at_k") -> list[Any]:
+    """Rows not dominated by another: no other row has ``x`` <= and ``y`` >= with one strict.
+
+    Smaller ``x`` (bytes) and larger ``y`` (quality) are better; rows where either is null are
+    left out. The front is returned sorted by ``x`` ascending (and so ``y`` strictly ascending).
+    """
+    usable = [r for r in rows if num(r, x) is not None and num(r, y) is not None]
+    usable.sort(key=lambda r: (num(r, x), -num(r, y)))  # type: ignore[operator]
+    front: list[Any] = []
+    best = -math.inf
+    for r in usable:
+        value = num(r, y)
+        assert value is not None
+        if value > best:
+            front.append(r)
+            best = value
+    return front
+
+
+def budget_ladder(rows: Sequence[RowLike], key: str = "bytes_per_vector") -> list[float]:
+    """Powers of two spanning the rows' bytes per vector (the budgets of the report)."""
+    values = [v for v in (num(r, key) for r in rows) if v is not None and v > 0]
+    if not values:
+        return []
+    lo = 2 ** math.floor(math.log2(min(values)))
+    hi = 2 ** math.ceil(math.log2(max(values)))
+    out, b = [], float(lo)
+    while b <= hi:
+        out.append(b)
+        b *= 2
+    return out
+
+
+def best_per_budget(rows: Sequence[RowLike], budgets: Sequence[float], metric: str = "task_recall_at_k",
+                    key: str = "bytes_per_vector") -> list[tuple[float, Any]]:
+    """For each budget, the row with the highest ``metric`` among rows with ``key`` <= budget.
+
+    Ties go to the smaller ``key``. ``None`` when no row fits the budget (or none has the metric).
+    """
+    out: list[tuple[float, Any]] = []
+    for budget in budgets:
+        fitting = [r for r in rows if num(r, key) is not None and num(r, key) <= budget  # type: ignore[operator]
+                   and num(r, metric) is not None]
+        best = max(fitting, key=lambda r: (num(r, metric), -num(r, key)), default=None)  # type: ignore[operator]
+        out.append((budget, best))
+    return out
+
+
+def quality_metric(rows: Sequence[RowLike]) -> str:
+    """``task_recall_at_k`` when any row has it, else ``neighbor_recall_at_k``."""
+    if any(num(r, "task_recall_at_k") is not None for r in rows):
+        return "task_recall_at_k"
+    return "neighbor_recall_at_k"
+
+
+def by_dataset(rows: Sequence[Any]) -> dict[str, list[Any]]:
+    """Rows grouped by dataset name, in first-seen order."""
+    groups: dict[str, list[Any]] = {}
+    for r in rows:
+        groups.setdefault(str(r.get("dataset", "dataset")), []).append(r)
+    return groups

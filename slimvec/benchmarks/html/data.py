@@ -1,0 +1,316 @@
+"""The data a ``report.html`` embeds: rows labelled with their run, derived facets, planner models.
+
+Everything the page computes from (filters, fronts, planner answers) is prepared here, in
+Python, from ``results.json`` rows read as plain dicts (``.get`` with defaults: old and new
+results files both load). The planner part calls :func:`slimvec.benchmarks.plan.make_plan`, the
+code behind ``slimvec plan``, and exports its fitted size models and candidates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from slimvec.errors import ConfigError, SlimvecError
+
+__all__ = ["PageSource", "load_sources", "build_page_data", "planner_data", "row_facets",
+           "skipped_groups", "null_metric_notes", "PLOT_METRICS"]
+
+log = logging.getLogger(__name__)
+
+#: quality metrics the Pareto plots offer (key, title)
+PLOT_METRICS = [("neighbor_recall_at_10", "neighbour recall@10"), ("task_recall_at_10", "task recall@10"),
+                ("sts_spearman", "STS Spearman ρ")]
+
+#: metrics whose nulls the notes count
+_NOTED = ["task_recall_at_10", "neighbor_recall_at_10", "sts_spearman", "cluster_accuracy",
+          "latency_p50_ms", "qps", "bytes_per_vector"]
+
+
+@dataclass
+class PageSource:
+    """One results file shown on the page.
+
+    Attributes
+    ----------
+    label : str
+        Short name of the run (the results file's folder, made unique), shown on every row.
+    path : str
+    rows : list of dict
+    meta : dict
+    """
+
+    label: str
+    path: str
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_sources(paths: Sequence[str | Path]) -> list[PageSource]:
+    """Read each results file (see :func:`slimvec.benchmarks.report.load_results`) and label it.
+
+    The label is the file's folder name (``bench-results/dev/results.json`` -> ``dev``), or the
+    file stem when the file is not called ``results.json``; repeated labels get ``#2``, ``#3``.
+
+    Raises
+    ------
+    ConfigError
+        No path given.
+    PersistenceError
+        A file is missing or not JSON (from ``load_results``).
+    """
+    from slimvec.benchmarks.report import load_results
+
+    if not paths:
+        raise ConfigError("No results file given: pass one or more results.json files of `slimvec bench`.")
+    out: list[PageSource] = []
+    seen: dict[str, int] = {}
+    for raw in paths:
+        p = Path(raw)
+        rows, meta = load_results(p)
+        base = (p.parent.name or p.stem) if p.name == "results.json" else p.stem
+        base = base or "run"
+        seen[base] = seen.get(base, 0) + 1
+        label = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        out.append(PageSource(label, str(p), rows, meta))
+    return out
+
+
+# --------------------------------------------------------------------------- facets
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _store_parts(store: str) -> tuple[str, str | None, dict[str, str]]:
+    """``faiss:HNSW32,SQ8`` -> ("faiss", "HNSW32,SQ8", {}); ``qdrant-edge:quant=sq8`` -> options."""
+    try:
+        from slimvec.connectors import parse_store_spec
+
+        parsed = parse_store_spec(store)
+        return parsed.name, parsed.arg, {k: str(v) for k, v in dict(parsed.options or {}).items()}
+    except (SlimvecError, ValueError, TypeError):
+        name, _, rest = store.partition(":")
+        return name, rest or None, {}
+
+
+def _quantization(name: str, arg: str | None, options: dict[str, str]) -> str:
+    if name == "st":
+        return arg or "?"
+    if "quant" in options:
+        return options["quant"]
+    if name == "faiss" and arg:
+        up = arg.upper()
+        for key, label in (("OPQ", "opq+pq"), ("PQ", "pq"), ("SQ8", "sq8"), ("SQ4", "sq4"),
+                           ("SQFP16", "fp16"), ("LSH", "lsh")):
+            if key in up:
+                return label
+    return "float32"
+
+
+def row_facets(row: dict[str, Any]) -> dict[str, Any]:
+    """The facets the page filters on, derived from one row.
+
+    Returns
+    -------
+    dict
+        ``family`` (reducer family: ``pca``, ``none``...), ``store_name`` (``faiss``...),
+        ``quant`` (``float32``, ``sq8``, ``pq``, ``bq1``, ``int8``...; ``—`` for routed rows),
+        ``rescoring`` (``none``, ``×R`` full-vector re-rank, ``store`` when the store re-scores
+        itself), ``role`` (``full``, ``reduced``, ``peer`` or ``routed``) and ``label``.
+    """
+    from slimvec.benchmarks.report import config_label
+
+    reducer = str(row.get("reducer") or "none")
+    store = str(row.get("store") or "?")
+    kind = str(row.get("kind") or "")
+    name, arg, options = _store_parts(store)
+    routed = kind == "routed" or (kind == "" and _num(row.get("routed_recall_at_10")) is not None)
+    if routed:
+        role = "routed"
+    elif kind == "peer":
+        role = "peer"
+    elif reducer == "none":
+        role = "full"
+    else:
+        role = "reduced"
+    rescore = row.get("rescore")
+    if rescore and not isinstance(rescore, bool) and _num(rescore) is not None:
+        rescoring = f"×{int(_num(rescore) or 0)}"
+    elif rescore:
+        rescoring = "rescore"
+    elif str(options.get("rescore", "")).lower() == "true":
+        rescoring = "store"
+    else:
+        rescoring = "none"
+    return {"family": reducer.split(":", 1)[0], "store_name": "routed" if routed else name,
+            "quant": "—" if routed else _quantization(name, arg, options), "rescoring": rescoring,
+            "role": role, "label": config_label(row)}
+
+
+# --------------------------------------------------------------------------- notes
+_PATH = re.compile(r"(/[^\s:;,'\"]+)+")
+
+
+def skipped_groups(sources: Sequence[PageSource]) -> list[dict[str, Any]]:
+    """Skipped configurations grouped by reason (paths and the configuration's own spec taken out).
+
+    Returns
+    -------
+    list of dict
+        ``{"reason", "count", "configs", "sources", "example"}``, largest group first.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for src in sources:
+        for entry in src.meta.get("skipped") or []:
+            if isinstance(entry, dict):
+                config = str(entry.get("config", "?"))
+                reason = str(entry.get("reason", ""))
+            else:
+                config, reason = str(entry), ""
+            spec = config.split(" ")[0] if config else ""
+            key = _PATH.sub("<path>", reason)
+            if spec:
+                key = key.replace(spec, "<config>")
+            g = groups.setdefault(key, {"reason": key, "count": 0, "configs": [], "sources": [],
+                                        "example": reason})
+            g["count"] += 1
+            g["configs"].append(config)
+            if src.label not in g["sources"]:
+                g["sources"].append(src.label)
+    return sorted(groups.values(), key=lambda g: -g["count"])
+
+
+def null_metric_notes(rows: Sequence[dict[str, Any]], roles: Sequence[str]) -> list[dict[str, Any]]:
+    """Per metric, how many rows have it null, counted by row role (not a list of labels)."""
+    out = []
+    for key in _NOTED:
+        by_role: dict[str, int] = {}
+        for r, role in zip(rows, roles):
+            if _num(r.get(key)) is None:
+                by_role[role] = by_role.get(role, 0) + 1
+        missing = sum(by_role.values())
+        if missing:
+            out.append({"metric": key, "count": missing, "total": len(rows), "by_role": by_role})
+    return out
+
+
+# --------------------------------------------------------------------------- planner
+def _group_key(row: dict[str, Any]) -> tuple[str, str, bool] | None:
+    from slimvec.benchmarks.sizing import sizing_spec
+
+    try:
+        store = sizing_spec(str(row.get("store") or ""))
+    except (SlimvecError, ValueError):
+        return None
+    return (str(row.get("reducer") or "none"), store, bool(row.get("rescore")))
+
+
+def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None = None) -> dict[str, Any]:
+    """Size models and candidates of :func:`~slimvec.benchmarks.plan.make_plan`, per encoder dimension.
+
+    For each input dimension of the rows, ``make_plan`` is run once (a huge memory budget as a
+    target, so nothing is filtered): its fitted :class:`~slimvec.benchmarks.sizing.SizeModel`
+    per store are exported as JSON, and its candidates in the order
+    :func:`~slimvec.benchmarks.plan.candidates_from_results` produces them (the order
+    ``make_plan`` sorts from), with the quality of every plan metric and the worst p50 latency.
+    The page evaluates ``RAM(N) = Σ resident components max(fixed + fixed_per_dim·d +
+    N·(per_vector + per_dim·d), 0) + extra_ram_per_vector·N + reducer_bytes`` exactly like
+    :meth:`SizeModel.ram_bytes`, and sorts like ``make_plan``.
+
+    Returns
+    -------
+    dict
+        ``{"metrics": [...], "dims": {"384": {"models", "candidates", "notes", "checks"}},
+        "errors": {dim: reason}}``.
+    """
+    from slimvec.benchmarks.plan import QUALITY_METRICS, candidates_from_results, make_plan
+
+    dims = sorted({int(_num(r.get("dim_in")) or 0) for r in rows if _num(r.get("dim_in"))})
+    out: dict[str, Any] = {"metrics": list(QUALITY_METRICS), "payload_bytes": 0, "dims": {}, "errors": {}}
+    with tempfile.TemporaryDirectory(prefix="slimvec-report-sizes-", dir=workdir) as tmp:
+        for dim in dims:
+            at_dim = [r for r in rows if _num(r.get("dim_in")) == dim]
+            try:
+                plan = make_plan(1, dim, rows=at_dim, memory_budget=2**60, workdir=tmp)
+                ordered = candidates_from_results(at_dim, dim)
+            except SlimvecError as exc:
+                log.warning("report.html planner: no size models for dimension %d: %s", dim, exc)
+                out["errors"][str(dim)] = str(exc)
+                continue
+            quality: dict[str, dict[tuple[str, str, bool], float | None]] = {}
+            for metric in QUALITY_METRICS:
+                quality[metric] = {(c.reducer, c.store, c.rescore): c.quality
+                                   for c in candidates_from_results(at_dim, dim, (), metric)}
+            p50: dict[tuple[str, str, bool], float] = {}
+            for r in at_dim:
+                key = _group_key(r)
+                value = _num(r.get("latency_p50_ms"))
+                if key is not None and value is not None:
+                    p50[key] = max(p50.get(key, value), value)
+            cands = []
+            for c in ordered:
+                key = (c.reducer, c.store, c.rescore)
+                cands.append({"reducer": c.reducer, "dim_out": c.dim_out, "store": c.store,
+                              "rescore": c.rescore, "label": c.label,
+                              "quality": {m: quality[m].get(key) for m in QUALITY_METRICS},
+                              "datasets": sorted(set(c.datasets)), "reducer_bytes": c.reducer_bytes,
+                              "p50_ms": p50.get(key)})
+            out["dims"][str(dim)] = {
+                "models": {spec: m.to_json() for spec, m in plan.models.items()},
+                "candidates": cands,
+                "checks": [{"store": k.spec, "n": k.n, "dim": k.dim, "predicted_bytes": int(k.predicted),
+                            "measured_bytes": k.measured, "error": k.error} for k in plan.checks],
+                "notes": [n for n in plan.notes if not n.startswith("size models checked")],
+            }
+    return out
+
+
+# --------------------------------------------------------------------------- the page's data
+def build_page_data(sources: Sequence[PageSource], *, planner: bool = True,
+                    workdir: str | Path | None = None) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-serialisable dict.
+
+    Parameters
+    ----------
+    sources : list of PageSource
+    planner : bool
+        Fit the store size models for the capacity planner (real builds at 1,000 and 2,000
+        vectors per store spec, as ``slimvec plan`` does; seconds per store). ``False`` leaves
+        the planner out.
+    workdir : path, optional
+        Parent of the temporary folders of the size builds.
+    """
+    rows: list[dict[str, Any]] = []
+    facets: list[dict[str, Any]] = []
+    for src in sources:
+        for r in src.rows:
+            row = dict(r)
+            row["source"] = src.label
+            rows.append(row)
+            facets.append(row_facets(r))
+    data: dict[str, Any] = {
+        "rows": rows,
+        "facets": facets,
+        "metrics": PLOT_METRICS,
+        "sources": [{"label": s.label, "path": s.path, "n_rows": len(s.rows),
+                     "command": s.meta.get("command"), "wall_s": s.meta.get("wall_s"),
+                     "datasets": s.meta.get("datasets") or [], "machine": s.meta.get("machine")}
+                    for s in sources],
+        "skipped": skipped_groups(sources),
+        "nulls": null_metric_notes(rows, [f["role"] for f in facets]),
+        "planner": None,
+    }
+    if planner:
+        data["planner"] = planner_data(rows, workdir=workdir)  # all rows, as `slimvec plan` reads them
+    return data

@@ -1,0 +1,109 @@
+"""Assemble ``report.html``: the page template, its inlined style and script, and the data as JSON.
+
+The script and style are package files (``report.js``, ``report.css`` beside this module), read
+and inlined into one HTML file; nothing on the page refers to another file or a network address.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+import os
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+from slimvec.benchmarks.html.data import build_page_data, load_sources
+from slimvec.errors import PersistenceError
+
+__all__ = ["render_html", "render_report_html"]
+
+log = logging.getLogger(__name__)
+
+
+def _asset(name: str) -> str:
+    return resources.files("slimvec.benchmarks.html").joinpath(name).read_text(encoding="utf-8")
+
+
+def _clean(value: Any) -> Any:
+    """NaN / infinity -> None (JSON has no NaN), recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _json_for_script(data: dict[str, Any]) -> str:
+    text = json.dumps(_clean(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # inside <script type="application/json"> only "</" (and "<!--") could end or confuse the element
+    return text.replace("<!--", "\\u003c!--").replace("</", "<\\/")
+
+
+def render_html(data: dict[str, Any], title: str = "slimvec benchmark report") -> str:
+    """The page for ``data`` (:func:`~slimvec.benchmarks.html.data.build_page_data`) as one string."""
+    template = _asset("template.html")
+    return (template.replace("__TITLE__", html.escape(title))
+            .replace("/*__CSS__*/", _asset("report.css"))
+            .replace("__DATA__", _json_for_script(data))
+            .replace("/*__JS__*/", _asset("report.js")))
+
+
+def render_report_html(results_paths: str | Path | Sequence[str | Path], out_path: str | Path, *,
+                       planner: bool = True, title: str | None = None,
+                       workdir: str | Path | None = None) -> Path:
+    """Render one self-contained ``report.html`` from one or more ``results.json`` files.
+
+    Rows of several files (different runs, encoders or datasets) are combined; each row is
+    labelled with its source run. This is the function behind ``slimvec report`` and the page
+    ``slimvec bench --out DIR`` writes; the indexing service serves its output under
+    ``/reports/``.
+
+    Parameters
+    ----------
+    results_paths : path or list of paths
+        ``results.json`` files written by ``slimvec bench`` (old and new formats).
+    out_path : path
+        The HTML file to write (its folder is created; written atomically).
+    planner : bool
+        Fit the store size models for the capacity planner (as ``slimvec plan`` does: real builds
+        at 1,000 and 2,000 vectors per store spec, a few seconds each). ``False``: no planner.
+    title : str, optional
+        Page title (default: "slimvec benchmark report" and the run labels).
+    workdir : path, optional
+        Parent of the temporary size builds.
+
+    Returns
+    -------
+    Path
+        ``out_path``.
+
+    Raises
+    ------
+    PersistenceError
+        A results file is missing or unreadable, or the page cannot be written.
+    ConfigError
+        A results file does not hold rows.
+    """
+    paths = [results_paths] if isinstance(results_paths, (str, Path)) else list(results_paths)
+    started = time.perf_counter()
+    sources = load_sources(paths)
+    data = build_page_data(sources, planner=planner, workdir=workdir)
+    page_title = title or "slimvec benchmark report: " + ", ".join(s.label for s in sources)
+    text = render_html(data, page_title)
+    out = Path(out_path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise PersistenceError(f"Could not write the HTML report {out}: {exc}.") from exc
+    log.info("wrote %s (%d rows from %d file(s), %.0f KiB, %.1fs)", out, len(data["rows"]), len(sources),
+             len(text.encode("utf-8")) / 1024, time.perf_counter() - started)
+    return out

@@ -1,0 +1,295 @@
+"""The one benchmark row type: what ``slimvec bench`` measures per configuration, in ``results.json``.
+
+A :class:`Row` is written by the runner, read by the report, the plots, the planner and the CLI.
+Metrics measured "at k" carry that k in their name (``neighbor_recall_at_k``) and in the row
+(``k``), so a run with ``k=20`` never prints a figure labelled @10. For readers of older files and
+tools that know the earlier keys, a row with ``k == 10`` is also written with the legacy keys
+(``neighbor_recall_at_10``, ``task_recall_at_10``, ``task_mrr_at_10``, ``routed_recall_at_10``),
+and files that only have those keys are read as ``k = 10``::
+
+    rows, meta = load_rows("bench-results/dev/results.json")
+    rows[0].neighbor_recall_at_k, rows[0].k      # 0.998, 10
+    rows[0]["neighbor_recall_at_10"]             # the same number, by its legacy key
+
+A metric that does not apply is ``None`` (``null`` in JSON). Keys a row does not know (written by a
+newer or older tool) are kept in :attr:`Row.extra` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from slimvec.errors import ConfigError, PersistenceError
+
+__all__ = ["Row", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows", "save_rows",
+           "metric_title"]
+
+#: metrics measured "at k": new key -> short title stem (the title gets ``@{k}``)
+AT_K_METRICS: dict[str, str] = {
+    "neighbor_recall_at_k": "nbr R",
+    "task_recall_at_k": "task R",
+    "task_mrr_at_k": "MRR",
+    "routed_recall_at_k": "routed R",
+}
+
+#: legacy key (results files before the typed row) -> field; valid only for ``k == 10``
+LEGACY_KEYS: dict[str, str] = {
+    "neighbor_recall_at_10": "neighbor_recall_at_k",
+    "task_recall_at_10": "task_recall_at_k",
+    "task_mrr_at_10": "task_mrr_at_k",
+    "routed_recall_at_10": "routed_recall_at_k",
+}
+
+_OTHER_TITLES = {"sts_spearman": "STS ρ", "cluster_accuracy": "cluster acc"}
+
+
+@dataclass
+class Row:
+    """One measured configuration: dataset × reducer × store (× rescoring depth).
+
+    Attributes
+    ----------
+    dataset, encoder : str
+        Dataset name and the encoder that made its vectors (``None`` for vector files).
+    dim_in, dim_out : int
+        Encoder dimension and the dimension stored after the reducer.
+    reducer, store : str
+        Specs as given (``none`` is the full dimension); for peers and routed rows ``store`` is
+        the peer label or ``kmeans:K,p=P``.
+    rescore : int or None
+        R when ``k × R`` candidates were re-ranked with the full vectors.
+    kind : str
+        ``reducer`` (reducer → store), ``peer`` (a quantization baseline on full vectors) or
+        ``routed`` (cluster-routed retrieval, no store built).
+    n_corpus, n_queries, k : int
+        Corpus and query counts; results per query (the "at k" of the metrics).
+    fit_s, transform_s_per_10k : float
+        Reducer fit time and transform time per 10,000 vectors.
+    reducer_bytes : int
+        Size of the saved reducer artifact (a fixed cost, loaded to transform every query).
+    build_s : float
+        Store build time (create, upsert, finalize, flush).
+    index_bytes : int
+        Allocated bytes of the built store on disk.
+    bytes_per_vector : float
+        ``index_bytes / n_corpus`` (fixed parts included, spread over this corpus).
+    full_bytes_per_vector : float
+        Bytes per vector read for rescoring (the full vectors on disk), when rescored.
+    fixed_bytes : int or None
+        Part of ``index_bytes`` plus ``reducer_bytes`` that does not grow with the corpus
+        (rotations, codebooks, centroids, the reducer's matrix); ``None`` when not measured.
+    per_vector_bytes : float or None
+        ``(index_bytes - store fixed part) / n_corpus``: what each further vector costs;
+        ``None`` when the store's fixed part was not measured.
+    neighbor_recall_at_k, task_recall_at_k, task_mrr_at_k : float
+        Neighbour recall against exact full-dimension search, task recall and MRR on duplicate pairs.
+    sts_spearman, cluster_accuracy : float
+    latency_p50_ms, latency_p95_ms, latency_p99_ms, qps : float
+        Single-query latency percentiles (one thread) and batched queries per second.
+    routed_recall_at_k, routed_fraction_scanned : float
+        Cluster-routed rows: neighbour recall and the share of the corpus scanned.
+    clusters_used, effective_clusters, largest_cluster_share : float
+        Cluster-routed rows: how evenly the clustering spreads the corpus
+        (:func:`slimvec.benchmarks.metrics.cluster_balance`).
+    extra : dict
+        Keys this version does not know, kept as read.
+    """
+
+    dataset: str | None = None
+    encoder: str | None = None
+    dim_in: int | None = None
+    reducer: str | None = None
+    dim_out: int | None = None
+    store: str | None = None
+    rescore: int | None = None
+    kind: str | None = None
+    n_corpus: int | None = None
+    n_queries: int | None = None
+    k: int = 10
+    fit_s: float | None = None
+    transform_s_per_10k: float | None = None
+    reducer_bytes: int | None = None
+    build_s: float | None = None
+    index_bytes: int | None = None
+    bytes_per_vector: float | None = None
+    full_bytes_per_vector: float | None = None
+    fixed_bytes: int | None = None
+    per_vector_bytes: float | None = None
+    neighbor_recall_at_k: float | None = None
+    task_recall_at_k: float | None = None
+    task_mrr_at_k: float | None = None
+    sts_spearman: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    latency_p99_ms: float | None = None
+    qps: float | None = None
+    cluster_accuracy: float | None = None
+    routed_recall_at_k: float | None = None
+    routed_fraction_scanned: float | None = None
+    clusters_used: int | None = None
+    effective_clusters: float | None = None
+    largest_cluster_share: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ JSON
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Row":
+        """A row from a ``results.json`` object (new keys, legacy ``*_at_10`` keys, or both).
+
+        Raises
+        ------
+        ConfigError
+            ``k`` is not a positive integer.
+        """
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in known:
+                values[key] = value
+            elif key in LEGACY_KEYS or key == "extra":
+                continue
+            else:
+                extra[key] = value
+        k = values.get("k", 10)
+        if k is None:
+            k = 10
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"Result row {data.get('reducer')!r} → {data.get('store')!r}: field 'k' "
+                              f"must be a positive integer, got {k!r}.")
+        values["k"] = k
+        for legacy, new in LEGACY_KEYS.items():
+            if values.get(new) is None and data.get(legacy) is not None and k == 10:
+                values[new] = data[legacy]
+        return cls(**values, extra=extra)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``results.json`` object: every field, the legacy ``*_at_10`` keys when ``k == 10``,
+        then the extra keys."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        if self.k == 10:
+            for legacy, new in LEGACY_KEYS.items():
+                out[legacy] = out[new]
+        for key, value in self.extra.items():
+            out.setdefault(key, value)
+        return {key: _plain(value) for key, value in out.items()}
+
+    # ------------------------------------------------------------------ mapping access
+    def get(self, key: str, default: Any = None) -> Any:
+        """A value by key: a field, a legacy ``*_at_10`` key (``None`` unless ``k == 10``) or an
+        extra key; ``default`` when unknown."""
+        if key in LEGACY_KEYS:
+            return getattr(self, LEGACY_KEYS[key]) if self.k == 10 else default
+        if key != "extra" and key in _FIELD_NAMES:
+            return getattr(self, key)
+        return self.extra.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in LEGACY_KEYS or (key != "extra" and key in _FIELD_NAMES) or key in self.extra:
+            return self.get(key)
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in LEGACY_KEYS or key in _FIELD_NAMES or key in self.extra)
+
+    def update(self, values: Mapping[str, Any] | None = None, **more: Any) -> None:
+        """Set fields from a mapping (legacy keys go to their ``*_at_k`` field, unknown keys to
+        :attr:`extra`)."""
+        for key, value in {**(values or {}), **more}.items():
+            key = LEGACY_KEYS.get(key, key)
+            if key != "extra" and key in _FIELD_NAMES:
+                setattr(self, key, value)
+            else:
+                self.extra[key] = value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def keys(self) -> Iterator[str]:
+        """Keys of :meth:`to_json`."""
+        return iter(self.to_json().keys())
+
+    @property
+    def label(self) -> str:
+        """``pca:96 → faiss:HNSW32`` (`` +rescore×R`` when rescored)."""
+        suffix = f" +rescore×{self.rescore}" if self.rescore else ""
+        return f"{self.reducer or '?'} → {self.store or '?'}{suffix}"
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(Row))
+
+#: keys every written row carries (``None`` when the metric does not apply)
+ROW_KEYS: list[str] = [f.name for f in fields(Row) if f.name != "extra"] + list(LEGACY_KEYS)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python numbers, non-finite floats to ``None`` (JSON has no NaN)."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def metric_title(key: str, k: int = 10) -> str:
+    """A column title that says what the metric is: ``nbr R@20`` for ``neighbor_recall_at_k`` at
+    k = 20 (legacy keys too)."""
+    key = LEGACY_KEYS.get(key, key)
+    if key in AT_K_METRICS:
+        return f"{AT_K_METRICS[key]}@{k}"
+    return _OTHER_TITLES.get(key, key)
+
+
+def as_rows(rows: Iterable[Row | Mapping[str, Any]]) -> list[Row]:
+    """Rows as :class:`Row` (dicts converted, rows passed through)."""
+    return [r if isinstance(r, Row) else Row.from_json(r) for r in rows]
+
+
+def load_rows(path: str | Path) -> tuple[list[Row], dict[str, Any]]:
+    """Read ``results.json``: ``{"rows": [...], "meta": {...}}`` or a bare list of rows.
+
+    Returns
+    -------
+    rows : list of Row
+    meta : dict
+        Empty when the file is a bare list.
+
+    Raises
+    ------
+    PersistenceError
+        The file is missing or not JSON.
+    ConfigError
+        The JSON is neither a list of objects nor an object with a ``rows`` list.
+    """
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PersistenceError(f"No results file at {p}: run `slimvec bench --out DIR` first "
+                               "and pass DIR/results.json.") from exc
+    except (OSError, ValueError) as exc:
+        raise PersistenceError(f"Could not read results file {p} as JSON: {exc}.") from exc
+    meta: dict[str, Any] = {}
+    if isinstance(data, dict):
+        meta = dict(data.get("meta") or {})
+        data = data.get("rows")
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise ConfigError(f"Results file {p}: expected a JSON list of row objects or "
+                          f'{{"rows": [...], "meta": {{...}}}}, got {type(data).__name__}.')
+    return [Row.from_json(r) for r in data], meta
+
+
+def save_rows(rows: Iterable[Row], meta: Mapping[str, Any], out_dir: str | Path) -> Path:
+    """Write ``out_dir/results.json`` (``{"rows": [...], "meta": {...}}``) atomically."""
+    from slimvec.persistence import write_json_atomic
+
+    path = Path(out_dir) / "results.json"
+    write_json_atomic(path, {"rows": [r.to_json() for r in as_rows(rows)], "meta": dict(meta)})
+    return path

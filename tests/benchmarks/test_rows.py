@@ -1,0 +1,77 @@
+"""The typed benchmark row: JSON round trip, legacy results files, k-aware names, report notes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slimvec.benchmarks.report import MAX_LINE, load_results, render_report
+from slimvec.benchmarks.rows import ROW_KEYS, Row, load_rows, metric_title, save_rows
+from slimvec.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+OLD_RESULTS = REPO / "bench-results" / "rescore" / "results.json"  # written before the typed row
+
+
+def test_old_results_file_loads_and_round_trips(tmp_path: Path) -> None:
+    old = json.loads(OLD_RESULTS.read_text(encoding="utf-8"))
+    assert "neighbor_recall_at_k" not in old["rows"][0]  # really a file of the old format
+    rows, meta = load_rows(OLD_RESULTS)
+    assert len(rows) == len(old["rows"]) and meta["command"] == old["meta"]["command"]
+    for row, raw in zip(rows, old["rows"]):
+        assert row.k == 10
+        assert row.neighbor_recall_at_k == raw["neighbor_recall_at_10"]
+        assert row.task_recall_at_k == raw["task_recall_at_10"]
+        assert row.routed_recall_at_k == raw["routed_recall_at_10"]
+        assert row["neighbor_recall_at_10"] == raw["neighbor_recall_at_10"]  # legacy key still reads
+        assert row.reducer == raw["reducer"] and row.store == raw["store"] and row.rescore == raw["rescore"]
+    # written back: every old key keeps its value, the new keys are added beside them
+    save_rows(rows, meta, tmp_path)
+    again = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    for new, raw in zip(again["rows"], old["rows"]):
+        assert {k: new[k] for k in raw} == raw
+        assert new["k"] == 10 and new["neighbor_recall_at_k"] == raw["neighbor_recall_at_10"]
+        assert set(ROW_KEYS) <= set(new)
+    assert load_rows(tmp_path / "results.json")[0] == rows
+
+
+def test_k_other_than_10_never_writes_an_at_10_key(tmp_path: Path) -> None:
+    row = Row(dataset="d", reducer="pca:8", store="hnsw", k=20, neighbor_recall_at_k=0.5,
+              extra={"note": "kept"})
+    data = row.to_json()
+    assert data["k"] == 20 and data["neighbor_recall_at_k"] == 0.5 and data["note"] == "kept"
+    assert not any(key.endswith("_at_10") for key in data)
+    assert row.get("neighbor_recall_at_10") is None  # no lie about @10
+    back = Row.from_json(data)
+    assert back == row
+    assert metric_title("neighbor_recall_at_k", 20) == "nbr R@20"
+    text = render_report([row, Row(dataset="d", reducer="none", store="hnsw", k=20, bytes_per_vector=1536.0,
+                                   neighbor_recall_at_k=1.0)])
+    assert "nbr R@20" in text and "@10" not in text
+    with pytest.raises(ConfigError, match="field 'k' must be a positive integer"):
+        Row.from_json({"reducer": "pca:8", "store": "hnsw", "k": "ten"})
+
+
+def test_load_results_gives_json_dicts_with_both_spellings() -> None:
+    rows, _ = load_results(OLD_RESULTS)
+    assert isinstance(rows[0], dict)
+    assert rows[0]["neighbor_recall_at_10"] == rows[0]["neighbor_recall_at_k"]
+    json.dumps(rows)  # plain JSON, as the HTML page embeds it
+
+
+def test_report_notes_are_counts_not_walls() -> None:
+    """The committed dev run has 388 rows and skipped configurations: no line over MAX_LINE."""
+    rows, meta = load_rows(REPO / "bench-results" / "dev" / "results.json")
+    assert len(rows) > 300
+    many = dict(meta, skipped=[{"dataset": "stsb", "config": f"lle:{d} → faiss", "reason":
+                                f"ValueError: dimension {d} does not fit the factory " + "x" * 400}
+                               for d in range(200)])
+    text = render_report(rows, many)
+    longest = max(text.splitlines(), key=len)
+    assert len(longest) <= MAX_LINE, longest[:120]
+    notes = text.split("## Notes")[1]
+    assert "skipped 200×: ValueError: dimension N does not fit the factory" in notes
+    assert notes.count("\n- ") < 20  # grouped, not one item per configuration
+    assert "(routed 58)" in notes  # null metrics counted per kind instead of listing 58 labels

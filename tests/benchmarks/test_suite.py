@@ -1,0 +1,156 @@
+"""`slimvec bench --suite FILE` and the planner's quick sweep as in-process harness calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slimvec.benchmarks.plan import quick_sweep
+from slimvec.benchmarks.rows import Row, load_rows
+from slimvec.benchmarks.suite import load_suite
+from slimvec.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _vectors(path: Path, n: int = 400, dim: int = 32) -> Path:
+    """Clustered float32 vectors (so a reducer keeps some and loses some neighbours)."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(12, dim))
+    x = centres[rng.integers(0, 12, n)] + 0.4 * rng.normal(size=(n, dim))
+    np.save(path, x.astype(np.float32), allow_pickle=False)
+    return path
+
+
+def _suite(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+TINY = """
+description = "tiny suite for the tests"
+out = "out"
+[data]
+vectors = "{vectors}"
+max_queries = 40
+[run]
+reducers = ["pca:8"]
+stores = ["faiss:Flat", "faiss:PQ4np"]
+baselines = false
+rescore = [4]
+k = 5
+latency_queries = 5
+latency_repeats = 1
+"""
+
+
+def test_suite_runs_through_the_cli(tmp_path: Path) -> None:
+    vectors = _vectors(tmp_path / "vecs.npy")
+    suite = _suite(tmp_path, TINY.format(vectors=vectors))
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\n", encoding="utf-8")  # the suite's root
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "bench", "--suite", str(suite)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows, meta = load_rows(tmp_path / "out" / "results.json")
+    assert meta["suite"] == str(suite) and meta["suite_description"] == "tiny suite for the tests"
+    assert "--suite" in meta["command"]
+    labels = {(r.reducer, r.store, r.rescore) for r in rows}
+    assert {("none", "faiss:Flat", None), ("pca:8", "faiss:Flat", None), ("pca:8", "faiss:Flat", 4)} <= labels
+    full = next(r for r in rows if r.reducer == "none" and r.store == "faiss:Flat")
+    pca = next(r for r in rows if r.reducer == "pca:8" and r.store == "faiss:Flat" and r.rescore is None)
+    rescored = next(r for r in rows if r.store == "faiss:Flat" and r.rescore == 4)
+    # bytes split: a PQ codebook (4 sub-quantizers × 256 centroids × 8 dims × 4 B) is fixed, not per vector
+    pq = next(r for r in rows if r.reducer == "none" and r.store == "faiss:PQ4np")
+    assert pq.fixed_bytes >= 4 * 256 * 8 * 4
+    assert pq.per_vector_bytes < pq.bytes_per_vector
+    assert pca.fixed_bytes >= pca.reducer_bytes > 0  # the reducer's matrix counts as fixed too
+    assert all(r.k == 5 for r in rows)
+    assert full.neighbor_recall_at_k == pytest.approx(1.0)  # exact store, full dimension
+    assert pca.neighbor_recall_at_k < 1.0 and rescored.neighbor_recall_at_k >= pca.neighbor_recall_at_k
+    raw = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))["rows"][0]
+    assert "neighbor_recall_at_10" not in raw  # k = 5: no key claims @10
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "nbr R@5" in report
+
+
+def test_suite_errors_name_the_file_and_the_key(tmp_path: Path) -> None:
+    vectors = _vectors(tmp_path / "vecs.npy", n=50)
+    typo = _suite(tmp_path, TINY.format(vectors=vectors).replace("rescore = [4]", "rescor = [4]"))
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) rescor in \[run\]; known: .*rescore"):
+        load_suite(typo)
+    wrong = _suite(tmp_path, TINY.format(vectors=vectors).replace("k = 5", 'k = "five"'))
+    with pytest.raises(ConfigError, match="key 'k' expects an integer"):
+        load_suite(wrong)
+    bad_spec = _suite(tmp_path, TINY.format(vectors=vectors).replace('"pca:8"', '"pcaa:8"'))
+    with pytest.raises(ConfigError, match="pcaa"):
+        load_suite(bad_spec)
+    nothing = _suite(tmp_path, "[run]\nreducers = ['pca:8']\n")
+    with pytest.raises(ConfigError, match="Nothing to bench"):
+        load_suite(nothing)
+
+
+def test_checked_in_suites_parse() -> None:
+    suites = sorted((REPO / "benchmarks" / "suites").glob("*.toml"))
+    assert suites, "no suite in benchmarks/suites"
+    for path in suites:
+        suite = load_suite(path)
+        assert suite.out is not None and suite.description, path
+
+
+def test_quick_sweep_runs_the_harness_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_subprocess(*args, **kwargs):  # the sweep must not shell out to `python -m slimvec bench`
+        raise AssertionError(f"quick_sweep started a process: {args[:1]}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
+    vectors = _vectors(tmp_path / "vecs.npy", n=600)
+    rows = quick_sweep(tmp_path / "sweep", vectors=vectors, reducers=["pca:8"], stores=["faiss:Flat"],
+                       sample=300, latency_queries=5, baselines=False)
+    assert all(isinstance(r, Row) for r in rows)
+    assert {r.reducer for r in rows} == {"none", "pca:8"}
+    assert all(r.n_corpus == 300 for r in rows)  # the sample, not the whole file
+    _, meta = load_rows(tmp_path / "sweep" / "results.json")
+    assert meta["command"].startswith("slimvec bench --out OUT --vectors")
+    with pytest.raises(ConfigError, match="pcaa"):
+        quick_sweep(tmp_path / "bad", vectors=vectors, reducers=["pcaa:8"])
+    assert not (tmp_path / "bad").exists()  # validated before anything was written
+
+
+def test_fit_on_train_fits_reducers_on_the_training_vectors_only(tmp_path: Path) -> None:
+    from slimvec.benchmarks.datasets import from_vectors
+    from slimvec.benchmarks.runner import BenchConfig, run_bench
+
+    ds = from_vectors(_vectors(tmp_path / "vecs.npy", n=400), max_queries=40)
+    cfg = dict(reducers=["pca:4"], stores=["faiss:Flat"], baselines=False, latency_queries=5, latency_repeats=1)
+    rows, meta = run_bench([ds], BenchConfig(work_dir=tmp_path / "w1", fit_on="train", **cfg))
+    assert [r.reducer for r in rows] == ["none"]  # no training sentences: pca skipped, with the reason
+    assert "needs training sentences" in meta["skipped"][0]["reason"]
+    # training vectors from another distribution: a PCA fitted there keeps fewer true neighbours
+    ds.train_vectors = np.random.default_rng(1).normal(size=(300, ds.dim)).astype(np.float32)
+    on_corpus, _ = run_bench([ds], BenchConfig(work_dir=tmp_path / "w2", **cfg))
+    on_train, meta = run_bench([ds], BenchConfig(work_dir=tmp_path / "w3", fit_on="train", **cfg))
+    assert meta["config"]["fit_on"] == "train"
+    recall = {name: next(r for r in rows if r.reducer == "pca:4").neighbor_recall_at_k
+              for name, rows in (("corpus", on_corpus), ("train", on_train))}
+    assert recall["train"] < recall["corpus"]
+
+
+def test_benchmarks_md_is_short_and_names_existing_suites() -> None:
+    text = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 420, "BENCHMARKS.md grew: move detail into <!-- details --> blocks of docs/benchmarks"
+    assert max(len(line) for line in lines) <= 300
+    assert "<!-- include:" not in text  # reports are linked, not embedded
+    pages = [text] + [p.read_text(encoding="utf-8") for p in (REPO / "docs" / "benchmarks").glob("*.md")]
+    named = {m for page in pages for m in re.findall(r"--suite (benchmarks/suites/[\w.-]+\.toml)", page)}
+    assert named, "no figure names its suite"
+    for suite in named:
+        assert (REPO / suite).is_file(), suite
