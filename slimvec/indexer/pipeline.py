@@ -145,23 +145,9 @@ def _jsonable(value: Any) -> bool:
 
 
 def _progress(enabled: bool, total: int | None, description: str, unit: str = "docs"):
-    from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
-    )
+    from slimvec.ui import make_progress  # rich bar on a terminal, plain lines in a log
 
-    class _Rate(TextColumn):
-        def __init__(self) -> None:
-            super().__init__("")
-
-        def render(self, task):  # type: ignore[override]
-            from rich.text import Text
-
-            speed = task.finished_speed or task.speed
-            return Text(f"{speed:,.0f} {unit}/s" if speed else "")
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    _Rate(), TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled,
-                    transient=False)
+    return make_progress(enabled, unit=unit)
 
 
 def _strict_records(records: Iterator[Document | Reject]) -> Iterator[Document | Reject]:

@@ -30,6 +30,7 @@ from typing import Any
 from transformers import AutoConfig, AutoModel, BertConfig, BertModel
 
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.models import PRUNED_CONFIG, quiet_loading
 from slimvec.persistence import _fsync_dir, library_versions, read_json, sha256_file, write_json_atomic
 from slimvec.pruning.masks import find_bert, layer_shapes
 from slimvec.pruning.prune import resize_layer
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 FORMAT = "slimvec-pruned-encoder"
 FORMAT_VERSION = 1
 MODEL_TYPE = "slimvec_pruned_bert"
-CONFIG_NAME = "slimvec_pruned.json"
+CONFIG_NAME = PRUNED_CONFIG
 WEIGHTS_NAME = "model.safetensors"
 #: config keys that are transformers bookkeeping, not architecture
 _NOT_ARCHITECTURE = {"architectures", "model_type", "transformers_version", "auto_map",
@@ -312,14 +313,15 @@ def load_pruned_model(path: str | os.PathLike[str], device: str | None = None) -
     config_kwargs = dict(cfg["architecture"])
     config_kwargs.update(heads_per_layer=cfg["heads_per_layer"],
                          intermediate_sizes=cfg["intermediate_sizes"])
-    transformer = Transformer(
-        str(path),
-        max_seq_length=int(cfg["max_seq_length"]),
-        do_lower_case=bool(cfg.get("do_lower_case", False)),
-        config_kwargs=config_kwargs,
-        model_kwargs={"local_files_only": True},
-        processor_kwargs={"local_files_only": True},
-    )
+    with quiet_loading():
+        transformer = Transformer(
+            str(path),
+            max_seq_length=int(cfg["max_seq_length"]),
+            do_lower_case=bool(cfg.get("do_lower_case", False)),
+            config_kwargs=config_kwargs,
+            model_kwargs={"local_files_only": True},
+            processor_kwargs={"local_files_only": True},
+        )
     bert = find_bert(transformer)
     got = layer_shapes(bert)
     want = list(zip(cfg["heads_per_layer"], cfg["intermediate_sizes"]))

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from slimvec.errors import ConfigError
 from slimvec.pruning.importance import Importance, compute_importance
 from slimvec.pruning.masks import layer_shapes
-from slimvec.pruning.persist import model_bytes, save_pruned_model
+from slimvec.pruning.persist import load_pruned_model, model_bytes, save_pruned_model
 from slimvec.pruning.prune import PruningPlan, plan_pruning, prune_model
 from slimvec.pruning.rewind import RewindResult, rewind
 
@@ -100,17 +100,18 @@ class PruneReport:
 
 def load_source_model(spec: str | os.PathLike[str] | None, device: str = "cpu") -> Any:
     """The sentence-transformers model named by an encoder spec (``minilm`` or a folder)."""
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.models import is_pruned_folder, load_sentence_transformer, resolve_model
 
-    return Encoder(spec, device=device).model
+    path = resolve_model(spec)
+    if is_pruned_folder(path):
+        return load_pruned_model(path, device=device)
+    return load_sentence_transformer(path, device=device)
 
 
 def _bars(enabled: bool):
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from slimvec.ui import make_progress
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled)
+    return make_progress(enabled, unit="sentences")
 
 
 def prune_encoder(
@@ -159,7 +160,7 @@ def prune_encoder(
     seconds: dict[str, float] = {}
     with _bars(opts.progress) as bars:
         task = bars.add_task(f"scoring heads and neurons ({len(score_set):,} sentences)",
-                             total=len(score_set))
+                             total=len(score_set), unit="sentences")
         t0 = time.perf_counter()
         importance = compute_importance(
             model, score_set, positives, lam=opts.lam, batch_size=opts.batch_size,
@@ -173,7 +174,7 @@ def prune_encoder(
         result = RewindResult(0, 0.0, [], {"objective": "none"})
         if opts.rewind_steps > 0:
             task = bars.add_task(f"rewinding (SimCSE on {len(sentences):,} sentences)",
-                                 total=opts.rewind_steps)
+                                 total=opts.rewind_steps, unit="steps")
             t0 = time.perf_counter()
             result = rewind(model, sentences, opts.rewind_steps, lr=opts.rewind_lr,
                             batch_size=opts.batch_size, max_seq_length=opts.max_seq_length,

@@ -28,7 +28,7 @@ from slimvec.reducers._torch import (
 )
 from slimvec.reducers.base import Reducer
 
-__all__ = ["EmbedTextNetReducer", "build_embedtextnet"]
+__all__ = ["EmbedTextNetReducer", "build_embedtextnet", "gamma_rule", "DEFAULT_GAMMA", "PAPER_GAMMA"]
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,28 @@ _UPSAMPLE = 8
 LOGVAR_BOUND = 10.0
 
 
+#: the default gamma: the value the project's measurements favour on sentence embeddings
+#: (BENCHMARKS.md, reducer D-sweep: task recall@10 0.892 vs PCA 0.881 at D = 16, where the paper's
+#: rule gives 0.400; docs/benchmarks/learned.md has the ``slimvec bench`` check)
+DEFAULT_GAMMA = 1000.0
+#: ``gamma=paper`` selects the paper's rule (:func:`gamma_rule`)
+PAPER_GAMMA = "paper"
+
+
 def gamma_rule(first_rec: float) -> float:
     """The paper's tuning value: ``gamma = 10`` if the first reconstruction loss < 0.1, else 0.3."""
     return 10.0 if first_rec < 0.1 else 0.3
+
+
+def _check_gamma(gamma: Any) -> float | str:
+    """``gamma`` as a positive float or :data:`PAPER_GAMMA`; anything else is a ConfigError."""
+    if isinstance(gamma, str) and gamma.strip().lower() == PAPER_GAMMA:
+        return PAPER_GAMMA
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma > 0 \
+            or not math.isfinite(gamma):
+        raise ConfigError(f"embedtextnet: gamma must be a positive number or 'paper' (the paper's "
+                          f"rule: 10 or 0.3 from the first reconstruction loss), got {gamma!r}.")
+    return float(gamma)
 
 
 def build_embedtextnet(dim_in: int, n_components: int, width: int = 32, leaky_slope: float = 0.01):
@@ -114,7 +133,12 @@ class EmbedTextNetReducer(Reducer):
       else ``0.3``. So after epoch 1 the weighted reconstruction is ``gamma`` times the KL term,
       which matches the paper's stated intent (more weight on reconstruction; a larger gamma when
       the reconstruction loss is small). ``W`` is clipped to ``[1, w_max]`` so a vanishing KL in
-      the first epoch cannot switch reconstruction off. ``gamma`` overrides the rule.
+      the first epoch cannot switch reconstruction off.
+    - **gamma (ours: 1000 by default).** The paper's rule (``gamma=paper``) lets the KL term win
+      on unit-norm sentence embeddings (a partial posterior collapse: task recall@10 0.400 at
+      D = 16 where PCA keeps 0.881); ``gamma=1000`` keeps the reconstruction dominant and beats
+      PCA at D = 16 (0.892). See BENCHMARKS.md (reducer D-sweep) and
+      docs/benchmarks/learned.md.
     - **Loss scales.** ``L_rec`` is the MSE averaged over coordinates and batch; ``L_KL`` is summed
       over latent dimensions and averaged over the batch; the correlation term is averaged over
       the batch (each ``1 - r`` lies in [0, 2]).
@@ -147,8 +171,9 @@ class EmbedTextNetReducer(Reducer):
     small_set : int, default 12000
     corr_after : int, default 5
         N of Algorithm 1: epochs before the correlation penalty is added.
-    gamma : float or None, default None
-        Override the gamma rule.
+    gamma : float or "paper", default 1000
+        Weight of reconstruction against KL after epoch 1; ``"paper"`` applies the paper's rule
+        (10 if the first reconstruction loss < 0.1, else 0.3). ``None`` means the default.
     w_max : float, default 1e5
     width : int, default 32
     leaky_slope : float, default 0.3
@@ -179,7 +204,7 @@ class EmbedTextNetReducer(Reducer):
         batch_size: int | None = None,
         small_set: int = 12000,
         corr_after: int = 5,
-        gamma: float | None = None,
+        gamma: float | str | None = DEFAULT_GAMMA,
         w_max: float = 1e5,
         width: int = 32,
         leaky_slope: float = 0.3,
@@ -205,6 +230,7 @@ class EmbedTextNetReducer(Reducer):
             raise ConfigError(f"embedtextnet: epochs must be a positive integer, got {self.epochs!r}.")
         if dim < 8:
             raise ConfigError(f"embedtextnet needs input dimension >= 8 (two poolings), got {dim}.")
+        _check_gamma(DEFAULT_GAMMA if self.gamma is None else self.gamma)
         batch = self.batch_size or (32 if n < self.small_set else 256)
         if not isinstance(batch, int) or batch < 2:
             raise ConfigError(f"embedtextnet: batch_size must be an integer >= 2, got {batch!r}.")
@@ -272,7 +298,8 @@ class EmbedTextNetReducer(Reducer):
                          epoch + 1, self.epochs, weight, means["rec"], means["kl"], means["corr"])
                 if epoch == 0:
                     raw_rec = means["rec"] * scale**2  # in the input's own units
-                    gamma = float(self.gamma) if self.gamma is not None else gamma_rule(raw_rec)
+                    choice = _check_gamma(DEFAULT_GAMMA if self.gamma is None else self.gamma)
+                    gamma = gamma_rule(raw_rec) if choice == PAPER_GAMMA else float(choice)
                     raw = gamma * means["kl"] / max(means["rec"], 1e-12)
                     weight = float(min(max(raw, 1.0), self.w_max))
                     self.gamma_ = gamma
