@@ -1,5 +1,5 @@
 """``slimvec tune``: search reducer × store × rescoring depth on a sample of your data and write
-the winning recipe (``tuned.json``) for ``slimvec ingest --recipe tuned.json``."""
+the winning recipe (``tuned.json``, :mod:`slimvec.recipe`; see docs/recipes.md)."""
 
 from __future__ import annotations
 
@@ -80,5 +80,5 @@ def tune(
     for note in result.notes:
         console.print(f"note: {note}")
     path = save_recipe(out, result.recipe())
-    console.print(f"winner: [bold]{result.best.recipe}[/] written to {path}; use it with "  # type: ignore[union-attr]
-                  f"slimvec ingest --recipe {path}")
+    console.print(f"winner: [bold]{result.best.recipe}[/] written to {path} "  # type: ignore[union-attr]
+                  "(reducer, store and rescoring depth: see docs/recipes.md)")
