@@ -29,7 +29,7 @@ from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
 
-__all__ = ["RescoreCalibration", "calibrate_rescore", "depth_ladder", "pick_sample", "exact_neighbours"]
+__all__ = ["RescoreCalibration", "calibrate_rescore", "depth_ladder", "pick_sample", "exact_neighbours", "corpus_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,11 @@ def _corpus(full: FullVectors | tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarr
             raise ConfigError("calibrate_rescore: a sample id is not among the corpus ids.")
         return np.asarray(vecs[order[pos]], dtype=np.float32)
     return sid, lookup
+
+
+def corpus_ids(full: FullVectors | tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Sorted unique ids held by the full vectors (to draw a calibration sample from)."""
+    return _corpus(full)[0]
 
 
 def exact_neighbours(full: FullVectors | tuple[np.ndarray, np.ndarray], query_ids: np.ndarray,

@@ -10,7 +10,8 @@ from slimvec.benchmarks.metrics import exact_topk
 from slimvec.connectors import make_store
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError
-from slimvec.indexer.calibrate import calibrate_rescore, depth_ladder, exact_neighbours, pick_sample
+from slimvec.indexer.calibrate import (calibrate_rescore, corpus_ids, depth_ladder, exact_neighbours,
+                                      pick_sample)
 from slimvec.reducers import make_reducer
 
 
@@ -44,6 +45,7 @@ def test_exact_neighbours_match_brute_force(tmp_path, minilm_vectors):
     full.append(np.arange(1, 1201), X)
     full.commit()
     q = np.array([3, 40, 999])
+    np.testing.assert_array_equal(corpus_ids(full), np.arange(1, 1201))
     got = exact_neighbours(full, q, 10, block=500)  # several blocks
     want = exact_topk(X, X[q - 1], 10, exclude=q - 1) + 1
     assert [set(r) for r in got.tolist()] == [set(r) for r in want.tolist()]
