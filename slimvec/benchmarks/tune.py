@@ -11,8 +11,9 @@ user's own vectors:
 2. the others are measured on a small sample (rung 1): each (reducer, store) is built once and
    searched with every rescoring depth; neighbour recall@k against exact full-dimension search on
    held-out sample queries, single-query p50 latency;
-3. the better half (ranked by the objective) goes on to a sample four times larger, and so on up
-   to the largest rung; the winner is the best candidate of the last rung.
+3. the better half (ranked by the objective) and the best quarter by recall go on to a sample
+   four times larger, and so on up to the largest rung; the winner is the best candidate of the
+   last rung.
 
 Objective: with ``min_recall``, the smallest predicted RAM among candidates meeting it (and
 ``max_p50_ms``); without it, the best recall within the budget. Latency is measured at the sample
@@ -249,7 +250,11 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                            and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
         alive.sort(key=lambda c: _objective(c, min_recall))
         if rung < len(sizes):
-            alive = alive[:max(1, math.ceil(len(alive) / 2))]
+            # the better half by the objective, plus the best quarter by recall: a cheap candidate
+            # that only just met the floor on a small sample may miss it on the next one
+            keep = alive[:max(1, math.ceil(len(alive) / 2))]
+            by_recall = sorted(alive, key=lambda c: -(c.recall or 0.0))[:max(1, math.ceil(len(alive) / 4))]
+            alive = keep + [c for c in by_recall if c not in keep]
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "
