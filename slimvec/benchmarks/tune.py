@@ -75,17 +75,28 @@ class TuneResult:
     best: TuneCandidate | None
     candidates: list[TuneCandidate]
     notes: list[str] = field(default_factory=list)
+    min_recall: float | None = None
 
     def recipe(self) -> Recipe:
-        """The winning recipe with its measurements and the runner-up table attached."""
+        """The winning recipe with its measurements and the runner-up table attached.
+
+        A rescored winner under a recall floor is written with ``rescore=auto`` and the floor as
+        its target: the depth measured on the sample (``measured["rescore_at_sample"]``) is a
+        lower bound at N, since the depth needed grows with the corpus; the index writer
+        calibrates it on the real corpus.
+        """
         if self.best is None:
             raise ConfigError("No candidate meets the constraints: " + "; ".join(self.notes)
                               + ". Raise --ram-budget, lower --min-recall or --max-p50-ms.")
         b = self.best
         measured = {k: v for k, v in b.row().items() if k not in ("recipe", "note")}
         measured["notes"] = self.notes
-        return Recipe(b.recipe.reducer, b.recipe.store, b.recipe.rescore, b.recipe.keep_full,
-                      b.recipe.target_recall, measured=measured,
+        rescore, target = b.recipe.rescore, b.recipe.target_recall
+        if rescore is not None and self.min_recall is not None:
+            measured["rescore_at_sample"] = rescore
+            rescore, target = "auto", self.min_recall
+        return Recipe(b.recipe.reducer, b.recipe.store, rescore, b.recipe.keep_full,
+                      target, measured=measured,
                       runners_up=[c.row() for c in self.candidates if c is not b][:20])
 
 
@@ -231,7 +242,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
             c.note = "over the RAM budget (predicted)"
     if not alive:
         notes.append(f"every candidate is predicted over the RAM budget of {ram_budget:,} bytes")
-        return TuneResult(None, sorted(cands, key=lambda c: c.ram_bytes), notes)
+        return TuneResult(None, sorted(cands, key=lambda c: c.ram_bytes), notes, min_recall)
     from slimvec.benchmarks.metrics import exact_topk
 
     for rung, n in enumerate(sizes, start=1):
@@ -258,9 +269,10 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "
-                 f"{n_queries} held-out queries; p50 latency measured at the sample size, not at N")
+                 f"{n_queries} held-out queries; recall and p50 latency measured at the sample size: "
+                 "recall falls and the rescoring depth needed grows with N (rescore=auto calibrates it)")
     ranked = sorted(cands, key=lambda c: (-c.rung,) + _objective(c, min_recall))
     best = ranked[0] if ranked and ranked[0].meets else None
     if best is None:
         notes.append("no candidate meets the constraints on the largest sample")
-    return TuneResult(best, ranked, notes)
+    return TuneResult(best, ranked, notes, min_recall)

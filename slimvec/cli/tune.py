@@ -71,7 +71,7 @@ def tune(
                       seed=seed, grid=default_grid(int(np.asarray(X).shape[1]), reducer, store), progress=lambda text: console.print(text))
     table = Table(title=f"candidates at {docs:,} documents (best first)")
     for col in ("recipe", "recall@10", "p50 ms", "RAM", "disk", "sample", "meets"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for c in result.candidates[:top]:
         table.add_row(str(c.recipe), "-" if c.recall is None else f"{c.recall:.4f}",
                       "-" if c.p50_ms is None else f"{c.p50_ms:.3f}", _human(c.ram_bytes),
@@ -79,6 +79,6 @@ def tune(
     Console().print(table)
     for note in result.notes:
         console.print(f"note: {note}")
-    path = save_recipe(out, result.recipe())
-    console.print(f"winner: [bold]{result.best.recipe}[/] written to {path} "  # type: ignore[union-attr]
-                  "(reducer, store and rescoring depth: see docs/recipes.md)")
+    recipe = result.recipe()
+    path = save_recipe(out, recipe)
+    console.print(f"winner: [bold]{recipe}[/] written to {path} (see docs/recipes.md)")

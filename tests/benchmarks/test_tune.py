@@ -30,6 +30,9 @@ def test_winner_meets_the_floor_at_least_ram(minilm_vectors, tmp_path):
     assert str(best.recipe) != "none|hnsw"  # full 384-d HNSW costs more RAM than a reduced one
     recipe = res.recipe()
     assert recipe.measured["neighbor_recall_at_10"] == pytest.approx(best.recall, abs=1e-4)
+    if best.recipe.rescore is not None:  # the depth is calibrated on the real corpus at build time
+        assert recipe.auto_rescore and recipe.target_recall == 0.95
+        assert recipe.measured["rescore_at_sample"] == best.recipe.rescore
     assert len(recipe.runners_up) == len(GRID) - 1
 
 
