@@ -36,6 +36,7 @@ _COMMANDS = [
     ("slimvec.cli.migrate", "export", "export"),
     ("slimvec.cli.prune", "prune", "prune"),
     ("slimvec.cli.report", "report", "report"),
+    ("slimvec.cli.tune", "tune", "tune"),
 ]
 
 

@@ -216,7 +216,7 @@ class Index:
             similarities when rescoring).
         """
         vectors = self.embed(queries)
-        reduced = self.reducer.transform(vectors)
+        reduced = getattr(self.reducer, "transform_query", self.reducer.transform)(vectors)  # leanvec: query side
         if not rescore:
             return self.store.search(reduced, k, **params)
         if int(rescore) < 1:

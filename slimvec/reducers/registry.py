@@ -15,6 +15,7 @@ __all__ = ["REDUCERS", "reducer_class", "make_reducer", "known_reducers"]
 REDUCERS: dict[str, str] = {
     "none": "slimvec.reducers.identity:IdentityReducer",
     "pca": "slimvec.reducers.linear:PCAReducer",
+    "leanvec": "slimvec.reducers.leanvec:LeanVecReducer",
     "whiten": "slimvec.reducers.projections:WhitenReducer",
     "svd": "slimvec.reducers.projections:SVDReducer",
     "rp": "slimvec.reducers.projections:RandomProjectionReducer",

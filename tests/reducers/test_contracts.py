@@ -16,6 +16,7 @@ from slimvec.reducers.registry import known_reducers
 SPECS = {
     "none": "none",
     "pca": "pca:8",
+    "leanvec": "leanvec:8",
     "whiten": "whiten:8",
     "svd": "svd:8",
     "rp": "rp:8",

@@ -15,6 +15,7 @@ ESTIMATORS = [
         "none",
         "pca:2",
         "pca:2,whiten=true",
+        "leanvec:2",
         "whiten:2",
         "svd:2",
         "rp:2",

@@ -1,0 +1,278 @@
+"""``slimvec tune``: the recipe (reducer × store × rescoring depth) that fits the user's budget.
+
+Successive halving over a grid of :class:`~slimvec.recipe.Recipe` candidates, on samples of the
+user's own vectors:
+
+1. every candidate's RAM and disk at the target corpus size N are predicted with the store size
+   models (:mod:`slimvec.benchmarks.sizing`, fitted on real builds at 1,000 and 2,000 vectors),
+   plus the reducer matrix and, when rescoring, the full vectors' id column (16 B/vector in RAM;
+   the full vectors themselves are memory-mapped from disk and counted on disk). Candidates over
+   ``ram_budget`` are dropped before anything is measured;
+2. the others are measured on a small sample (rung 1): each (reducer, store) is built once and
+   searched with every rescoring depth; neighbour recall@k against exact full-dimension search on
+   held-out sample queries, single-query p50 latency;
+3. the better half (ranked by the objective) and the best quarter by recall go on to a sample
+   four times larger, and so on up to the largest rung; the winner is the best candidate of the
+   last rung.
+
+Objective: with ``min_recall``, the smallest predicted RAM among candidates meeting it (and
+``max_p50_ms``); without it, the best recall within the budget. Latency is measured at the sample
+size, not predicted at N (HNSW search grows about with log N): the table says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from slimvec.recipe import Recipe
+from slimvec.errors import ConfigError
+
+__all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune"]
+
+log = logging.getLogger(__name__)
+
+#: RAM per vector of the full vectors' id lookup (sorted ids + rows, int64 each) when rescoring
+FULL_ID_RAM = 16
+
+
+@dataclass
+class TuneCandidate:
+    """One recipe and what was measured / predicted for it."""
+
+    recipe: Recipe
+    dim_out: int
+    ram_bytes: float = 0.0
+    disk_bytes: float = 0.0
+    recall: float | None = None
+    p50_ms: float | None = None
+    rung: int = 0
+    n_sample: int = 0
+    meets: bool = False
+    note: str = ""
+
+    def row(self) -> dict[str, Any]:
+        """A JSON row of the runner-up table."""
+        return {"recipe": str(self.recipe), "dim_out": self.dim_out, "ram_bytes": int(self.ram_bytes),
+                "disk_bytes": int(self.disk_bytes),
+                "neighbor_recall_at_10": None if self.recall is None else round(self.recall, 4),
+                "latency_p50_ms": None if self.p50_ms is None else round(self.p50_ms, 4),
+                "rung": self.rung, "n_sample": self.n_sample, "meets": self.meets, "note": self.note}
+
+
+@dataclass
+class TuneResult:
+    """Winner (None when nothing fits), every candidate best first, and notes."""
+
+    best: TuneCandidate | None
+    candidates: list[TuneCandidate]
+    notes: list[str] = field(default_factory=list)
+    min_recall: float | None = None
+
+    def recipe(self) -> Recipe:
+        """The winning recipe with its measurements and the runner-up table attached.
+
+        A rescored winner under a recall floor is written with ``rescore=auto`` and the floor as
+        its target: the depth measured on the sample (``measured["rescore_at_sample"]``) is a
+        lower bound at N, since the depth needed grows with the corpus; the index writer
+        calibrates it on the real corpus.
+        """
+        if self.best is None:
+            raise ConfigError("No candidate meets the constraints: " + "; ".join(self.notes)
+                              + ". Raise --ram-budget, lower --min-recall or --max-p50-ms.")
+        b = self.best
+        measured = {k: v for k, v in b.row().items() if k not in ("recipe", "note")}
+        measured["notes"] = self.notes
+        rescore, target = b.recipe.rescore, b.recipe.target_recall
+        if rescore is not None and self.min_recall is not None:
+            measured["rescore_at_sample"] = rescore
+            rescore, target = "auto", self.min_recall
+        return Recipe(b.recipe.reducer, b.recipe.store, rescore, b.recipe.keep_full,
+                      target, measured=measured,
+                      runners_up=[c.row() for c in self.candidates if c is not b][:20])
+
+
+def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] = ()) -> list[Recipe]:
+    """Full dimension and PCA at 1/2, 1/4, 1/8 (or ``reducers``) × hnswlib / FAISS HNSW32 / FAISS
+    HNSW32,SQ8 (or ``stores``) × no rescoring and R = 2, 4, 8, 16 (the full dimension rescored
+    only when quantized)."""
+    reducers = list(reducers) or ["none"] + [f"pca:{d}" for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
+    stores = list(stores) or ["hnsw", "faiss:HNSW32", "faiss:HNSW32,SQ8"]
+    out = []
+    for red in reducers:
+        for store in stores:
+            lossless = red == "none" and "SQ" not in store
+            for R in [None] + ([] if lossless else [2, 4, 8, 16]):
+                out.append(Recipe(red, store, R))
+    return out
+
+
+def _objective(c: TuneCandidate, min_recall: float | None) -> tuple:
+    recall = c.recall if c.recall is not None else -1.0
+    if min_recall is not None:
+        return (0 if c.meets else 1, c.ram_bytes if c.meets else -recall, c.p50_ms or 0.0)
+    return (0 if c.meets else 1, -recall, c.ram_bytes)
+
+
+def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path) -> list[str]:
+    from slimvec.benchmarks.sizing import calibrate, sizing_spec
+
+    notes = []
+    by_store: dict[str, list[TuneCandidate]] = {}
+    for c in cands:
+        by_store.setdefault(sizing_spec(c.recipe.store), []).append(c)
+    for spec, group in by_store.items():
+        dims = sorted({c.dim_out for c in group})
+        model, _ = calibrate(spec, (1000, 2000), sorted({dims[0], dims[-1]}), workdir=workdir)
+        for c in group:
+            reducer_bytes = 0 if c.recipe.reducer == "none" else 4 * dim * (c.dim_out + 1)
+            c.ram_bytes = model.ram_bytes(docs, c.dim_out) + reducer_bytes
+            c.disk_bytes = model.disk_bytes(docs, c.dim_out) + reducer_bytes
+            if c.recipe.rescore is not None:
+                c.ram_bytes += FULL_ID_RAM * docs
+                c.disk_bytes += docs * (dim * (2 if c.recipe.keep_full == "float16" else 4) + 8)
+    notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000")
+    return notes
+
+
+def _measure_group(group: list[TuneCandidate], corpus: np.ndarray, queries: np.ndarray,
+                   truth: np.ndarray, k: int, fit: np.ndarray, workdir: Path, latency_queries: int) -> None:
+    """Build one (reducer, store) on ``corpus`` and measure every rescoring depth of ``group``."""
+    from slimvec.connectors import make_store
+    from slimvec.connectors.fullvectors import FullVectors
+    from slimvec.reducers import make_reducer
+
+    first = group[0].recipe
+    reducer = make_reducer(first.reducer).fit(fit)
+    to_query = getattr(reducer, "transform_query", reducer.transform)
+    folder = Path(tempfile.mkdtemp(prefix="tune-", dir=workdir))
+    try:
+        store = make_store(first.store, folder / "store").create(reducer.n_components_)
+        ids = np.arange(1, len(corpus) + 1)
+        for lo in range(0, len(corpus), 4096):
+            store.upsert(ids[lo:lo + 4096], reducer.transform(corpus[lo:lo + 4096]))
+        store.finalize()
+        full = None
+        if any(c.recipe.rescore is not None for c in group):
+            full = FullVectors.create(folder / "full", corpus.shape[1],
+                                      dtype=next(c.recipe.keep_full for c in group if c.recipe.keep_full))
+            full.append(ids, corpus)
+            full.commit()
+        rq = to_query(queries)
+        for c in group:
+            R = c.recipe.rescore
+
+            def search(i: slice, R: Any = R) -> np.ndarray:
+                if R is None:
+                    return store.search(rq[i], k).ids
+                return full.rerank(queries[i], store.search(rq[i], k * int(R)), k).ids  # type: ignore[union-attr]
+
+            found = search(slice(None)) - 1
+            c.recall = float(np.mean([len(set(f.tolist()) & set(t.tolist())) / k for f, t in zip(found, truth)]))
+            times = []
+            for j in range(min(latency_queries, len(queries))):
+                t0 = time.perf_counter()
+                search(slice(j, j + 1))
+                times.append((time.perf_counter() - t0) * 1000)
+            c.p50_ms = float(np.median(times))
+        store.close()
+        if full is not None:
+            full.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_recall: float | None = None,
+         max_p50_ms: float | None = None, grid: Sequence[Recipe] | None = None,
+         rungs: Sequence[int] = (2000, 8000, 32000), n_queries: int = 200, k: int = 10, seed: int = 0,
+         latency_queries: int = 50, workdir: str | Path | None = None,
+         progress: Callable[[str], None] | None = None) -> TuneResult:
+    """Choose a recipe for ``docs`` vectors like ``vectors`` under the constraints.
+
+    Parameters
+    ----------
+    vectors : ndarray (n, dim)
+        A sample of the user's vectors (cosine; queries are held out from it).
+    docs : int
+        Corpus size to plan for (RAM and disk are predicted at this N).
+    ram_budget : int, optional
+        Bytes of RAM the searchable index may use at ``docs``.
+    min_recall : float, optional
+        Neighbour recall@k floor.
+    max_p50_ms : float, optional
+        Single-query p50 ceiling (measured at the sample size).
+    grid : list of Recipe, optional
+        Candidates (default :func:`default_grid`).
+    rungs : list of int
+        Corpus sample sizes of the successive-halving rungs (capped at what ``vectors`` holds).
+
+    Returns
+    -------
+    TuneResult
+    """
+    if docs <= 0:
+        raise ConfigError(f"--docs must be positive, got {docs}.")
+    if min_recall is None and ram_budget is None:
+        raise ConfigError("Give a target: --min-recall R and/or --ram-budget SIZE.")
+    X = np.asarray(vectors, dtype=np.float32)
+    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    if len(X) < n_queries + 100:
+        raise ConfigError(f"tune needs at least {n_queries + 100} vectors, got {len(X)}.")
+    say = progress or (lambda text: log.info(text))
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(X))
+    queries, pool = X[perm[:n_queries]], X[perm[n_queries:]]
+    sizes = sorted({min(int(r), len(pool)) for r in rungs})
+    cands = [TuneCandidate(r, X.shape[1] if r.reducer == "none" else int(r.reducer.split(":")[1].split(",")[0]))
+             for r in (grid or default_grid(X.shape[1]))]
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="slimvec-tune-"))
+    work.mkdir(parents=True, exist_ok=True)
+    notes = _predict_sizes(cands, docs, X.shape[1], work)
+    alive = [c for c in cands if ram_budget is None or c.ram_bytes <= ram_budget]
+    for c in cands:
+        if c not in alive:
+            c.note = "over the RAM budget (predicted)"
+    if not alive:
+        notes.append(f"every candidate is predicted over the RAM budget of {ram_budget:,} bytes")
+        return TuneResult(None, sorted(cands, key=lambda c: c.ram_bytes), notes, min_recall)
+    from slimvec.benchmarks.metrics import exact_topk
+
+    for rung, n in enumerate(sizes, start=1):
+        corpus = pool[:n]
+        truth = exact_topk(corpus, queries, k)
+        fit = corpus[: min(n, 20000)]
+        groups: dict[tuple[str, str], list[TuneCandidate]] = {}
+        for c in alive:
+            groups.setdefault((c.recipe.reducer, c.recipe.store), []).append(c)
+        say(f"rung {rung}: {len(alive)} candidates on {n:,} vectors")
+        for group in groups.values():
+            _measure_group(group, corpus, queries, truth, k, fit, work, latency_queries)
+            for c in group:
+                c.rung, c.n_sample = rung, n
+                c.meets = ((min_recall is None or c.recall >= min_recall)  # type: ignore[operator]
+                           and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
+        alive.sort(key=lambda c: _objective(c, min_recall))
+        if rung < len(sizes):
+            # the better half by the objective, plus the best quarter by recall: a cheap candidate
+            # that only just met the floor on a small sample may miss it on the next one
+            keep = alive[:max(1, math.ceil(len(alive) / 2))]
+            by_recall = sorted(alive, key=lambda c: -(c.recall or 0.0))[:max(1, math.ceil(len(alive) / 4))]
+            alive = keep + [c for c in by_recall if c not in keep]
+    if workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "
+                 f"{n_queries} held-out queries; recall and p50 latency measured at the sample size: "
+                 "recall falls and the rescoring depth needed grows with N (rescore=auto calibrates it)")
+    ranked = sorted(cands, key=lambda c: (-c.rung,) + _objective(c, min_recall))
+    best = ranked[0] if ranked and ranked[0].meets else None
+    if best is None:
+        notes.append("no candidate meets the constraints on the largest sample")
+    return TuneResult(best, ranked, notes, min_recall)

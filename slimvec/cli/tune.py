@@ -1,0 +1,84 @@
+"""``slimvec tune``: search reducer × store × rescoring depth on a sample of your data and write
+the winning recipe (``tuned.json``, :mod:`slimvec.recipe`; see docs/recipes.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from slimvec.errors import ConfigError
+
+__all__ = ["tune"]
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)
+
+
+def tune(
+    docs: int = typer.Option(..., "--docs", help="Corpus size to plan for (RAM and disk are predicted at this N)."),
+    vectors: Optional[Path] = typer.Option(None, "--vectors", help="A sample of your vectors: .npy or Parquet."),
+    pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV whose sentences are encoded with MiniLM (repeatable)."),
+    ram_budget: Optional[str] = typer.Option(None, "--ram-budget", help="RAM the searchable index may use at --docs (2GiB, 512MiB)."),
+    min_recall: Optional[float] = typer.Option(None, "--min-recall", help="Neighbour recall@10 floor (e.g. 0.99)."),
+    max_p50_ms: Optional[float] = typer.Option(None, "--max-p50-ms", help="Single-query p50 latency ceiling, measured at the sample size."),
+    out: Path = typer.Option(Path("tuned.json"), "--out", help="Where the winning recipe is written."),
+    sample: int = typer.Option(32000, "--sample", help="Largest rung of the successive halving (vectors)."),
+    queries: int = typer.Option(200, "--queries", help="Held-out sample queries."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the query / sample split."),
+    reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec to consider (repeatable) [default: none and pca at dim/2, /4, /8]."),
+    store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8]."),
+    top: int = typer.Option(10, "--top", help="Runner-up rows shown."),
+) -> None:
+    """Choose reducer × store × rescoring depth for your budget (successive halving on a sample)."""
+    import numpy as np
+
+    from slimvec.benchmarks.plan import parse_bytes
+    from slimvec.benchmarks.tune import default_grid, tune as run_tune
+    from slimvec.recipe import save_recipe
+
+    if (vectors is None) == (not pairs):
+        raise ConfigError("Give either --vectors FILE or --pairs FILE.tsv (the data to tune on).")
+    if vectors is not None:
+        from slimvec.benchmarks.datasets import load_vector_file
+
+        _, X = load_vector_file(vectors)
+    else:
+        from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
+        from slimvec.benchmarks.pairs import load_pairs
+        from slimvec.indexer.encoder import Encoder
+
+        seen: dict[str, None] = {}
+        for path in pairs:
+            f = load_pairs(path)
+            for a, b in zip(f.s1, f.s2):
+                seen.setdefault(a)
+                seen.setdefault(b)
+        enc = Encoder()
+        X = EncodingCache(default_cache_dir(), enc.fingerprint).encode(enc, list(seen))
+    rungs = sorted({max(sample // 16, 500), max(sample // 4, 1000), sample})
+    console = Console(stderr=True)
+    result = run_tune(np.asarray(X), docs=docs, ram_budget=parse_bytes(ram_budget) if ram_budget else None,
+                      min_recall=min_recall, max_p50_ms=max_p50_ms, rungs=rungs, n_queries=queries,
+                      seed=seed, grid=default_grid(int(np.asarray(X).shape[1]), reducer, store), progress=lambda text: console.print(text))
+    table = Table(title=f"candidates at {docs:,} documents (best first)")
+    for col in ("recipe", "recall@10", "p50 ms", "RAM", "disk", "sample", "meets"):
+        table.add_column(col, overflow="fold")
+    for c in result.candidates[:top]:
+        table.add_row(str(c.recipe), "-" if c.recall is None else f"{c.recall:.4f}",
+                      "-" if c.p50_ms is None else f"{c.p50_ms:.3f}", _human(c.ram_bytes),
+                      _human(c.disk_bytes), f"{c.n_sample:,}", "yes" if c.meets else (c.note or "no"))
+    Console().print(table)
+    for note in result.notes:
+        console.print(f"note: {note}")
+    recipe = result.recipe()
+    path = save_recipe(out, recipe)
+    console.print(f"winner: [bold]{recipe}[/] written to {path} (see docs/recipes.md)")

@@ -1,0 +1,287 @@
+"""A recipe: reducer → store (often quantized) → rescoring from full vectors, as one configuration.
+
+In the spirit of FAISS's ``index_factory``, a recipe is one string of ``|``-separated stages::
+
+    REDUCER | STORE [| key=value[,key=value...]]...
+
+    pca:192|faiss:HNSW32,SQ8|rescore=4
+    pca:96|hnsw:M=16,ef=64|rescore=auto,target=0.99
+    none|faiss:HNSW32,SQ8|rescore=2,keep_full=float16
+    leanvec:128|qdrant-edge:quant=sq8
+
+- ``REDUCER`` is a reducer spec (``none`` for the full dimension), ``STORE`` a store spec; both are
+  the specs ``--reducer`` and ``--store`` take (a FAISS factory keeps its commas: the stage
+  separator is ``|``, which no spec uses).
+- Options after the store (several per stage, comma-separated, or one stage each):
+
+  ``rescore=R``         re-rank ``k × R`` candidates with the full vectors (R ≥ 1), or
+  ``rescore=auto``      R calibrated at build time (:func:`slimvec.indexer.calibrate.calibrate_rescore`)
+                        as the smallest depth whose measured neighbour recall@k reaches ``target``;
+  ``target=0.99``       recall@k target of ``rescore=auto`` (0 < target ≤ 1; default 0.99);
+  ``keep_full=float32`` dtype of the full vectors kept on disk (``float32`` or ``float16``);
+                        defaults to ``float32`` when rescoring, ``none`` otherwise.
+
+A recipe is saved as JSON (``tuned.json``, written by ``slimvec tune``)::
+
+    {"format": "slimvec-recipe", "version": 1, "recipe": "pca:192|faiss:HNSW32,SQ8|rescore=4",
+     "reducer": "pca:192", "store": "faiss:HNSW32,SQ8", "rescore": 4, "keep_full": "float32",
+     "target_recall": 0.99, "measured": {...}, "runners_up": [...]}
+
+``recipe`` and the separate fields must agree; ``measured`` and ``runners_up`` are free-form
+records of how the recipe was chosen and are kept as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Union
+
+from slimvec.errors import ConfigError, PersistenceError
+
+__all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe",
+           "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
+
+RECIPE_FORMAT = "slimvec-recipe"
+RECIPE_VERSION = 1
+DEFAULT_TARGET = 0.99
+KEEP_FULL_DTYPES = ("float32", "float16")
+_OPTIONS = ("rescore", "target", "keep_full")
+
+Rescore = Union[int, str, None]
+
+
+def _check_rescore(value: Any, where: str) -> Rescore:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        if text in ("none", "off", "false"):
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"{where}: rescore must be a positive integer or 'auto', got {value!r} "
+                              "(e.g. rescore=4 or rescore=auto).") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: rescore must be a positive integer or 'auto', got {value!r}.")
+    if value < 1:
+        raise ConfigError(f"{where}: rescore must be >= 1 (candidates per result), got {value}; "
+                          "leave it out to search without rescoring.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Reducer → store → rescoring, as one validated configuration.
+
+    Attributes
+    ----------
+    reducer : str
+        Canonical reducer spec (``none``: full dimension).
+    store : str
+        Canonical store spec.
+    rescore : int, ``"auto"`` or None
+        Candidates per result re-ranked with the full vectors; ``"auto"``: calibrated at build time.
+    keep_full : str or None
+        dtype of the full vectors kept on disk (``float32``/``float16``); required to rescore.
+    target_recall : float
+        Neighbour recall@k that ``rescore="auto"`` calibrates for.
+    measured : dict
+        Free-form record of how the recipe was chosen (``slimvec tune``).
+    runners_up : list of dict
+        Free-form table of the candidates that lost.
+    """
+
+    reducer: str = "pca:96"
+    store: str = "qdrant-edge"
+    rescore: Rescore = None
+    keep_full: str | None = None
+    target_recall: float = DEFAULT_TARGET
+    measured: dict[str, Any] = field(default_factory=dict, compare=False)
+    runners_up: list[dict[str, Any]] = field(default_factory=list, compare=False)
+
+    def __post_init__(self) -> None:
+        from slimvec.connectors import canonical_store_spec
+        from slimvec.reducers import make_reducer
+
+        where = f"Recipe {self.reducer}|{self.store}"
+        try:
+            reducer = make_reducer(self.reducer).spec if str(self.reducer).strip().lower() != "none" else "none"
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: reducer stage: {exc}") from exc
+        try:
+            store = canonical_store_spec(self.store)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: store stage: {exc}") from exc
+        rescore = _check_rescore(self.rescore, where)
+        keep = self.keep_full
+        if isinstance(keep, str) and keep.strip().lower() in ("none", "false", "off", ""):
+            keep = None
+        if keep is not None and keep not in KEEP_FULL_DTYPES:
+            raise ConfigError(f"{where}: keep_full must be one of {', '.join(KEEP_FULL_DTYPES)} or none, "
+                              f"got {keep!r}.")
+        if rescore is not None and keep is None:
+            if self.keep_full is not None:  # explicitly "none"
+                raise ConfigError(f"{where}: rescore={rescore} needs the full vectors on disk, but "
+                                  "keep_full=none. Drop keep_full=none or the rescore option.")
+            keep = "float32"
+        target = self.target_recall
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < float(target) <= 1.0:
+            raise ConfigError(f"{where}: target must be a recall in (0, 1], got {target!r} (e.g. target=0.99).")
+        object.__setattr__(self, "reducer", reducer)
+        object.__setattr__(self, "store", store)
+        object.__setattr__(self, "rescore", rescore)
+        object.__setattr__(self, "keep_full", keep)
+        object.__setattr__(self, "target_recall", float(target))
+
+    # ------------------------------------------------------------------ strings
+    @property
+    def auto_rescore(self) -> bool:
+        """True when the rescoring depth is calibrated at build time."""
+        return self.rescore == "auto"
+
+    def __str__(self) -> str:
+        """The canonical recipe string (round-trips through :func:`parse_recipe`)."""
+        opts: list[str] = []
+        if self.rescore is not None:
+            opts.append(f"rescore={self.rescore}")
+        if self.auto_rescore:
+            opts.append(f"target={self.target_recall:g}")
+        default_keep = "float32" if self.rescore is not None else None
+        if self.keep_full != default_keep:
+            opts.append(f"keep_full={self.keep_full or 'none'}")
+        return "|".join([self.reducer, self.store] + ([",".join(opts)] if opts else []))
+
+    def with_depth(self, depth: int) -> "Recipe":
+        """This recipe with a fixed rescoring depth (after calibration)."""
+        return replace(self, rescore=int(depth))
+
+    # --------------------------------------------------------------------- JSON
+    def to_json(self) -> dict[str, Any]:
+        """The ``tuned.json`` form (see the module docstring)."""
+        return {"format": RECIPE_FORMAT, "version": RECIPE_VERSION, "recipe": str(self),
+                "reducer": self.reducer, "store": self.store, "rescore": self.rescore,
+                "keep_full": self.keep_full, "target_recall": self.target_recall,
+                "measured": self.measured, "runners_up": self.runners_up}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = "recipe JSON") -> "Recipe":
+        """Inverse of :meth:`to_json`; a bare ``{"recipe": "..."}`` is accepted too.
+
+        Raises
+        ------
+        ConfigError
+            Wrong format or version, unknown keys, fields that disagree with ``recipe``.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a JSON object, got {type(data).__name__}.")
+        fmt = data.get("format", RECIPE_FORMAT)
+        if fmt != RECIPE_FORMAT:
+            raise ConfigError(f"{where}: format {fmt!r} is not {RECIPE_FORMAT!r}; is this a recipe file?")
+        version = data.get("version", RECIPE_VERSION)
+        if not isinstance(version, int) or version > RECIPE_VERSION:
+            raise ConfigError(f"{where}: recipe version {version!r} is newer than this slimvec reads "
+                              f"({RECIPE_VERSION}); upgrade slimvec.")
+        known = {"format", "version", "recipe", "reducer", "store", "rescore", "keep_full",
+                 "target_recall", "measured", "runners_up"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}.")
+        extras = {"measured": dict(data.get("measured") or {}),
+                  "runners_up": list(data.get("runners_up") or [])}
+        fields = {k: data[k] for k in ("reducer", "store", "rescore", "keep_full", "target_recall")
+                  if k in data}
+        if "recipe" in data:
+            base = parse_recipe(str(data["recipe"]))
+            from_fields = replace(base, **fields) if fields else base
+            if from_fields != base:
+                raise ConfigError(f"{where}: 'recipe' says {base} but the separate fields say "
+                                  f"{from_fields}; fix one of them.")
+            return replace(base, **extras)
+        if "reducer" not in fields or "store" not in fields:
+            raise ConfigError(f"{where}: needs 'recipe' (e.g. \"pca:96|hnsw|rescore=4\") or both "
+                              "'reducer' and 'store'.")
+        return cls(**fields, **extras)
+
+
+def parse_recipe(text: str) -> Recipe:
+    """Parse a recipe string ``REDUCER|STORE[|key=value,...]`` (see the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        Fewer than two stages, an unknown option, a bad value, an unknown reducer or store.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"Empty recipe {text!r}: expected REDUCER|STORE[|rescore=R], "
+                          "e.g. pca:192|faiss:HNSW32,SQ8|rescore=4.")
+    stages = [s.strip() for s in text.split("|")]
+    if len(stages) < 2 or not stages[0] or not stages[1]:
+        raise ConfigError(f"Recipe {text!r}: expected at least a reducer and a store separated by '|', "
+                          "e.g. pca:96|hnsw or none|faiss:HNSW32,SQ8|rescore=2.")
+    options: dict[str, str] = {}
+    for stage in stages[2:]:
+        for part in filter(None, (p.strip() for p in stage.split(","))):
+            key, eq, value = part.partition("=")
+            key = key.strip().lower()
+            if not eq or key not in _OPTIONS:
+                raise ConfigError(f"Recipe {text!r}: option {part!r} is not one of "
+                                  f"{', '.join(k + '=...' for k in _OPTIONS)}.")
+            if key in options:
+                raise ConfigError(f"Recipe {text!r}: option {key!r} given twice.")
+            options[key] = value.strip()
+    target: Any = DEFAULT_TARGET
+    if "target" in options:
+        try:
+            target = float(options["target"])
+        except ValueError:
+            raise ConfigError(f"Recipe {text!r}: target must be a number in (0, 1], "
+                              f"got {options['target']!r}.") from None
+        if options.get("rescore", "").lower() != "auto":
+            raise ConfigError(f"Recipe {text!r}: target applies to rescore=auto only.")
+    return Recipe(reducer=stages[0], store=stages[1], rescore=options.get("rescore"),
+                  keep_full=options.get("keep_full"), target_recall=target)
+
+
+def save_recipe(path: str | os.PathLike[str], recipe: Recipe) -> Path:
+    """Write ``recipe`` as JSON (atomically) to ``path``; returns the path."""
+    from slimvec.persistence import write_json_atomic
+
+    path = Path(path)
+    write_json_atomic(path, recipe.to_json())
+    return path
+
+
+def load_recipe(path: str | os.PathLike[str]) -> Recipe:
+    """Read a recipe JSON file (``tuned.json``).
+
+    Raises
+    ------
+    PersistenceError
+        The file cannot be read.
+    ConfigError
+        Not JSON, or not a valid recipe (the message names the file).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PersistenceError(f"Cannot read recipe file {path}: {exc}.") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc}); a recipe file is written by slimvec tune.") from exc
+    return Recipe.from_json(data, where=str(path))
+
+
+def resolve_recipe(value: str | os.PathLike[str]) -> Recipe:
+    """``--recipe`` argument: a JSON file (``tuned.json``) or a recipe string."""
+    text = str(value)
+    if text.lower().endswith(".json") or ("|" not in text and Path(text).is_file()):
+        return load_recipe(text)
+    return parse_recipe(text)

@@ -1,0 +1,62 @@
+"""slimvec tune on a tiny real sample: the winner meets the constraints and is the cheapest that
+does among the measured candidates; a budget nothing fits is a clear error; the CLI writes a
+recipe that loads back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from slimvec.benchmarks.tune import tune
+from slimvec.errors import ConfigError
+from slimvec.recipe import Recipe, load_recipe
+
+GRID = [Recipe("none", "hnsw"), Recipe("pca:48", "hnsw"), Recipe("pca:48", "hnsw", 4),
+        Recipe("pca:48", "hnsw", 16), Recipe("pca:96", "faiss:HNSW32,SQ8", 4)]
+
+
+def test_winner_meets_the_floor_at_least_ram(minilm_vectors, tmp_path):
+    res = tune(minilm_vectors[:2000], docs=1_000_000, min_recall=0.95, grid=GRID, rungs=(500, 1500),
+               n_queries=100, latency_queries=5, workdir=tmp_path)
+    best = res.best
+    assert best is not None and best.meets and best.recall >= 0.95
+    final = [c for c in res.candidates if c.rung == 2 and c.meets]
+    assert best.ram_bytes == min(c.ram_bytes for c in final)
+    assert str(best.recipe) != "none|hnsw"  # full 384-d HNSW costs more RAM than a reduced one
+    recipe = res.recipe()
+    assert recipe.measured["neighbor_recall_at_10"] == pytest.approx(best.recall, abs=1e-4)
+    if best.recipe.rescore is not None:  # the depth is calibrated on the real corpus at build time
+        assert recipe.auto_rescore and recipe.target_recall == 0.95
+        assert recipe.measured["rescore_at_sample"] == best.recipe.rescore
+    assert len(recipe.runners_up) == len(GRID) - 1
+
+
+def test_budget_nothing_fits(minilm_vectors, tmp_path):
+    res = tune(minilm_vectors[:1000], docs=10_000_000, ram_budget=1 << 20, grid=GRID[:2],
+               rungs=(500,), n_queries=100, workdir=tmp_path)
+    assert res.best is None and all("over the RAM budget" in c.note for c in res.candidates)
+    with pytest.raises(ConfigError, match="ram-budget"):
+        res.recipe()
+    with pytest.raises(ConfigError, match="target"):
+        tune(minilm_vectors[:1000], docs=10)
+
+
+def test_cli_writes_a_loadable_recipe(minilm_vectors, tmp_path):
+    np.save(tmp_path / "v.npy", minilm_vectors[:1500])
+    out = tmp_path / "tuned.json"
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--vectors", str(tmp_path / "v.npy"),
+                           "--docs", "100000", "--ram-budget", "1GiB", "--sample", "1200",
+                           "--queries", "100", "--reducer", "pca:48", "--store", "hnsw", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recipe = load_recipe(out)
+    data = json.loads(out.read_text())
+    assert data["recipe"] == str(recipe) and data["measured"]["ram_bytes"] <= 1 << 30
+    bad = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--docs", "10", "--min-recall", "0.9"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--vectors" in bad.stderr and "Traceback" not in bad.stderr

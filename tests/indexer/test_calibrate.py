@@ -1,0 +1,90 @@
+"""rescore=auto: the calibrated depth reaches the target, is the smallest that does, and grows
+with the corpus (real MiniLM vectors, real hnswlib / FAISS stores, full vectors on disk)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slimvec.benchmarks.metrics import exact_topk
+from slimvec.connectors import make_store
+from slimvec.connectors.fullvectors import FullVectors
+from slimvec.errors import ConfigError
+from slimvec.indexer.calibrate import (calibrate_rescore, corpus_ids, depth_ladder, exact_neighbours,
+                                      pick_sample)
+from slimvec.reducers import make_reducer
+
+
+def _build(tmp_path, vectors, reducer_spec, store_spec):
+    n = len(vectors)
+    ids = np.arange(1, n + 1)
+    fit_ids = ids[: n // 2]
+    reducer = make_reducer(reducer_spec).fit(vectors[: n // 2])
+    store = make_store(store_spec, tmp_path / "store").create(reducer.n_components_)
+    store.upsert(ids, reducer.transform(vectors))
+    store.finalize()
+    store.flush()
+    full = FullVectors.create(tmp_path / "full", vectors.shape[1])
+    full.append(ids, vectors)
+    full.commit()
+    return reducer, store, full, pick_sample(ids, 200, exclude=fit_ids, seed=0)
+
+
+def test_ladder_and_sample():
+    assert depth_ladder(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert depth_ladder(20) == [1, 2, 4, 8, 16, 20]
+    with pytest.raises(ConfigError):
+        depth_ladder(0)
+    s = pick_sample(np.arange(1, 101), 10, exclude=np.arange(1, 51), seed=1)
+    assert len(s) == 10 and s.min() > 50
+
+
+def test_exact_neighbours_match_brute_force(tmp_path, minilm_vectors):
+    X = minilm_vectors[:1200]
+    full = FullVectors.create(tmp_path / "full", 384)
+    full.append(np.arange(1, 1201), X)
+    full.commit()
+    q = np.array([3, 40, 999])
+    np.testing.assert_array_equal(corpus_ids(full), np.arange(1, 1201))
+    got = exact_neighbours(full, q, 10, block=500)  # several blocks
+    want = exact_topk(X, X[q - 1], 10, exclude=q - 1) + 1
+    assert [set(r) for r in got.tolist()] == [set(r) for r in want.tolist()]
+
+
+@pytest.mark.parametrize("store_spec", ["hnsw:threads=1", "faiss:HNSW32"])
+def test_depth_reaches_target_and_is_smallest(tmp_path, minilm_vectors, store_spec):
+    reducer, store, full, sample = _build(tmp_path, minilm_vectors[:2000], "pca:48", store_spec)
+    cal = calibrate_rescore(store, reducer, full, sample, k=10, target=0.99, max_depth=64)
+    assert cal.reached and cal.recall >= 0.99 and cal.depth > 1
+    assert cal.ladder[cal.depth] == cal.recall
+    assert cal.ladder[cal.depth // 2] < 0.99  # half the depth did not reach it
+    # the recorded recall is what a rescored search of the same sample measures
+    found = full.rerank(full.get(sample)[0], store.search(reducer.transform(full.get(sample)[0]),
+                                                           10 * cal.depth + 1), 11).ids
+    truth = exact_neighbours(full, sample, 10)
+    hits = sum(len(set(f[f != s][:10].tolist()) & set(t.tolist())) for f, t, s in zip(found, truth, sample))
+    assert hits / (10 * len(sample)) == pytest.approx(cal.recall)
+    assert cal.to_json()["depth"] == cal.depth and cal.n_corpus == 2000
+    store.close()
+    full.close()
+
+
+def test_depth_grows_with_the_corpus(tmp_path, minilm_vectors):
+    depths = {}
+    for n in (500, 3000):
+        reducer, store, full, sample = _build(tmp_path / str(n), minilm_vectors[:n], "pca:32", "hnsw:threads=1")
+        depths[n] = calibrate_rescore(store, reducer, full, sample, target=0.99, max_depth=128).depth
+        store.close()
+        full.close()
+    # measured 8 at 500 vectors and 64 at 3,000: assert only that it grows
+    assert depths[3000] > depths[500]
+
+
+def test_unreachable_target_is_reported(tmp_path, minilm_vectors):
+    reducer, store, full, sample = _build(tmp_path, minilm_vectors[:1500], "pca:8", "hnsw:threads=1")
+    cal = calibrate_rescore(store, reducer, full, sample, target=0.999, max_depth=2)
+    assert not cal.reached and cal.depth == 2 and cal.recall < 0.999
+    with pytest.raises(ConfigError, match="target"):
+        calibrate_rescore(store, reducer, full, sample, target=1.5)
+    store.close()
+    full.close()
