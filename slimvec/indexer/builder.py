@@ -480,9 +480,12 @@ class IndexBuilder:
         commit (``summary.interrupted``; rerun to resume).
         """
         self.begin()
+        start = self._next_row
         with StopFlag() as stop:
             for batch in batches:
+                before = self._next_row
                 n = self.write(batch)
+                self._reconcile(before, batch, n)
                 if advance is not None:
                     advance(n)
                 if on_batch is not None:
@@ -495,7 +498,22 @@ class IndexBuilder:
                     self.commit()
             if not self.summary.interrupted:
                 self.finish()
+        self.summary.rows_read = self._next_row - start
+        if self.summary.unaccounted:
+            log.warning("%s: %d source rows read, %d accounted for (%d indexed, %d rejected): %d "
+                        "rows unaccounted for", self.summary.input or self.folder,
+                        self.summary.rows_read, self.summary.rows, self.summary.ingested,
+                        self.summary.rejected, self.summary.unaccounted)
         return self.summary
+
+    def _reconcile(self, before: int, batch: VectorBatch, accounted: int) -> None:
+        """Every source row between two batches' ``next_row`` is upserted or rejected."""
+        read = int(batch.next_row) - before
+        if read != accounted:
+            self.summary.unaccounted += read - accounted
+            log.warning("%s: a batch read source rows %d-%d (%d) but carried %d vectors and "
+                        "rejects (%d unaccounted)", batch.source or self.folder, before,
+                        batch.next_row, read, accounted, read - accounted)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -29,12 +29,17 @@ class IngestSummary:
     """What one ingest (or migrate) run did.
 
     ``rejected`` counts rows left out; ``truncated`` and ``duplicates`` count rows ingested with a
-    warning (also listed in ``rejects.jsonl`` with ``"kept": true``).
+    warning (also listed in ``rejects.jsonl`` with ``"kept": true``). ``rows`` counts the rows
+    this run accounted for (upserted or rejected); ``rows_read`` the source rows this run read
+    (``next_row - resumed_from``). Every run checks they agree; ``unaccounted`` is the difference
+    (0 unless a source lost or invented records, which is also logged as a warning).
     """
 
     index: str
     input: str = ""
     rows: int = 0
+    rows_read: int = 0
+    unaccounted: int = 0
     ingested: int = 0
     rejected: int = 0
     truncated: int = 0
