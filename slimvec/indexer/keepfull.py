@@ -1,7 +1,7 @@
 """``--keep-full`` for ingest and migrate: the full vectors of every upserted row, kept on disk.
 
-:class:`KeepFullStore` is the store that :func:`~slimvec.indexer.writer.write_batches` sees: it
-upserts the reduced vectors and writes the same rows' full vectors either into the store itself
+:class:`KeepFullStore` is the store that :class:`~slimvec.indexer.builder.IndexBuilder` writes
+to: it upserts the reduced vectors and writes the same rows' full vectors either into the store itself
 (Qdrant Edge named vector ``full``) or into a memory-mapped
 :class:`~slimvec.connectors.fullvectors.FullVectors` side file committed at every store flush
 (every checkpoint), so the side file is never behind the progress record.
