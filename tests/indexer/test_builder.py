@@ -42,3 +42,17 @@ def test_a_source_that_skips_rows_is_reported(tmp_path, minilm_vectors, caplog):
         s = b.run(batches())
     assert (s.rows_read, s.rows, s.unaccounted) == (40, 30, 10)
     assert "10 unaccounted" in caplog.text and "rows 20-40" in caplog.text
+
+
+def test_a_first_run_that_died_before_its_first_commit_is_cleaned_and_redone(tmp_path,
+                                                                              minilm_vectors):
+    vecs = minilm_vectors[:100]
+    folder = tmp_path / "idx"
+    with IndexBuilder(folder) as b:  # fit, reducer saved, store created ... then the process dies
+        b.open(IndexSpec(reducer="pca:8", store="hnsw", encoder=None), 384, fit=lambda: vecs)
+    assert not (folder / "manifest.json").exists() and (folder / "reducer").is_dir()
+    np.save(tmp_path / "v.npy", vecs)
+    s = migrate(str(tmp_path / "v.npy"), folder,
+                MigrateOptions(reducer="pca:4", store="hnsw", progress=False))
+    assert s.created and s.ingested == 100
+    assert not (folder / ".slimvec-new").exists()
