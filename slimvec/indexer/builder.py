@@ -139,6 +139,8 @@ class IndexBuilder:
         self._target: Any = None
         self._lock: IndexLock | None = None
         self._loaded = False
+        self._refused = False
+        self._made_lock = False
         self._old: Manifest | None = None  # the existing index's manifest (None: new or rebuild)
         self._plan: ResumePlan | None = None
         self._progress_input: dict[str, Any] | None = None
@@ -149,6 +151,7 @@ class IndexBuilder:
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "IndexBuilder":
+        self._made_lock = not os.path.lexists(self.folder / LOCK_NAME)
         try:
             self._lock = IndexLock(self.folder, exclusive=True).acquire()
         except OSError as exc:
@@ -160,6 +163,8 @@ class IndexBuilder:
             self.close()
         finally:
             if self._lock is not None:
+                if self._refused and self._made_lock:  # leave a refused folder as it was
+                    (self.folder / LOCK_NAME).unlink(missing_ok=True)
                 self._lock.release()
                 self._lock = None
         if exc is not None and not isinstance(exc, SlimvecError):
@@ -193,16 +198,18 @@ class IndexBuilder:
         if self._loaded:
             return
         self._loaded = True
+        self._refused = True  # until the folder checks below pass
         for name in (MANIFEST, REJECTS, *_STATE_FILES, NEW_MARKER):
             refuse_link(self.folder / name)
         if os.path.lexists(self.folder / MANIFEST):
             old = Manifest.read(self.folder) if not self.rebuild else _lenient_manifest(self.folder)
             if not self.rebuild:
                 self._old = old
-                return
-            self._doomed = _own_entries(self.folder, old)
+            else:
+                self._doomed = _own_entries(self.folder, old)
         else:
             self._doomed = _crash_leftovers(self.folder)
+        self._refused = False
 
     def resolve(self, spec: IndexSpec) -> IndexSpec:
         """Fill a spec's unset fields from the existing index (or the defaults) and check that

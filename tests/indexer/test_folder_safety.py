@@ -68,6 +68,7 @@ def test_a_folder_holding_only_dot_entries_is_refused_not_cleaned(tmp_path, vect
         migrate(str(vectors_file), folder, _mopts())
     assert (folder / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
     assert (folder / ".env").read_text() == "SECRET=1\n"
+    assert sorted(p.name for p in folder.iterdir()) == [".env", ".git"]  # not even a .lock
 
 
 def test_rebuild_keeps_user_folders_the_manifest_does_not_account_for(index, vectors_file):
