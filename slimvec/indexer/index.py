@@ -8,7 +8,6 @@ loads an index for searching with vectors or texts.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
