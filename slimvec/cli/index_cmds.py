@@ -90,6 +90,7 @@ def search(
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full)."),
+    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents)."""
     from slimvec.indexer.index import open_index
@@ -98,7 +99,7 @@ def search(
     if rescore is not None:
         check_positive("--rescore", rescore,
                        "(candidates per result; omit --rescore to search without re-ranking)")
-    with open_index(index) as idx:
+    with open_index(index, trust_store=trust_store) as idx:
         t_load = time.perf_counter()
         idx.encoder  # load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load
@@ -133,11 +134,12 @@ def search(
 def info(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Document count, dimensions, specs and bytes on disk of an index."""
     from slimvec.indexer.index import open_index
 
-    with open_index(index) as idx:
+    with open_index(index, trust_store=trust_store) as idx:
         data = idx.info()
     if json_out:
         typer.echo(json.dumps(data, indent=2))

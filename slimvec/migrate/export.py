@@ -57,7 +57,7 @@ def export_reducer(index_dir: str | os.PathLike[str], fmt: str, out: str | os.Pa
     manifest = read_manifest(index_dir)
     reducer = load_reducer(Path(index_dir) / REDUCER_DIR)
     if not hasattr(reducer, "to_faiss"):
-        raise ConfigError(f"The reducer {manifest.get('reducer')!r} of {index_dir} is not linear and "
+        raise ConfigError(f"The reducer {manifest.reducer!r} of {index_dir} is not linear and "
                           "cannot be exported; only pca, svd, whiten, rp, truncate ... can. Reduce "
                           "queries with slimvec.open(INDEX).reducer.transform instead.")
     out = Path(out)
@@ -77,7 +77,7 @@ def export_reducer(index_dir: str | os.PathLike[str], fmt: str, out: str | os.Pa
         out.parent.mkdir(parents=True, exist_ok=True)
         faiss.write_index(index, str(out))
         return out
-    spec = model or manifest.get("encoder")
+    spec = model or manifest.encoder
     if not spec:
         raise ConfigError(f"{index_dir} was built from vectors and records no encoder: pass the "
                           "encoder the vectors came from (--model NAME_OR_FOLDER).")
