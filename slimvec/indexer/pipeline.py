@@ -64,7 +64,7 @@ class IngestOptions:
         Store spec; ``None`` means the existing index's, or ``qdrant-edge`` for a new index.
     encoder : str or None
         Encoder spec or model folder; ``None`` means the existing index's, or ``minilm``.
-    text_column, id_column, format : see :class:`~slimvec.indexer.sources.SourceSpec`.
+    text_column, id_column, format, quoting : see :class:`~slimvec.indexer.sources.SourceSpec`.
     fit_sample : int
         Reservoir sample size the reducer is fitted on.
     batch_size : int
@@ -96,6 +96,7 @@ class IngestOptions:
     text_column: str = "text"
     id_column: str | None = None
     format: str | None = None
+    quoting: str | None = None
     fit_sample: int = 10_000
     batch_size: int = 256
     checkpoint_seconds: float = 30.0
@@ -309,7 +310,7 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
     else:
         opts = replace(opts, reducer=opts.reducer or DEFAULT_REDUCER,
                        store=opts.store or DEFAULT_STORE, encoder=opts.encoder or DEFAULT_ENCODER)
-    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format)
+    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format, opts.quoting)
     iter_records(source)  # fail fast on a missing file / unknown format
     resolved = input_path.resolve()
     fp = fingerprint(resolved)
