@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
-from slimvec.ids import doc_ids
+from slimvec.ids import ID_RULE, doc_ids
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER
 from slimvec.indexer.index import (
@@ -354,7 +354,7 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
                 "reducer": reducer.spec, "dim_out": reducer.n_components_,
                 "store": canonical_store_spec(opts.store), "metric": "cosine", "count": 0,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "text_column": opts.text_column, "id_column": opts.id_column,
+                "text_column": opts.text_column, "id_column": opts.id_column, "id_rule": ID_RULE,
                 "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
             }
             full = prepare_full(folder, manifest, store, opts.keep_full, encoder.dim, new=True)
@@ -381,7 +381,7 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
 
         def batches() -> Iterator[VectorBatch]:
             for docs, rejects, next_row in iter_batches(source, opts.batch_size, plan.start_row):
-                ids = doc_ids([d.id for d in docs])
+                ids = doc_ids([d.id for d in docs], int(manifest.get("id_rule", 1)))
                 warnings = tracker.check(ids, docs, source.path, id_field)
                 warnings += truncation_rejects(encoder, docs, source.path, opts.text_column)
                 t0 = time.perf_counter()

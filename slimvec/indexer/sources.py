@@ -24,7 +24,7 @@ from slimvec.errors import ConfigError
 from slimvec.ids import text_key
 
 __all__ = ["Document", "Reject", "SourceSpec", "iter_records", "iter_batches", "detect_format",
-           "FORMATS"]
+           "FORMATS", "refuse_duplicate_columns", "clean_payload"]
 
 FORMATS = ("jsonl", "csv", "tsv", "parquet", "text")
 _SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv",
@@ -309,6 +309,19 @@ def _clean(value: Any, field: str, notes: list[str]) -> Any:
     return value
 
 
+def clean_payload(payload: dict[str, Any], columns: list[str], notes: list[str]) -> dict[str, Any]:
+    """Make ``payload[c]`` storable for each ``c`` in ``columns``: NaN/±Infinity -> None, integers
+    beyond int64 -> strings, a value with a lone surrogate left out; each change is described in
+    ``notes`` (the caller reports them as kept rejects)."""
+    for col in columns:
+        try:
+            payload[col] = _clean(payload[col], col, notes)
+        except _BadField as bad:
+            notes.append(f"{bad.reason} {bad.field!r}: left out")
+            payload.pop(col, None)
+    return payload
+
+
 def _iter_jsonl(spec: SourceSpec) -> Iterator[Document | Reject]:
     checker = _RowChecker(spec, None)
     row = -1
@@ -374,11 +387,12 @@ def _header(path: Path, fields: list[str]) -> list[str]:
         raise ConfigError(
             f"{path}: the header line is not valid UTF-8 (column {_snippet(bad[0])!r}). Save the "
             "file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8) and try again.")
-    _refuse_duplicate_columns(path, header)
+    refuse_duplicate_columns(path, header)
     return header
 
 
-def _refuse_duplicate_columns(path: Path | str, names: list[str]) -> None:
+def refuse_duplicate_columns(path: Path | str, names: list[str]) -> None:
+    """Raise :class:`ConfigError` naming the column names that occur more than once."""
     seen: set[str] = set()
     dups = sorted({n for n in names if n in seen or seen.add(n)})
     if dups:
@@ -520,7 +534,7 @@ def _iter_parquet(spec: SourceSpec, batch_rows: int = 4096) -> Iterator[Document
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise ConfigError(f"{spec.path} is not a readable Parquet file: {exc}.") from exc
     names = list(pf.schema_arrow.names)
-    _refuse_duplicate_columns(spec.path, names)
+    refuse_duplicate_columns(spec.path, names)
     checker = _RowChecker(spec, names)
     row = -1
     for batch in pf.iter_batches(batch_size=batch_rows):

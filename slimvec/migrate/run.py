@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
+from slimvec.indexer.checks import norm_outliers
+from slimvec.ids import ID_RULE
 from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, prepare_full
 from slimvec.indexer.index import (
     MANIFEST, REDUCER_DIR, read_manifest, reducer_checksum, store_folder, write_manifest,
@@ -218,6 +220,7 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
             t0 = time.perf_counter()
             sample = src.sample(n_fit, opts.seed)
             sample = sample[np.isfinite(sample).all(axis=1)]  # bad rows become rejects later
+            sample = sample[~norm_outliers(sample)]  # so do rows with an absurd norm (1e10)
             if not len(sample):
                 raise ConfigError(f"{src.spec}: no finite vector in a sample of {n_fit:,}; nothing "
                                   "to fit the reducer on. Check the source's vectors.")
@@ -231,7 +234,7 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
                 "reducer": reducer.spec, "dim_out": reducer.n_components_,
                 "store": canonical_store_spec(opts.store), "metric": "cosine", "count": 0,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "source": src.spec, "text_column": None, "id_column": None,
+                "source": src.spec, "text_column": None, "id_column": None, "id_rule": ID_RULE,
                 "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
             }
             full = prepare_full(folder, manifest, store, opts.keep_full, src.dim, new=True)
@@ -253,6 +256,8 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
         write_manifest(folder, manifest)
 
         target = KeepFullStore(store, full, src.dim, src.spec) if opts.keep_full else store
+
+        src.id_rule = int(manifest.get("id_rule", 1))  # an existing index keeps its id rule
 
         def batches() -> Iterator[VectorBatch]:
             for b in src.batches(plan.start_row, opts.batch_size):
@@ -276,5 +281,5 @@ def _migrate_locked(src: VectorSource, folder: Path, opts: MigrateOptions,
 
 def _vector_batch(b: SourceBatch, spec: str) -> VectorBatch:
     lo = b.next_row - len(b.ids)
-    return VectorBatch(b.ids, b.vectors, b.payloads, [], b.next_row,
-                       rows=list(range(lo, b.next_row)), lines=[None] * len(b.ids), source=spec)
+    return VectorBatch(b.ids, b.vectors, b.payloads, list(b.rejects), b.next_row,
+                       rows=b.rows or list(range(lo, b.next_row)), lines=[None] * len(b.ids), source=spec)
