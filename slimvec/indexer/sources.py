@@ -459,11 +459,15 @@ def _iter_delimited(spec: SourceSpec, delimiter: str) -> Iterator[Document | Rej
         except csv.Error as exc:
             fields, error = None, str(exc)
         taken = lines.taken
-        if fields is not None and all(not t.strip() for t in taken):
+        multi = len(taken) > 1
+        if fields is not None and len(fields) < 2 and all(not t.strip() for t in taken):
             continue  # blank line(s): not a row
         row += 1
+        if not multi and error is None and len(fields) == ncols:  # the common case, fast
+            yield checker.check(row, first, dict(zip(header, fields)))
+            continue
         last = first + len(taken) - 1
-        if error is None and len(taken) > 1 and "".join(taken).count('"') % 2:
+        if error is None and multi and "".join(taken).count('"') % 2:
             error = (f"unterminated quote: the quoted field opened on line {first} never closes "
                      f"(it would swallow lines {first}-{last})")
         elif error is None and len(taken) > 1 and len(fields) != ncols:
