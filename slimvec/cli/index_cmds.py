@@ -25,7 +25,7 @@ def ingest(
     text_column: str = typer.Option("text", help="Column / key holding the text."),
     id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
     format: Optional[str] = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
-    quoting: Optional[str] = typer.Option(None, "--quoting", help="TSV only: 'csv' reads quoted fields (which may span lines) [default: IANA TSV, quotes are ordinary characters]."),
+    quoting: Optional[str] = typer.Option(None, "--quoting", help="TSV only: 'csv' reads quoted fields, which may span lines. Default: IANA TSV, where quotes are ordinary characters."),
     fit_sample: int = typer.Option(10_000, help="Reservoir sample size the reducer is fitted on."),
     batch_size: int = typer.Option(256, help="Documents per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row instead of recording it in rejects.jsonl."),

@@ -14,6 +14,7 @@ file where one exists (JSONL, text, CSV start line).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ class Document:
         0-based data row number in the source.
     line : int or None
         1-based line number in the file, when the format has lines.
-    warnings : list of Reject
+    warnings : tuple of Reject
         Kept rejects for this row (ingested, but not exactly as written): a record spanning
         lines, a payload value made storable. Written to ``rejects.jsonl`` with ``kept: true``.
     id_from_text : bool
@@ -60,7 +61,7 @@ class Document:
     payload: dict[str, Any] = field(default_factory=dict)
     row: int = 0
     line: int | None = None
-    warnings: list["Reject"] = field(default_factory=list)
+    warnings: "tuple[Reject, ...]" = ()  # a tuple: no container per row on the hot path
     id_from_text: bool = False
 
 
@@ -233,23 +234,26 @@ def _check_encoding(path: Path, head: bytes) -> bool:
     return head.startswith(_UTF8_BOM)
 
 
-def _raw_lines(path: Path) -> Iterator[bytes]:
-    """Physical lines of a file split on ``\n`` only (a lone ``\r`` does not end a line).
-
-    The UTF-8 BOM is removed; UTF-16/32 input is refused with a clear error.
-    """
-    with open(path, "rb") as raw:
+def _open_lines(path: Path) -> io.TextIOWrapper:
+    """The file as decoded physical lines split on ``\n`` only (a lone ``\r`` does not end a
+    line; line endings are returned untranslated). A UTF-8 BOM is skipped; UTF-16/32 input is
+    refused with a clear error; invalid UTF-8 bytes become lone surrogates (rejected per row)."""
+    raw = open(path, "rb")
+    try:
         has_bom = _check_encoding(path, raw.read(64))
         raw.seek(len(_UTF8_BOM) if has_bom else 0)
-        yield from raw
+    except BaseException:
+        raw.close()
+        raise
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
 
 
 def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    for lineno, raw in enumerate(_raw_lines(path), start=1):
-        line = raw.decode("utf-8", "surrogateescape")
-        if line.endswith("\n"):
-            line = line[:-2] if line.endswith("\r\n") else line[:-1]
-        yield lineno, line
+    with _open_lines(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.endswith("\n"):
+                line = line[:-2] if line.endswith("\r\n") else line[:-1]
+            yield lineno, line
 
 
 class _JsonFlags:
@@ -365,8 +369,8 @@ def _iter_jsonl(spec: SourceSpec) -> Iterator[Document | Reject]:
 def _with_notes(rec: Document | Reject, notes: list[str], source: str) -> Document | Reject:
     """Attach kept warnings (a payload value changed to be storable) to a document."""
     if notes and isinstance(rec, Document):
-        rec.warnings.extend(Reject(source, rec.row, rec.line, None, note, rec.text[:SNIPPET],
-                                   kept=True) for note in notes)
+        rec.warnings += tuple(Reject(source, rec.row, rec.line, None, note, rec.text[:SNIPPET],
+                                     kept=True) for note in notes)
     return rec
 
 
@@ -404,7 +408,7 @@ def refuse_duplicate_columns(path: Path | str, names: list[str]) -> None:
 class _Lines:
     """Decoded physical lines with push-back, counting the lines handed out."""
 
-    def __init__(self, raw: Iterator[bytes]) -> None:
+    def __init__(self, raw: Iterator[str]) -> None:
         self._raw = raw
         self._back: list[str] = []
         self.taken: list[str] = []  # lines handed out since the last reset
@@ -414,7 +418,7 @@ class _Lines:
         return self
 
     def __next__(self) -> str:
-        line = self._back.pop() if self._back else next(self._raw).decode("utf-8", "surrogateescape")
+        line = self._back.pop() if self._back else next(self._raw)
         self.taken.append(line)
         self.lineno += 1
         return line
@@ -432,12 +436,16 @@ def _iter_delimited(spec: SourceSpec, delimiter: str) -> Iterator[Document | Rej
     record, whose first line is rejected and whose other lines are read again as records.
     """
     path = Path(spec.path)
-    lines = _Lines(_raw_lines(path))
-    quoted = delimiter == "," or spec.quoting == "csv"
+    with _open_lines(path) as fh:
+        if delimiter == "," or spec.quoting == "csv":
+            yield from _iter_quoted(spec, delimiter, _Lines(fh))
+        else:
+            yield from _iter_tsv(spec, fh, str(spec.path))
+
+
+def _iter_quoted(spec: SourceSpec, delimiter: str, lines: _Lines) -> Iterator[Document | Reject]:
+    path = Path(spec.path)
     source = str(spec.path)
-    if not quoted:
-        yield from _iter_tsv(spec, lines, source)
-        return
     reader = csv.reader(lines, delimiter=delimiter)
     try:
         header = _header(path, next(reader))
@@ -494,38 +502,36 @@ def _iter_delimited(spec: SourceSpec, delimiter: str) -> Iterator[Document | Rej
             continue
         rec = checker.check(row, first, dict(zip(header, fields)))
         if len(taken) > 1 and isinstance(rec, Document):
-            rec.warnings.append(Reject(
+            rec.warnings += (Reject(
                 source, row, first, None,
                 f"record spans lines {first}-{last} (a quoted field holds line breaks)",
-                rec.text[:SNIPPET], kept=True))
+                rec.text[:SNIPPET], kept=True),)
         yield rec
 
 
-def _iter_tsv(spec: SourceSpec, lines: _Lines, source: str) -> Iterator[Document | Reject]:
+def _iter_tsv(spec: SourceSpec, fh: io.TextIOWrapper, source: str) -> Iterator[Document | Reject]:
     """IANA TSV: one record per line, fields split on tabs, quotes are ordinary characters."""
-    def split(line: str) -> list[str]:
-        if line.endswith("\n"):
-            line = line[:-2] if line.endswith("\r\n") else line[:-1]
-        return line.split("\t")
-
     try:
-        header = _header(Path(spec.path), split(next(lines)))
+        first = next(fh)
     except StopIteration:
         return
+    header = _header(Path(spec.path), first.rstrip("\r\n").split("\t"))
     checker = _RowChecker(spec, header)
     ncols = len(header)
     row = -1
-    for line in lines:
+    for lineno, line in enumerate(fh, start=2):
+        if line.endswith("\n"):
+            line = line[:-2] if line.endswith("\r\n") else line[:-1]
         if not line.strip():
             continue
         row += 1
-        fields = split(line)
+        fields = line.split("\t")
         if len(fields) != ncols:
-            yield Reject(source, row, lines.lineno, None,
+            yield Reject(source, row, lineno, None,
                          f"ragged row: {len(fields)} field(s), header has {ncols}",
-                         _snippet("\t".join(fields)))
+                         _snippet(line))
             continue
-        yield checker.check(row, lines.lineno, dict(zip(header, fields)))
+        yield checker.check(row, lineno, dict(zip(header, fields)))
 
 
 def _iter_parquet(spec: SourceSpec, batch_rows: int = 4096) -> Iterator[Document | Reject]:
