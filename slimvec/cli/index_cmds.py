@@ -27,6 +27,7 @@ def ingest(
     text_column: str = typer.Option("text", help="Column / key holding the text."),
     id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
     format: Optional[str] = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
+    quoting: Optional[str] = typer.Option(None, "--quoting", help="TSV only: 'csv' reads quoted fields, which may span lines. Default: IANA TSV, where quotes are ordinary characters."),
     fit_sample: int = typer.Option(10_000, help="Reservoir sample size the reducer is fitted on."),
     batch_size: int = typer.Option(256, help="Documents per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row instead of recording it in rejects.jsonl."),
@@ -50,7 +51,7 @@ def ingest(
     check_positive("--batch-size", batch_size)
 
     opts = IngestOptions(reducer=reducer, store=store, encoder=encoder, text_column=text_column,
-                         id_column=id_column, format=format, fit_sample=fit_sample,
+                         id_column=id_column, format=format, quoting=quoting, fit_sample=fit_sample,
                          batch_size=batch_size, progress=not json_out, strict=strict,
                          rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
                          checkpoint_batches=checkpoint_batches,
@@ -76,6 +77,9 @@ def ingest(
     )
     for reason, n in sorted(summary.reject_reasons.items(), key=lambda kv: -kv[1]):
         console.print(f"  rejected {n:,}: {reason}")
+    if summary.warnings:
+        console.print(f"  [yellow]warning[/]: {summary.warnings:,} row(s) kept with a warning "
+                      f"({'; '.join(sorted(summary.warning_reasons)[:3])}; listed in rejects.jsonl)")
     if summary.truncated:
         console.print(f"  [yellow]warning[/]: {summary.truncated:,} text(s) longer than the model's "
                       "maximum were truncated by the tokenizer (listed in rejects.jsonl, kept)")

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
+from slimvec.ids import ID_RULE
 from slimvec.connectors.fullvectors import FULL_DIR
 from slimvec.indexer.checks import STATE_DB
 from slimvec.indexer.index import (
@@ -342,7 +343,7 @@ class IndexBuilder:
                 dim_in=int(dim_in), dim_out=int(reducer.n_components_), reducer=reducer.spec,
                 store=str(spec.store), encoder=spec.encoder, encoder_name=spec.encoder_name,
                 text_column=spec.text_column, id_column=spec.id_column, source=spec.source,
-                sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
+                id_rule=ID_RULE, sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
             full = prepare_full(self.folder, self.manifest, store, spec.keep_full, dim_in, new=True)
             store.create(reducer.n_components_, "cosine")
             self.summary.created = True

@@ -6,8 +6,12 @@
   point) and is reported as a kept reject.
 - :func:`truncation_rejects` counts tokens only for texts long enough to possibly exceed the
   model's maximum (a token is at least one UTF-8 byte), so short corpora pay nothing.
-- :func:`split_bad_vectors` turns rows of a :class:`VectorBatch` with NaN / inf values or the
-  wrong dimension into rejects (used by ingest and migrate alike).
+- :func:`split_bad_vectors` turns rows of a :class:`VectorBatch` with NaN / inf values, the
+  wrong dimension or a norm far outside the batch's (:func:`norm_outliers`) into rejects (used by
+  ingest and migrate alike).
+- :func:`norm_outliers` flags finite vectors whose norm is more than :data:`NORM_FACTOR` times
+  above or below the median norm: one 1e10 row in a PCA fit sample ruins the projection, and
+  3e38 overflows every score. Used on the migrate fit sample and on every streamed batch.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from slimvec.errors import PersistenceError
 from slimvec.indexer.sources import SNIPPET, Document, Reject
 
 __all__ = ["DuplicateTracker", "truncation_rejects", "split_bad_vectors", "dedupe_last",
-           "STATE_DB"]
+           "norm_outliers", "STATE_DB", "NORM_FACTOR"]
+
+NORM_FACTOR = 1e3
+_MIN_ROWS_FOR_NORMS = 3  # a median of fewer rows says nothing about what is typical
 
 STATE_DB = ".ingest-state.sqlite"
 _SPECIALS_MARGIN = 8  # room for [CLS]/[SEP]-like special tokens added by any tokenizer
@@ -75,11 +82,18 @@ class DuplicateTracker:
         for sid, doc in zip(id_list, docs):
             h = _text_hash(doc.text)
             prev = known.get(sid)
-            if prev is not None and prev[0] != h and prev[1] != doc.row:
-                out.append(Reject(
-                    source, doc.row, doc.line, id_field,
-                    f"duplicate id {doc.id!r} with different text than row {prev[1]}: last wins "
-                    f"(this row replaces it)", doc.text[:SNIPPET], kept=True))
+            if prev is not None and prev[1] != doc.row:
+                if prev[0] != h:
+                    out.append(Reject(
+                        source, doc.row, doc.line, id_field,
+                        f"duplicate id {doc.id!r} with different text than row {prev[1]}: last "
+                        f"wins (this row replaces it)", doc.text[:SNIPPET], kept=True))
+                elif getattr(doc, "id_from_text", False):
+                    out.append(Reject(
+                        source, doc.row, doc.line, None,
+                        f"duplicate id (no id given, same text as row {prev[1]}): one document; "
+                        f"this row's other fields replace row {prev[1]}'s", doc.text[:SNIPPET],
+                        kept=True))
             known[sid] = (h, doc.row)
         self.db.executemany("INSERT OR REPLACE INTO seen (id, h, row) VALUES (?, ?, ?)",
                             [(sid, h, row) for sid, (h, row) in known.items()])
@@ -158,6 +172,13 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
             good[i] = False
             rejects.append(Reject(source, rows[i], lines[i], "vector", "NaN or inf in vector",
                                   _vec_snippet(arr[i])))
+        far, norms, median = _norm_check(arr, finite)
+        for i in np.flatnonzero(far):
+            good[i] = False
+            rejects.append(Reject(source, rows[i], lines[i], "vector",
+                                  f"vector norm {norms[i]:.3g} is over {NORM_FACTOR:g}x away from "
+                                  f"the batch's median norm {median:.3g}: likely corrupt",
+                                  _vec_snippet(arr[i])))
         return good, np.ascontiguousarray(arr[good]), rejects
     clean = []
     for i, vec in enumerate(vectors):
@@ -181,6 +202,29 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
             clean.append(v)
     out = np.stack(clean) if clean else np.zeros((0, dim), dtype=np.float32)
     return good, out, rejects
+
+
+def norm_outliers(vectors: np.ndarray) -> np.ndarray:
+    """Rows (bool mask) of finite vectors whose norm is over :data:`NORM_FACTOR` times above or
+    below the median norm of the finite non-zero rows (robust: one outlier cannot move the
+    median). Fewer than three such rows: nothing is flagged. Norms are computed in float64 so
+    that 3e38 does not overflow.
+    """
+    arr = np.asarray(vectors)
+    if arr.ndim != 2 or not len(arr):
+        return np.zeros(len(arr), dtype=bool)
+    return _norm_check(arr, np.isfinite(arr).all(axis=1))[0]
+
+
+def _norm_check(arr: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    norms = np.zeros(len(arr))
+    norms[finite] = np.linalg.norm(arr[finite].astype(np.float64), axis=1)
+    usable = finite & (norms > 0)
+    if usable.sum() < _MIN_ROWS_FOR_NORMS:
+        return np.zeros(len(arr), dtype=bool), norms, 0.0
+    median = float(np.median(norms[usable]))
+    far = usable & ((norms > median * NORM_FACTOR) | (norms < median / NORM_FACTOR))
+    return far, norms, median
 
 
 def _is_regular(vectors: Any) -> bool:

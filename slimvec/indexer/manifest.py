@@ -160,6 +160,9 @@ class Manifest:
     text_column: str | None = None
     id_column: str | None = None
     source: str | None = None
+    #: how source ids become store ids (:data:`slimvec.ids.ID_RULE`); 1 for indexes made before
+    #: rule 2, which keep their rule so re-ingesting them adds nothing
+    id_rule: int = 1
     sha256: dict[str, str] = field(default_factory=dict)
     store_sha256: dict[str, str] = field(default_factory=dict)
     full: FullInfo | None = None
@@ -209,7 +212,7 @@ class Manifest:
             metric=c("metric", (str,), default="cosine"), count=c("count", (int,), default=0),
             created=c("created", (str,), default=""), updated=c("updated", (str,), default=""),
             text_column=c("text_column", (str,), True), id_column=c("id_column", (str,), True),
-            source=c("source", (str,), True),
+            source=c("source", (str,), True), id_rule=c("id_rule", (int,), default=1),
             sha256=_checksums(path, "sha256", raw.get("sha256")),
             store_sha256=_checksums(path, "store_sha256", raw.get("store_sha256")),
             full=FullInfo.from_json(path, raw.get("full")),

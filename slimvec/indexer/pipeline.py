@@ -53,7 +53,7 @@ class IngestOptions:
         Store spec; ``None`` means the existing index's, or ``qdrant-edge`` for a new index.
     encoder : str or None
         Encoder spec or model folder; ``None`` means the existing index's, or ``minilm``.
-    text_column, id_column, format : see :class:`~slimvec.indexer.sources.SourceSpec`.
+    text_column, id_column, format, quoting : see :class:`~slimvec.indexer.sources.SourceSpec`.
     fit_sample : int
         Reservoir sample size the reducer is fitted on.
     batch_size : int
@@ -85,6 +85,7 @@ class IngestOptions:
     text_column: str = "text"
     id_column: str | None = None
     format: str | None = None
+    quoting: str | None = None
     fit_sample: int = 10_000
     batch_size: int = 256
     checkpoint_seconds: float = 30.0
@@ -224,7 +225,8 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or (
         old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
         opts.keep_full if old is None else None, opts.text_column, opts.id_column))
-    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format)
+    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
+                        opts.quoting)
     iter_records(source)  # fail fast on a missing file / unknown format
     resolved = input_path.resolve()
     columns = {"text_column": opts.text_column, "id_column": opts.id_column, "format": opts.format}
@@ -259,7 +261,7 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
 
         def batches() -> Iterator[VectorBatch]:
             for docs, rejects, next_row in iter_batches(source, opts.batch_size, plan.start_row):
-                ids = doc_ids([d.id for d in docs])
+                ids = doc_ids([d.id for d in docs], b.manifest.id_rule)
                 warnings = tracker.check(ids, docs, source.path, id_field)
                 warnings += truncation_rejects(encoder, docs, source.path, opts.text_column)
                 t0 = time.perf_counter()

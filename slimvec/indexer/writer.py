@@ -28,8 +28,8 @@ REJECTS = "rejects.jsonl"
 class IngestSummary:
     """What one ingest (or migrate) run did.
 
-    ``rejected`` counts rows left out; ``truncated`` and ``duplicates`` count rows ingested with a
-    warning (also listed in ``rejects.jsonl`` with ``"kept": true``). ``rows`` counts the rows
+    ``rejected`` counts rows left out; ``truncated``, ``duplicates`` and ``warnings`` (any other
+    kept warning, e.g. a payload value made storable) count rows ingested with a warning (also listed in ``rejects.jsonl`` with ``"kept": true``). ``rows`` counts the rows
     this run accounted for (upserted or rejected); ``rows_read`` the source rows this run read
     (``next_row - resumed_from``). Every run checks they agree; ``unaccounted`` is the difference
     (0 unless a source lost or invented records, which is also logged as a warning).
@@ -44,6 +44,7 @@ class IngestSummary:
     rejected: int = 0
     truncated: int = 0
     duplicates: int = 0
+    warnings: int = 0
     count: int = 0
     seconds: float = 0.0
     total_seconds: float = 0.0
@@ -55,6 +56,7 @@ class IngestSummary:
     interrupted: bool = False
     already_done: bool = False
     reject_reasons: dict[str, int] = field(default_factory=dict)
+    warning_reasons: dict[str, int] = field(default_factory=dict)
 
     @property
     def docs_per_s(self) -> float:
@@ -145,8 +147,11 @@ def write_batch(batch: VectorBatch, store: Any, reducer: Any, dim_in: int, rejec
         if rej.kept:
             if rej.reason.startswith("duplicate id"):
                 summary.duplicates += 1
-            else:
+            elif rej.reason.startswith("text truncated"):
                 summary.truncated += 1
+            else:  # kept with a warning: a payload value made storable, a multi-line record
+                summary.warnings += 1
+                summary.warning_reasons[rej.reason] = summary.warning_reasons.get(rej.reason, 0) + 1
             continue
         summary.rejected += 1
         summary.reject_reasons[rej.reason] = summary.reject_reasons.get(rej.reason, 0) + 1

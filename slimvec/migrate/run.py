@@ -21,6 +21,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.progress import progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.migrate.sources import SourceBatch, VectorSource, open_source
@@ -147,6 +148,7 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
                               total=None)
             sample = src.sample(n_fit, opts.seed)
             sample = sample[np.isfinite(sample).all(axis=1)]  # bad rows become rejects later
+            sample = sample[~norm_outliers(sample)]  # so do rows with an absurd norm (1e10)
             if not len(sample):
                 raise ConfigError(f"{src.spec}: no finite vector in a sample of {n_fit:,}; "
                                   "nothing to fit the reducer on. Check the source's vectors.")
@@ -157,6 +159,7 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
             b.say(f"resuming at vector {plan.start_row:,} of {src.spec} (vectors before it are "
                   f"committed in {b.folder})")
         b.begin(plan)
+        src.id_rule = b.manifest.id_rule  # an existing index keeps its id rule
         batches = (_vector_batch(sb, src.spec)
                    for sb in src.batches(plan.start_row, opts.batch_size))
         task = progress.add_task(f"migrating {src.spec}", total=total, completed=plan.start_row)
@@ -171,5 +174,5 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
 
 def _vector_batch(b: SourceBatch, spec: str) -> VectorBatch:
     lo = b.next_row - len(b.ids)
-    return VectorBatch(b.ids, b.vectors, b.payloads, [], b.next_row,
-                       rows=list(range(lo, b.next_row)), lines=[None] * len(b.ids), source=spec)
+    return VectorBatch(b.ids, b.vectors, b.payloads, list(b.rejects), b.next_row,
+                       rows=b.rows or list(range(lo, b.next_row)), lines=[None] * len(b.ids), source=spec)

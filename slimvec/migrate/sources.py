@@ -24,14 +24,15 @@ from __future__ import annotations
 import abc
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
-from slimvec.ids import doc_ids
+from slimvec.ids import ID_RULE, doc_ids
+from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
 
@@ -51,12 +52,18 @@ class SourceBatch:
     payloads : list of dict
     next_row : int
         First row after this batch.
+    rejects : list of Reject
+        Rows of the batch left out (e.g. a null id) or kept with a warning (a repeated id).
+    rows : list of int or None
+        Source row of each kept id when some rows were left out (``None``: consecutive).
     """
 
     ids: np.ndarray
     vectors: np.ndarray
     payloads: list[dict[str, Any]]
     next_row: int
+    rejects: list[Reject] = field(default_factory=list)
+    rows: list[int] | None = None
 
 
 class VectorSource(abc.ABC):
@@ -72,6 +79,7 @@ class VectorSource(abc.ABC):
 
     spec: str = ""
     dim: int = 0
+    id_rule: int = ID_RULE  # set to an existing index's rule before reading batches
 
     @abc.abstractmethod
     def count(self) -> int:
@@ -174,30 +182,103 @@ class ParquetSource(VectorSource):
         except Exception as exc:  # pyarrow raises several types for a bad file
             raise ConfigError(f"{path} is not a readable Parquet file: {exc}.") from exc
         names = self._file.schema_arrow.names
+        refuse_duplicate_columns(path, list(names))
         missing = [c for c in (id, vector) if c not in names]
         if missing:
             raise ConfigError(f"{path} has no column {missing[0]!r} (columns: {', '.join(names)}). "
                               "Name them with parquet:FILE,id=COLUMN,vector=COLUMN.")
-        first = next(self._file.iter_batches(batch_size=1, columns=[vector]), None)
-        self.dim = len(first.column(0)[0].as_py()) if first is not None and first.num_rows else 0
+        self.dim = self._first_dim(vector)
+        self._seen: dict[int, int] = {}  # store id -> row, to report repeated ids
+
+    def _first_dim(self, vector: str) -> int:
+        """Dimension of the first non-null vector (a null first row must not make it 0)."""
+        import pyarrow.compute as pc
+
+        for rb in self._file.iter_batches(batch_size=4096, columns=[vector]):
+            col = rb.column(0)
+            valid = pc.drop_null(col)
+            if len(valid):
+                first = valid[0].as_py()
+                try:
+                    return len(first)
+                except TypeError:
+                    raise ConfigError(f"{self.path}: column {vector!r} holds {type(first).__name__} "
+                                      "values, expected lists of floats. Name the vector column "
+                                      "with parquet:FILE,vector=COLUMN.") from None
+        return 0
 
     def count(self) -> int:
         return int(self._file.metadata.num_rows)
 
     def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
+        from slimvec.indexer.parquet_payload import payload_columns
+        from slimvec.indexer.sources import clean_payload
+
+        if start == 0:
+            self._seen.clear()
         row = 0
         for rb in self._file.iter_batches(batch_size=size):
             lo, row = row, row + rb.num_rows
             if row <= start:
                 continue
             cut = max(0, start - lo)
-            table = rb.slice(cut).to_pydict()
-            vecs = [np.asarray(v, dtype=np.float32) if v is not None else np.full(self.dim, np.nan, np.float32)
-                    for v in table.pop(self.vec_col)]
-            ids = doc_ids(table.pop(self.id_col))
+            rb, suspects = payload_columns(rb.slice(cut), self.path,
+                                           keep=(self.id_col, self.vec_col))
+            table = rb.to_pydict()
+            first = lo + cut
+            raw_vecs = table.pop(self.vec_col)
+            raw_ids = table.pop(self.id_col)
             rest = list(table)
-            payloads = [{c: table[c][i] for c in rest} for i in range(len(ids))]
-            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row)
+            keep: list[int] = []
+            rejects: list[Reject] = []
+            for i, rid in enumerate(raw_ids):
+                if rid is None or (isinstance(rid, float) and rid != rid) or (
+                        isinstance(rid, str) and not rid.strip()):
+                    rejects.append(Reject(self.spec, first + i, None, self.id_col, "missing id",
+                                          repr(rid)[:SNIPPET]))
+                else:
+                    keep.append(i)
+            ids = doc_ids([raw_ids[i] for i in keep], self.id_rule)
+            payloads = []
+            for j, i in enumerate(keep):
+                pl = {c: table[c][i] for c in rest}
+                if suspects:
+                    notes: list[str] = []
+                    pl = clean_payload(pl, suspects, notes)
+                    rejects.extend(Reject(self.spec, first + i, None, None, n, "", kept=True)
+                                   for n in notes)
+                payloads.append(pl)
+                sid = int(ids[j])
+                prev = self._seen.get(sid)
+                if prev is not None and prev != first + i:
+                    rejects.append(Reject(
+                        self.spec, first + i, None, self.id_col,
+                        f"duplicate id {raw_ids[i]!r} of row {prev}: last wins (this row replaces "
+                        "it)", repr(raw_ids[i])[:SNIPPET], kept=True))
+                self._seen[sid] = first + i
+            vecs = [np.asarray(raw_vecs[i], dtype=np.float32) if raw_vecs[i] is not None
+                    else np.full(self.dim, np.nan, np.float32) for i in keep]
+            rows = [first + i for i in keep] if len(keep) != len(raw_ids) else None
+            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row, rejects, rows)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Vectors of the given sorted rows, read from the vector column alone (a wrong-dimension
+        or null vector becomes NaN: left out of the fit sample, rejected when streamed)."""
+        wanted = np.asarray(rows, dtype=np.int64)
+        out = np.full((len(wanted), self.dim), np.nan, dtype=np.float32)
+        j, lo = 0, 0
+        for rb in self._file.iter_batches(batch_size=4096, columns=[self.vec_col]):
+            hi = lo + rb.num_rows
+            col = rb.column(0)
+            while j < len(wanted) and wanted[j] < hi:
+                v = col[int(wanted[j] - lo)].as_py()
+                if v is not None and len(v) == self.dim:
+                    out[j] = np.asarray(v, dtype=np.float32)
+                j += 1
+            lo = hi
+            if j == len(wanted):
+                break
+        return out
 
     def fingerprint(self) -> dict[str, Any]:
         return _file_fingerprint(self.path)
@@ -369,7 +450,7 @@ class _ScrollSource(VectorSource):
                 return
             row += len(page)
             raw_ids = [p.id for p in page]
-            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids])
+            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids], self.id_rule)
             vecs = [np.asarray(_point_vector(p.vector, self.vector_name, self.spec), np.float32) for p in page]
             payloads = []
             for p, rid in zip(page, raw_ids):
