@@ -35,6 +35,7 @@ _COMMANDS = [
     ("slimvec.cli.migrate", "migrate", "migrate"),
     ("slimvec.cli.migrate", "export", "export"),
     ("slimvec.cli.prune", "prune", "prune"),
+    ("slimvec.cli.serve", "serve", "serve"),
 ]
 
 
