@@ -4,6 +4,8 @@ every index (state ``done``), and exit 0."""
 from __future__ import annotations
 
 import logging
+import signal
+from types import FrameType
 
 from slimvec.service.config import ServiceConfig
 
@@ -22,4 +24,23 @@ def serve(config: ServiceConfig, log_level: str = "warning") -> None:
     app = create_app(config)
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                         timeout_graceful_shutdown=30, access_log=False, lifespan="on")
-    uvicorn.Server(uv).run()
+    _Server(uv).run()
+
+
+def _server_class():  # noqa: ANN202 - uvicorn is imported lazily
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """uvicorn re-raises a captured SIGTERM after its graceful shutdown (exit -15); a stopped
+        service whose indexes are committed exits 0 instead."""
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM and sig in self._captured_signals:
+                self._captured_signals.remove(sig)
+
+    return GracefulServer
+
+
+def _Server(config):  # noqa: N802, ANN001, ANN202
+    return _server_class()(config)
