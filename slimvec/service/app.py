@@ -161,8 +161,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         if not st.ready.is_set():
             return JSONResponse({"status": "starting"}, status_code=503)
         return JSONResponse({"status": "ready", "indexes": st.registry.names(),
-                             "errors": st.registry.errors,
-                             "seconds_to_ready": None})
+                             "errors": st.registry.errors})
 
     @app.get("/metrics", dependencies=[read], response_class=PlainTextResponse, tags=["health"])
     def metrics() -> PlainTextResponse:

@@ -18,7 +18,8 @@ from tests.service.server import Server
 @pytest.fixture(scope="module")
 def shared_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("shared") / "root"
-    root.mkdir()
+    (root / "reports" / "run1").mkdir(parents=True)
+    (root / "reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
     with Server(root) as srv:
         yield srv
 
@@ -108,6 +109,13 @@ def test_error_statuses(shared_server, method, path, body, status, needle):
     assert r.status_code == status, r.text
     assert needle.lower() in r.json()["detail"].lower()
     assert "Traceback" not in r.text
+
+
+def test_bench_reports_are_served(shared_server):
+    r = httpx.get(shared_server.url + "/reports/run1/report.html")
+    assert r.status_code == 200 and "bench run1" in r.text
+    assert httpx.get(shared_server.url + "/reports/run1/").status_code == 404  # no index.html
+    assert httpx.get(shared_server.url + "/reports/..%2F..%2Fetc%2Fpasswd").status_code == 404
 
 
 def test_bad_json_wrong_dimension_and_limits(server, vectors):
