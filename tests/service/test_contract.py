@@ -187,3 +187,17 @@ def test_non_loopback_bind_without_key_is_refused(tmp_path):
     assert out.returncode == 2
     assert "Refusing to listen on 0.0.0.0 without an API key" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("store", ["faiss:Flat", "hnsw"])
+def test_snapshot_stores_and_wait_false(shared_server, vectors, store):
+    url, name = shared_server.url, "s-" + store.split(":")[0]
+    assert _create(url, name, vectors, store=store).status_code == 201
+    r = httpx.post(f"{url}/indexes/{name}/vectors?wait=false",
+                   json={"vectors": _items(vectors, 0, 50)}, timeout=60)
+    assert r.status_code == 200 and r.json()["committed"] is False and r.json()["accepted"] == 50
+    r = httpx.post(f"{url}/indexes/{name}/vectors", json={"vectors": _items(vectors, 50, 100)},
+                   timeout=60)
+    assert r.json()["committed"]  # commits are in order: the first batch is committed too
+    res = slimvec.Client(url).index(name).search(vectors[:100:10], k=1)
+    assert res.ids[:, 0].tolist() == list(range(0, 100, 10))
