@@ -18,11 +18,15 @@ __all__ = ["open", "Client", "ConfigError", "DimensionMismatchError", "MissingDe
            "PersistenceError", "SlimvecError", "StoreError", "__version__"]
 
 
-def open(folder):  # noqa: A001 - mirrors the familiar open(path)
-    """Open an index folder for search; see :func:`slimvec.indexer.index.open_index`."""
+def open(folder, *, trust_store=None):  # noqa: A001 - mirrors the familiar open(path)
+    """Open an index folder for search; see :func:`slimvec.indexer.index.open_index`.
+
+    ``trust_store``: the spec or location of an index's external store (``qdrant:URL``), which
+    is never contacted just because the index folder names it.
+    """
     from slimvec.indexer.index import open_index
 
-    return open_index(folder)
+    return open_index(folder, trust_store=trust_store)
 
 
 def __getattr__(name):  # lazy: the client needs httpx, the library does not

@@ -84,11 +84,12 @@ def search(
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full)."),
+    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents)."""
     from slimvec.indexer.index import open_index
 
-    with open_index(index) as idx:
+    with open_index(index, trust_store=trust_store) as idx:
         t0 = time.perf_counter()
         res = idx.search(query, k, rescore=rescore)
         elapsed_ms = (time.perf_counter() - t0) * 1000
@@ -117,11 +118,12 @@ def search(
 def info(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Document count, dimensions, specs and bytes on disk of an index."""
     from slimvec.indexer.index import open_index
 
-    with open_index(index) as idx:
+    with open_index(index, trust_store=trust_store) as idx:
         data = idx.info()
     if json_out:
         typer.echo(json.dumps(data, indent=2))

@@ -16,17 +16,16 @@ import numpy as np
 
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError
-from slimvec.persistence import (
-    allocated_bytes, library_versions, read_json, sha256_file, write_json_atomic,
-)
+from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, Manifest
+from slimvec.indexer.safefs import LinkError
+from slimvec.persistence import allocated_bytes, sha256_file
 from slimvec.reducers import Reducer, load_reducer
 
-__all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION",
-           "verify_index_files", "reducer_checksum", "store_checksums", "check_store_dim"]
+__all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION", "Manifest",
+           "verify_index_files", "reducer_checksum", "store_checksums", "check_store_dim",
+           "read_manifest", "write_manifest", "external_store", "UntrustedStoreError",
+           "check_store_trusted", "refuse_links_inside"]
 
-MANIFEST = "manifest.json"
-INDEX_FORMAT = "slimvec-index"
-INDEX_FORMAT_VERSION = 1
 REDUCER_DIR = "reducer"
 STORE_DIR = "store"
 #: stores whose files are replaced whole by atomic rename at each flush: readers need no lock, and
@@ -42,24 +41,25 @@ def reducer_checksum(folder: str | os.PathLike[str]) -> str:
     return sha256_file(Path(folder) / REDUCER_DIR / "config.json")
 
 
-def _store_name(manifest: dict[str, Any]) -> str:
-    return str(manifest.get("store", "")).partition(":")[0].strip().lower()
-
-
-def store_checksums(folder: str | os.PathLike[str], manifest: dict[str, Any]) -> dict[str, str]:
+def store_checksums(folder: str | os.PathLike[str], manifest: Manifest) -> dict[str, str]:
     """SHA-256 of each file of a snapshot-style store (FAISS, hnswlib) in the index folder."""
     base = store_folder(Path(folder))
-    if _store_name(manifest) not in SNAPSHOT_STORES or not base.is_dir():
+    if manifest.store_kind not in SNAPSHOT_STORES or not base.is_dir():
         return {}
     out = {}
     for f in sorted(base.rglob("*")):
-        if f.is_file() and not f.name.startswith(".") and not f.name.endswith(_VOLATILE_SUFFIXES):
+        if f.is_file() and not f.is_symlink() and not f.name.startswith(".") and not f.name.endswith(_VOLATILE_SUFFIXES):
             out[f.relative_to(Path(folder)).as_posix()] = sha256_file(f)
     return out
 
 
-def verify_index_files(folder: str | os.PathLike[str], manifest: dict[str, Any]) -> None:
-    """Check the SHA-256 recorded in the manifest for the reducer and (completed) store files.
+def verify_index_files(folder: str | os.PathLike[str], manifest: Manifest) -> None:
+    """Check the SHA-256 recorded in the manifest for the reducer and the store files.
+
+    Every recorded checksum is checked, whatever the progress state says (a run clears the store
+    checksums when it starts, so only a tampered manifest still holds them while "running").
+    Keys are plain relative names inside the folder (checked when the manifest is read); a link
+    is refused; a mismatch names the file but prints no hash.
 
     Raises
     ------
@@ -67,19 +67,41 @@ def verify_index_files(folder: str | os.PathLike[str], manifest: dict[str, Any])
         A file differs from what the manifest recorded; the message names it.
     """
     folder = Path(folder)
-    recorded = dict(manifest.get("sha256") or {})
-    recorded.update(manifest.get("store_sha256") or {})
+    recorded = dict(manifest.sha256)
+    recorded.update(manifest.store_sha256)
     for rel, expected in recorded.items():
         path = folder / rel
+        if any(os.path.islink(folder.joinpath(*Path(rel).parts[:i + 1]))
+               for i in range(len(Path(rel).parts))):
+            raise LinkError(f"{path} (recorded in {folder / MANIFEST}) is or lies under a symbolic "
+                            "link; slimvec does not follow links inside an index folder. Restore "
+                            "the file or rebuild the index.")
         if not path.is_file():
             raise PersistenceError(f"{path} is missing (recorded in {folder / MANIFEST}).")
-        actual = sha256_file(path)
-        if actual != expected:
+        if sha256_file(path) != expected:
             raise PersistenceError(
-                f"{path}: SHA-256 mismatch (manifest {expected[:12]}..., file {actual[:12]}...). "
-                "The file was modified or corrupted; restore it or rebuild the index "
+                f"{path}: SHA-256 differs from the one recorded in {folder / MANIFEST}. The file "
+                "was modified or corrupted; restore it or rebuild the index "
                 "(slimvec ingest ... --rebuild)."
             )
+
+
+def refuse_links_inside(folder: Path) -> None:
+    """Refuse an index folder holding a symbolic link (the folder itself may be a link).
+
+    The store engines, SQLite payload files and the full-vector file are opened by libraries that
+    follow links; checking the whole tree (it holds tens of files) keeps them inside the folder.
+    """
+    if not folder.is_dir():
+        return
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(root) / name
+            if path.is_symlink():
+                raise LinkError(
+                    f"{path} is a symbolic link. slimvec never follows links inside an index "
+                    "folder (it could read or write outside the index); replace it with the real "
+                    "file, or rebuild the index.")
 
 
 def check_store_dim(folder: Path, store: VectorStore, reducer: Reducer) -> None:
@@ -91,31 +113,44 @@ def check_store_dim(folder: Path, store: VectorStore, reducer: Reducer) -> None:
                                      "The store and the reducer come from different indexes.")
 
 
-def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and check an index manifest; :class:`PersistenceError` names the file on problems."""
-    path = Path(folder) / MANIFEST
-    if not path.exists():
-        raise PersistenceError(
-            f"{Path(folder)} is not a slimvec index (no {MANIFEST}). Create one with 'slimvec ingest'."
-        )
-    manifest = read_json(path)
-    if manifest.get("format") != INDEX_FORMAT:
-        raise PersistenceError(f"{path}: expected format {INDEX_FORMAT!r}, got {manifest.get('format')!r}.")
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or version > INDEX_FORMAT_VERSION:
-        raise PersistenceError(
-            f"{path}: format_version {version!r} is newer than this slimvec supports "
-            f"({INDEX_FORMAT_VERSION}); upgrade slimvec."
-        )
-    return manifest
+def read_manifest(folder: str | os.PathLike[str]) -> Manifest:
+    """Read and check an index manifest (:meth:`Manifest.read`)."""
+    return Manifest.read(folder)
 
 
-def write_manifest(folder: str | os.PathLike[str], manifest: dict[str, Any]) -> None:
-    """Atomically write the manifest (fsynced), stamping format, versions and update time."""
-    manifest = dict(manifest)
-    manifest.update(format=INDEX_FORMAT, format_version=INDEX_FORMAT_VERSION,
-                    versions=library_versions(), updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    write_json_atomic(Path(folder) / MANIFEST, manifest)
+def write_manifest(folder: str | os.PathLike[str], manifest: Manifest) -> None:
+    """Atomically write the manifest (:meth:`Manifest.write`)."""
+    manifest.write(folder)
+
+
+class UntrustedStoreError(ConfigError):
+    """The manifest names a store outside the index folder that the user did not name."""
+
+
+def external_store(folder: Path, manifest: Manifest) -> str | None:
+    """The location of the index's store when it is not inside the index folder, else None."""
+    from slimvec.connectors import make_store
+
+    location = make_store(manifest.store, store_folder(folder)).location
+    return None if Path(location) == store_folder(folder) else str(location)
+
+
+def check_store_trusted(folder: Path, manifest: Manifest, trust_store: str | bool | None) -> None:
+    """Refuse to open a store location that came from the index folder unless the user named it.
+
+    ``trust_store`` is ``True`` (trust whatever the manifest says), or the store spec / location
+    the user gave (it must equal the manifest's), or ``None`` / ``False``.
+    """
+    location = external_store(folder, manifest)
+    if location is None or trust_store is True:
+        return
+    if isinstance(trust_store, str) and trust_store.strip() in (manifest.store, location):
+        return
+    raise UntrustedStoreError(
+        f"{folder / MANIFEST} names an external store ({location}). slimvec does not connect to "
+        "a location written in an index folder (it could send $QDRANT_API_KEY elsewhere) unless "
+        f"you name it: pass --trust-store {manifest.store!r} (Python: trust_store=...), or the "
+        "same --store spec.")
 
 
 class Index:
@@ -126,12 +161,12 @@ class Index:
     Attributes
     ----------
     folder : Path
-    manifest : dict
+    manifest : Manifest
     reducer : Reducer
     store : VectorStore
     """
 
-    def __init__(self, folder: Path, manifest: dict[str, Any], reducer: Reducer,
+    def __init__(self, folder: Path, manifest: Manifest, reducer: Reducer,
                  store: VectorStore) -> None:
         self.folder = folder
         self.manifest = manifest
@@ -145,25 +180,25 @@ class Index:
     @property
     def encoder(self) -> Any:
         """The index's encoder, loaded on first use (``None`` for vector-only indexes)."""
-        if self._encoder is None and self.manifest.get("encoder"):
+        if self._encoder is None and self.manifest.encoder:
             from slimvec.indexer.encoder import Encoder
 
-            self._encoder = Encoder(self.manifest["encoder"])
+            self._encoder = Encoder(self.manifest.encoder)
             if self._encoder.dim != self.dim_in:
                 raise DimensionMismatchError(
-                    f"encoder {self.manifest['encoder']} output vs reducer input of {self.folder}",
+                    f"encoder {self.manifest.encoder} output vs reducer input of {self.folder}",
                     self.dim_in, self._encoder.dim)
         return self._encoder
 
     @property
     def dim_in(self) -> int:
         """Input (encoder) dimension."""
-        return int(self.manifest["dim_in"])
+        return self.manifest.dim_in
 
     @property
     def dim_out(self) -> int:
         """Stored (reduced) dimension."""
-        return int(self.manifest["dim_out"])
+        return self.manifest.dim_out
 
     # ------------------------------------------------------------------ search
     def embed(self, queries: str | Sequence[str] | np.ndarray) -> np.ndarray:
@@ -188,10 +223,10 @@ class Index:
     @property
     def full_vectors(self) -> Any:
         """The on-disk full vectors (``--keep-full``), opened on first use; ``None`` without."""
-        if self._full is None and (self.manifest.get("full") or {}).get("dir"):
+        if self._full is None and self.manifest.full is not None and self.manifest.full.dir:
             from slimvec.connectors.fullvectors import FullVectors
 
-            self._full = FullVectors.open(self.folder / self.manifest["full"]["dir"])
+            self._full = FullVectors.open(self.folder / self.manifest.full.dir)
         return self._full
 
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
@@ -221,7 +256,7 @@ class Index:
             return self.store.search(reduced, k, **params)
         if int(rescore) < 1:
             raise ConfigError(f"rescore must be a positive integer (candidates per result), got {rescore!r}.")
-        if (self.manifest.get("full") or {}).get("in_store"):  # Qdrant Edge named vectors
+        if self.manifest.full is not None and self.manifest.full.in_store:  # Qdrant Edge named vectors
             return self.store.search_rescored(reduced, vectors, k, k * int(rescore), **params)
         if self.full_vectors is None:
             raise ConfigError(f"{self.folder} keeps no full vectors, so it cannot rescore. Rebuild it "
@@ -241,9 +276,9 @@ class Index:
             "count": int(self.store.count()),
             "dim_in": self.dim_in,
             "dim_out": self.dim_out,
-            "encoder": self.manifest.get("encoder"),
-            "reducer": self.manifest.get("reducer"),
-            "store": self.manifest.get("store"),
+            "encoder": self.manifest.encoder,
+            "reducer": self.manifest.reducer,
+            "store": self.manifest.store,
             "bytes": allocated_bytes(self.folder) + (0 if self.store.local else 0),
             "store_bytes": int(self.store.size_bytes()),
             "reducer_bytes": allocated_bytes(self.folder / REDUCER_DIR),
@@ -273,11 +308,21 @@ def store_folder(index_dir: Path) -> Path:
     return index_dir / STORE_DIR
 
 
-def open_index(folder: str | os.PathLike[str]) -> Index:
+def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None = None) -> Index:
     """Open an index folder for searching (``slimvec.open``).
+
+    Parameters
+    ----------
+    folder : path
+    trust_store : str or bool, optional
+        An index whose store lies outside its folder (``qdrant:URL``, ``qdrant-edge:PATH``) is
+        only opened when the user names that store: its spec or location, or ``True``. The
+        manifest alone never makes slimvec connect (or send ``$QDRANT_API_KEY``) anywhere.
 
     Raises
     ------
+    UntrustedStoreError
+        The manifest names an external store and ``trust_store`` does not name it.
     PersistenceError
         Not an index, or a corrupted / newer-format manifest, reducer or store file (SHA-256).
     DimensionMismatchError
@@ -292,7 +337,8 @@ def open_index(folder: str | os.PathLike[str]) -> Index:
     lock: IndexLock | None = None
     try:
         manifest = read_manifest(folder)
-        if _store_name(manifest) in LOCKED_STORES and "://" not in str(manifest.get("store")):
+        check_store_trusted(folder, manifest, trust_store)
+        if manifest.store_kind in LOCKED_STORES and "://" not in manifest.store:
             lock = IndexLock(folder, exclusive=False).acquire()
         index = _open_unlocked(folder, manifest)
     except IndexBusyError:
@@ -310,20 +356,18 @@ def open_index(folder: str | os.PathLike[str]) -> Index:
     return index
 
 
-def _open_unlocked(folder: Path, manifest: dict[str, Any]) -> Index:
+def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
     from slimvec.connectors import make_store
 
-    if (manifest.get("progress") or {}).get("state", "done") == "done":
-        verify_index_files(folder, manifest)
-    elif manifest.get("sha256"):
-        verify_index_files(folder, {"sha256": manifest["sha256"]})
+    refuse_links_inside(folder)
+    verify_index_files(folder, manifest)
     reducer = load_reducer(folder / REDUCER_DIR)
-    if reducer.n_features_in_ != int(manifest["dim_in"]):
-        raise DimensionMismatchError(f"reducer input of {folder}", manifest["dim_in"],
+    if reducer.n_features_in_ != manifest.dim_in:
+        raise DimensionMismatchError(f"reducer input of {folder}", manifest.dim_in,
                                      reducer.n_features_in_)
-    if reducer.n_components_ != int(manifest["dim_out"]):
+    if reducer.n_components_ != manifest.dim_out:
         raise DimensionMismatchError(f"reducer output vs stored vectors of {folder}",
-                                     manifest["dim_out"], reducer.n_components_)
-    store = make_store(manifest["store"], store_folder(folder)).open()
+                                     manifest.dim_out, reducer.n_components_)
+    store = make_store(manifest.store, store_folder(folder)).open()
     check_store_dim(folder, store, reducer)
     return Index(folder, manifest, reducer, store)

@@ -17,6 +17,7 @@ import numpy as np
 from slimvec.connectors.fullvectors import FULL_DIR, FULL_DTYPES, FullVectors
 from slimvec.errors import ConfigError
 from slimvec.indexer.checks import split_bad_vectors
+from slimvec.indexer.manifest import FullInfo, Manifest
 
 __all__ = ["KeepFullStore", "full_in_store", "prepare_full", "check_keep_full"]
 
@@ -33,24 +34,24 @@ def full_in_store(store_spec: str, dtype: str | None) -> bool:
     return dtype == "float32" and store_spec.partition(":")[0].strip().lower() in ("qdrant-edge", "qdrant")
 
 
-def prepare_full(folder: Path, manifest: dict[str, Any], store: Any, dtype: str | None,
+def prepare_full(folder: Path, manifest: Manifest, store: Any, dtype: str | None,
                  dim: int, *, new: bool) -> FullVectors | None:
     """Set up full-vector keeping for a new index (before ``store.create``) or reopen it.
 
-    For a new index this records ``manifest['full']`` and, for Qdrant Edge, sets the store's
+    For a new index this records ``manifest.full`` and, for Qdrant Edge, sets the store's
     ``full_dim`` option (call it before ``store.create``). Returns the side file, if any.
     """
     if dtype is None:
         return None
     if new:
-        in_store = full_in_store(manifest["store"], dtype)
-        manifest["full"] = {"dir": None if in_store else FULL_DIR, "dtype": dtype, "in_store": in_store}
+        in_store = full_in_store(manifest.store, dtype)
+        manifest.full = FullInfo(dtype=dtype, dir=None if in_store else FULL_DIR, in_store=in_store)
         if in_store:
             store.options["full_dim"] = int(dim)
             return None
-        return FullVectors.create(folder / FULL_DIR, dim, dtype, str(manifest.get("metric", "cosine")))
-    info = manifest.get("full") or {}
-    return FullVectors.open(folder / info["dir"]) if info.get("dir") else None
+        return FullVectors.create(folder / FULL_DIR, dim, dtype, manifest.metric)
+    info = manifest.full
+    return FullVectors.open(folder / info.dir) if info is not None and info.dir else None
 
 
 class KeepFullStore:

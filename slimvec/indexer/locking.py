@@ -8,6 +8,9 @@ while the index is open, so a search started during an ingest fails at once with
 :class:`~slimvec.errors.IndexBusyError` ("index is being written") instead of reading a moving
 target. Stores that publish snapshots by atomic rename (FAISS, hnswlib) are read without a lock.
 
+``.lock`` is opened without following links: a planted ``.lock`` link is refused
+(:class:`~slimvec.indexer.safefs.LinkError`), never truncated through.
+
 Locks are ``flock`` locks: the kernel drops them when the process dies, so a ``kill -9`` never
 leaves a stale lock behind.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.errors import IndexBusyError, PersistenceError
+from slimvec.indexer.safefs import LinkError, open_nofollow
 
 __all__ = ["IndexLock", "LOCK_NAME", "is_being_written"]
 
@@ -53,7 +57,9 @@ class IndexLock:
         try:
             if self.exclusive:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except LinkError:
+            raise
         except OSError as exc:
             if not self.exclusive and exc.errno in (errno.EACCES, errno.EROFS, errno.ENOENT):
                 self._fd = None  # a read-only index folder cannot be written by anyone
@@ -108,7 +114,7 @@ def is_being_written(folder: str | os.PathLike[str]) -> bool:
     """True when another process holds the writer lock of ``folder``."""
     path = Path(folder) / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_nofollow(path, os.O_RDONLY)
     except OSError:
         return False
     try:

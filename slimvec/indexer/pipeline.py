@@ -4,8 +4,9 @@
 the input) and adds to it on later runs. Store ids are derived from document ids
 (:func:`slimvec.ids.doc_id`), so ingesting the same input again overwrites instead of duplicating.
 
-A run holds the index's writer lock (:mod:`slimvec.indexer.locking`), commits through
-:func:`~slimvec.indexer.writer.write_batches`, and keeps a durable progress record
+This module is a producer: it turns documents into :class:`VectorBatch` es and a fit sample;
+:class:`~slimvec.indexer.builder.IndexBuilder` holds the writer lock, commits, and keeps a durable
+progress record
 (:mod:`slimvec.indexer.progress`): rerunning an interrupted or killed ingest resumes after the last
 commit; a changed input file, reducer or store under an unfinished index is refused unless
 ``rebuild``.
@@ -17,7 +18,6 @@ import json
 import logging
 import os
 import random
-import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,31 +25,20 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
+from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
+from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, IndexBuilder, IndexSpec
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER
-from slimvec.indexer.index import (
-    MANIFEST, REDUCER_DIR, STORE_DIR, read_manifest, reducer_checksum, store_folder,
-    write_manifest,
-)
-from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, prepare_full
-from slimvec.indexer.locking import LOCK_NAME, IndexLock
-from slimvec.indexer.progress import fingerprint, plan_run, truncate_file
+from slimvec.indexer.progress import fingerprint, progress_bar
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
-from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batches
 from slimvec.indexer.train_pairs import fit_reducer
-from slimvec.reducers import Reducer, load_reducer, make_reducer
+from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
 
 __all__ = ["IngestOptions", "IngestSummary", "ingest", "reservoir_sample", "REJECTS",
-           "VectorBatch", "write_batches"]
+           "VectorBatch", "DEFAULT_REDUCER", "DEFAULT_STORE"]
 
 log = logging.getLogger(__name__)
-DEFAULT_REDUCER = "pca:96"
-DEFAULT_STORE = "qdrant-edge"
-#: what an index folder may hold; a folder with anything else is not ours to clean
-_OWN_NAMES = {MANIFEST, REDUCER_DIR, STORE_DIR, REJECTS, LOCK_NAME, STATE_DB, STATE_DB + "-wal",
-              STATE_DB + "-shm", "full"}
 
 
 @dataclass
@@ -145,37 +134,20 @@ def _jsonable(value: Any) -> bool:
 
 
 def _progress(enabled: bool, total: int | None, description: str, unit: str = "docs"):
-    from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
-    )
-
-    class _Rate(TextColumn):
-        def __init__(self) -> None:
-            super().__init__("")
-
-        def render(self, task):  # type: ignore[override]
-            from rich.text import Text
-
-            speed = task.finished_speed or task.speed
-            return Text(f"{speed:,.0f} {unit}/s" if speed else "")
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    _Rate(), TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled,
-                    transient=False)
+    return progress_bar(enabled, unit)
 
 
 def _strict_records(records: Iterator[Document | Reject]) -> Iterator[Document | Reject]:
-    from slimvec.indexer.writer import _strict_error
-
     for rec in records:
         if isinstance(rec, Reject) and not rec.kept:
-            raise _strict_error(rec)
+            raise strict_error(rec)
         yield rec
 
 
-def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encoder: Any,
-                   progress: Any) -> tuple[Reducer, dict[int, np.ndarray], int, float]:
-    """Sample, encode and fit; returns the reducer, sampled row -> vector, row count, fit seconds."""
+def _fit_sample(source: SourceSpec, opts: IngestOptions, encoder: Any, progress: Any,
+                cached: dict[int, np.ndarray]) -> tuple[np.ndarray, int]:
+    """Reservoir-sample and encode the fit sample (vectors kept in ``cached`` by row for the
+    stream); returns the sample and the input's row count."""
     task = progress.add_task("sampling input", total=None)
     records = iter_records(source)
     if opts.strict:
@@ -183,8 +155,8 @@ def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encode
     sample, rows = reservoir_sample(records, opts.fit_sample, opts.seed)
     progress.update(task, total=rows, completed=rows)
     if not sample:
-        raise ConfigError(f"{source.path} holds no ingestible document: nothing to fit the reducer on "
-                          f"(see {folder / REJECTS}).")
+        raise ConfigError(f"{source.path} holds no ingestible document: nothing to fit the reducer "
+                          "on (check --text-column and the file's rows).")
     sample.sort(key=lambda d: d.row)
     enc_task = progress.add_task(f"encoding fit sample ({len(sample):,})", total=len(sample))
     vectors = []
@@ -193,19 +165,9 @@ def _fit_new_index(folder: Path, source: SourceSpec, opts: IngestOptions, encode
         vectors.append(encoder.encode([d.text for d in chunk]))
         progress.advance(enc_task, len(chunk))
     X = np.concatenate(vectors)
-    reducer = make_reducer(opts.reducer)
-    t0 = time.perf_counter()
-    fit_task = progress.add_task(f"fitting {opts.reducer} on {len(X):,} vectors", total=1)
-    fit_reducer(reducer, X, opts.train_pairs, encoder, opts.batch_size)
-    progress.advance(fit_task)
-    fit_s = time.perf_counter() - t0
-    reducer.save(folder / REDUCER_DIR)
-    return reducer, {d.row: X[i] for i, d in enumerate(sample)}, rows, fit_s
-
-
-_IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Disk quota",
-             "File too large", "disk I/O error", "database or disk is full",
-             "attempt to write a readonly database")  # the last three: SQLite (payloads, state)
+    cached.update({d.row: X[i] for i, d in enumerate(sample)})
+    progress.add_task(f"fitting {opts.reducer} on {len(X):,} vectors", total=None)
+    return X, rows
 
 
 def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
@@ -247,136 +209,53 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
     """
     opts = options or IngestOptions()
     folder = Path(index_dir)
-    say = notify or log.info
-    try:
-        with IndexLock(folder, exclusive=True):
-            return _ingest_locked(Path(input_path), folder, opts, on_batch, say)
-    except SlimvecError:
-        raise
-    except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise PersistenceError(
-            f"Cannot write the index {folder}: {exc.strerror or exc}{where}. Check that the folder "
-            "is writable and the disk is not full, then rerun the same command to resume."
-        ) from exc
-    except Exception as exc:  # store engines report I/O failures as their own exceptions
-        if any(h in str(exc) for h in _IO_HINTS):
-            raise PersistenceError(
-                f"The store of {folder} could not write: {str(exc).splitlines()[0][:300]}. Check "
-                "that the folder is writable and the disk is not full, then rerun the same "
-                "command to resume."
-            ) from exc
-        raise
+    with IndexBuilder(folder, rebuild=opts.rebuild, notify=notify or log.info, strict=opts.strict,
+                      checkpoint_seconds=opts.checkpoint_seconds,
+                      checkpoint_batches=opts.checkpoint_batches) as builder:
+        return _ingest_into(builder, Path(input_path), opts, on_batch)
 
 
-def _prepare_folder(folder: Path, rebuild: bool) -> None:
-    """Wipe the index for ``rebuild``; clean what a crash before the first commit left."""
-    manifest_exists = (folder / MANIFEST).exists()
-    if manifest_exists and not rebuild:
-        return
-    entries = [p for p in folder.iterdir() if p.name != LOCK_NAME] if folder.is_dir() else []
-    strangers = [p.name for p in entries if p.name not in _OWN_NAMES and not p.name.startswith(".")]
-    if strangers:
-        raise ConfigError(
-            f"{folder} is not empty and is not a slimvec index (it holds {', '.join(strangers[:5])}"
-            f"{'...' if len(strangers) > 5 else ''}). Choose an empty or new --index folder."
-        )
-    if manifest_exists:
-        (folder / MANIFEST).unlink()  # first, so a crash mid-wipe leaves no half index
-    for p in entries:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        elif p.exists() or p.is_symlink():
-            p.unlink()
-
-
-def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
-                   on_batch: Callable[[int], None] | None,
-                   say: Callable[[str], None]) -> IngestSummary:
-    from slimvec.connectors import canonical_store_spec, make_store
+def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
+                 on_batch: Callable[[int], None] | None) -> IngestSummary:
+    """The ingest producer: documents -> encoder -> :class:`VectorBatch` es for the builder."""
     from slimvec.indexer.encoder import Encoder
-    from slimvec.indexer.index import check_store_dim, verify_index_files
 
-    _prepare_folder(folder, opts.rebuild)
-    existing = (folder / MANIFEST).exists()
-    manifest: dict[str, Any] = {}
-    if existing:
-        manifest = read_manifest(folder)
-        _check_same_specs(folder, manifest, opts,
-                          canonical_store_spec(opts.store) if opts.store else None)
-        opts = replace(opts, reducer=manifest["reducer"], store=manifest["store"],
-                       encoder=manifest["encoder"])
-    else:
-        opts = replace(opts, reducer=opts.reducer or DEFAULT_REDUCER,
-                       store=opts.store or DEFAULT_STORE, encoder=opts.encoder or DEFAULT_ENCODER)
+    old = b.existing
+    spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or (
+        old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
+        opts.keep_full if old is None else None, opts.text_column, opts.id_column))
     source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format)
     iter_records(source)  # fail fast on a missing file / unknown format
     resolved = input_path.resolve()
-    fp = fingerprint(resolved)
     columns = {"text_column": opts.text_column, "id_column": opts.id_column, "format": opts.format}
-    plan = plan_run(folder, manifest.get("progress"), resolved, fp, columns)
-    summary = IngestSummary(index=str(folder), input=str(input_path))
+    plan = b.plan(resolved, fingerprint(resolved), columns)
+    b.summary.input = str(input_path)
     if plan.already_done:
-        summary.already_done = True
-        summary.count = int(manifest.get("count", 0))
-        summary.next_row = int(manifest["progress"].get("next_row", 0))
-        say(f"{input_path} was already ingested completely into {folder} "
-            f"({summary.next_row:,} rows); nothing to do. Pass --rebuild to build the index anew.")
-        return summary
-    make_reducer(opts.reducer)  # fail fast on a bad reducer spec, before sampling and encoding
-    canonical_store_spec(opts.store)
-    check_keep_full(opts.keep_full)
+        b.say(f"{input_path} was already ingested completely into {b.folder} "
+              f"({old.progress.next_row:,} rows); nothing to do. Pass --rebuild to build the "
+              "index anew.")
+        return b.done_summary(str(input_path))
     with _progress(opts.progress, None, "ingest") as progress:
-        encoder = Encoder(opts.encoder, batch_size=min(opts.batch_size, 128))
+        encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, 128))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
-        sample_vectors: dict[int, np.ndarray] = {}
-        total_rows: int | None = None
-        if existing:
-            verify_index_files(folder, manifest)
-            reducer = load_reducer(folder / REDUCER_DIR)
-            if reducer.n_features_in_ != encoder.dim:
-                raise DimensionMismatchError(
-                    f"reducer input of {folder} vs encoder {opts.encoder} output",
-                    reducer.n_features_in_, encoder.dim,
-                    "The index was built with another encoder; pass the same --encoder or --rebuild.")
-            store = make_store(manifest["store"], store_folder(folder)).open()
-            check_store_dim(folder, store, reducer)
-            full = prepare_full(folder, manifest, store, (manifest.get("full") or {}).get("dtype"),
-                                encoder.dim, new=False)
-        else:
-            folder.mkdir(parents=True, exist_ok=True)
-            reducer, sample_vectors, total_rows, summary.fit_seconds = _fit_new_index(
-                folder, source, opts, encoder, progress)
-            store = make_store(opts.store, store_folder(folder))
-            manifest = {
-                "encoder": opts.encoder, "encoder_name": encoder.name, "dim_in": encoder.dim,
-                "reducer": reducer.spec, "dim_out": reducer.n_components_,
-                "store": canonical_store_spec(opts.store), "metric": "cosine", "count": 0,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "text_column": opts.text_column, "id_column": opts.id_column,
-                "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
-            }
-            full = prepare_full(folder, manifest, store, opts.keep_full, encoder.dim, new=True)
-            store.create(reducer.n_components_, "cosine")
-            summary.created = True
+        cached: dict[int, np.ndarray] = {}
+        counted: list[int] = []
+
+        def fit() -> np.ndarray:
+            X, rows = _fit_sample(source, replace(opts, reducer=spec.reducer), encoder, progress,
+                                  cached)
+            counted.append(rows)
+            return X
+
+        b.open(replace(spec, encoder_name=encoder.name), encoder.dim, fit,
+               lambda r, X: fit_reducer(r, X, opts.train_pairs, encoder, opts.batch_size))
         if plan.resuming:
-            truncate_file(folder / REJECTS, plan.rejects_bytes)
-            summary.resumed_from = plan.start_row
-            say(f"resuming at row {plan.start_row:,} of {input_path} (rows before it are committed "
-                f"in {folder})")
-        rejects_path = folder / REJECTS
-        manifest["progress"] = {
-            "input": str(resolved), "fingerprint": fp, "columns": columns,
-            "next_row": plan.start_row, "state": "running",
-            "rejects_bytes": rejects_path.stat().st_size if rejects_path.exists() else 0,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        manifest.pop("store_sha256", None)  # store files are about to change
-        write_manifest(folder, manifest)
-        tracker = DuplicateTracker(folder / STATE_DB, fresh=not plan.resuming)
+            b.say(f"resuming at row {plan.start_row:,} of {input_path} (rows before it are "
+                  f"committed in {b.folder})")
+        b.begin(plan)
+        tracker = DuplicateTracker(b.folder / STATE_DB, fresh=not plan.resuming)
+        b.on_commit = tracker.commit
         id_field = opts.id_column or "id"
-        target = (KeepFullStore(store, full, encoder.dim, source.path)
-                  if manifest.get("full") else store)
 
         def batches() -> Iterator[VectorBatch]:
             for docs, rejects, next_row in iter_batches(source, opts.batch_size, plan.start_row):
@@ -384,46 +263,30 @@ def _ingest_locked(input_path: Path, folder: Path, opts: IngestOptions,
                 warnings = tracker.check(ids, docs, source.path, id_field)
                 warnings += truncation_rejects(encoder, docs, source.path, opts.text_column)
                 t0 = time.perf_counter()
-                vecs = _encode_batch(encoder, docs, sample_vectors)
-                summary.encode_seconds += time.perf_counter() - t0
-                if target is not store:
-                    target.stage(ids, vecs)
+                vecs = _encode_batch(encoder, docs, cached)
+                b.summary.encode_seconds += time.perf_counter() - t0
                 yield VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + warnings,
                                   next_row, rows=[d.row for d in docs],
                                   lines=[d.line for d in docs], source=source.path)
 
-        task = progress.add_task(f"ingesting {input_path.name}", total=total_rows,
-                                 completed=plan.start_row if total_rows else 0)
+        total = counted[0] if counted else None
+        task = progress.add_task(f"ingesting {input_path.name}", total=total,
+                                 completed=plan.start_row if total else 0)
         t_stream = time.perf_counter()
         finished = False
         try:
-            write_batches(folder, manifest, target, reducer, batches(), summary,
-                          lambda n: progress.advance(task, n), opts.checkpoint_seconds, on_batch,
-                          checkpoint_batches=opts.checkpoint_batches, strict=opts.strict,
-                          on_commit=tracker.commit)
+            summary = b.run(batches(), lambda n: progress.advance(task, n), on_batch)
             finished = not summary.interrupted
         finally:
             tracker.close(delete=finished)
-        if finished:
-            _record_store_checksums(folder, manifest)
     summary.seconds = time.perf_counter() - t_stream
     summary.total_seconds = time.perf_counter() - t_start
     if summary.duplicates:
         log.warning("%d row(s) reused an earlier id with different text; the last one won "
-                    "(listed in %s)", summary.duplicates, folder / REJECTS)
+                    "(listed in %s)", summary.duplicates, b.folder / REJECTS)
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
-             summary.rejected, folder, summary.total_seconds)
+             summary.rejected, b.folder, summary.total_seconds)
     return summary
-
-
-def _record_store_checksums(folder: Path, manifest: dict[str, Any]) -> None:
-    """After a completed run, record SHA-256 of snapshot-style store files (FAISS, hnswlib)."""
-    from slimvec.indexer.index import store_checksums
-
-    sums = store_checksums(folder, manifest)
-    if sums:
-        manifest["store_sha256"] = sums
-        write_manifest(folder, manifest)
 
 
 def _encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:
@@ -438,20 +301,3 @@ def _encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarr
     if todo:
         out[todo] = encoder.encode([docs[i].text for i in todo])
     return out
-
-
-def _check_same_specs(folder: Path, manifest: dict[str, Any], opts: IngestOptions,
-                      store_spec: str | None) -> None:
-    diffs = []
-    if opts.reducer is not None and manifest.get("reducer") not in (
-            opts.reducer, make_reducer(opts.reducer).spec):
-        diffs.append(f"reducer {manifest.get('reducer')!r} (asked {opts.reducer!r})")
-    if store_spec is not None and manifest.get("store") != store_spec:
-        diffs.append(f"store {manifest.get('store')!r} (asked {opts.store!r})")
-    if opts.encoder is not None and manifest.get("encoder") != opts.encoder:
-        diffs.append(f"encoder {manifest.get('encoder')!r} (asked {opts.encoder!r})")
-    if diffs:
-        raise ConfigError(
-            f"{folder} already holds an index built with {', '.join(diffs)}. Use the same specs "
-            "to add to it, another --index folder, or --rebuild to delete it and build anew."
-        )

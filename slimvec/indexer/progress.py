@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.indexer.safefs import LinkError, open_nofollow
 
-__all__ = ["fingerprint", "ResumePlan", "plan_run", "describe_changes", "truncate_file"]
+__all__ = ["fingerprint", "ResumePlan", "plan_run", "describe_changes", "truncate_file",
+           "progress_bar"]
 
 _EDGE = 1 << 20
 
@@ -144,9 +146,34 @@ def truncate_file(path: Path, size: int | None) -> None:
         return
     try:
         if path.stat().st_size > size:
-            with open(path, "r+b") as fh:
-                fh.truncate(size)
-                fh.flush()
-                os.fsync(fh.fileno())
+            fd = open_nofollow(path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except LinkError:
+        raise
     except OSError as exc:
         raise PersistenceError(f"Cannot cut {path} back to its committed length: {exc}.") from exc
+
+
+def progress_bar(enabled: bool, unit: str = "docs") -> Any:
+    """A rich progress display (bar, done/total, rate in ``unit``/s, elapsed, ETA)."""
+    from rich.progress import (
+        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    )
+
+    class _Rate(TextColumn):
+        def __init__(self) -> None:
+            super().__init__("")
+
+        def render(self, task):  # type: ignore[override]
+            from rich.text import Text
+
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} {unit}/s" if speed else "")
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    _Rate(), TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled,
+                    transient=False)

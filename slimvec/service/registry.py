@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,24 +26,26 @@ import numpy as np
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError, StoreError
 from slimvec.ids import doc_ids, text_key
 from slimvec.indexer.checks import split_bad_vectors, truncation_rejects
-from slimvec.indexer.index import (
-    MANIFEST, REDUCER_DIR, Index, check_store_dim, read_manifest, reducer_checksum, store_folder,
-    verify_index_files, write_manifest,
-)
-from slimvec.indexer.keepfull import check_keep_full, prepare_full
+from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.index import Index
+from slimvec.indexer.keepfull import check_keep_full
 from slimvec.indexer.locking import IndexLock
+from slimvec.indexer.manifest import MANIFEST
 from slimvec.indexer.sources import Document, Reject
 from slimvec.indexer.writer import REJECTS, VectorBatch
 from slimvec.reducers import load_reducer, make_reducer
 from slimvec.service.batching import QueryBatcher
 from slimvec.service.names import check_name, index_folder
-from slimvec.service.writer import SERVICE_INPUT, IndexWriter, LockedStore
+from slimvec.service.writer import SERVICE_INPUT, IndexWriter, LockedStore, WriterClosed
 
 __all__ = ["Registry", "ServedIndex", "IndexSpecIn", "NotFound", "Busy", "WriteResult"]
 
 log = logging.getLogger(__name__)
 SERVICE_SPEC = "service.json"
 PENDING = "pending.jsonl"
+#: ROOT/.pending/NAME holds an index created over HTTP until its reducer is fitted (the index
+#: folder itself is created by IndexBuilder, which refuses folders holding files it did not write)
+PENDING_DIR = ".pending"
 
 
 class NotFound(SlimvecError, LookupError):
@@ -108,76 +111,80 @@ class Encoders:
 
 
 class ServedIndex:
-    """One index folder as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job)."""
+    """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job)."""
 
-    def __init__(self, name: str, folder: Path, encoders: Encoders,
+    def __init__(self, name: str, root: Path, encoders: Encoders,
                  on_commit: Callable[[str, int, int], None]) -> None:
-        self.name, self.folder, self.encoders, self._on_commit = name, folder, encoders, on_commit
+        self.name, self.encoders, self._on_commit = name, encoders, on_commit
+        self.folder = index_folder(root, name)
+        self.pending_dir = root / PENDING_DIR / name
         self.state = "closed"
         self.busy_reason = ""
         self.index: Index | None = None
         self.writer: IndexWriter | None = None
         self.spec: dict[str, Any] = {}
         self.pending_rows = 0
-        self._full: Any = None
-        self._lock_file: IndexLock | None = None
+        self._pending_lock: IndexLock | None = None
         self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ open / close
     def open(self) -> "ServedIndex":
-        """Take the writer lock and open the index (or its pending state)."""
+        """Open the index through its builder (lock held), or its pending state."""
         with self.lock:
-            self._lock_file = IndexLock(self.folder, exclusive=True).acquire()
             try:
                 if (self.folder / MANIFEST).exists():
-                    self._open_index()
-                    if (self.folder / PENDING).exists():  # crashed between fit and first commit
+                    self._open_builder(None, None)
+                    if (self.pending_dir / PENDING).exists():  # crashed between fit and commit
+                        self._lock_pending()
                         self._flush_pending()
                 else:
-                    self.spec = json.loads((self.folder / SERVICE_SPEC).read_text("utf-8"))
-                    self.pending_rows = _count_lines(self.folder / PENDING)
+                    self._lock_pending()
+                    self.spec = json.loads((self.pending_dir / SERVICE_SPEC).read_text("utf-8"))
+                    self.pending_rows = _count_lines(self.pending_dir / PENDING)
                     self.state = "pending"
             except BaseException:
                 self.close()
                 raise
         return self
 
-    def _open_index(self) -> None:
-        from slimvec.connectors import make_store
+    def _lock_pending(self) -> None:
+        if self._pending_lock is None:
+            self._pending_lock = IndexLock(self.pending_dir, exclusive=True).acquire()
 
-        folder = self.folder
-        manifest = read_manifest(folder)
-        if (manifest.get("progress") or {}).get("state", "done") == "done":
-            verify_index_files(folder, manifest)
-        elif manifest.get("sha256"):
-            verify_index_files(folder, {"sha256": manifest["sha256"]})
-        reducer = load_reducer(folder / REDUCER_DIR)
-        store = make_store(manifest["store"], store_folder(folder)).open()
-        check_store_dim(folder, store, reducer)
-        self._full = prepare_full(folder, manifest, store, (manifest.get("full") or {}).get("dtype"),
-                                  int(manifest["dim_in"]), new=False)
-        self.index = Index(folder, manifest, reducer, LockedStore(store))
+    def _open_builder(self, spec: IndexSpec | None, X: np.ndarray | None) -> None:
+        b = IndexBuilder(self.folder)
+        b.__enter__()
+        try:
+            if spec is None:
+                old = b.existing
+                if old is None:
+                    raise ConfigError(f"{self.folder} holds no index.")
+                b.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
+                                 id_column=old.id_column), old.dim_in)
+            else:
+                b.open(spec, int(X.shape[1]), fit=lambda: X)
+                b.commit()  # the manifest exists from now on: a restart reopens the index
+        except BaseException:
+            b.__exit__(*sys.exc_info())
+            raise
+        rw = threading.RLock()
+        self.index = Index(self.folder, b.manifest, b.reducer, LockedStore(b.store, rw))
+        self.writer = IndexWriter(b, rw)
         self.state = "ready"
-        if manifest.get("encoder"):
-            self.encoders.get(manifest["encoder"])
+        if b.manifest.encoder:
+            self.encoders.get(b.manifest.encoder)
 
     def close(self) -> None:
-        """Commit queued writes, close the store, release the lock (idempotent)."""
+        """Commit queued writes, finish, close the store, release the locks (idempotent)."""
         with self.lock:
             try:
                 if self.writer is not None:
-                    self.writer.close()
-                elif self.index is not None:
-                    self.index.store.close()
-                    if self._full is not None:
-                        self._full.close()
-                if self.index is not None and self.index._full is not None:  # noqa: SLF001
-                    self.index._full.close()  # noqa: SLF001
+                    self.writer.close()  # the builder closes the store and the full vectors
             finally:
-                self.writer, self.index, self._full = None, None, None
-                if self._lock_file is not None:
-                    self._lock_file.release()
-                    self._lock_file = None
+                self.writer, self.index = None, None
+                if self._pending_lock is not None:
+                    self._pending_lock.release()
+                    self._pending_lock = None
                 if self.state != "busy":
                     self.state = "closed"
 
@@ -199,10 +206,10 @@ class ServedIndex:
         """Full query vectors from texts (through the dynamic batcher) or given vectors."""
         index = self.ready_index()
         if texts is not None:
-            if not index.manifest.get("encoder"):
+            if not index.manifest.encoder:
                 raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
                                   "send query vectors instead of texts.")
-            return self.encoders.batcher(index.manifest["encoder"]).encode(list(texts))
+            return self.encoders.batcher(index.manifest.encoder).encode(list(texts))
         return index.embed(np.asarray(vectors, dtype=np.float32))
 
     def info(self) -> dict[str, Any]:
@@ -226,12 +233,12 @@ class ServedIndex:
             if self.state == "pending":
                 return self._add_pending(docs, "text", source), None
             index = self.ready_index()
-            if not index.manifest.get("encoder"):
+            if not index.manifest.encoder:
                 raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
                                   "add vectors (POST /indexes/NAME/vectors) instead of documents.")
         good, rejects = _check_docs(docs, source)
         result = WriteResult(rejected=[r.to_json() for r in rejects])
-        encoder = self.encoders.get(index.manifest["encoder"])
+        encoder = self.encoders.get(index.manifest.encoder)
         warnings = truncation_rejects(encoder, good, source, "text") if good else []
         result.warnings = [w.to_json() for w in warnings]
         vecs = encoder.encode([d.text for d in good]) if good else np.zeros((0, index.dim_in), np.float32)
@@ -257,12 +264,9 @@ class ServedIndex:
 
     def _submit(self, batch: VectorBatch, rows: int) -> Any:
         with self.lock:
-            index = self.ready_index()
+            self.ready_index()
             if self.writer is None:
-                self.writer = IndexWriter(self.folder, index.manifest, index.store, index.reducer,
-                                          self._full, bool(index.manifest.get("full")),
-                                          index.dim_in)
-                self.writer.start()
+                raise WriterClosed(f"Index {self.name!r} has no writer; retry later.")
             fut = self.writer.submit(batch, rows)
         n_ok, n_bad = len(batch.ids), sum(not r.kept for r in batch.rejects)
         fut.add_done_callback(lambda f: f.exception() or self._on_commit(self.name, n_ok, n_bad))
@@ -285,81 +289,67 @@ class ServedIndex:
             self.spec["dim_in"] = dim
             lines = [{"id": rows[i]["id"], "vector": vecs[j].tolist(),
                       "payload": rows[i].get("payload") or {}} for j, i in enumerate(good)]
-        _append_fsync(self.folder / REJECTS, [json.dumps(r.to_json()) for r in rejects])
-        _append_fsync(self.folder / PENDING, [json.dumps(x, ensure_ascii=False) for x in lines])
+        _append_fsync(self.pending_dir / REJECTS, [json.dumps(r.to_json()) for r in rejects])
+        _append_fsync(self.pending_dir / PENDING, [json.dumps(x, ensure_ascii=False) for x in lines])
         self.pending_rows += len(lines)
         result = WriteResult(accepted=len(lines), rejected=[r.to_json() for r in rejects],
                              committed=True, pending_fit=True)
         if self.pending_rows >= int(self.spec.get("fit_after", 1)):
-            self.fit_from_pending()
+            rows_all = _read_pending(self.pending_dir / PENDING)
+            self.create_from_sample(self._pending_vectors(rows_all))
+            self._flush_pending(rows_all)
             result.pending_fit = False
         return result
-
-    def fit_from_pending(self) -> None:
-        """Fit the reducer on the collected documents, create the index, write them, commit."""
-        rows = [json.loads(x) for x in (self.folder / PENDING).read_text("utf-8").splitlines() if x]
-        vecs = self._pending_vectors(rows)
-        self.create_from_sample(vecs)
-        self._flush_pending(rows, vecs)
 
     def _pending_vectors(self, rows: list[dict[str, Any]]) -> np.ndarray:
         if self.spec.get("encoder"):
             return self.encoders.get(self.spec["encoder"]).encode([r["text"] for r in rows])
         return np.asarray([r["vector"] for r in rows], dtype=np.float32)
 
-    def _flush_pending(self, rows: list[dict[str, Any]] | None = None,
-                       vecs: np.ndarray | None = None) -> None:
+    def _flush_pending(self, rows: list[dict[str, Any]] | None = None) -> None:
+        """Write the collected rows (and their rejects) into the fitted index, commit, clean up."""
         if rows is None:
-            rows = [json.loads(x) for x in (self.folder / PENDING).read_text("utf-8").splitlines() if x]
-            vecs = self._pending_vectors(rows) if rows else None
+            rows = _read_pending(self.pending_dir / PENDING)
         if rows:
+            vecs = self._pending_vectors(rows)
             payloads = [{**r.get("payload", {}), "source_id": r["id"],
                          **({"text": r["text"]} if "text" in r else {})} for r in rows]
             batch = VectorBatch(doc_ids([r["id"] for r in rows]), vecs, payloads, [], 0,
                                 list(range(len(rows))), [None] * len(rows), SERVICE_INPUT)
             self._submit(batch, len(rows)).result()
-        for name in (PENDING, SERVICE_SPEC):
-            (self.folder / name).unlink(missing_ok=True)
+        pending_rejects = self.pending_dir / REJECTS
+        if pending_rejects.exists():
+            _append_fsync(self.folder / REJECTS, pending_rejects.read_text("utf-8").splitlines())
+        if self._pending_lock is not None:
+            self._pending_lock.release()
+            self._pending_lock = None
+        shutil.rmtree(self.pending_dir, ignore_errors=True)
         self.pending_rows = 0
 
     def create_from_sample(self, X: np.ndarray) -> None:
-        """Fit the reducer on ``X`` and create the index files and store (durably)."""
-        from slimvec.connectors import canonical_store_spec, make_store
-
+        """Fit the reducer on ``X`` and create the index through :class:`IndexBuilder`."""
         spec = self.spec
         X = np.asarray(X, dtype=np.float32)
         X = X[np.isfinite(X).all(axis=1)] if X.ndim == 2 else X
         if X.ndim != 2 or not len(X):
             raise ConfigError("No usable vector to fit the reducer on (empty or non-finite sample).")
         reducer = make_reducer(spec["reducer"])
-        if getattr(reducer, "n_components", None) and int(reducer.n_components) > X.shape[1]:
-            raise ConfigError(f"Reducer {spec['reducer']} asks for more dimensions than the "
-                              f"{X.shape[1]} the vectors have.")
+        n_out = getattr(reducer, "n_components", None)
+        if isinstance(n_out, int) and n_out > X.shape[1]:
+            raise ConfigError(f"Reducer {spec['reducer']} asks for {n_out} dimensions but the "
+                              f"vectors have {X.shape[1]}.")
+        encoder = spec.get("encoder")
+        ispec = IndexSpec(reducer=spec["reducer"], store=spec["store"], encoder=encoder,
+                          keep_full=spec.get("keep_full"), text_column="text" if encoder else None,
+                          id_column="id" if encoder else None, source=SERVICE_INPUT,
+                          encoder_name=self.encoders.get(encoder).name if encoder else None)
         try:
-            reducer.fit(X)
+            self._open_builder(ispec, X)
         except ValueError as exc:
+            if isinstance(exc, SlimvecError):
+                raise
             raise ConfigError(f"Cannot fit {spec['reducer']} on {len(X)} vectors of dimension "
                               f"{X.shape[1]}: {exc}. Send a larger sample or raise fit_after.") from exc
-        reducer.save(self.folder / REDUCER_DIR)
-        store = make_store(spec["store"], store_folder(self.folder))
-        encoder = spec.get("encoder")
-        manifest: dict[str, Any] = {
-            "encoder": encoder, "encoder_name": self.encoders.get(encoder).name if encoder else None,
-            "dim_in": int(X.shape[1]), "reducer": reducer.spec, "dim_out": reducer.n_components_,
-            "store": canonical_store_spec(spec["store"]), "metric": "cosine", "count": 0,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "text_column": "text" if encoder else None, "id_column": "id" if encoder else None,
-            "source": SERVICE_INPUT,
-            "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)},
-            "progress": {"input": SERVICE_INPUT, "next_row": 0, "state": "running"},
-        }
-        self._full = prepare_full(self.folder, manifest, store, spec.get("keep_full"),
-                                  int(X.shape[1]), new=True)
-        store.create(reducer.n_components_, "cosine")
-        store.flush()
-        write_manifest(self.folder, manifest)
-        self.index = Index(self.folder, manifest, reducer, LockedStore(store))
-        self.state = "ready"
 
 
 class Registry:
@@ -379,7 +369,17 @@ class Registry:
         for folder in sorted(self.root.iterdir()):
             if not folder.is_dir() or folder.name.startswith(".") or folder.name in skip:
                 continue
-            if not ((folder / MANIFEST).exists() or (folder / SERVICE_SPEC).exists()):
+            if not (folder / MANIFEST).exists():
+                continue
+            try:
+                check_name(folder.name)
+                self.open(folder.name)
+            except SlimvecError as exc:
+                log.error("cannot serve %s: %s", folder, exc)
+                self.errors[folder.name] = str(exc)
+        pending = self.root / PENDING_DIR
+        for folder in sorted(pending.iterdir()) if pending.is_dir() else []:
+            if folder.name in skip or folder.name in self._indexes:
                 continue
             try:
                 check_name(folder.name)
@@ -390,7 +390,7 @@ class Registry:
 
     def open(self, name: str) -> ServedIndex:
         """Open (or reopen) index ``name``."""
-        served = ServedIndex(name, index_folder(self.root, name), self.encoders, self._on_commit)
+        served = ServedIndex(name, self.root, self.encoders, self._on_commit)
         served.open()
         with self._lock:
             self._indexes[name] = served
@@ -426,11 +426,11 @@ class Registry:
             resolve_model(spec.encoder)
         with self._lock:
             existing = self._indexes.get(name)
-            if existing is None and folder.exists():
+            if existing is None and (folder.exists() or (self.root / PENDING_DIR / name).exists()):
                 raise Busy(f"{name!r} exists under the root but is not served (a job, or a folder "
                            "that is not an index); choose another name.")
             if existing is None:
-                placeholder = ServedIndex(name, folder, self.encoders, self._on_commit)
+                placeholder = ServedIndex(name, self.root, self.encoders, self._on_commit)
                 placeholder.state = "busy"
                 placeholder.busy_reason = "its creation"
                 self._indexes[name] = placeholder
@@ -443,31 +443,32 @@ class Registry:
                                     f"store {info.get('store')!r}, encoder {info.get('encoder')!r}; "
                                     "delete it first or choose another name.")
             return existing, False
+        served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+        served.spec = {"reducer": spec.reducer, "store": store_spec, "encoder": spec.encoder,
+                       "keep_full": spec.keep_full, "fit_after": int(spec.fit_after)}
         try:
-            folder.mkdir()
-            served = ServedIndex(name, folder, self.encoders, self._on_commit)
-            served.spec = {"reducer": spec.reducer, "store": store_spec, "encoder": spec.encoder,
-                           "keep_full": spec.keep_full, "fit_after": int(spec.fit_after)}
-            from slimvec.persistence import write_json_atomic
-
-            write_json_atomic(folder / SERVICE_SPEC, served.spec)
-            served.open()
             if sample_texts:
-                sample = self.encoders.get(spec.encoder).encode(sample_texts) if spec.encoder else None
-                if sample is None:
+                if not spec.encoder:
                     raise ConfigError("sample_texts needs an encoder; send sample_vectors.")
+                sample = self.encoders.get(spec.encoder).encode(sample_texts)
             if sample is not None:
                 with served.lock:
                     served.create_from_sample(sample)
-                    (folder / SERVICE_SPEC).unlink(missing_ok=True)
+            else:
+                from slimvec.persistence import write_json_atomic
+
+                served.pending_dir.mkdir(parents=True)
+                write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+                served.open()
         except BaseException:
             with self._lock:
                 self._indexes.pop(name, None)
             try:
-                if "served" in locals():
-                    served.close()
+                served.close()
             finally:
-                shutil.rmtree(folder, ignore_errors=True)
+                shutil.rmtree(served.pending_dir, ignore_errors=True)
+                if not (folder / MANIFEST).exists():
+                    shutil.rmtree(folder, ignore_errors=True)
             raise
         with self._lock:
             self._indexes[name] = served
@@ -483,15 +484,15 @@ class Registry:
             served.close()
             with self._lock:
                 self._indexes.pop(name, None)
-            shutil.rmtree(served.folder)
+            shutil.rmtree(served.folder, ignore_errors=True)
+            shutil.rmtree(served.pending_dir, ignore_errors=True)
 
     def suspend(self, name: str, reason: str) -> ServedIndex:
         """Close index ``name`` (committing) and mark it busy; creates a placeholder if new."""
         with self._lock:
             served = self._indexes.get(name)
             if served is None:
-                served = ServedIndex(name, index_folder(self.root, name), self.encoders,
-                                     self._on_commit)
+                served = ServedIndex(name, self.root, self.encoders, self._on_commit)
                 self._indexes[name] = served
         with served.lock:
             if served.state == "busy":
@@ -574,6 +575,12 @@ def _append_fsync(path: Path, lines: list[str]) -> None:
         fh.write("".join(x + "\n" for x in lines))
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _read_pending(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
 
 
 def _count_lines(path: Path) -> int:

@@ -1,33 +1,33 @@
 """One long-lived writer per index: requests hand it batches, it commits them in order.
 
-This is an adapter over today's commit loop, :func:`slimvec.indexer.writer.write_batches`, run in
-a thread and fed by a queue: with ``checkpoint_batches=1`` every batch the loop takes is committed
-(rejects fsynced -> store flushed -> manifest) before the loop asks for the next one, so a batch is
-durable once the generator is resumed after yielding it. Batches that queue up while a commit runs
-are merged into one (group commit). The adapter is small on purpose so that it can switch to
-``IndexBuilder.write()`` + ``commit()`` (issue 13) without touching the HTTP side.
+The writer owns the index's :class:`~slimvec.indexer.builder.IndexBuilder` (which holds the
+writer lock for as long as the service serves the index). A thread takes the queued batches,
+merges whatever queued during the previous commit (group commit), calls ``write`` + ``commit``
+(rejects fsynced -> store durable -> manifest) and only then resolves the requests' futures: a
+request answered with ``committed: true`` survives a kill -9. On close it calls ``finish`` (state
+``done``, store checksums) if anything was written.
 
-Writes and searches share the store through :class:`LockedStore` (a Qdrant Edge shard cannot be
-opened twice in one process, and its writes and reads are not documented as thread-safe).
+Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
+cannot be opened twice in one process, and its writes and reads are not documented as
+thread-safe).
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from concurrent.futures import Future
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from slimvec.errors import StoreError
-from slimvec.indexer.index import store_checksums, write_manifest
-from slimvec.indexer.keepfull import KeepFullStore
-from slimvec.indexer.writer import IngestSummary, VectorBatch, write_batches
+from slimvec.indexer.builder import IndexBuilder
+from slimvec.indexer.writer import VectorBatch
 
-__all__ = ["IndexWriter", "LockedStore", "WriterClosed"]
+__all__ = ["IndexWriter", "LockedStore", "WriterClosed", "SERVICE_INPUT"]
 
 log = logging.getLogger(__name__)
 _STOP = object()
@@ -39,11 +39,11 @@ class WriterClosed(StoreError):
 
 
 class LockedStore:
-    """Proxy of an opened store serialising every call through one lock."""
+    """Proxy of an opened store serialising every call through ``lock``."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, lock: threading.RLock) -> None:
         self.inner = store
-        self.lock = threading.RLock()
+        self.lock = lock
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
@@ -62,115 +62,83 @@ class IndexWriter:
 
     Parameters
     ----------
-    folder : Path
-        Index folder (its writer lock is held by the caller).
-    manifest : dict
-        The index manifest (updated in place at each commit).
-    store : LockedStore
-        The opened store, shared with searches; closed when the writer stops.
-    reducer : Reducer
-    full : FullVectors or None, keep_full : bool
-        Full-vector keeping of the index (``--keep-full``).
-    dim_in : int
+    builder : IndexBuilder
+        Entered and opened (lock held, store open); exited by :meth:`close`.
+    lock : RLock
+        Shared with the searches' :class:`LockedStore`.
     """
 
-    def __init__(self, folder: Path, manifest: dict[str, Any], store: LockedStore, reducer: Any,
-                 full: Any, keep_full: bool, dim_in: int) -> None:
-        self.folder, self.manifest, self.store, self.reducer = folder, manifest, store, reducer
-        self.target: Any = KeepFullStore(store, full, dim_in, SERVICE_INPUT) if keep_full else store
-        self.summary = IngestSummary(index=str(folder), input=SERVICE_INPUT)
+    def __init__(self, builder: IndexBuilder, lock: threading.RLock) -> None:
+        self.builder, self.lock = builder, lock
         self._queue: "queue.Queue[Any]" = queue.Queue()
-        self._thread: threading.Thread | None = None
         self._failed: BaseException | None = None
         self._closed = False
-        self._lock = threading.Lock()
-
-    # ---------------------------------------------------------------- lifecycle
-    def start(self) -> None:
-        """Mark the index as being written by the service and start the commit loop."""
-        progress = self.manifest.get("progress") or {}
-        next_row = int(progress.get("next_row", 0)) if progress.get("input") == SERVICE_INPUT else 0
-        rejects = self.folder / "rejects.jsonl"
-        self.manifest["progress"] = {
-            "input": SERVICE_INPUT, "next_row": next_row, "state": "running",
-            "rejects_bytes": rejects.stat().st_size if rejects.exists() else 0,
-        }
-        self.manifest.pop("store_sha256", None)  # store files are about to change
-        write_manifest(self.folder, self.manifest)
-        self._thread = threading.Thread(target=self._run, name=f"writer:{self.folder.name}",
-                                        daemon=True)
+        self._wrote = False
+        self._guard = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"writer:{builder.folder.name}")
         self._thread.start()
 
     def submit(self, batch: VectorBatch, rows: int) -> Future:
-        """Queue a batch of ``rows`` source rows; the future resolves once it is committed."""
+        """Queue a batch of ``rows`` request rows; the future resolves once it is committed."""
         fut: Future = Future()
-        with self._lock:
+        with self._guard:
             if self._closed or self._failed is not None:
-                raise WriterClosed(f"{self.folder.name}: the index writer is stopped"
+                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
                                    + (f" ({self._failed})" if self._failed else "") + "; retry later.")
             self._queue.put((batch, rows, fut))
         return fut
 
-    @property
-    def depth(self) -> int:
-        """Batches waiting for the commit loop."""
-        return self._queue.qsize()
-
     def close(self, timeout: float | None = None) -> None:
-        """Commit what was queued, finalize the store (state ``done``), close it."""
-        with self._lock:
+        """Commit what was queued, finish (if anything was written), release the index."""
+        with self._guard:
             if self._closed:
                 return
             self._closed = True
             self._queue.put(_STOP)
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    # ---------------------------------------------------------------- the loop
-    def _batches(self) -> Iterator[VectorBatch]:
-        pending: list[Future] = []
-        next_row = int(self.manifest["progress"]["next_row"])
-        while True:
-            for fut in pending:  # resumed after the loop committed the merged batch
-                if not fut.done():
-                    fut.set_result(next_row)
-            pending = []
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            items = [item]
-            while True:  # group commit: take whatever queued meanwhile
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is _STOP:
-                    self._queue.put(_STOP)
-                    break
-                items.append(more)
-            batch = _merge([b for b, _, _ in items], next_row + sum(r for _, r, _ in items))
-            next_row = batch.next_row
-            pending = [f for _, _, f in items]
-            if isinstance(self.target, KeepFullStore):
-                self.target.stage(batch.ids, batch.vectors)
-            self._inflight = pending
-            yield batch
+        self._thread.join(timeout)
 
     def _run(self) -> None:
-        self._inflight: list[Future] = []
+        b = self.builder
+        exc_info: Any = (None, None, None)
         try:
-            write_batches(self.folder, self.manifest, self.target, self.reducer, self._batches(),
-                          self.summary, lambda n: None, 3600.0, checkpoint_batches=1)
-            sums = store_checksums(self.folder, self.manifest)
-            if sums:
-                self.manifest["store_sha256"] = sums
-                write_manifest(self.folder, self.manifest)
-        except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
-            log.error("writer of %s failed: %s", self.folder, exc)
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                items = [item]
+                stop = False
+                while True:  # group commit: take whatever queued meanwhile
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is _STOP:
+                        stop = True
+                        break
+                    items.append(more)
+                try:
+                    with self.lock:
+                        start = b.summary.next_row
+                        batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
+                        b.write(batch)
+                        b.commit()
+                        self._wrote = True
+                except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
+                    for _, _, fut in items:
+                        fut.set_exception(exc)
+                    raise
+                for _, _, fut in items:
+                    fut.set_result(batch.next_row)
+                if stop:
+                    break
+            if self._wrote:
+                with self.lock:
+                    b.finish()
+        except BaseException as exc:  # noqa: BLE001
+            log.error("writer of %s failed: %s", b.folder, exc)
             self._failed = exc
-            for fut in self._inflight:
-                if not fut.done():
-                    fut.set_exception(exc)
+            exc_info = sys.exc_info()
             while True:
                 try:
                     item = self._queue.get_nowait()
@@ -178,6 +146,12 @@ class IndexWriter:
                     break
                 if item is not _STOP and not item[2].done():
                     item[2].set_exception(exc)
+        finally:
+            with self.lock:
+                try:
+                    b.__exit__(*exc_info)
+                except BaseException as exc:  # noqa: BLE001 - already reported above
+                    log.error("closing %s: %s", b.folder, exc)
 
 
 def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:

@@ -1,0 +1,296 @@
+"""The index manifest (``manifest.json``) as a typed, versioned, validated record.
+
+Every module that reads or writes an index's manifest goes through :class:`Manifest`:
+:meth:`Manifest.read` checks every key's type and names the key, the expected and the found type
+and how to rebuild when one is missing or wrong, so a damaged or hand-edited manifest fails with a
+clear :class:`~slimvec.errors.PersistenceError` instead of a ``KeyError`` deep in a search.
+
+Format versions
+---------------
+1
+    The original format (no ``manifest_sha256``). Read and upgraded in memory; written back as 2
+    by the next writer.
+2
+    Adds ``manifest_sha256``: SHA-256 of the manifest's own canonical JSON without that key. A
+    mismatch (a hand edit or damage) is logged as a warning; it cannot be a security boundary
+    (whoever edits the file can recompute it), so what protects a reader is that every key is
+    validated, checksum keys must name files inside the folder, and an external store is only
+    contacted when the user names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from slimvec.errors import PersistenceError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Manifest", "Progress", "FullInfo", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
+
+MANIFEST = "manifest.json"
+INDEX_FORMAT = "slimvec-index"
+INDEX_FORMAT_VERSION = 2
+_REBUILD = ("Restore the folder from a backup, or rebuild the index (slimvec ingest ... --rebuild "
+            "or slimvec migrate ... --rebuild).")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _check(path: Path, key: str, value: Any, types: tuple[type, ...], optional: bool) -> Any:
+    if value is None and optional:
+        return None
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok:
+        want = " or ".join(t.__name__ for t in types) + (" or null" if optional else "")
+        raise PersistenceError(
+            f"{path}: key {key!r} should be {want}, got {_type_name(value)} ({value!r:.60}). "
+            + _REBUILD)
+    return value
+
+
+@dataclass
+class Progress:
+    """The durable progress record of the last (or running) write (see :mod:`.progress`)."""
+
+    input: str | None = None
+    fingerprint: dict[str, Any] | None = None
+    columns: dict[str, Any] = field(default_factory=dict)
+    next_row: int = 0
+    state: str = "running"
+    rejects_bytes: int = 0
+    started: str = ""
+
+    @classmethod
+    def from_json(cls, path: Path, raw: Any) -> "Progress | None":
+        if raw is None:
+            return None
+        _check(path, "progress", raw, (dict,), False)
+        out = cls(
+            input=_check(path, "progress.input", raw.get("input"), (str,), True),
+            fingerprint=_check(path, "progress.fingerprint", raw.get("fingerprint"), (dict,), True),
+            columns=_check(path, "progress.columns", raw.get("columns", {}), (dict,), False),
+            next_row=_check(path, "progress.next_row", raw.get("next_row", 0), (int,), False),
+            state=_check(path, "progress.state", raw.get("state", "running"), (str,), False),
+            rejects_bytes=_check(path, "progress.rejects_bytes", raw.get("rejects_bytes", 0),
+                                 (int,), False),
+            started=_check(path, "progress.started", raw.get("started", ""), (str,), False),
+        )
+        if out.state not in ("running", "done"):
+            raise PersistenceError(f"{path}: key 'progress.state' should be 'running' or 'done', "
+                                   f"got {out.state!r}. " + _REBUILD)
+        return out
+
+
+@dataclass
+class FullInfo:
+    """Where ``--keep-full`` vectors live: ``dir`` (side file) or ``in_store`` (named vector)."""
+
+    dtype: str
+    dir: str | None = None
+    in_store: bool = False
+
+    @classmethod
+    def from_json(cls, path: Path, raw: Any) -> "FullInfo | None":
+        if raw is None:
+            return None
+        _check(path, "full", raw, (dict,), False)
+        out = cls(dtype=_check(path, "full.dtype", raw.get("dtype"), (str,), False),
+                  dir=_check(path, "full.dir", raw.get("dir"), (str,), True),
+                  in_store=_check(path, "full.in_store", raw.get("in_store", False), (bool,), False))
+        if out.dir is not None:
+            _check_relative(path, "full.dir", out.dir)
+        return out
+
+
+def _check_relative(path: Path, key: str, rel: str) -> None:
+    """A name recorded in the manifest must be a plain relative path inside the index folder."""
+    parts = Path(rel).parts
+    if not rel or Path(rel).is_absolute() or ".." in parts or "\\" in rel:
+        raise PersistenceError(
+            f"{path}: {key} {rel!r} is not a plain relative name inside the index folder. A "
+            "manifest may only refer to files of its own index. " + _REBUILD)
+
+
+@dataclass
+class Manifest:
+    """Typed ``manifest.json`` of an index folder.
+
+    Attributes
+    ----------
+    encoder : str or None
+        Encoder spec (``None``: built from vectors by ``migrate``; queries are vectors).
+    dim_in, dim_out : int
+        Reducer input / output dimension.
+    reducer, store, metric : str
+        Canonical specs.
+    count : int
+        Stored points at the last commit.
+    sha256 : dict
+        SHA-256 of artifact files (``reducer/config.json``), keyed by relative name.
+    store_sha256 : dict
+        SHA-256 of snapshot-style store files, recorded when a run completes.
+    progress : Progress or None
+    full : FullInfo or None
+    """
+
+    dim_in: int
+    dim_out: int
+    reducer: str
+    store: str
+    encoder: str | None = None
+    encoder_name: str | None = None
+    metric: str = "cosine"
+    count: int = 0
+    created: str = field(default_factory=_now)
+    updated: str = ""
+    text_column: str | None = None
+    id_column: str | None = None
+    source: str | None = None
+    sha256: dict[str, str] = field(default_factory=dict)
+    store_sha256: dict[str, str] = field(default_factory=dict)
+    full: FullInfo | None = None
+    progress: Progress | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    format: str = INDEX_FORMAT
+    format_version: int = INDEX_FORMAT_VERSION
+    #: keys this slimvec does not know (a newer minor writer); kept on rewrite
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ reading
+    @classmethod
+    def from_json(cls, raw: Any, path: Path) -> "Manifest":
+        """Validate a parsed manifest; version 1 is upgraded in memory."""
+        if not isinstance(raw, dict):
+            raise PersistenceError(f"{path}: expected a JSON object, got {_type_name(raw)}. "
+                                   + _REBUILD)
+        if raw.get("format") != INDEX_FORMAT:
+            raise PersistenceError(
+                f"{path}: expected format {INDEX_FORMAT!r}, got {raw.get('format')!r}. " + _REBUILD)
+        version = raw.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise PersistenceError(f"{path}: key 'format_version' should be a positive int, got "
+                                   f"{_type_name(version)} ({version!r}). " + _REBUILD)
+        if version > INDEX_FORMAT_VERSION:
+            raise PersistenceError(
+                f"{path}: format_version {version!r} is newer than this slimvec supports "
+                f"({INDEX_FORMAT_VERSION}); upgrade slimvec.")
+        if version >= 2:
+            recorded = raw.get("manifest_sha256")
+            if not isinstance(recorded, str) or recorded != _self_sha(raw):
+                # a warning, not an error: hand-edited manifests are a supported repair path,
+                # and every key is still validated below (a forger can recompute the sum anyway)
+                log.warning("%s: the manifest's own checksum (manifest_sha256) does not match its "
+                            "content: it was edited by hand or damaged since slimvec wrote it; "
+                            "every key is checked again.", path)
+        required = {"dim_in": (int,), "dim_out": (int,), "reducer": (str,), "store": (str,)}
+        for key in required:
+            if key not in raw:
+                raise PersistenceError(f"{path}: key {key!r} is missing. " + _REBUILD)
+        c = lambda key, types, optional=False, default=None: _check(  # noqa: E731
+            path, key, raw.get(key, default), types, optional)
+        out = cls(
+            dim_in=c("dim_in", (int,)), dim_out=c("dim_out", (int,)),
+            reducer=c("reducer", (str,)), store=c("store", (str,)),
+            encoder=c("encoder", (str,), True), encoder_name=c("encoder_name", (str,), True),
+            metric=c("metric", (str,), default="cosine"), count=c("count", (int,), default=0),
+            created=c("created", (str,), default=""), updated=c("updated", (str,), default=""),
+            text_column=c("text_column", (str,), True), id_column=c("id_column", (str,), True),
+            source=c("source", (str,), True),
+            sha256=_checksums(path, "sha256", raw.get("sha256")),
+            store_sha256=_checksums(path, "store_sha256", raw.get("store_sha256")),
+            full=FullInfo.from_json(path, raw.get("full")),
+            progress=Progress.from_json(path, raw.get("progress")),
+            versions=c("versions", (dict,), default={}),
+            format_version=INDEX_FORMAT_VERSION,
+        )
+        known = {f.name for f in fields(cls)} | {"manifest_sha256"}
+        out.extra = {k: v for k, v in raw.items() if k not in known}
+        return out
+
+    @classmethod
+    def read(cls, folder: str | os.PathLike[str]) -> "Manifest":
+        """Read, check and (from version 1) upgrade ``FOLDER/manifest.json``.
+
+        Raises
+        ------
+        PersistenceError
+            Not an index, a link instead of a file, unreadable JSON, a missing or ill-typed key
+            (the message names it, the expected and the found type), a checksum mismatch.
+        """
+        from slimvec.indexer.safefs import read_text_nofollow
+
+        path = Path(folder) / MANIFEST
+        if not os.path.lexists(path):
+            raise PersistenceError(f"{Path(folder)} is not a slimvec index (no {MANIFEST}). "
+                                   "Create one with 'slimvec ingest' or 'slimvec migrate'.")
+        text = read_text_nofollow(path)
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PersistenceError(f"{path} is not valid JSON ({exc}). " + _REBUILD) from exc
+        return cls.from_json(raw, path)
+
+    # ------------------------------------------------------------------ writing
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as written to disk (a plain dict, with ``manifest_sha256``)."""
+        out = {k: v for k, v in asdict(self).items() if k != "extra"}
+        out.update(self.extra)
+        out["format"], out["format_version"] = INDEX_FORMAT, INDEX_FORMAT_VERSION
+        out["manifest_sha256"] = _self_sha(out)
+        return out
+
+    def write(self, folder: str | os.PathLike[str]) -> None:
+        """Atomically write (fsynced), stamping versions and update time."""
+        from slimvec.persistence import library_versions, write_json_atomic
+
+        self.versions = library_versions()
+        self.updated = _now()
+        write_json_atomic(Path(folder) / MANIFEST, self.to_json())
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def store_kind(self) -> str:
+        """The store's name (``qdrant-edge``, ``faiss`` ...) without its options."""
+        return self.store.partition(":")[0].strip().lower()
+
+    @property
+    def completed(self) -> bool:
+        """True when no write was running at the last commit (or none ever started)."""
+        return self.progress is None or self.progress.state == "done"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Dict-style read of a top-level key (compatibility for code written for the dict)."""
+        return self.to_json().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]
+
+
+def _checksums(path: Path, key: str, raw: Any) -> dict[str, str]:
+    if raw is None:
+        return {}
+    _check(path, key, raw, (dict,), False)
+    for rel, digest in raw.items():
+        _check_relative(path, f"{key} key", rel)
+        _check(path, f"{key}[{rel!r}]", digest, (str,), False)
+    return dict(raw)
+
+
+def _self_sha(raw: dict[str, Any]) -> str:
+    body = {k: v for k, v in raw.items() if k != "manifest_sha256"}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
