@@ -135,9 +135,9 @@ class Jobs:
             log.exception("job %s failed", rec["id"])
             rec.update(state="failed", error=f"{type(exc).__name__}: {exc}")
         rec["seconds"] = round(time.perf_counter() - t0, 3)
-        self._save(rec)
         if not self._stop.is_set():
-            self.registry.resume(rec["index"])
+            self.registry.resume(rec["index"])  # before the record says done: then it is served
+        self._save(rec)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop running jobs at their next batch (their last commit stands)."""

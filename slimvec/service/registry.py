@@ -506,17 +506,16 @@ class Registry:
 
     def resume(self, name: str) -> None:
         """Reopen index ``name`` after a job (drop it if the job created nothing)."""
-        with self._lock:
-            served = self._indexes.pop(name, None)
-        if served is not None:
-            served.state = "closed"
         folder = index_folder(self.root, name)
         if (folder / MANIFEST).exists():
             try:
-                self.open(name)
+                self.open(name)  # replaces the busy placeholder
+                return
             except SlimvecError as exc:
                 self.errors[name] = str(exc)
                 log.error("cannot reopen %s: %s", folder, exc)
+        with self._lock:
+            self._indexes.pop(name, None)
 
     def close_all(self) -> None:
         """Commit and close every index."""
