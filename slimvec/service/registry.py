@@ -1,11 +1,12 @@
 """The indexes a service serves: opened once, each with its writer lock, store and writer.
 
-Every folder under the root holding ``manifest.json`` is an index; a folder holding
-``service.json`` but no manifest is an index created over HTTP whose reducer is not fitted yet
-(its documents wait, fsynced, in ``pending.jsonl`` until ``fit_after`` have arrived). The service
-holds each index's exclusive writer lock while it serves it, so a CLI ingest cannot write under it;
-a job suspends the index (commit, close, unlock), runs :func:`slimvec.indexer.pipeline.ingest`,
-and reopens it.
+Every folder under the root holding ``manifest.json`` is an index, opened through an
+:class:`~slimvec.indexer.builder.IndexBuilder` that holds its writer lock while the service serves
+it (so a CLI ingest cannot write under it). An index created over HTTP without a fit sample lives
+in ``ROOT/.pending/NAME`` (``service.json`` and its documents, fsynced, in ``pending.jsonl``) until
+``fit_after`` documents have arrived; then the builder creates the index folder and the documents
+are written and committed. A job suspends the index (commit, close, unlock), runs
+:func:`slimvec.indexer.pipeline.ingest`, and reopens it.
 """
 
 from __future__ import annotations
