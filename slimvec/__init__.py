@@ -14,7 +14,7 @@ from slimvec.errors import (
 
 __version__ = "0.1.0"
 
-__all__ = ["open", "ConfigError", "DimensionMismatchError", "MissingDependencyError",
+__all__ = ["open", "Client", "ConfigError", "DimensionMismatchError", "MissingDependencyError",
            "PersistenceError", "SlimvecError", "StoreError", "__version__"]
 
 
@@ -27,3 +27,11 @@ def open(folder, *, trust_store=None):  # noqa: A001 - mirrors the familiar open
     from slimvec.indexer.index import open_index
 
     return open_index(folder, trust_store=trust_store)
+
+
+def __getattr__(name):  # lazy: the client needs httpx, the library does not
+    if name == "Client":
+        from slimvec.client import Client
+
+        return Client
+    raise AttributeError(f"module 'slimvec' has no attribute {name!r}")

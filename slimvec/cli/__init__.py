@@ -37,6 +37,7 @@ _COMMANDS = [
     ("slimvec.cli.prune", "prune", "prune"),
     ("slimvec.cli.report", "report", "report"),
     ("slimvec.cli.tune", "tune", "tune"),
+    ("slimvec.cli.serve", "serve", "serve"),
 ]
 
 

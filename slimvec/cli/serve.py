@@ -1,0 +1,39 @@
+"""``slimvec serve``: the HTTP service over the index folders under a root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["serve"]
+
+
+def serve(
+    root: Path = typer.Option(..., "--root", help="Folder whose sub-folders are index folders."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (non-loopback needs an API key)."),
+    port: int = typer.Option(8000, help="Port."),
+    api_key_env: str = typer.Option("SLIMVEC_API_KEY", help="Environment variable holding the read-write API key."),
+    read_only_key_env: str = typer.Option("SLIMVEC_READ_ONLY_KEY", help="Environment variable holding a read-only key."),
+    reports: Optional[Path] = typer.Option(None, "--reports", help="Folder served at /reports/ [default: ROOT/reports if it exists]."),
+    allow_dir: List[Path] = typer.Option([], "--allow-dir", help="Folder whose files ingest jobs may read (repeatable)."),
+    fit_after: int = typer.Option(1000, help="Documents a new index collects before its reducer is fitted."),
+    max_body_bytes: int = typer.Option(32 * 1024 * 1024, help="Largest request body (413 above)."),
+    max_batch: int = typer.Option(4096, help="Most documents / vectors / queries per request (413 above)."),
+    queue_size: int = typer.Option(64, help="Write requests in flight before 429 + Retry-After."),
+    batch_wait_ms: float = typer.Option(2.0, help="Dynamic batching wait for query texts (0: off)."),
+    log_level: str = typer.Option("warning", help="uvicorn log level."),
+) -> None:
+    """Serve every index under --root over HTTP (OpenAPI docs at /docs)."""
+    from slimvec.service.config import ServiceConfig
+    from slimvec.service.server import serve as run
+
+    if reports is None and (root / "reports").is_dir():
+        reports = root / "reports"
+    config = ServiceConfig(
+        root=root, host=host, port=port, api_key=ServiceConfig.key_from_env(api_key_env),
+        read_only_key=ServiceConfig.key_from_env(read_only_key_env), max_body_bytes=max_body_bytes,
+        max_batch=max_batch, queue_size=queue_size, batch_wait_ms=batch_wait_ms,
+        fit_after=fit_after, allow_dirs=list(allow_dir), reports=reports)
+    run(config, log_level=log_level)

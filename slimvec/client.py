@@ -1,0 +1,159 @@
+"""A small Python client of ``slimvec serve``, shaped like :func:`slimvec.open`.
+
+>>> import slimvec
+>>> c = slimvec.Client("http://127.0.0.1:8000", api_key="...")     # doctest: +SKIP
+>>> idx = c.index("docs")                                           # doctest: +SKIP
+>>> res = idx.search("a man plays a guitar", k=10)   # SearchResult(ids, scores), as slimvec.open
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.connectors.base import SearchResult
+from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
+
+__all__ = ["Client", "RemoteIndex", "ServiceError"]
+
+
+class ServiceError(SlimvecError):
+    """The service answered with an error; ``status`` is the HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {message}")
+
+
+class Client:
+    """Client of a ``slimvec serve`` server.
+
+    Parameters
+    ----------
+    url : str
+        Base URL, e.g. ``http://127.0.0.1:8000``.
+    api_key : str, optional
+        Sent as ``Authorization: Bearer``.
+    timeout : float
+        Seconds per request.
+    """
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request; errors raise :class:`ServiceError` (409: :class:`IndexBusyError`)."""
+        r = self._http.request(method, path, **kwargs)
+        if r.status_code >= 400:
+            try:
+                msg = r.json().get("detail", r.text)
+            except ValueError:
+                msg = r.text
+            if r.status_code == 422:
+                raise ConfigError(str(msg))
+            if r.status_code == 409:
+                raise IndexBusyError(str(msg))
+            raise ServiceError(r.status_code, str(msg))
+        return r.json() if r.content else None
+
+    def indexes(self) -> list[dict[str, Any]]:
+        """Info of every served index."""
+        return self.request("GET", "/indexes")["indexes"]
+
+    def index(self, name: str) -> "RemoteIndex":
+        """A handle on index ``name`` (no request is made)."""
+        return RemoteIndex(self, name)
+
+    def create(self, name: str, **spec: Any) -> "RemoteIndex":
+        """Create index ``name`` (``reducer``, ``store``, ``encoder``, ``keep_full``,
+        ``fit_after``, ``sample_vectors`` / ``sample_texts``)."""
+        if "sample_vectors" in spec and spec["sample_vectors"] is not None:
+            spec["sample_vectors"] = np.asarray(spec["sample_vectors"], np.float32).tolist()
+        self.request("PUT", f"/indexes/{name}", json=spec)
+        return self.index(name)
+
+    def delete(self, name: str) -> None:
+        """Delete index ``name``."""
+        self.request("DELETE", f"/indexes/{name}")
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """State of a job."""
+        return self.request("GET", f"/jobs/{job_id}")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class RemoteIndex:
+    """An index on the server, with the search / payloads / info of :class:`slimvec.open`'s."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client, self.name = client, name
+
+    def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
+               rescore: int | None = None) -> SearchResult:
+        """Same arguments and result shape as ``slimvec.open(DIR).search``."""
+        body = _queries(queries)
+        body.update(k=k, rescore=rescore, payloads=False)
+        out = self.client.request("POST", f"/indexes/{self.name}/search", json=body)
+        scores = np.array([[(-np.inf if s is None else s) for s in row] for row in out["scores"]],
+                          dtype=np.float32)
+        return SearchResult(np.asarray(out["ids"], dtype=np.int64).reshape(len(scores), -1),
+                            scores.reshape(len(scores), -1))
+
+    def hits(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
+             rescore: int | None = None) -> list[list[dict[str, Any]]]:
+        """Per query, the hits with id, score, source id, text and payload."""
+        body = _queries(queries)
+        body.update(k=k, rescore=rescore, payloads=True)
+        return self.client.request("POST", f"/indexes/{self.name}/search", json=body)["hits"]
+
+    def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
+        """Stored payloads of store ids."""
+        return self.client.request("POST", f"/indexes/{self.name}/payloads",
+                                   json=[int(i) for i in ids])["payloads"]
+
+    def info(self) -> dict[str, Any]:
+        """The fields of ``slimvec info --json``."""
+        return self.client.request("GET", f"/indexes/{self.name}")
+
+    def add(self, documents: Sequence[dict[str, Any] | str], wait: bool = True) -> dict[str, Any]:
+        """Add documents (dicts ``{id?, text, payload?}`` or plain texts)."""
+        docs = [{"text": d} if isinstance(d, str) else dict(d) for d in documents]
+        return self.client.request("POST", f"/indexes/{self.name}/documents",
+                                   params={"wait": str(wait).lower()}, json={"documents": docs})
+
+    def add_vectors(self, ids: Sequence[int | str], vectors: np.ndarray,
+                    payloads: Sequence[dict[str, Any]] | None = None,
+                    wait: bool = True) -> dict[str, Any]:
+        """Add full vectors with ids."""
+        vecs = np.asarray(vectors, dtype=np.float32).tolist()
+        items = [{"id": (int(i) if isinstance(i, (int, np.integer)) else i), "vector": v,
+                  **({"payload": payloads[j]} if payloads else {})}
+                 for j, (i, v) in enumerate(zip(ids, vecs))]
+        return self.client.request("POST", f"/indexes/{self.name}/vectors",
+                                   params={"wait": str(wait).lower()}, json={"vectors": items})
+
+    def reduce(self, queries: str | Sequence[str] | np.ndarray) -> np.ndarray:
+        """Reduced vectors of texts or full vectors."""
+        out = self.client.request("POST", f"/indexes/{self.name}/reduce", json=_queries(queries))
+        return np.asarray(out["vectors"], dtype=np.float32)
+
+
+def _queries(queries: str | Sequence[str] | np.ndarray) -> dict[str, Any]:
+    if isinstance(queries, str):
+        return {"texts": [queries]}
+    if isinstance(queries, np.ndarray) or (len(queries) and not isinstance(queries[0], str)):
+        arr = np.asarray(queries, dtype=np.float32)
+        return {"vectors": (arr[None, :] if arr.ndim == 1 else arr).tolist()}
+    return {"texts": list(queries)}

@@ -1,0 +1,331 @@
+"""The HTTP routes (FastAPI). Handlers are thin: validate, authorise, call the registry."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from slimvec.errors import ConfigError, IndexBusyError, PersistenceError, SlimvecError
+from slimvec.indexer.pipeline import IngestOptions
+from slimvec.service.auth import Auth
+from slimvec.service.config import ServiceConfig
+from slimvec.service.jobs import Jobs
+from slimvec.service.limits import BodyLimit, WriteSlots, check_batch
+from slimvec.service.metrics import Metrics
+from slimvec.service.models import (
+    CreateIndex, DocumentsIn, JobIn, ReduceIn, SearchIn, SearchOut, VectorsIn, WriteOut,
+)
+from slimvec.service.registry import (
+    Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
+)
+from slimvec.service.writer import WriterClosed
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+class _State:
+    """What the routes share."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.encoders = Encoders(config.batch_wait_ms, config.max_query_batch,
+                                 self.metrics.query_batch.observe)
+        self.registry = Registry(config.root, self.encoders, self.metrics.on_commit)
+        self.jobs = Jobs(config.root, self.registry, config.allow_dirs,
+                         config.job_checkpoint_seconds)
+        self.slots = WriteSlots(config.queue_size)
+        self.ready = threading.Event()
+        self.started = time.time()
+        self.metrics.track_sizes(self._sizes)
+
+    def _sizes(self) -> dict[str, int]:
+        out = {}
+        for name in self.registry.names():
+            try:
+                out[name] = int(self.registry.get(name).info().get("count", 0))
+            except SlimvecError:
+                continue
+        return out
+
+    def startup(self) -> None:
+        skip = self.jobs.pending_names()
+        self.registry.open_all(skip)
+        self.jobs.resume_all()
+        self.ready.set()
+        log.info("ready: %d index(es) under %s", len(self.registry.names()), self.config.root)
+
+    def shutdown(self) -> None:
+        self.jobs.stop()
+        self.registry.close_all()
+        self.encoders.close()
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def _status_of(exc: Exception) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, (Busy, ConflictError, IndexBusyError)):
+        return 409
+    if isinstance(exc, WriterClosed):
+        return 503
+    if isinstance(exc, PermissionError) and not isinstance(exc, PersistenceError):
+        return 403
+    if isinstance(exc, ConfigError):
+        return 422
+    return 500
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """The service app over ``config.root`` (opens the indexes at startup)."""
+    st = _State(config)
+    auth = Auth(config.api_key, config.read_only_key)
+    read, write = Depends(auth.read), Depends(auth.write)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # noqa: ANN202
+        import anyio
+
+        await anyio.to_thread.run_sync(st.startup)
+        yield
+        await anyio.to_thread.run_sync(st.shutdown)
+
+    app = FastAPI(title="slimvec", version=_version(), lifespan=lifespan,
+                  description="Fitted dimension reducers in front of vector stores, as a service.")
+    app.state.slimvec = st
+
+    @app.exception_handler(SlimvecError)
+    async def _slimvec_error(request: Request, exc: SlimvecError) -> JSONResponse:
+        status = _status_of(exc)
+        if status == 500:
+            log.error("%s %s: %s", request.method, request.url.path, exc)
+        headers = {"Retry-After": "1"} if status in (409, 503) else None
+        return _error(status, str(exc), headers)
+
+    @app.exception_handler(PermissionError)
+    async def _forbidden(request: Request, exc: PermissionError) -> JSONResponse:
+        return _error(403, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for e in exc.errors()[:10]:
+            loc = ".".join(str(x) for x in e.get("loc", ()))
+            parts.append(f"{loc}: {e.get('msg')}")
+        return _error(422, "Invalid request: " + "; ".join(parts))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _error(500, f"Internal error ({type(exc).__name__}); see the server log.")
+
+    @app.middleware("http")
+    async def _measure(request: Request, call_next: Any) -> Any:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            st.metrics.requests.labels(path, request.method, str(status)).inc()
+            st.metrics.latency.labels(path, request.method).observe(time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ health
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, Any]:
+        """Alive."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    def readyz() -> JSONResponse:
+        """Ready: encoders loaded and indexes open (503 until then)."""
+        if not st.ready.is_set():
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ready", "indexes": st.registry.names(),
+                             "errors": st.registry.errors})
+
+    @app.get("/metrics", dependencies=[read], response_class=PlainTextResponse, tags=["health"])
+    def metrics() -> PlainTextResponse:
+        """Prometheus metrics."""
+        st.metrics.queue_depth.set(st.slots.in_use)
+        return PlainTextResponse(st.metrics.render(),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    # ------------------------------------------------------------------ indexes
+    @app.get("/indexes", dependencies=[read], tags=["indexes"])
+    def list_indexes() -> dict[str, Any]:
+        """Every served index with its info."""
+        out = []
+        for name in st.registry.names():
+            try:
+                out.append(st.registry.get(name).info())
+            except SlimvecError:
+                continue
+        return {"indexes": out}
+
+    @app.put("/indexes/{name}", dependencies=[write], tags=["indexes"], status_code=201)
+    def create_index(name: str, body: CreateIndex) -> JSONResponse:
+        """Create an index (200 when it exists with the same specs, 409 with others)."""
+        check_batch(len(body.sample_vectors or []) + len(body.sample_texts or []),
+                    config.max_batch, "sample rows")
+        sample = None
+        if body.sample_vectors:
+            sample = np.asarray(body.sample_vectors, dtype=np.float32) if _regular(
+                body.sample_vectors) else None
+            if sample is None:
+                raise ConfigError("sample_vectors rows must all have the same dimension.")
+        spec = IndexSpecIn(body.reducer, body.store, body.encoder, body.keep_full, body.fit_after)
+        served, new = st.registry.create(name, spec, sample, body.sample_texts)
+        return JSONResponse(served.info(), status_code=201 if new else 200)
+
+    @app.get("/indexes/{name}", dependencies=[read], tags=["indexes"])
+    def index_info(name: str) -> dict[str, Any]:
+        """The fields of ``slimvec info --json``."""
+        return st.registry.get(name).info()
+
+    @app.delete("/indexes/{name}", dependencies=[write], tags=["indexes"])
+    def delete_index(name: str) -> dict[str, Any]:
+        """Close the index and delete its folder."""
+        st.registry.delete(name)
+        return {"deleted": name}
+
+    # ------------------------------------------------------------------ writes
+    def _write(name: str, rows: list[dict[str, Any]], kind: str, wait: bool) -> WriteOut:
+        check_batch(len(rows), config.max_batch, kind)
+        served = st.registry.get(name)
+        source = f"{name}:{kind}:{uuid.uuid4().hex[:12]}"
+        with st.slots:
+            add = served.add_documents if kind == "documents" else served.add_vectors
+            result, fut = add(rows, source)
+            if fut is not None and wait:
+                fut.result()
+                result.committed = True
+        return WriteOut(**result.__dict__)
+
+    @app.post("/indexes/{name}/documents", dependencies=[write], tags=["write"],
+              response_model=WriteOut)
+    def add_documents(name: str, body: DocumentsIn,
+                      wait: bool = Query(True, description="Answer after the commit.")) -> WriteOut:
+        """Add documents ``{id?, text, payload?}``; bad rows come back in ``rejected``."""
+        return _write(name, [d.model_dump() for d in body.documents], "documents", wait)
+
+    @app.post("/indexes/{name}/vectors", dependencies=[write], tags=["write"],
+              response_model=WriteOut)
+    def add_vectors(name: str, body: VectorsIn, wait: bool = Query(True)) -> WriteOut:
+        """Add full vectors with ids (the drop-in path of ``slimvec migrate``)."""
+        return _write(name, [v.model_dump() for v in body.vectors], "vectors", wait)
+
+    # ------------------------------------------------------------------ search / reduce
+    def _queries(served: Any, texts: list[str] | None, vectors: list[list[float]] | None
+                 ) -> np.ndarray:
+        if (texts is None) == (vectors is None):
+            raise ConfigError("Send exactly one of 'texts' or 'vectors'.")
+        n = len(texts if texts is not None else vectors)
+        check_batch(n, config.max_batch, "queries")
+        if n == 0:
+            raise ConfigError("No query: 'texts' / 'vectors' is empty.")
+        if vectors is not None and not _regular(vectors):
+            raise ConfigError("Query vectors must all have the same dimension.")
+        return served.embed(texts, vectors)
+
+    @app.post("/indexes/{name}/search", dependencies=[read], tags=["search"],
+              response_model=SearchOut)
+    def search(name: str, body: SearchIn) -> dict[str, Any]:
+        """Search with texts or full vectors; hits carry payloads."""
+        served = st.registry.get(name)
+        vecs = _queries(served, body.texts, body.vectors)
+        index = served.ready_index()
+        if not np.isfinite(vecs).all():
+            raise ConfigError("Query vectors hold NaN or inf.")
+        res = index.search(vecs, body.k, rescore=body.rescore)
+        ids = res.ids.tolist()
+        scores = [[float(s) if math.isfinite(s) else None for s in row] for row in res.scores.tolist()]
+        hits = []
+        for qi, row in enumerate(ids):
+            valid = [i for i in row if i >= 0]
+            pays = index.payloads(valid) if body.payloads and valid else [None] * len(valid)
+            hits.append([{"id": i, "score": scores[qi][j], "source_id": (p or {}).get("source_id"),
+                          "text": (p or {}).get("text"), "payload": p if body.payloads else None}
+                         for j, (i, p) in enumerate(zip(valid, pays))])
+        return {"ids": ids, "scores": scores, "hits": hits}
+
+    @app.post("/indexes/{name}/payloads", dependencies=[read], tags=["search"])
+    def payloads(name: str, ids: list[int]) -> dict[str, Any]:
+        """Stored payloads of store ids (``Index.payloads``)."""
+        check_batch(len(ids), config.max_batch, "ids")
+        index = st.registry.get(name).ready_index()
+        return {"payloads": index.payloads([i for i in ids if 0 <= i < 2 ** 63])}
+
+    @app.post("/indexes/{name}/reduce", dependencies=[read], tags=["search"])
+    def reduce(name: str, body: ReduceIn) -> dict[str, Any]:
+        """Texts or full vectors in, reduced vectors out (the index's fitted reducer)."""
+        served = st.registry.get(name)
+        vecs = _queries(served, body.texts, body.vectors)
+        if not np.isfinite(vecs).all():
+            raise ConfigError("Vectors hold NaN or inf.")
+        out = served.ready_index().reducer.transform(vecs)
+        return {"dim_in": int(vecs.shape[1]), "dim_out": int(out.shape[1]),
+                "vectors": np.asarray(out, dtype=np.float32).tolist()}
+
+    # ------------------------------------------------------------------ jobs
+    @app.post("/indexes/{name}/jobs", dependencies=[write], tags=["jobs"], status_code=202)
+    def create_job(name: str, body: JobIn) -> dict[str, Any]:
+        """Ingest a file on the server (under --allow-dir) in the background, resumably."""
+        from slimvec.service.names import check_name
+
+        check_name(name)
+        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
+                             text_column=body.text_column, id_column=body.id_column,
+                             format=body.format, fit_sample=body.fit_sample,
+                             batch_size=body.batch_size, progress=False)
+        return st.jobs.submit(name, body.path, opts)
+
+    @app.get("/jobs/{job_id}", dependencies=[read], tags=["jobs"])
+    def job(job_id: str) -> dict[str, Any]:
+        """State, rows done, rejected, docs/s of a job."""
+        rec = st.jobs.get(job_id)
+        if rec is None:
+            raise HTTPException(404, f"No job {job_id[:40]!r}.")
+        return rec
+
+    if config.reports is not None and Path(config.reports).is_dir():
+        from fastapi.staticfiles import StaticFiles
+
+        app.mount("/reports", StaticFiles(directory=str(config.reports), html=True),
+                  name="reports")
+
+    return _with_limit(app, config)
+
+
+def _with_limit(app: FastAPI, config: ServiceConfig) -> FastAPI:
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    return app
+
+
+def _regular(rows: list[list[float]]) -> bool:
+    return len({len(r) for r in rows}) <= 1 and all(len(r) for r in rows)
+
+
+def _version() -> str:
+    from slimvec import __version__
+
+    return __version__

@@ -1,0 +1,90 @@
+"""Settings of one ``slimvec serve`` process."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slimvec.errors import ConfigError
+
+__all__ = ["ServiceConfig", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServiceConfig:
+    """What to serve and how.
+
+    Parameters
+    ----------
+    root : Path
+        Folder whose sub-folders are index folders (made by the CLI or the service).
+    host, port : str, int
+        Bind address. A non-loopback host needs ``api_key``.
+    api_key, read_only_key : str or None
+        Keys (from the environment, never logged). With a key every route but ``/healthz`` and
+        ``/readyz`` needs it; the read-only key may search and read but not write.
+    max_body_bytes : int
+        Largest request body (413 above).
+    max_batch : int
+        Most documents / vectors / queries in one request (413 above).
+    queue_size : int
+        Write requests waiting for an index writer, over all indexes (429 above).
+    batch_wait_ms : float
+        Dynamic batching: how long a text query waits for others to encode with (0: off).
+    max_query_batch : int
+        Most texts encoded together.
+    fit_after : int
+        Default number of documents a new index collects before its reducer is fitted.
+    allow_dirs : list of Path
+        Folders whose files a job may ingest (none: jobs are refused).
+    reports : Path or None
+        Folder served at ``/reports/`` (bench reports).
+    """
+
+    root: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    read_only_key: str | None = None
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_batch: int = 4096
+    queue_size: int = 64
+    batch_wait_ms: float = 2.0
+    max_query_batch: int = 64
+    fit_after: int = 1000
+    allow_dirs: list[Path] = field(default_factory=list)
+    reports: Path | None = None
+    job_checkpoint_seconds: float = 5.0
+
+    def check(self) -> None:
+        """Refuse unsafe or impossible settings with a message saying what to do."""
+        if not self.root.is_dir():
+            raise ConfigError(f"--root {self.root} is not a folder. Create it first (mkdir -p).")
+        if not self.api_key and not is_loopback(self.host):
+            raise ConfigError(
+                f"Refusing to listen on {self.host} without an API key: anyone on the network could "
+                "write and delete indexes. Set the key in the environment variable named by "
+                "--api-key-env (default SLIMVEC_API_KEY), or bind to 127.0.0.1."
+            )
+        if self.read_only_key and not self.api_key:
+            raise ConfigError("A read-only key needs a read-write key too (--api-key-env).")
+        for name in ("max_body_bytes", "max_batch", "queue_size", "max_query_batch", "fit_after"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}.")
+
+    @staticmethod
+    def key_from_env(var: str | None) -> str | None:
+        """The key held by environment variable ``var`` (``None`` when unset or empty)."""
+        return (os.environ.get(var) or None) if var else None

@@ -1,0 +1,149 @@
+"""Background ingest jobs: a file on the server, ingested with :func:`slimvec.indexer.pipeline.ingest`.
+
+Each job is recorded in ``ROOT/.jobs/ID.json`` (state, rows done, rejected, docs/s). A job still
+``running`` when the server stops (SIGTERM, crash, kill -9) is run again at the next start, and
+``ingest`` resumes after its last commit exactly as a rerun CLI command does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from slimvec.errors import ConfigError, SlimvecError
+from slimvec.indexer.pipeline import IngestOptions, ingest
+from slimvec.persistence import read_json, write_json_atomic
+from slimvec.service.registry import Registry
+
+__all__ = ["Jobs", "JOBS_DIR"]
+
+log = logging.getLogger(__name__)
+JOBS_DIR = ".jobs"
+
+
+class _Stopped(Exception):
+    """Raised from the batch hook to leave a job at its last commit on shutdown."""
+
+
+class Jobs:
+    """Runs and records ingest jobs."""
+
+    def __init__(self, root: Path, registry: Registry, allow_dirs: list[Path],
+                 checkpoint_seconds: float) -> None:
+        self.dir = root / JOBS_DIR
+        self.registry, self.checkpoint_seconds = registry, checkpoint_seconds
+        self.allow = [Path(d).resolve() for d in allow_dirs]
+        self._threads: dict[str, threading.Thread] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def check_path(self, path: str) -> Path:
+        """The resolved file if it lies under an allowed folder, else :class:`ConfigError`."""
+        if not self.allow:
+            raise PermissionError("Jobs are disabled: start the server with --allow-dir DIR to let "
+                                  "jobs read files under DIR.")
+        real = Path(path).resolve()
+        if not any(real.is_relative_to(d) for d in self.allow):
+            raise PermissionError(f"{path} is not under an allowed folder "
+                                  f"({', '.join(map(str, self.allow))}).")
+        if not real.is_file():
+            raise ConfigError(f"{path}: no such file under the allowed folders.")
+        return real
+
+    def pending_names(self) -> set[str]:
+        """Indexes with a job to resume (left out of the registry's first open)."""
+        return {rec["index"] for rec in self._records() if rec["state"] in ("queued", "running")}
+
+    def _records(self) -> list[dict[str, Any]]:
+        if not self.dir.is_dir():
+            return []
+        return [read_json(p) for p in sorted(self.dir.glob("*.json"))]
+
+    def get(self, job_id: str) -> dict[str, Any] | None:
+        """The record of a job."""
+        if not job_id.isalnum():
+            return None
+        path = self.dir / f"{job_id}.json"
+        return read_json(path) if path.is_file() else None
+
+    def submit(self, name: str, path: str, options: IngestOptions) -> dict[str, Any]:
+        """Start a job ingesting ``path`` into index ``name``; returns its record."""
+        real = self.check_path(path)
+        self.registry.suspend(name, "an ingest job")
+        rec = {"id": uuid.uuid4().hex[:16], "index": name, "input": str(real), "state": "queued",
+               "options": asdict(options), "rows": 0, "ingested": 0, "rejected": 0,
+               "docs_per_s": 0.0, "created": time.time(), "error": None, "resumes": 0}
+        self.dir.mkdir(exist_ok=True)
+        self._save(rec)
+        self._start(rec)
+        return rec
+
+    def resume_all(self) -> None:
+        """Restart the jobs a previous process left queued or running."""
+        for rec in self._records():
+            if rec["state"] in ("queued", "running"):
+                rec["resumes"] = int(rec.get("resumes", 0)) + 1
+                try:
+                    self.registry.suspend(rec["index"], "an ingest job")
+                except SlimvecError as exc:
+                    rec.update(state="failed", error=str(exc))
+                    self._save(rec)
+                    continue
+                self._start(rec)
+
+    def _save(self, rec: dict[str, Any]) -> None:
+        write_json_atomic(self.dir / f"{rec['id']}.json", rec)
+
+    def _start(self, rec: dict[str, Any]) -> None:
+        t = threading.Thread(target=self._run, args=(rec,), name=f"job:{rec['id']}", daemon=True)
+        with self._lock:
+            self._threads[rec["id"]] = t
+        t.start()
+
+    def _run(self, rec: dict[str, Any]) -> None:
+        opts = IngestOptions(**{**rec["options"], "progress": False})
+        opts.checkpoint_seconds = min(opts.checkpoint_seconds, self.checkpoint_seconds)
+        folder = self.registry.root / rec["index"]
+        t0 = time.perf_counter()
+        last = [t0]
+        rec["state"] = "running"
+        self._save(rec)
+
+        def on_batch(next_row: int) -> None:
+            rec["rows"] = next_row
+            if time.perf_counter() - last[0] > 1.0:
+                last[0] = time.perf_counter()
+                self._save(rec)
+            if self._stop.is_set():
+                raise _Stopped()
+
+        try:
+            summary = ingest(rec["input"], folder, opts, on_batch=on_batch)
+            rec.update(state="done", rows=summary.next_row, ingested=summary.ingested,
+                       rejected=summary.rejected, docs_per_s=round(summary.docs_per_s, 1),
+                       count=summary.count)
+        except _Stopped:
+            rec["state"] = "running"  # resumed at the next start
+        except SlimvecError as exc:
+            rec.update(state="failed", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - recorded, never a traceback in a response
+            log.exception("job %s failed", rec["id"])
+            rec.update(state="failed", error=f"{type(exc).__name__}: {exc}")
+        rec["seconds"] = round(time.perf_counter() - t0, 3)
+        if not self._stop.is_set():
+            self.registry.resume(rec["index"])  # before the record says done: then it is served
+        self._save(rec)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop running jobs at their next batch (their last commit stands)."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            threads = list(self._threads.values())
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))

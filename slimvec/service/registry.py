@@ -1,0 +1,590 @@
+"""The indexes a service serves: opened once, each with its writer lock, store and writer.
+
+Every folder under the root holding ``manifest.json`` is an index, opened through an
+:class:`~slimvec.indexer.builder.IndexBuilder` that holds its writer lock while the service serves
+it (so a CLI ingest cannot write under it). An index created over HTTP without a fit sample lives
+in ``ROOT/.pending/NAME`` (``service.json`` and its documents, fsynced, in ``pending.jsonl``) until
+``fit_after`` documents have arrived; then the builder creates the index folder and the documents
+are written and committed. A job suspends the index (commit, close, unlock), runs
+:func:`slimvec.indexer.pipeline.ingest`, and reopens it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from slimvec.errors import ConfigError, IndexBusyError, SlimvecError, StoreError
+from slimvec.ids import doc_ids, text_key
+from slimvec.indexer.checks import split_bad_vectors, truncation_rejects
+from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.index import Index
+from slimvec.indexer.keepfull import check_keep_full
+from slimvec.indexer.locking import IndexLock
+from slimvec.indexer.manifest import MANIFEST
+from slimvec.indexer.sources import Document, Reject
+from slimvec.indexer.writer import REJECTS, VectorBatch
+from slimvec.reducers import load_reducer, make_reducer
+from slimvec.service.batching import QueryBatcher
+from slimvec.service.names import check_name, index_folder
+from slimvec.service.writer import SERVICE_INPUT, IndexWriter, LockedStore, WriterClosed
+
+__all__ = ["Registry", "ServedIndex", "IndexSpecIn", "NotFound", "Busy", "WriteResult"]
+
+log = logging.getLogger(__name__)
+SERVICE_SPEC = "service.json"
+PENDING = "pending.jsonl"
+#: ROOT/.pending/NAME holds an index created over HTTP until its reducer is fitted (the index
+#: folder itself is created by IndexBuilder, which refuses folders holding files it did not write)
+PENDING_DIR = ".pending"
+
+
+class NotFound(SlimvecError, LookupError):
+    """No index of that name."""
+
+
+class Busy(IndexBusyError):
+    """The index cannot serve this now (a job writes it, or its reducer is not fitted yet)."""
+
+
+@dataclass
+class IndexSpecIn:
+    """How to create an index over HTTP (mirrors ``slimvec ingest`` options)."""
+
+    reducer: str = "pca:96"
+    store: str = "qdrant-edge"
+    encoder: str | None = "minilm"
+    keep_full: str | None = None
+    fit_after: int = 1000
+
+
+@dataclass
+class WriteResult:
+    """What one write request did."""
+
+    accepted: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    committed: bool = False
+    pending_fit: bool = False
+
+
+class Encoders:
+    """One encoder (and one query batcher) per encoder spec, loaded once."""
+
+    def __init__(self, wait_ms: float, max_batch: int,
+                 on_batch: Callable[[int], None] | None = None) -> None:
+        self.wait_ms, self.max_batch, self.on_batch = wait_ms, max_batch, on_batch
+        self._enc: dict[str, Any] = {}
+        self._batchers: dict[str, QueryBatcher] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spec: str) -> Any:
+        """The loaded encoder of ``spec``."""
+        with self._lock:
+            if spec not in self._enc:
+                from slimvec.indexer.encoder import Encoder
+
+                self._enc[spec] = Encoder(spec, batch_size=64)
+                self._batchers[spec] = QueryBatcher(self._enc[spec].encode, self.wait_ms,
+                                                    self.max_batch, self.on_batch)
+            return self._enc[spec]
+
+    def batcher(self, spec: str) -> QueryBatcher:
+        """The query batcher of ``spec``."""
+        self.get(spec)
+        return self._batchers[spec]
+
+    def close(self) -> None:
+        """Stop the batchers."""
+        for b in self._batchers.values():
+            b.close()
+
+
+class ServedIndex:
+    """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job)."""
+
+    def __init__(self, name: str, root: Path, encoders: Encoders,
+                 on_commit: Callable[[str, int, int], None]) -> None:
+        self.name, self.encoders, self._on_commit = name, encoders, on_commit
+        self.folder = index_folder(root, name)
+        self.pending_dir = root / PENDING_DIR / name
+        self.state = "closed"
+        self.busy_reason = ""
+        self.index: Index | None = None
+        self.writer: IndexWriter | None = None
+        self.spec: dict[str, Any] = {}
+        self.pending_rows = 0
+        self._pending_lock: IndexLock | None = None
+        self.lock = threading.RLock()
+
+    # ------------------------------------------------------------------ open / close
+    def open(self) -> "ServedIndex":
+        """Open the index through its builder (lock held), or its pending state."""
+        with self.lock:
+            try:
+                if (self.folder / MANIFEST).exists():
+                    self._open_builder(None, None)
+                    if (self.pending_dir / PENDING).exists():  # crashed between fit and commit
+                        self._lock_pending()
+                        self._flush_pending()
+                else:
+                    self._lock_pending()
+                    self.spec = json.loads((self.pending_dir / SERVICE_SPEC).read_text("utf-8"))
+                    self.pending_rows = _count_lines(self.pending_dir / PENDING)
+                    self.state = "pending"
+            except BaseException:
+                self.close()
+                raise
+        return self
+
+    def _lock_pending(self) -> None:
+        if self._pending_lock is None:
+            self._pending_lock = IndexLock(self.pending_dir, exclusive=True).acquire()
+
+    def _open_builder(self, spec: IndexSpec | None, X: np.ndarray | None) -> None:
+        b = IndexBuilder(self.folder)
+        b.__enter__()
+        try:
+            if spec is None:
+                old = b.existing
+                if old is None:
+                    raise ConfigError(f"{self.folder} holds no index.")
+                b.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
+                                 id_column=old.id_column), old.dim_in)
+            else:
+                b.open(spec, int(X.shape[1]), fit=lambda: X)
+                b.commit()  # the manifest exists from now on: a restart reopens the index
+        except BaseException:
+            b.__exit__(*sys.exc_info())
+            raise
+        rw = threading.RLock()
+        self.index = Index(self.folder, b.manifest, b.reducer, LockedStore(b.store, rw))
+        self.writer = IndexWriter(b, rw)
+        self.state = "ready"
+        if b.manifest.encoder:
+            self.encoders.get(b.manifest.encoder)
+
+    def close(self) -> None:
+        """Commit queued writes, finish, close the store, release the locks (idempotent)."""
+        with self.lock:
+            try:
+                if self.writer is not None:
+                    self.writer.close()  # the builder closes the store and the full vectors
+            finally:
+                self.writer, self.index = None, None
+                if self._pending_lock is not None:
+                    self._pending_lock.release()
+                    self._pending_lock = None
+                if self.state != "busy":
+                    self.state = "closed"
+
+    # ------------------------------------------------------------------ reads
+    def ready_index(self) -> Index:
+        """The open :class:`Index`, or :class:`Busy` saying why there is none."""
+        if self.state == "ready" and self.index is not None:
+            return self.index
+        if self.state == "busy":
+            raise Busy(f"Index {self.name!r} is being written by {self.busy_reason}; retry when it "
+                       "finishes.")
+        if self.state == "pending":
+            raise Busy(f"Index {self.name!r} has no fitted reducer yet: {self.pending_rows} of "
+                       f"{self.spec.get('fit_after')} documents collected (it is fitted when "
+                       "that many have arrived).")
+        raise Busy(f"Index {self.name!r} is closed.")
+
+    def embed(self, texts: Sequence[str] | None, vectors: Any) -> np.ndarray:
+        """Full query vectors from texts (through the dynamic batcher) or given vectors."""
+        index = self.ready_index()
+        if texts is not None:
+            if not index.manifest.encoder:
+                raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
+                                  "send query vectors instead of texts.")
+            return self.encoders.batcher(index.manifest.encoder).encode(list(texts))
+        return index.embed(np.asarray(vectors, dtype=np.float32))
+
+    def info(self) -> dict[str, Any]:
+        """The fields of ``slimvec info --json`` (plus ``name`` and ``state``)."""
+        with self.lock:
+            if self.state == "ready" and self.index is not None:
+                out = self.index.info()
+            else:
+                out = {"index": str(self.folder), "count": 0, "encoder": self.spec.get("encoder"),
+                       "reducer": self.spec.get("reducer"), "store": self.spec.get("store")}
+                out["pending"] = self.pending_rows
+                if self.state == "pending":
+                    out["fit_after"] = self.spec.get("fit_after")
+            out.update(name=self.name, state=self.state)
+            return out
+
+    # ------------------------------------------------------------------ writes
+    def add_documents(self, docs: list[dict[str, Any]], source: str) -> tuple[WriteResult, Any]:
+        """Validate, encode and queue documents; returns the result and a future (or None)."""
+        with self.lock:
+            if self.state == "pending":
+                return self._add_pending(docs, "text", source), None
+            index = self.ready_index()
+            if not index.manifest.encoder:
+                raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
+                                  "add vectors (POST /indexes/NAME/vectors) instead of documents.")
+        good, rejects = _check_docs(docs, source)
+        result = WriteResult(rejected=[r.to_json() for r in rejects])
+        encoder = self.encoders.get(index.manifest.encoder)
+        warnings = truncation_rejects(encoder, good, source, "text") if good else []
+        result.warnings = [w.to_json() for w in warnings]
+        vecs = encoder.encode([d.text for d in good]) if good else np.zeros((0, index.dim_in), np.float32)
+        ids = doc_ids([d.id for d in good])
+        payloads = [{**d.payload, "text": d.text, "source_id": d.id} for d in good]
+        batch = VectorBatch(ids, vecs, payloads, rejects + warnings, 0, [d.row for d in good],
+                            [None] * len(good), source)
+        result.accepted = len(good)
+        return result, self._submit(batch, len(docs))
+
+    def add_vectors(self, items: list[dict[str, Any]], source: str) -> tuple[WriteResult, Any]:
+        """Validate and queue vectors with ids; returns the result and a future (or None)."""
+        with self.lock:
+            if self.state == "pending":
+                return self._add_pending(items, "vector", source), None
+            index = self.ready_index()
+        good, vecs, rejects = _check_vectors(items, index.dim_in, source)
+        ids = doc_ids([items[i]["id"] for i in good])
+        payloads = [{**(items[i].get("payload") or {}), "source_id": items[i]["id"]} for i in good]
+        batch = VectorBatch(ids, vecs, payloads, rejects, 0, good, [None] * len(good), source)
+        return WriteResult(accepted=len(good), rejected=[r.to_json() for r in rejects]), \
+            self._submit(batch, len(items))
+
+    def _submit(self, batch: VectorBatch, rows: int) -> Any:
+        with self.lock:
+            self.ready_index()
+            if self.writer is None:
+                raise WriterClosed(f"Index {self.name!r} has no writer; retry later.")
+            fut = self.writer.submit(batch, rows)
+        n_ok, n_bad = len(batch.ids), sum(not r.kept for r in batch.rejects)
+        fut.add_done_callback(lambda f: f.exception() or self._on_commit(self.name, n_ok, n_bad))
+        return fut
+
+    # ------------------------------------------------------------------ fit on arrival
+    def _add_pending(self, rows: list[dict[str, Any]], kind: str, source: str) -> WriteResult:
+        encoder = self.spec.get("encoder")
+        if kind == "text" and not encoder:
+            raise ConfigError(f"Index {self.name!r} has no encoder: add vectors, not documents.")
+        if kind == "vector" and encoder:
+            raise ConfigError(f"Index {self.name!r} encodes texts with {encoder}: add documents "
+                              "(its reducer is fitted on its encoder's vectors).")
+        if kind == "text":
+            good_docs, rejects = _check_docs(rows, source)
+            lines = [{"id": d.id, "text": d.text, "payload": d.payload} for d in good_docs]
+        else:
+            dim = self.spec.get("dim_in") or _first_dim(rows)
+            good, vecs, rejects = _check_vectors(rows, dim, source)
+            self.spec["dim_in"] = dim
+            lines = [{"id": rows[i]["id"], "vector": vecs[j].tolist(),
+                      "payload": rows[i].get("payload") or {}} for j, i in enumerate(good)]
+        _append_fsync(self.pending_dir / REJECTS, [json.dumps(r.to_json()) for r in rejects])
+        _append_fsync(self.pending_dir / PENDING, [json.dumps(x, ensure_ascii=False) for x in lines])
+        self.pending_rows += len(lines)
+        result = WriteResult(accepted=len(lines), rejected=[r.to_json() for r in rejects],
+                             committed=True, pending_fit=True)
+        if self.pending_rows >= int(self.spec.get("fit_after", 1)):
+            rows_all = _read_pending(self.pending_dir / PENDING)
+            self.create_from_sample(self._pending_vectors(rows_all))
+            self._flush_pending(rows_all)
+            result.pending_fit = False
+        return result
+
+    def _pending_vectors(self, rows: list[dict[str, Any]]) -> np.ndarray:
+        if self.spec.get("encoder"):
+            return self.encoders.get(self.spec["encoder"]).encode([r["text"] for r in rows])
+        return np.asarray([r["vector"] for r in rows], dtype=np.float32)
+
+    def _flush_pending(self, rows: list[dict[str, Any]] | None = None) -> None:
+        """Write the collected rows (and their rejects) into the fitted index, commit, clean up."""
+        if rows is None:
+            rows = _read_pending(self.pending_dir / PENDING)
+        if rows:
+            vecs = self._pending_vectors(rows)
+            payloads = [{**r.get("payload", {}), "source_id": r["id"],
+                         **({"text": r["text"]} if "text" in r else {})} for r in rows]
+            batch = VectorBatch(doc_ids([r["id"] for r in rows]), vecs, payloads, [], 0,
+                                list(range(len(rows))), [None] * len(rows), SERVICE_INPUT)
+            self._submit(batch, len(rows)).result()
+        pending_rejects = self.pending_dir / REJECTS
+        if pending_rejects.exists():
+            _append_fsync(self.folder / REJECTS, pending_rejects.read_text("utf-8").splitlines())
+        if self._pending_lock is not None:
+            self._pending_lock.release()
+            self._pending_lock = None
+        shutil.rmtree(self.pending_dir, ignore_errors=True)
+        self.pending_rows = 0
+
+    def create_from_sample(self, X: np.ndarray) -> None:
+        """Fit the reducer on ``X`` and create the index through :class:`IndexBuilder`."""
+        spec = self.spec
+        X = np.asarray(X, dtype=np.float32)
+        X = X[np.isfinite(X).all(axis=1)] if X.ndim == 2 else X
+        if X.ndim != 2 or not len(X):
+            raise ConfigError("No usable vector to fit the reducer on (empty or non-finite sample).")
+        reducer = make_reducer(spec["reducer"])
+        n_out = getattr(reducer, "n_components", None)
+        if isinstance(n_out, int) and n_out > X.shape[1]:
+            raise ConfigError(f"Reducer {spec['reducer']} asks for {n_out} dimensions but the "
+                              f"vectors have {X.shape[1]}.")
+        encoder = spec.get("encoder")
+        ispec = IndexSpec(reducer=spec["reducer"], store=spec["store"], encoder=encoder,
+                          keep_full=spec.get("keep_full"), text_column="text" if encoder else None,
+                          id_column="id" if encoder else None, source=SERVICE_INPUT,
+                          encoder_name=self.encoders.get(encoder).name if encoder else None)
+        try:
+            self._open_builder(ispec, X)
+        except ValueError as exc:
+            if isinstance(exc, SlimvecError):
+                raise
+            raise ConfigError(f"Cannot fit {spec['reducer']} on {len(X)} vectors of dimension "
+                              f"{X.shape[1]}: {exc}. Send a larger sample or raise fit_after.") from exc
+
+
+class Registry:
+    """Every index under the root, by name."""
+
+    def __init__(self, root: Path, encoders: Encoders,
+                 on_commit: Callable[[str, int, int], None] | None = None) -> None:
+        self.root = root
+        self.encoders = encoders
+        self._on_commit = on_commit or (lambda name, n, bad: None)
+        self._indexes: dict[str, ServedIndex] = {}
+        self._lock = threading.Lock()
+        self.errors: dict[str, str] = {}
+
+    def open_all(self, skip: set[str] = frozenset()) -> None:
+        """Open every index folder under the root (those in ``skip`` are left to their jobs)."""
+        for folder in sorted(self.root.iterdir()):
+            if not folder.is_dir() or folder.name.startswith(".") or folder.name in skip:
+                continue
+            if not (folder / MANIFEST).exists():
+                continue
+            try:
+                check_name(folder.name)
+                self.open(folder.name)
+            except SlimvecError as exc:
+                log.error("cannot serve %s: %s", folder, exc)
+                self.errors[folder.name] = str(exc)
+        pending = self.root / PENDING_DIR
+        for folder in sorted(pending.iterdir()) if pending.is_dir() else []:
+            if folder.name in skip or folder.name in self._indexes:
+                continue
+            try:
+                check_name(folder.name)
+                self.open(folder.name)
+            except SlimvecError as exc:
+                log.error("cannot serve %s: %s", folder, exc)
+                self.errors[folder.name] = str(exc)
+
+    def open(self, name: str) -> ServedIndex:
+        """Open (or reopen) index ``name``."""
+        served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+        served.open()
+        with self._lock:
+            self._indexes[name] = served
+        self.errors.pop(name, None)
+        return served
+
+    def get(self, name: str) -> ServedIndex:
+        """The served index ``name`` or :class:`NotFound`."""
+        check_name(name)
+        with self._lock:
+            served = self._indexes.get(name)
+        if served is None:
+            raise NotFound(f"No index named {name!r} under the served root"
+                           + (f" (it failed to open: {self.errors[name]})" if name in self.errors
+                              else "") + ". List them with GET /indexes.")
+        return served
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._indexes)
+
+    def create(self, name: str, spec: IndexSpecIn, sample: np.ndarray | None = None,
+               sample_texts: list[str] | None = None) -> tuple[ServedIndex, bool]:
+        """Create index ``name``; returns it and whether it is new (409 on other specs)."""
+        from slimvec.connectors import canonical_store_spec
+        from slimvec.indexer.encoder import resolve_model
+
+        folder = index_folder(self.root, name)
+        make_reducer(spec.reducer)
+        store_spec = canonical_store_spec(spec.store)
+        check_keep_full(spec.keep_full)
+        if spec.encoder:
+            resolve_model(spec.encoder)
+        with self._lock:
+            existing = self._indexes.get(name)
+            if existing is None and (folder.exists() or (self.root / PENDING_DIR / name).exists()):
+                raise Busy(f"{name!r} exists under the root but is not served (a job, or a folder "
+                           "that is not an index); choose another name.")
+            if existing is None:
+                placeholder = ServedIndex(name, self.root, self.encoders, self._on_commit)
+                placeholder.state = "busy"
+                placeholder.busy_reason = "its creation"
+                self._indexes[name] = placeholder
+        if existing is not None:
+            info = existing.info()
+            same = (info.get("store") == store_spec and info.get("encoder") == spec.encoder
+                    and str(info.get("reducer")) in (spec.reducer, make_reducer(spec.reducer).spec))
+            if not same:
+                raise ConflictError(f"Index {name!r} already exists with reducer {info.get('reducer')!r}, "
+                                    f"store {info.get('store')!r}, encoder {info.get('encoder')!r}; "
+                                    "delete it first or choose another name.")
+            return existing, False
+        served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+        served.spec = {"reducer": spec.reducer, "store": store_spec, "encoder": spec.encoder,
+                       "keep_full": spec.keep_full, "fit_after": int(spec.fit_after)}
+        try:
+            if sample_texts:
+                if not spec.encoder:
+                    raise ConfigError("sample_texts needs an encoder; send sample_vectors.")
+                sample = self.encoders.get(spec.encoder).encode(sample_texts)
+            if sample is not None:
+                with served.lock:
+                    served.create_from_sample(sample)
+            else:
+                from slimvec.persistence import write_json_atomic
+
+                served.pending_dir.mkdir(parents=True)
+                write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+                served.open()
+        except BaseException:
+            with self._lock:
+                self._indexes.pop(name, None)
+            try:
+                served.close()
+            finally:
+                shutil.rmtree(served.pending_dir, ignore_errors=True)
+                if not (folder / MANIFEST).exists():
+                    shutil.rmtree(folder, ignore_errors=True)
+            raise
+        with self._lock:
+            self._indexes[name] = served
+        return served, True
+
+    def delete(self, name: str) -> None:
+        """Close index ``name`` and delete its folder."""
+        served = self.get(name)
+        with served.lock:
+            if served.state == "busy":
+                raise Busy(f"Index {name!r} is being written by {served.busy_reason}; delete it "
+                           "when that finishes.")
+            served.close()
+            with self._lock:
+                self._indexes.pop(name, None)
+            shutil.rmtree(served.folder, ignore_errors=True)
+            shutil.rmtree(served.pending_dir, ignore_errors=True)
+
+    def suspend(self, name: str, reason: str) -> ServedIndex:
+        """Close index ``name`` (committing) and mark it busy; creates a placeholder if new."""
+        with self._lock:
+            served = self._indexes.get(name)
+            if served is None:
+                served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+                self._indexes[name] = served
+        with served.lock:
+            if served.state == "busy":
+                raise Busy(f"Index {name!r} is being written by {served.busy_reason}.")
+            if served.state == "pending":
+                raise Busy(f"Index {name!r} is collecting documents to fit its reducer; run the "
+                           "job into another name or after the fit.")
+            served.close()
+            served.state, served.busy_reason = "busy", reason
+        return served
+
+    def resume(self, name: str) -> None:
+        """Reopen index ``name`` after a job (drop it if the job created nothing)."""
+        folder = index_folder(self.root, name)
+        if (folder / MANIFEST).exists():
+            try:
+                self.open(name)  # replaces the busy placeholder
+                return
+            except SlimvecError as exc:
+                self.errors[name] = str(exc)
+                log.error("cannot reopen %s: %s", folder, exc)
+        with self._lock:
+            self._indexes.pop(name, None)
+
+    def close_all(self) -> None:
+        """Commit and close every index."""
+        for name in self.names():
+            try:
+                with self._lock:
+                    served = self._indexes.get(name)
+                if served is not None:
+                    served.close()
+            except Exception as exc:  # noqa: BLE001 - close the others anyway
+                log.error("closing %s failed: %s", name, exc)
+
+
+class ConflictError(StoreError):
+    """The request conflicts with the index's state (409)."""
+
+
+# ---------------------------------------------------------------------- row checks
+def _check_docs(docs: list[dict[str, Any]], source: str) -> tuple[list[Document], list[Reject]]:
+    good: list[Document] = []
+    rejects: list[Reject] = []
+    for i, d in enumerate(docs):
+        text = d.get("text")
+        if not isinstance(text, str) or not text.strip():
+            rejects.append(Reject(source, i, None, "text", "missing or empty text",
+                                  repr(text)[:80]))
+            continue
+        did = d.get("id")
+        if did is None or (isinstance(did, str) and not did.strip()):
+            did = text_key(text)
+        payload = d.get("payload") or {}
+        good.append(Document(did, text, dict(payload), row=i))
+    return good, rejects
+
+
+def _first_dim(items: list[dict[str, Any]]) -> int:
+    for it in items:
+        v = it.get("vector")
+        if isinstance(v, list) and v:
+            return len(v)
+    raise ConfigError("No vector in the request to tell the index's input dimension from.")
+
+
+def _check_vectors(items: list[dict[str, Any]], dim: int, source: str
+                   ) -> tuple[list[int], np.ndarray, list[Reject]]:
+    rows = list(range(len(items)))
+    ok, clean, rejects = split_bad_vectors([it.get("vector") or [] for it in items], dim, rows,
+                                           source)
+    return [i for i in rows if ok[i]], clean, rejects
+
+
+def _append_fsync(path: Path, lines: list[str]) -> None:
+    if not lines:
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("".join(x + "\n" for x in lines))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _read_pending(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())

@@ -1,0 +1,170 @@
+"""One long-lived writer per index: requests hand it batches, it commits them in order.
+
+The writer owns the index's :class:`~slimvec.indexer.builder.IndexBuilder` (which holds the
+writer lock for as long as the service serves the index). A thread takes the queued batches,
+merges whatever queued during the previous commit (group commit), calls ``write`` + ``commit``
+(rejects fsynced -> store durable -> manifest) and only then resolves the requests' futures: a
+request answered with ``committed: true`` survives a kill -9. On close it calls ``finish`` (state
+``done``, store checksums) if anything was written.
+
+Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
+cannot be opened twice in one process, and its writes and reads are not documented as
+thread-safe).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from slimvec.errors import StoreError
+from slimvec.indexer.builder import IndexBuilder
+from slimvec.indexer.writer import VectorBatch
+
+__all__ = ["IndexWriter", "LockedStore", "WriterClosed", "SERVICE_INPUT"]
+
+log = logging.getLogger(__name__)
+_STOP = object()
+SERVICE_INPUT = "slimvec-serve"
+
+
+class WriterClosed(StoreError):
+    """The writer is stopped (shutting down, deleted, or it failed)."""
+
+
+class LockedStore:
+    """Proxy of an opened store serialising every call through ``lock``."""
+
+    def __init__(self, store: Any, lock: threading.RLock) -> None:
+        self.inner = store
+        self.lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+
+class IndexWriter:
+    """The writer thread of one index.
+
+    Parameters
+    ----------
+    builder : IndexBuilder
+        Entered and opened (lock held, store open); exited by :meth:`close`.
+    lock : RLock
+        Shared with the searches' :class:`LockedStore`.
+    """
+
+    def __init__(self, builder: IndexBuilder, lock: threading.RLock) -> None:
+        self.builder, self.lock = builder, lock
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._wrote = False
+        self._guard = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"writer:{builder.folder.name}")
+        self._thread.start()
+
+    def submit(self, batch: VectorBatch, rows: int) -> Future:
+        """Queue a batch of ``rows`` request rows; the future resolves once it is committed."""
+        fut: Future = Future()
+        with self._guard:
+            if self._closed or self._failed is not None:
+                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
+                                   + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+            self._queue.put((batch, rows, fut))
+        return fut
+
+    def close(self, timeout: float | None = None) -> None:
+        """Commit what was queued, finish (if anything was written), release the index."""
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        b = self.builder
+        exc_info: Any = (None, None, None)
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                items = [item]
+                stop = False
+                while True:  # group commit: take whatever queued meanwhile
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is _STOP:
+                        stop = True
+                        break
+                    items.append(more)
+                try:
+                    with self.lock:
+                        start = b.summary.next_row
+                        batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
+                        b.write(batch)
+                        b.commit()
+                        self._wrote = True
+                except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
+                    for _, _, fut in items:
+                        fut.set_exception(exc)
+                    raise
+                for _, _, fut in items:
+                    fut.set_result(batch.next_row)
+                if stop:
+                    break
+            if self._wrote:
+                with self.lock:
+                    b.finish()
+        except BaseException as exc:  # noqa: BLE001
+            log.error("writer of %s failed: %s", b.folder, exc)
+            self._failed = exc
+            exc_info = sys.exc_info()
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP and not item[2].done():
+                    item[2].set_exception(exc)
+        finally:
+            with self.lock:
+                try:
+                    b.__exit__(*exc_info)
+                except BaseException as exc:  # noqa: BLE001 - already reported above
+                    log.error("closing %s: %s", b.folder, exc)
+
+
+def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:
+    if len(batches) == 1:
+        b = batches[0]
+        return VectorBatch(b.ids, b.vectors, b.payloads, b.rejects, next_row, b.rows, b.lines,
+                           b.source)
+    vecs = [np.asarray(b.vectors, dtype=np.float32) for b in batches if len(b.ids)]
+    dim = vecs[0].shape[1] if vecs else 0
+    return VectorBatch(
+        np.concatenate([np.asarray(b.ids, dtype=np.int64) for b in batches]),
+        np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32),
+        [p for b in batches for p in b.payloads],
+        [r for b in batches for r in b.rejects], next_row,
+        [r for b in batches for r in (b.rows or [0] * len(b.ids))],
+        [ln for b in batches for ln in (b.lines or [None] * len(b.ids))], SERVICE_INPUT)

@@ -1,0 +1,106 @@
+"""Text indexes over HTTP with the packaged MiniLM: documents, 8 searchers during an ingest, jobs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+import slimvec
+from slimvec.ids import text_key
+from tests.conftest import bundled_sentences
+from tests.service.server import Server
+
+
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    return bundled_sentences(700)
+
+
+def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
+    root = tmp_path / "root"
+    root.mkdir()
+    queries = sentences[10:18]  # row 5 is made bad below
+    with Server(root) as srv, httpx.Client(timeout=120) as http:
+        url = srv.url
+        body = {"reducer": "rp:64", "encoder": "minilm", "sample_texts": sentences[:200]}
+        assert http.put(f"{url}/indexes/t", json=body).status_code == 201
+        docs = [{"text": s, "payload": {"n": i}} for i, s in enumerate(sentences[:300])]
+        docs[5] = {"id": "bad", "text": "   "}
+        out = http.post(f"{url}/indexes/t/documents", json={"documents": docs}).json()
+        assert out["accepted"] == 299 and out["committed"]
+        assert out["rejected"][0]["row"] == 5 and out["rejected"][0]["field"] == "text"
+        rejects = [json.loads(x) for x in (root / "t" / "rejects.jsonl").read_text().splitlines()]
+        assert rejects[0]["reason"] == "missing or empty text"
+        again = http.post(f"{url}/indexes/t/documents", json={"documents": docs[:50]}).json()
+        assert again["accepted"] == 49 and http.get(f"{url}/indexes/t").json()["count"] == 299
+
+        errors: list[str] = []
+        rounds = [0] * 8
+        done = threading.Event()
+
+        def searcher(w: int) -> None:
+            with httpx.Client(timeout=120) as c:
+                while not done.is_set() and rounds[w] < 40:
+                    r = c.post(f"{url}/indexes/t/search", json={"texts": [queries[w]], "k": 3})
+                    rounds[w] += 1
+                    if r.status_code != 200:
+                        errors.append(f"{r.status_code} {r.text[:200]}")
+                    elif r.json()["hits"][0][0]["source_id"] != text_key(queries[w]):
+                        errors.append(f"query {w}: top hit is not its own document")
+
+        threads = [threading.Thread(target=searcher, args=(w,)) for w in range(8)]
+        for t in threads:
+            t.start()
+        more = sentences[300:600]
+        for i in range(0, len(more), 50):
+            r = http.post(f"{url}/indexes/t/documents",
+                          json={"documents": [{"text": s} for s in more[i:i + 50]]})
+            assert r.status_code == 200, r.text
+        done.set()
+        for t in threads:
+            t.join(120)
+        assert errors == [] and min(rounds) >= 1
+        final = http.post(f"{url}/indexes/t/search", json={"texts": queries, "k": 5}).json()
+        srv.terminate()
+    with slimvec.open(root / "t") as idx:  # the library (and CLI) on the same folder
+        direct = idx.search(queries, k=5)
+        assert idx.info()["count"] == 599
+    assert direct.ids.tolist() == final["ids"]
+    assert np.allclose(direct.scores, np.array(final["scores"], dtype=np.float32), atol=1e-5)
+
+
+def test_job_survives_kill9_by_resuming(tmp_path, sentences):
+    root = tmp_path / "root"
+    data = tmp_path / "data"
+    root.mkdir()
+    data.mkdir()
+    src = data / "docs.jsonl"
+    src.write_text("".join(json.dumps({"id": f"d{i}", "text": s}) + "\n"
+                           for i, s in enumerate(sentences[:400])))
+    (tmp_path / "outside.jsonl").write_text('{"text": "x"}\n')
+    args = ("--allow-dir", str(data))
+    with Server(root, *args) as srv:
+        url = srv.url
+        r = httpx.post(f"{url}/indexes/j/jobs", json={"path": str(tmp_path / "outside.jsonl")})
+        assert r.status_code == 403 and "not under an allowed folder" in r.json()["detail"]
+        body = {"path": str(src), "reducer": "rp:16", "fit_sample": 100, "batch_size": 20}
+        r = httpx.post(f"{url}/indexes/j/jobs", json=body)
+        assert r.status_code == 202, r.text
+        job = r.json()["id"]
+        time.sleep(0.5)
+        srv.kill()  # kill -9 during the job
+    with Server(root, *args) as srv:
+        deadline = time.monotonic() + 120
+        rec = httpx.get(f"{srv.url}/jobs/{job}").json()
+        while rec["state"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.2)
+            rec = httpx.get(f"{srv.url}/jobs/{job}").json()
+        assert rec["state"] == "done" and rec["resumes"] == 1, rec
+        assert rec["rows"] == 400
+        info = httpx.get(f"{srv.url}/indexes/j").json()
+        assert info["count"] == 400 and info["state"] == "ready"
