@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from slimvec.connectors import parse_store_spec
+from slimvec.connectors import parse_store_spec, store_class, store_names
 from slimvec.errors import ConfigError
 from slimvec.specs import format_spec
 
@@ -58,13 +58,6 @@ log = logging.getLogger(__name__)
 #: the terms of the linear size form, in order
 FEATURES = ("fixed", "fixed_per_dim", "per_vector", "per_dim", "per_payload_byte")
 
-#: components kept in memory while serving, per store name
-RESIDENT = {
-    "hnsw": {"index"},
-    "faiss": {"index", "ids"},
-    "qdrant-edge": {"vectors", "quantized", "links", "id_tracker"},
-}
-
 _BATCH = 1000
 
 
@@ -84,34 +77,15 @@ def sizing_spec(spec: str) -> str:
         A remote ``qdrant`` store (its size lives on a server) or an unknown store.
     """
     parsed = parse_store_spec(spec)
-    if parsed.name not in RESIDENT:
+    klass = store_class(parsed)
+    if not klass.resident_components:
+        sized = [name for name in store_names() if store_class(name).resident_components]
         raise ConfigError(f"No size model for store {parsed.name!r}: sizing builds the store locally. "
-                          f"Size one of {', '.join(RESIDENT)} (qdrant-edge matches a Qdrant server's "
+                          f"Size one of {', '.join(sized)} (qdrant-edge matches a Qdrant server's "
                           "segment format).")
-    arg = parsed.arg if parsed.name == "faiss" else None
-    if parsed.name == "faiss" and not arg:
-        arg = "HNSW32"
+    # the location of an embedded store is dropped; an argument that is an option (FAISS) is kept
+    arg = None if klass.spec_arg in ("location", None) else (parsed.arg or klass.default_arg)
     return format_spec(parsed.name, arg, parsed.options)
-
-
-def _component(store: str, rel: str) -> str:
-    parts = rel.replace(os.sep, "/")
-    name = parts.rsplit("/", 1)[-1]
-    if name == "slimvec_store.json":
-        return "meta"
-    if name.startswith("payloads.sqlite"):
-        return "payloads"
-    if store == "hnsw":
-        return "index" if name.startswith("index.hnsw") else "other"
-    if store == "faiss":
-        return {"index.faiss": "index", "ids.npy": "ids"}.get(name, "other")
-    if "/wal/" in f"/{parts}":
-        return "wal"
-    for key, comp in (("quantized", "quantized"), ("vector_storage", "vectors"), ("vector_index", "links"),
-                      ("id_tracker", "id_tracker"), ("payload", "payload")):
-        if key in parts:
-            return comp
-    return "other"
 
 
 @dataclass
@@ -193,7 +167,7 @@ def measure_store(spec: str, n: int, dim: int, *, payload_bytes: int = 0, seed: 
     from slimvec.persistence import allocated_bytes
 
     spec = sizing_spec(spec)
-    name = parse_store_spec(spec).name
+    klass = store_class(spec)
     if vectors is not None:
         vecs = np.asarray(vectors, dtype=np.float32)[:n]
         if vecs.shape != (n, dim):
@@ -216,7 +190,7 @@ def measure_store(spec: str, n: int, dim: int, *, payload_bytes: int = 0, seed: 
             for root, _dirs, files in os.walk(tmp):
                 for fname in files:
                     path = os.path.join(root, fname)
-                    comp = _component(name, os.path.relpath(path, tmp))
+                    comp = klass.file_component(os.path.relpath(path, tmp))
                     alloc = allocated_bytes(path)
                     components[comp] = components.get(comp, 0) + alloc
                     content[comp] = content.get(comp, 0) + min(alloc, os.path.getsize(path))
@@ -349,9 +323,9 @@ def fit_model(measurements: Sequence[Measurement]) -> SizeModel:
         full[np.array(active)] = coef / scale
         full[0] += float(np.mean(alloc - y))
         fits[comp] = ComponentFit(**dict(zip(FEATURES, full.tolist())))
-    name = parse_store_spec(spec).name
-    extra = python_id_map_bytes() + 8.0 if name == "faiss" else 0.0  # dict entry + ids array slot
-    return SizeModel(spec, fits, sorted(RESIDENT[name]), extra,
+    klass = store_class(spec)
+    extra = python_id_map_bytes() + 8.0 if klass.python_id_map else 0.0  # dict entry + ids array slot
+    return SizeModel(spec, fits, sorted(klass.resident_components), extra,
                      [[m.n, m.dim, m.payload_bytes] for m in measurements])
 
 
@@ -456,7 +430,7 @@ def measure_resident(spec: str, n: int, dim: int, *, workdir: str | Path | None 
     from slimvec.connectors import make_store
 
     spec = sizing_spec(spec)
-    name = parse_store_spec(spec).name
+    klass = store_class(spec)
     vecs = _unit_vectors(n, dim, seed)
     with tempfile.TemporaryDirectory(prefix="slimvec-rss-", dir=workdir) as tmp:
         store = make_store(spec, tmp).create(dim)
@@ -474,7 +448,7 @@ def measure_resident(spec: str, n: int, dim: int, *, workdir: str | Path | None 
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     mapped: dict[str, int] = {}
     for path, size in data["files"].items():
-        comp = _component(name, os.path.relpath(path, tmp))
+        comp = klass.file_component(os.path.relpath(path, tmp))
         mapped[comp] = mapped.get(comp, 0) + int(size)
     delta = int(data["rss_delta"])
     return {"rss_delta": delta, "mapped": mapped, "process": delta - sum(mapped.values())}

@@ -11,6 +11,11 @@ spec                           store
 
 A spec without a location keeps the data in the folder given to :func:`make_store` (an index's
 ``store/`` folder).
+
+What differs between stores (snapshot files to checksum, reader locking, full vectors kept in
+the store, size components...) is declared on the store classes: ask
+``store_class(spec).snapshot_files`` and the like instead of comparing store names (see
+:class:`~slimvec.connectors.base.VectorStore`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError
 from slimvec.specs import Spec, format_spec, parse_spec
 
-__all__ = ["make_store", "store_names", "canonical_store_spec", "parse_store_spec",
+__all__ = ["make_store", "store_names", "store_class", "canonical_store_spec", "parse_store_spec",
            "SearchResult", "VectorStore"]
 
 STORES: dict[str, str] = {
@@ -39,10 +44,22 @@ def store_names() -> list[str]:
     return list(STORES)
 
 
-def _store_class(name: str) -> type[VectorStore]:
+def store_class(spec: str | Spec) -> type[VectorStore]:
+    """The store class of a spec (``"faiss:IVF256,PQ16"``, ``"hnsw"``, a parsed :class:`Spec`).
+
+    Its class attributes say what the store can do (see
+    :class:`~slimvec.connectors.base.VectorStore`); nothing is opened or validated beyond the name.
+
+    Raises
+    ------
+    ConfigError
+        Unknown store.
+    """
+    text = spec.name if isinstance(spec, Spec) else str(spec)
+    name = text.partition(":")[0].strip().lower()
     target = STORES.get(name)
     if target is None:
-        raise ConfigError(f"Unknown store {name!r}. Known: {', '.join(STORES)}.")
+        raise ConfigError(f"Unknown store {name!r} in {str(spec)!r}. Known: {', '.join(STORES)}.")
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)
 
@@ -51,11 +68,10 @@ def parse_store_spec(spec: str | Spec) -> Spec:
     """Parse a store spec; FAISS factory strings may contain commas (``faiss:IVF256,PQ16``)."""
     if isinstance(spec, Spec):
         return spec
+    if not isinstance(spec, str) or not spec.strip():
+        return parse_spec(spec)  # raises its "Empty spec" error
     text = spec.strip()
-    parsed = parse_spec(text, arg_may_contain_commas=text.lower().startswith("faiss"))
-    if parsed.name not in STORES:
-        raise ConfigError(f"Unknown store {parsed.name!r} in {text!r}. Known: {', '.join(STORES)}.")
-    return parsed
+    return parse_spec(text, arg_may_contain_commas=store_class(text).spec_arg_has_commas)
 
 
 def make_store(spec: str | Spec, default_location: str | os.PathLike[str]) -> VectorStore:
@@ -74,16 +90,17 @@ def make_store(spec: str | Spec, default_location: str | os.PathLike[str]) -> Ve
         Unknown store or option.
     """
     parsed = parse_store_spec(spec)
-    klass = _store_class(parsed.name)
+    klass = store_class(parsed)
     options: dict[str, Any] = dict(parsed.options)
     location: Any = default_location
-    if parsed.name == "faiss":
-        if parsed.arg:
-            options["factory"] = parsed.arg
-    elif parsed.arg:
-        if parsed.name == "hnsw":
-            raise ConfigError(f"Store spec {str(parsed)!r}: hnsw takes options only, e.g. hnsw:M=16,ef=64.")
-        location = parsed.arg
+    if parsed.arg:
+        if klass.spec_arg is None:
+            raise ConfigError(f"Store spec {str(parsed)!r}: {parsed.name} keeps its data in the index "
+                              f"folder and takes options only, e.g. {parsed.name}:ef=64.")
+        if klass.spec_arg == "location":
+            location = parsed.arg
+        else:
+            options[klass.spec_arg] = parsed.arg
     return klass(str(location), **options)
 
 
@@ -94,5 +111,5 @@ def canonical_store_spec(spec: str | Spec) -> str:
     """
     parsed = parse_store_spec(spec)
     make_store(parsed, ".")  # validates the options
-    arg = parsed.arg or ("HNSW32" if parsed.name == "faiss" else None)
+    arg = parsed.arg or store_class(parsed).default_arg
     return format_spec(parsed.name, arg, parsed.options)

@@ -7,7 +7,17 @@ Every store speaks the same conventions, whatever its backend returns:
   ``-1`` and ``scores`` (n, k) float32 where higher is always closer (cosine / inner product
   similarity; negated squared distance for ``l2``), padded with ``-inf``;
 - :meth:`VectorStore.upsert` with an existing id overwrites (no duplicates);
-- :meth:`VectorStore.size_bytes` is allocated bytes on disk (``st_blocks * 512``) once persisted.
+- :meth:`VectorStore.size_bytes` is allocated bytes on disk (``st_blocks * 512``) once persisted;
+- a ``k`` (or a number of rescoring candidates) above :data:`MAX_PADDED_K` is first capped at
+  the number of stored vectors, so ``search(q, 10**9)`` on 500 vectors costs what
+  ``search(q, 500)`` costs and returns (n, 500) arrays instead of allocating gigabytes; ``k = 0``
+  gives an empty (n, 0) result and a negative ``k`` a :class:`~slimvec.errors.ConfigError`.
+
+What differs between stores is declared on the class (like the reducers' ``has_inverse``), so
+no module outside :mod:`slimvec.connectors` needs to branch on a store's name: see the
+class attributes of :class:`VectorStore` (``snapshot_files``, ``keeps_full_vectors``,
+``spec_arg``, ``default_arg``, ``resident_components``, ``python_id_map``) and the class methods
+:meth:`VectorStore.needs_reader_lock` and :meth:`VectorStore.file_component`.
 """
 
 from __future__ import annotations
@@ -20,11 +30,17 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from slimvec.errors import ConfigError, DimensionMismatchError
+from slimvec.errors import ConfigError, DimensionMismatchError, StoreError
+from slimvec.specs import Spec, parse_spec
 
-__all__ = ["SearchResult", "VectorStore", "METRICS", "check_vectors"]
+__all__ = ["SearchResult", "VectorStore", "METRICS", "META_FILE", "MAX_PADDED_K", "check_vectors",
+           "check_k"]
 
 METRICS = ("cosine", "ip", "l2")
+#: dimension, metric and options of an on-disk store, next to its data
+META_FILE = "slimvec_store.json"
+#: results are padded to k columns up to this k; a larger k is capped at the store's size first
+MAX_PADDED_K = 1024
 
 
 @dataclass
@@ -63,6 +79,24 @@ def check_vectors(vectors: Any, dim: int, what: str = "vectors") -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
+def check_k(k: Any, what: str = "k") -> int:
+    """``k`` as a non-negative int, or a :class:`ConfigError` that says what was expected.
+
+    Stores then cap it at their size (:meth:`VectorStore.count`) before allocating anything.
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        try:
+            as_float = float(k)
+        except (TypeError, ValueError):
+            as_float = float("nan")
+        if not as_float.is_integer():
+            raise ConfigError(f"{what} must be a whole number of results, got {k!r}.")
+        k = int(as_float)
+    if int(k) < 0:
+        raise ConfigError(f"{what} must be 0 or more (results per query), got {int(k)}.")
+    return int(k)
+
+
 class VectorStore(abc.ABC):
     """Abstract vector store.
 
@@ -81,12 +115,66 @@ class VectorStore(abc.ABC):
     name: ClassVar[str] = ""
     #: True when the store keeps its data under ``location`` on local disk
     local: ClassVar[bool] = True
+    #: what the bare argument of a spec (``name:ARG``) sets: ``"location"`` (a folder or URL),
+    #: the name of an option (FAISS: ``"factory"``), or ``None`` when the store takes none
+    spec_arg: ClassVar[str | None] = "location"
+    #: the bare argument may contain commas (FAISS factory strings such as ``IVF256,PQ16``)
+    spec_arg_has_commas: ClassVar[bool] = False
+    #: the bare argument recorded in canonical specs when a spec gives none (FAISS: ``HNSW32``)
+    default_arg: ClassVar[str | None] = None
+    #: files of the store folder (glob patterns) that are replaced whole by an atomic rename at
+    #: each flush and left untouched by readers, so a completed index can record and check their
+    #: SHA-256 (FAISS, hnswlib). Empty for engines that rewrite their files in place (Qdrant).
+    snapshot_files: ClassVar[tuple[str, ...]] = ()
+    #: True when the store can keep float32 full vectors itself (a second, named vector per
+    #: point) and answer :meth:`search_rescored` from them (Qdrant); otherwise full vectors go to
+    #: the memory-mapped side file (:class:`slimvec.connectors.fullvectors.FullVectors`)
+    keeps_full_vectors: ClassVar[bool] = False
+    #: size components (see :meth:`file_component`) the engine holds in RAM while serving; empty
+    #: when there is no local size model (a remote server)
+    resident_components: ClassVar[frozenset[str]] = frozenset()
+    #: True when the store keeps a Python dict id -> position in RAM (FAISS), counted by sizing
+    python_id_map: ClassVar[bool] = False
 
     def __init__(self, location: str | os.PathLike[str], **options: Any) -> None:
         self.location = str(location)
         self.options = dict(options)
         self.dim: int | None = None
         self.metric: str = "cosine"
+
+    # ---------------------------------------------------------- capabilities
+    @classmethod
+    def needs_reader_lock(cls, spec: str | Spec) -> bool:
+        """True when a store of ``spec`` cannot be opened by a reader while a writer has it open.
+
+        The engine takes its files for itself (Qdrant Edge, qdrant-client local mode), so readers
+        of such an index take the shared index lock. Snapshot stores and servers need none.
+        """
+        return False
+
+    @classmethod
+    def file_component(cls, path: str | os.PathLike[str]) -> str:
+        """The size component a file of the store folder belongs to (``path`` relative to it).
+
+        ``meta`` and ``payloads`` for every store; then store-specific ones (``index``, ``ids``,
+        ``vectors``, ``quantized``, ``links``, ``id_tracker``, ``payload``, ``wal``) or ``other``.
+        Used by :mod:`slimvec.benchmarks.sizing`.
+        """
+        name = Path(path).name
+        if name == META_FILE:
+            return "meta"
+        if name.startswith("payloads.sqlite"):
+            return "payloads"
+        return cls._component(Path(path).as_posix())
+
+    @classmethod
+    def _component(cls, rel: str) -> str:
+        """Store-specific part of :meth:`file_component` (``rel`` uses ``/``)."""
+        return "other"
+
+    @staticmethod
+    def _spec_location(spec: str | Spec) -> str | None:
+        return (spec if isinstance(spec, Spec) else parse_spec(spec)).arg
 
     # -------------------------------------------------------------- lifecycle
     @abc.abstractmethod
@@ -104,7 +192,42 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
-        """k nearest stored vectors of each query (see module docstring for conventions)."""
+        """k nearest stored vectors of each query (see module docstring for conventions).
+
+        Raises
+        ------
+        ConfigError
+            A negative or non-integer ``k``.
+        """
+
+    @property
+    def keeps_full(self) -> bool:
+        """True when this open store holds full vectors for :meth:`search_rescored`."""
+        return False
+
+    def search_rescored(self, queries: np.ndarray, full_queries: np.ndarray, k: int,
+                        candidates: int, **params: Any) -> SearchResult:
+        """Two-stage search: ``candidates`` nearest by the stored vectors, re-ranked by the full
+        vectors the store keeps (only when :attr:`keeps_full`; see ``keeps_full_vectors``).
+
+        Parameters
+        ----------
+        queries : ndarray (n, dim)
+            Reduced queries.
+        full_queries : ndarray (n, full_dim)
+            The same queries at full dimension.
+        k, candidates : int
+            Results per query, and candidates fetched before re-ranking (both capped at the
+            number of stored vectors).
+
+        Raises
+        ------
+        StoreError
+            The store holds no full vectors.
+        """
+        raise StoreError(f"The {self.name} store at {self.location} holds no full vectors, so it "
+                         "cannot rescore by itself; keep them in the side file (slimvec.connectors."
+                         "fullvectors.FullVectors) or rebuild with --keep-full float32 on Qdrant.")
 
     @abc.abstractmethod
     def count(self) -> int:
@@ -147,6 +270,14 @@ class VectorStore(abc.ABC):
         if metric not in METRICS:
             raise ConfigError(f"Unknown metric {metric!r}. Known: {', '.join(METRICS)}.")
         return metric
+
+    def _capped(self, k: Any, what: str = "k") -> int:
+        """``k`` checked (:func:`check_k`) and, above :data:`MAX_PADDED_K`, capped at :meth:`count`.
+
+        Small ``k`` is left alone (results are padded to it) so a search costs no count request.
+        """
+        k = check_k(k, what)
+        return min(k, self.count()) if k > MAX_PADDED_K else k
 
     @staticmethod
     def _as_ids(ids: Sequence[int] | np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from slimvec.connectors._local import read_meta, write_file_atomic, write_meta
+from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import check_options
 from slimvec.connectors.payloads import PayloadTable
@@ -74,6 +74,16 @@ class FaissStore(VectorStore):
     """
 
     name = "faiss"
+    spec_arg = "factory"
+    spec_arg_has_commas = True
+    default_arg = DEFAULTS["factory"]
+    snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, META_FILE, "payloads.sqlite")
+    resident_components = frozenset({"index", "ids"})
+    python_id_map = True
+
+    @classmethod
+    def _component(cls, rel: str) -> str:
+        return {INDEX_FILE: "index", IDS_FILE: "ids"}.get(rel.rsplit("/", 1)[-1], "other")
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
@@ -90,7 +100,7 @@ class FaissStore(VectorStore):
         faiss = _faiss()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         folder = self._folder(self.location)
-        if (folder / INDEX_FILE).exists() or (folder / "slimvec_store.json").exists():
+        if (folder / INDEX_FILE).exists() or (folder / META_FILE).exists():
             raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
         folder.mkdir(parents=True, exist_ok=True)
         fmetric = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
@@ -244,8 +254,9 @@ class FaissStore(VectorStore):
         if not index.is_trained and self._pending_ids:
             self._train_and_add()
         qs = self._prepare(check_vectors(queries, self.dim or 0, "queries"))
+        k = self._capped(k)
         out = SearchResult.empty(len(qs), k)
-        if index.ntotal == 0:
+        if index.ntotal == 0 or k == 0:  # faiss asserts k > 0
             return out
         stale = self._stale
         kk = min(k + len(stale), index.ntotal)

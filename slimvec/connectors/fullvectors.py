@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from slimvec.connectors.base import SearchResult
+from slimvec.connectors.base import MAX_PADDED_K, SearchResult, check_k
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError
 from slimvec.persistence import read_json, write_json_atomic
 
@@ -35,6 +35,8 @@ FULL_DIR = "full"
 STATE = "state.json"
 IDS = "ids.i64"
 FULL_DTYPES = ("float32", "float16")
+#: full-vector values gathered at once while re-ranking (bounds RAM whatever the candidate count)
+_RERANK_BLOCK = 1 << 24
 
 
 def _vec_name(dtype: str) -> str:
@@ -191,12 +193,19 @@ class FullVectors:
         candidates : SearchResult
             Output of the reduced index (ids padded with -1).
         k : int
+            Results per query: padded to ``k`` columns, or (above
+            :data:`~slimvec.connectors.base.MAX_PADDED_K`) capped at the number of candidates.
 
         Returns
         -------
         SearchResult
             Scores are full-dimension similarities (cosine / inner product, or negated squared
             L2 distance); candidates without a full vector are dropped.
+
+        Raises
+        ------
+        ConfigError
+            A negative ``k``.
         """
         q = np.asarray(queries, dtype=np.float32)
         if q.ndim == 1:
@@ -206,7 +215,23 @@ class FullVectors:
         if self.metric == "cosine":
             q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
         n, kc = candidates.ids.shape
-        flat = candidates.ids.ravel()
+        k = check_k(k)
+        if k > MAX_PADDED_K:  # as the stores do: no more columns than there are candidates
+            k = min(k, kc)
+        out = SearchResult.empty(n, k)
+        width = min(k, kc)
+        if width == 0:
+            return out
+        step = max(1, _RERANK_BLOCK // max(1, kc * self.dim))  # queries per block
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            ids, scores = self._rerank_block(q[lo:hi], candidates.ids[lo:hi], width)
+            out.ids[lo:hi, :width], out.scores[lo:hi, :width] = ids, scores
+        return out
+
+    def _rerank_block(self, q: np.ndarray, cand: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        n, kc = cand.shape
+        flat = cand.ravel()
         vecs, found = self.get(np.where(flat >= 0, flat, 0))
         found &= flat >= 0
         vecs = vecs.reshape(n, kc, self.dim)
@@ -215,17 +240,10 @@ class FullVectors:
         else:
             scores = np.einsum("nkd,nd->nk", vecs, q)
         scores = np.where(found.reshape(n, kc), scores, -np.inf).astype(np.float32)
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :width]
         rows = np.arange(n)[:, None]
-        top_scores, top_ids = scores[rows, order], candidates.ids[rows, order]
-        keep = np.isfinite(top_scores)
-        top_ids = np.where(keep, top_ids, -1)
-        if order.shape[1] == k:
-            return SearchResult(top_ids, top_scores)
-        out = SearchResult.empty(n, k)
-        out.ids[:, :order.shape[1]] = top_ids
-        out.scores[:, :order.shape[1]] = top_scores
-        return out
+        top_scores, top_ids = scores[rows, order], cand[rows, order]
+        return np.where(np.isfinite(top_scores), top_ids, -1), top_scores
 
     def size_bytes(self) -> int:
         """Allocated bytes on disk."""

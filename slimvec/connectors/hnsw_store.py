@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from slimvec.connectors._local import read_meta, write_file_atomic, write_meta
+from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import check_options
 from slimvec.connectors.payloads import PayloadTable
@@ -52,6 +52,13 @@ class HnswStore(VectorStore):
     """
 
     name = "hnsw"
+    spec_arg = None  # the data always goes in the index folder
+    snapshot_files = (INDEX_FILE, META_FILE, "payloads.sqlite")
+    resident_components = frozenset({"index"})
+
+    @classmethod
+    def _component(cls, rel: str) -> str:
+        return "index" if rel.rsplit("/", 1)[-1].startswith(INDEX_FILE) else "other"
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
@@ -65,7 +72,7 @@ class HnswStore(VectorStore):
         hnswlib = _hnswlib()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         folder = self._folder(self.location)
-        if (folder / "slimvec_store.json").exists():
+        if (folder / META_FILE).exists():
             raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
         folder.mkdir(parents=True, exist_ok=True)
         self._index = hnswlib.Index(space=self._space(), dim=self.dim)
@@ -128,6 +135,7 @@ class HnswStore(VectorStore):
         index = self._require()
         check_options(self.name, params, DEFAULTS)
         qs = check_vectors(queries, self.dim or 0, "queries")
+        k = self._capped(k)
         out = SearchResult.empty(len(qs), k)
         n = index.get_current_count()
         kk = min(k, n)

@@ -84,6 +84,13 @@ class QdrantStore(VectorStore):
     """
 
     name = "qdrant"
+    keeps_full_vectors = True
+
+    @classmethod
+    def needs_reader_lock(cls, spec: Any) -> bool:
+        """Local mode takes its folder for itself (readers wait for the writer); a server does not."""
+        location = cls._spec_location(spec)
+        return location is None or not _is_remote(location)
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
@@ -201,6 +208,9 @@ class QdrantStore(VectorStore):
         client = self._require()
         o = check_options(self.name, params, self.options)
         qs = check_vectors(queries, self.dim or 0, "queries")
+        k = self._capped(k)
+        if k == 0:  # Qdrant refuses limit=0
+            return SearchResult.empty(len(qs), 0)
         quant = None
         if parse_quantization(o["quant"])[0] != "none":
             quant = models.QuantizationSearchParams(rescore=bool(o["rescore"]),
@@ -232,6 +242,9 @@ class QdrantStore(VectorStore):
         o = check_options(self.name, params, self.options)
         qs = check_vectors(queries, self.dim or 0, "queries")
         fq = check_vectors(full_queries, int(self.options["full_dim"]), "full queries")
+        k, candidates = self._capped(k), self._capped(candidates, "candidates")
+        if k == 0 or candidates == 0:
+            return SearchResult.empty(len(qs), k)
         sp = models.SearchParams(hnsw_ef=int(o["ef"])) if _is_remote(self.location) else None
         requests = [models.QueryRequest(
             query=f.tolist(), using=FULL, limit=int(k), with_payload=False,

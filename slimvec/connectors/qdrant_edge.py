@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from slimvec.connectors._local import read_meta, write_meta
+from slimvec.connectors.storefiles import META_FILE, read_meta, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import check_options, parse_quantization
 from slimvec.errors import MissingDependencyError, StoreError
@@ -80,6 +80,24 @@ class QdrantEdgeStore(VectorStore):
     """
 
     name = "qdrant-edge"
+    keeps_full_vectors = True
+    resident_components = frozenset({"vectors", "quantized", "links", "id_tracker"})
+
+    @classmethod
+    def needs_reader_lock(cls, spec: Any) -> bool:
+        """The engine holds its shard for itself: a reader waits for the writer (in place or at PATH)."""
+        return True
+
+    @classmethod
+    def _component(cls, rel: str) -> str:
+        if "/wal/" in f"/{rel}":
+            return "wal"
+        for key, comp in (("quantized", "quantized"), ("vector_storage", "vectors"),
+                          ("vector_index", "links"), ("id_tracker", "id_tracker"),
+                          ("payload", "payload")):
+            if key in rel:
+                return comp
+        return "other"
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
@@ -91,7 +109,7 @@ class QdrantEdgeStore(VectorStore):
         q = _edge()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         folder = self._folder(self.location)
-        if (folder / "slimvec_store.json").exists():
+        if (folder / META_FILE).exists():
             raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
         folder.mkdir(parents=True, exist_ok=True)
         distance = {"cosine": q.Distance.Cosine, "ip": q.Distance.Dot, "l2": q.Distance.Euclid}[metric]
@@ -178,7 +196,9 @@ class QdrantEdgeStore(VectorStore):
         qs = check_vectors(queries, self.dim or 0, "queries")
         check_options(self.name, params, DEFAULTS)
         sp = self._search_params(q, params)
-        out = SearchResult.empty(len(qs), k)
+        k = self._capped(k)
+        if k == 0:
+            return SearchResult.empty(len(qs), 0)
         using = REDUCED if self.keeps_full else None
         requests = [q.QueryRequest(limit=int(k), query=q.Query.Nearest(v.tolist(), using=using),
                                    params=sp, with_payload=False, with_vector=False) for v in qs]
@@ -214,6 +234,9 @@ class QdrantEdgeStore(VectorStore):
         fq = check_vectors(full_queries, int(self.options["full_dim"]), "full queries")
         check_options(self.name, params, DEFAULTS)
         sp = self._search_params(q, params)
+        k, candidates = self._capped(k), self._capped(candidates, "candidates")
+        if k == 0 or candidates == 0:
+            return SearchResult.empty(len(qs), k)
         requests = [q.QueryRequest(
             limit=int(k), query=q.Query.Nearest(f.tolist(), using=FULL),
             prefetches=[q.Prefetch(limit=int(candidates), params=sp,

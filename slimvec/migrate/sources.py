@@ -363,7 +363,7 @@ class HnswSource(VectorSource):
         path = _require_file(path, "hnswlib index")
         self._payloads = _payload_table(path)
         if path.is_dir():
-            from slimvec.connectors._local import read_meta
+            from slimvec.connectors.storefiles import read_meta
 
             meta = read_meta(path, "hnsw")
             dim, space, path = int(meta["dim"]), meta["metric"], path / "index.hnsw"
@@ -564,7 +564,7 @@ def _infer_kind(path: Path, spec: str) -> str:
         from slimvec.persistence import read_json
 
         name = str(read_json(path / "slimvec_store.json").get("store"))
-        if name in ("qdrant-edge", "faiss", "hnsw"):
+        if name in SOURCE_KINDS:  # a slimvec store folder is read by the source of the same kind
             return name
     raise ConfigError(f"Cannot tell what kind of source --from {spec!r} is. Prefix it: "
                       "qdrant:URL/COLLECTION, qdrant-edge:PATH, faiss:FILE, "

@@ -6,13 +6,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from slimvec.connectors.base import META_FILE
 from slimvec.errors import PersistenceError, StoreError
 from slimvec.persistence import read_json, write_json_atomic
 
 __all__ = ["META_FILE", "write_meta", "read_meta", "write_file_atomic"]
-
-#: dimension, metric and options of a store, next to its data
-META_FILE = "slimvec_store.json"
 
 
 def write_meta(folder: Path, name: str, dim: int, metric: str, options: dict[str, Any]) -> None:
