@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from slimvec.connectors import store_class
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError
 from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, Manifest
@@ -27,11 +28,6 @@ __all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERS
 
 REDUCER_DIR = "reducer"
 STORE_DIR = "store"
-#: stores whose files are replaced whole by atomic rename at each flush: readers need no lock, and
-#: a completed index records a SHA-256 of each file
-SNAPSHOT_STORES = ("faiss", "hnsw")
-#: stores whose engine takes its files for itself: readers take the shared index lock
-LOCKED_STORES = ("qdrant-edge", "qdrant")
 _VOLATILE_SUFFIXES = ("-wal", "-shm", "-journal", ".lock", ".tmp")
 
 
@@ -43,7 +39,8 @@ def reducer_checksum(folder: str | os.PathLike[str]) -> str:
 def store_checksums(folder: str | os.PathLike[str], manifest: Manifest) -> dict[str, str]:
     """SHA-256 of each file of a snapshot-style store (FAISS, hnswlib) in the index folder."""
     base = store_folder(Path(folder))
-    if manifest.store_kind not in SNAPSHOT_STORES or not base.is_dir():
+    # snapshot-style stores (files replaced whole by atomic rename at each flush) get a SHA-256 each
+    if not store_class(manifest.store).snapshot_files or not base.is_dir():
         return {}
     out = {}
     for f in sorted(base.rglob("*")):
@@ -337,7 +334,7 @@ def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None
     try:
         manifest = read_manifest(folder)
         check_store_trusted(folder, manifest, trust_store)
-        if manifest.store_kind in LOCKED_STORES and "://" not in manifest.store:
+        if store_class(manifest.store).needs_reader_lock(manifest.store):  # engine owns its files
             lock = IndexLock(folder, exclusive=False).acquire()
         index = _open_unlocked(folder, manifest)
     except IndexBusyError:

@@ -31,7 +31,9 @@ def check_keep_full(dtype: str | None) -> None:
 def full_in_store(store_spec: str, dtype: str | None) -> bool:
     """Qdrant (Edge or qdrant-client) keeps float32 full vectors as a named vector; FAISS and
     hnswlib (and float16) use the memory-mapped side file."""
-    return dtype == "float32" and store_spec.partition(":")[0].strip().lower() in ("qdrant-edge", "qdrant")
+    from slimvec.connectors import store_class
+
+    return dtype == "float32" and store_class(store_spec).keeps_full_vectors
 
 
 def prepare_full(folder: Path, manifest: Manifest, store: Any, dtype: str | None,
