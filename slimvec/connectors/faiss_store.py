@@ -133,6 +133,12 @@ class FaissStore(VectorStore):
                     self._pending_vecs = [np.ascontiguousarray(pending[:, 2:].view(np.float32))]
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"Could not read the FAISS store at {folder}: {exc}") from exc
+        if len(self._ids) > self._index.ntotal:
+            # a flush was interrupted after the ids and before the index: the extra ids belong to
+            # vectors that never reached the index file (the writer re-upserts them on resume)
+            log.info("FAISS store %s: %d ids written ahead of the index by an interrupted flush "
+                     "are dropped", folder, len(self._ids) - self._index.ntotal)
+            self._ids = self._ids[:self._index.ntotal]
         if len(self._ids) != self._index.ntotal:
             raise StoreError(f"FAISS store at {folder} is inconsistent: {self._index.ntotal} vectors but "
                              f"{len(self._ids)} ids. Re-ingest into a new index.")
@@ -295,8 +301,10 @@ class FaissStore(VectorStore):
         assert self._payloads is not None
         self._payloads.commit()
         cpu = faiss.index_gpu_to_cpu(index) if self.options.get("gpu") else index
-        write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(cpu, tmp))
+        # ids first: they only ever grow by appending, so a kill between the two renames leaves
+        # ids ahead of the index, which open() cuts back to the index (never the other way round)
         _save_npy(folder / IDS_FILE, self._ids)
+        write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(cpu, tmp))
         if self._pending_ids:
             ids_arr = np.concatenate(self._pending_ids)
             vecs = np.concatenate(self._pending_vecs).astype(np.float32)
