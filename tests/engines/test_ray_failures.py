@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from slimvec.ids import doc_id
 from slimvec.indexer.index import open_index
 from slimvec.indexer.pipeline import IngestOptions
@@ -92,3 +94,38 @@ def test_encoder_actor_killed_mid_job_loses_and_duplicates_nothing(ray_runtime, 
     assert all(p is not None for p in found)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert sum(map(len, manifest["progress"]["committed"].values())) == 19  # ceil(600 / 32)
+
+
+@pytest.mark.slow
+def test_driver_killed_then_same_command_resumes(docs_600, tmp_path):
+    """kill -9 of the ``slimvec ingest --engine ray`` process; rerunning it completes the index."""
+    import subprocess
+    import sys
+
+
+    pytest.importorskip("ray.data")
+    src = write_jsonl(tmp_path / "docs.jsonl", docs_600)
+    folder = tmp_path / "idx"
+    cmd = [sys.executable, "-m", "slimvec", "ingest", str(src), "--index", str(folder),
+           "--engine", "ray", "--workers", "2", "--reducer", "pca:32", "--fit-sample", "200",
+           "--batch-size", "32", "--checkpoint-batches", "1", "--json"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 150
+    while proc.poll() is None and time.monotonic() < deadline and _committed_blocks(folder) < 3:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    before = _committed_blocks(folder)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray runtime it started
+    proc.wait(timeout=30)
+    assert 3 <= before < 19
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    summary = json.loads(rerun.stdout)
+    assert summary["resumed_from"] is not None
+    assert summary["count"] == 600
+    assert summary["ingested"] <= 600 - 32 * before + 32  # committed blocks were skipped
+    with open_index(folder) as idx:
+        found = idx.payloads([doc_id(d["id"]) for d in docs_600])
+    assert all(p is not None for p in found)
