@@ -6,7 +6,8 @@
 Each run is a fresh ``python -m slimvec ingest ... --json`` subprocess into a new index folder;
 the table reports the summary's docs/s (ingested documents / run seconds, model loading excluded
 for the single process; Ray start-up and actor model loading included for the Ray engine) and the
-command's wall time. Writes ``results.json`` in ``--out``.
+command's wall time. The single process runs with torch's default threads (all cores), each Ray
+actor with one thread and one CPU. Writes ``results.json`` in ``--out``.
 """
 
 from __future__ import annotations
@@ -44,10 +45,13 @@ def corpus(n: int, path: Path) -> Path:
     return path
 
 
-def run(args: list[str]) -> dict:
+def run(args: list[str], threads: int | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "slimvec", "ingest", *args, "--json"],
-                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
@@ -69,7 +73,8 @@ def main() -> None:
     for name in a.runs.split(","):
         index = out / f"idx-{name}"
         extra = [] if name == "local" else ["--engine", "ray", "--workers", name[3:]]
-        res = run([str(src), "--index", str(index), "--rebuild", *extra])
+        # one process: torch's default threads (all cores); Ray actors: 1 thread each
+        res = run([str(src), "--index", str(index), "--rebuild", *extra], None if name == "local" else 1)
         row = {"run": name, "docs": res["ingested"], "docs_per_s": res["docs_per_s"],
                "total_seconds": round(res["total_seconds"], 1), "fit_seconds": round(res["fit_seconds"], 2),
                "stream_seconds": round(res["seconds"], 1), "wall_seconds": res["wall_seconds"],
