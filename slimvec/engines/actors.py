@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from slimvec.engines.blocks import doc_from_json, doc_to_json, iter_blocks
+from slimvec.ids import ID_RULE
 from slimvec.indexer.sources import SourceSpec
 
 __all__ = ["ReadBlocks", "read_blocks", "EncodeReduce", "artifact_bytes", "sample_key"]
@@ -102,11 +103,13 @@ class EncodeReduce:
         For the rejects of truncated texts.
     threads : int
         Torch threads per actor.
+    id_rule : int
+        The index's id rule (``Manifest.id_rule``) for :func:`slimvec.ids.doc_ids`.
     """
 
     def __init__(self, encoder: str, reducer_files: dict[str, bytes] | None, encode_batch: int,
                  cache_keys: np.ndarray | None = None, cache_vectors: np.ndarray | None = None,
-                 text_column: str = "text", threads: int = 1) -> None:
+                 text_column: str = "text", threads: int = 1, id_rule: int = ID_RULE) -> None:
         import torch
 
         from slimvec.indexer.encoder import Encoder
@@ -115,6 +118,7 @@ class EncodeReduce:
         self.encoder = Encoder(encoder, batch_size=encode_batch)
         self.reducer = _load_artifact(reducer_files) if reducer_files else None
         self.text_column = text_column
+        self.id_rule = id_rule
         self.cache: dict[int, np.ndarray] = {}
         if cache_keys is not None and cache_vectors is not None:
             self.cache = {int(k): cache_vectors[i] for i, k in enumerate(cache_keys)}
@@ -159,7 +163,7 @@ class EncodeReduce:
             out["file"].append(index)
             out["block"].append(int(batch["block"][i]))
             out["rows"].append(int(batch["rows"][i]))
-            out["ids"].append(doc_ids([d.id for d in docs]))
+            out["ids"].append(doc_ids([d.id for d in docs], self.id_rule))
             out["vectors"].append(np.asarray(vectors, dtype=np.float32))
             out["payloads"].append(json.dumps(payloads, ensure_ascii=False))
             out["rejects"].append(json.dumps(rejects, ensure_ascii=False))

@@ -2,16 +2,20 @@
 
 The run, in order:
 
-1. the driver lists the input files (a file, a folder or a glob) and takes the writer lock;
+1. the driver lists the input files (a file, a folder or a glob) and opens an
+   :class:`~slimvec.indexer.builder.IndexBuilder` (the one writer: writer lock, folder safety,
+   spec checks, manifest) before any Ray work;
 2. new index: a reservoir sample over all files (the single-process draw), encoded by the actor
-   pool, the reducer fitted once on the driver and saved (JSON + safetensors);
+   pool; the builder fits the reducer once on the driver and saves it (JSON + safetensors);
 3. Ray Data reads every file in tasks (:class:`~slimvec.engines.actors.ReadBlocks`, the
    single-process parsers and bad-row rules) into blocks of ``batch_size`` rows, and an actor pool
    (:class:`~slimvec.engines.actors.EncodeReduce`; ``workers`` actors, ``gpus_per_worker`` GPUs
-   each) encodes and reduces them, returning one 2-D array per block;
-4. the driver is the only writer: it upserts each block by its deterministic ids, appends its
-   rejects to the index's ``rejects.jsonl`` and commits through the shared commit loop. Each
-   commit records the committed blocks ``(file, k)`` in the manifest.
+   each) encodes and reduces them with the saved artifact, returning one 2-D array per block and
+   ids by the manifest's ``id_rule``;
+4. the driver hands each block to the builder as a ``VectorBatch(reduced=True)``: the builder's
+   commit loop upserts it, appends its rejects to the index's ``rejects.jsonl``, commits and at
+   the end records checksums. Each commit also records the committed blocks ``(file, k)`` in the
+   manifest (``progress.committed`` of the typed :class:`~slimvec.indexer.manifest.Progress`).
 
 At-least-once delivery: Ray restarts dead actors and retries their tasks, so a block may arrive
 twice; the driver writes a block once per run (a set of the blocks seen) and upserts are by
@@ -25,9 +29,8 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
@@ -37,23 +40,18 @@ import numpy as np
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.runtime import require_ray, start_ray
-from slimvec.engines.writer_adapter import write_reduced
 from slimvec.errors import ConfigError
+from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.encoder import DEFAULT_ENCODER, Encoder, resolve_model
-from slimvec.indexer.index import (
-    MANIFEST, REDUCER_DIR, read_manifest, reducer_checksum, store_checksums, store_folder,
-    write_manifest,
-)
-from slimvec.indexer.locking import IndexLock
-from slimvec.indexer.progress import fingerprint, truncate_file
+from slimvec.indexer.index import REDUCER_DIR
+from slimvec.indexer.manifest import Progress
+from slimvec.indexer.progress import ResumePlan, fingerprint
 from slimvec.indexer.train_pairs import fit_reducer
-from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch
-from slimvec.reducers import make_reducer
+from slimvec.indexer.writer import IngestSummary, VectorBatch
 
 __all__ = ["RayOptions", "ray_ingest"]
 
 log = logging.getLogger(__name__)
-DEFAULT_REDUCER, DEFAULT_STORE = "pca:96", "qdrant-edge"
 
 
 @dataclass
@@ -87,50 +85,22 @@ def _encoder_name(spec: str) -> str:
     return Encoder.name.fget(SimpleNamespace(spec=spec))  # type: ignore[attr-defined]
 
 
-def _committed_from(progress: dict[str, Any]) -> dict[int, set[int]]:
-    return {int(k): set(v) for k, v in (progress.get("committed") or {}).items()}
-
-
-def _plan_resume(folder: Path, manifest: dict[str, Any], inputs: list[dict[str, Any]],
+def _plan_resume(folder: Path, progress: Progress | None, inputs: list[dict[str, Any]],
                  settings: dict[str, Any]) -> tuple[str, dict[int, set[int]]]:
     """``new`` (add to the index), ``resume`` (same unfinished run) or ``done``."""
-    progress = manifest.get("progress") or {}
-    same = (progress.get("engine") == "ray" and progress.get("inputs") == inputs
-            and progress.get("settings") == settings)
+    if progress is None:
+        return "new", {}
+    same = (progress.engine == "ray" and progress.inputs == inputs
+            and progress.columns == settings)
     if same:
-        return ("done" if progress.get("state") == "done" else "resume"), _committed_from(progress)
-    if progress and progress.get("state") != "done":
+        committed = {int(k): set(v) for k, v in (progress.committed or {}).items()}
+        return ("done" if progress.state == "done" else "resume"), committed
+    if progress.state != "done":
         raise ConfigError(
-            f"{folder} holds an unfinished ingest of {progress.get('input') or 'other input'} "
-            f"({progress.get('engine', 'single-process')} engine, other files, columns or batch "
+            f"{folder} holds an unfinished ingest of {progress.input or 'other input'} "
+            f"({progress.engine or 'single-process'} engine, other files, columns or batch "
             "size). Rerun that command to finish it, or pass --rebuild to build the index anew.")
     return "new", {}
-
-
-def _wipe(folder: Path) -> None:
-    if (folder / MANIFEST).exists():
-        (folder / MANIFEST).unlink()  # first: a crash mid-wipe leaves no half index
-    for name in (REDUCER_DIR, "store", REJECTS, "full"):
-        p = folder / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
-
-
-def _check_specs(folder: Path, manifest: dict[str, Any], opts: Any) -> None:
-    from slimvec.connectors import canonical_store_spec
-
-    diffs = []
-    if opts.reducer and manifest.get("reducer") not in (opts.reducer, make_reducer(opts.reducer).spec):
-        diffs.append(f"reducer {manifest.get('reducer')!r} (asked {opts.reducer!r})")
-    if opts.store and manifest.get("store") != canonical_store_spec(opts.store):
-        diffs.append(f"store {manifest.get('store')!r} (asked {opts.store!r})")
-    if opts.encoder and manifest.get("encoder") != opts.encoder:
-        diffs.append(f"encoder {manifest.get('encoder')!r} (asked {opts.encoder!r})")
-    if diffs:
-        raise ConfigError(f"{folder} already holds an index built with {', '.join(diffs)}. Use the "
-                          "same specs, another --index folder, or --rebuild.")
 
 
 def _actor_args(ray_opts: RayOptions) -> dict[str, Any]:
@@ -159,29 +129,16 @@ def _encode_sample(sample: list[tuple[int, Any]], encoder: str, batch_size: int,
     return np.concatenate([parts[k] for k in range(len(chunks))])
 
 
-def _new_index(folder: Path, files: list[InputFile], opts: Any, ray_opts: RayOptions,
-               summary: IngestSummary) -> tuple[dict[str, Any], Any, np.ndarray, np.ndarray]:
+def _fit_sample(files: list[InputFile], opts: Any, ray_opts: RayOptions
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The fit sample encoded on the actor pool: ``(keys, vectors)`` (keys: :func:`sample_key`)."""
     sample, _rows = sample_documents(files, opts.fit_sample, opts.seed)
     if not sample:
         raise ConfigError(f"{files[0].spec.path} and the other inputs hold no ingestible document: "
                           "nothing to fit the reducer on (check --text-column).")
     X = _encode_sample(sample, opts.encoder, opts.batch_size, ray_opts, opts.text_column)
-    reducer = make_reducer(opts.reducer)
-    t0 = time.perf_counter()
-    fit_reducer(reducer, X, None, None, opts.batch_size)
-    summary.fit_seconds = time.perf_counter() - t0
-    folder.mkdir(parents=True, exist_ok=True)
-    reducer.save(folder / REDUCER_DIR)
-    manifest = {
-        "encoder": opts.encoder, "encoder_name": _encoder_name(opts.encoder), "dim_in": int(X.shape[1]),
-        "reducer": reducer.spec, "dim_out": int(reducer.n_components_), "store": opts.store,
-        "metric": "cosine", "count": 0,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "text_column": opts.text_column, "id_column": opts.id_column,
-        "sha256": {f"{REDUCER_DIR}/config.json": reducer_checksum(folder)},
-    }
     keys = np.array([sample_key(fi, d.row) for fi, d in sample], dtype=np.int64)
-    return manifest, reducer, keys, X
+    return keys, X
 
 
 def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: RayOptions | None = None,
@@ -205,8 +162,6 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
     ConfigError
         Bad input or options, another unfinished ingest in the folder, a bad row under ``strict``.
     """
-    from slimvec.connectors import canonical_store_spec, make_store
-
     ray_opts = ray_opts or RayOptions()
     say = notify or log.info
     require_ray()
@@ -216,88 +171,76 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
     if ray_opts.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {ray_opts.workers}.")
     files = expand_inputs(str(input_path), options.text_column, options.id_column, options.format)
-    folder = Path(index_dir)
     inputs = [{"path": f.spec.path, "fingerprint": fingerprint(f.spec.path)} for f in files]
     settings = {"text_column": options.text_column, "id_column": options.id_column,
                 "format": options.format, "batch_size": int(options.batch_size)}
-    with IndexLock(folder, exclusive=True):
-        if options.rebuild:
-            _wipe(folder)
+    with IndexBuilder(Path(index_dir), rebuild=options.rebuild, notify=say,
+                      strict=options.strict, checkpoint_seconds=options.checkpoint_seconds,
+                      checkpoint_batches=options.checkpoint_batches) as b:
+        old = b.existing  # folder checks and the lock come before any Ray work
+        spec = b.resolve(IndexSpec(options.reducer, options.store,
+                                   options.encoder or (old.encoder if old else None)
+                                   or DEFAULT_ENCODER,
+                                   None, options.text_column, options.id_column))
+        mode, committed = _plan_resume(b.folder, old.progress if old else None, inputs, settings)
+        b.summary.input = ", ".join(f.spec.path for f in files)
+        if mode == "done":
+            say(f"{b.summary.input} was already ingested completely into {b.folder}; nothing to "
+                "do. Pass --rebuild to build the index anew.")
+            return b.done_summary(b.summary.input)
+        if old is None:
+            resolve_model(spec.encoder)  # fail fast on a bad encoder spec, before Ray starts
         started = start_ray(ray_opts.address,
                             ray_opts.local_cpus or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
         try:
-            return _run(folder, files, inputs, settings, options, ray_opts, say,
-                        canonical_store_spec, make_store)
+            return _run(b, spec, files, inputs, settings, mode, committed, options, ray_opts)
         finally:
             if started:
                 require_ray().shutdown()
 
 
-def _run(folder: Path, files: list[InputFile], inputs: list[dict[str, Any]],
-         settings: dict[str, Any], opts: Any, ray_opts: RayOptions, say: Callable[[str], None],
-         canonical_store_spec: Any, make_store: Any) -> IngestSummary:
-    from slimvec.reducers import load_reducer
-
+def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[dict[str, Any]],
+         settings: dict[str, Any], mode: str, committed: dict[int, set[int]], opts: Any,
+         ray_opts: RayOptions) -> IngestSummary:
+    """Fit (new index), then stream reduced blocks from the actor pool into the builder."""
     ray = require_ray()
-    summary = IngestSummary(index=str(folder), input=", ".join(f.spec.path for f in files))
     t_start = time.perf_counter()
     keys = vectors = None
-    if (folder / MANIFEST).exists():
-        manifest = read_manifest(folder)
-        _check_specs(folder, manifest, opts)
-        mode, committed = _plan_resume(folder, manifest, inputs, settings)
-        if mode == "done":
-            summary.already_done, summary.count = True, int(manifest.get("count", 0))
-            say(f"{summary.input} was already ingested completely into {folder}; nothing to do. "
-                "Pass --rebuild to build the index anew.")
-            return summary
-        reducer = load_reducer(folder / REDUCER_DIR)
-        store = make_store(manifest["store"], store_folder(folder)).open()
-        encoder = manifest["encoder"]
-        if mode == "resume":
-            truncate_file(folder / REJECTS, manifest["progress"].get("rejects_bytes"))
-            summary.resumed_from = int(manifest["progress"].get("next_row", 0))
-            say(f"resuming: {sum(map(len, committed.values())):,} committed block(s) of "
-                f"{len(files)} file(s) are skipped")
+    if b.existing is None:
+        opts = replace(opts, encoder=spec.encoder)
+        keys, vectors = _fit_sample(files, opts, ray_opts)
+        b.open(replace(spec, encoder_name=_encoder_name(spec.encoder)), int(vectors.shape[1]),
+               lambda: vectors, lambda r, X: fit_reducer(r, X, None, None, opts.batch_size))
     else:
-        resolve_model(opts.encoder or DEFAULT_ENCODER)  # fail fast on a bad encoder spec
-        from dataclasses import replace
-
-        opts = replace(opts, reducer=opts.reducer or DEFAULT_REDUCER,
-                       store=canonical_store_spec(opts.store or DEFAULT_STORE),
-                       encoder=opts.encoder or DEFAULT_ENCODER)
-        make_reducer(opts.reducer)
-        manifest, reducer, keys, vectors = _new_index(folder, files, opts, ray_opts, summary)
-        store = make_store(opts.store, store_folder(folder))
-        store.create(int(reducer.n_components_), "cosine")
-        summary.created, committed, encoder = True, {}, opts.encoder
-    rejects_path = folder / REJECTS
-    manifest["progress"] = {
-        "engine": "ray", "inputs": inputs, "settings": settings, "state": "running",
-        "committed": {str(k): sorted(v) for k, v in committed.items()},
-        "next_row": int((manifest.get("progress") or {}).get("next_row", 0)) if committed else 0,
-        "rejects_bytes": rejects_path.stat().st_size if rejects_path.exists() else 0,
-        "workers": ray_opts.workers, "gpus_per_worker": ray_opts.gpus_per_worker,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    manifest.pop("store_sha256", None)
-    write_manifest(folder, manifest)
+        b.open(spec, b.existing.dim_in)
+    manifest = b.manifest
+    dim_out = int(manifest.dim_out)
+    old = manifest.progress
+    resuming = mode == "resume"
+    plan = ResumePlan(start_row=old.next_row if resuming else 0,
+                      rejects_bytes=old.rejects_bytes if resuming else None, resuming=resuming)
+    if resuming:
+        b.say(f"resuming: {sum(map(len, committed.values())):,} committed block(s) of "
+              f"{len(files)} file(s) are skipped")
+    b.begin(plan, Progress(input=b.summary.input, columns=settings, engine="ray", inputs=inputs,
+                           committed={str(k): sorted(v) for k, v in committed.items()}))
 
     items = [{"file": f.index, "path": f.spec.path, "text_column": f.spec.text_column,
               "id_column": f.spec.id_column or "", "format": f.spec.format or ""} for f in files]
     skip = {k: sorted(v) for k, v in committed.items()}
-    reducer_files = artifact_bytes(folder / REDUCER_DIR)
+    reducer_files = artifact_bytes(b.folder / REDUCER_DIR)
     ds = (ray.data.from_items(items, override_num_blocks=len(items))
           .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
                        batch_size=1, num_cpus=0)
           .map_batches(EncodeReduce, fn_constructor_kwargs={
-              "encoder": encoder, "reducer_files": reducer_files,
+              "encoder": manifest.encoder, "reducer_files": reducer_files,
               "encode_batch": min(opts.batch_size, 128), "cache_keys": keys, "cache_vectors": vectors,
-              "text_column": opts.text_column, "threads": max(1, round(ray_opts.cpus_per_worker))},
+              "text_column": opts.text_column, "threads": max(1, round(ray_opts.cpus_per_worker)),
+              "id_rule": manifest.id_rule},
               **_actor_args(ray_opts)))
     written: list[tuple[int, int]] = []
-    seen = {(f, b) for f, blocks in committed.items() for b in blocks}
-    rows_done = int(manifest["progress"]["next_row"])
+    seen = {(f, k) for f, blocks in committed.items() for k in blocks}
+    rows_done = plan.start_row
     paths = {f.index: f.spec.path for f in files}
 
     def batches() -> Iterator[VectorBatch]:
@@ -310,27 +253,22 @@ def _run(folder: Path, files: list[InputFile], inputs: list[dict[str, Any]],
             seen.add(key)
             written.append(key)
             rows_done += int(row["rows"])
-            vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, int(reducer.n_components_))
+            vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
             yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs, json.loads(row["payloads"]),
                               [reject_from_json(r) for r in json.loads(row["rejects"])], rows_done,
-                              source=paths[key[0]])
+                              source=paths[key[0]], reduced=True)
 
     def on_commit() -> None:  # after the store flushed, before the manifest records progress
-        for f, b in written:
-            committed.setdefault(f, set()).add(b)
+        for f, k in written:
+            committed.setdefault(f, set()).add(k)
         written.clear()
-        manifest["progress"]["committed"] = {str(k): sorted(v) for k, v in committed.items()}
+        manifest.progress.committed = {str(k): sorted(v) for k, v in sorted(committed.items())}
 
+    b.on_commit = on_commit
     t_stream = time.perf_counter()
-    write_reduced(folder, manifest, store, int(reducer.n_components_), batches(), summary,
-                  opts.checkpoint_seconds, opts.checkpoint_batches, opts.strict, on_commit)
-    if not summary.interrupted:
-        sums = store_checksums(folder, manifest)
-        if sums:
-            manifest["store_sha256"] = sums
-            write_manifest(folder, manifest)
+    summary = b.run(batches())
     summary.seconds = time.perf_counter() - t_stream
     summary.total_seconds = time.perf_counter() - t_start
     log.info("ray engine: %d documents (%d rejected) into %s in %.1fs", summary.ingested,
-             summary.rejected, folder, summary.total_seconds)
+             summary.rejected, b.folder, summary.total_seconds)
     return summary

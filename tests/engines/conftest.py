@@ -1,4 +1,8 @@
-"""A real local Ray runtime (2 CPUs, loopback, no dashboard) shared by the engine tests."""
+"""A real local Ray runtime (2 CPUs, loopback, no dashboard) shared by the engine tests.
+
+One runtime per session: every ``ray_ingest`` call (and the driver-kill test's subprocess, via
+``--ray-address``) joins it instead of starting its own.
+"""
 
 from __future__ import annotations
 
@@ -33,5 +37,6 @@ def write_jsonl(path: Path, rows: list[object]) -> Path:
 
 
 @pytest.fixture(scope="session")
-def docs_600() -> list[dict[str, object]]:
-    return [{"id": f"d{i}", "text": s} for i, s in enumerate(bundled_sentences(600))]
+def docs_200() -> list[dict[str, object]]:
+    """A small corpus: the engine tests check correctness, not throughput."""
+    return [{"id": f"d{i}", "text": s} for i, s in enumerate(bundled_sentences(200))]
