@@ -61,7 +61,7 @@ class RayOptions:
     Parameters
     ----------
     address : str or None
-        ``None`` starts a local runtime (loopback, no dashboard); ``auto`` / ``HOST:PORT`` joins
+        ``None`` starts a local runtime (advertised as 127.0.0.1, no dashboard); ``auto`` / ``HOST:PORT`` joins
         a running cluster.
     workers : int
         Encoder actors.

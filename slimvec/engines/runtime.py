@@ -1,4 +1,8 @@
-"""Import and start Ray: a clear message without the extra, a local runtime on loopback by default."""
+"""Import and start Ray: a clear message without the extra; a local runtime advertised on 127.0.0.1.
+
+Ray 2.60 still binds its gRPC servers to all interfaces whatever address it advertises (see
+``docs/scale-out.md``, "Ray on a shared machine"); its default token authentication stays on.
+"""
 
 from __future__ import annotations
 
@@ -32,8 +36,8 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     Parameters
     ----------
     address : str, optional
-        ``None``: start a local runtime on 127.0.0.1 without the dashboard, limited to
-        ``num_cpus``. ``auto`` or ``HOST:PORT``: connect to a running cluster.
+        ``None``: start a local runtime advertised as 127.0.0.1 (its servers still listen on
+        all interfaces) without the dashboard, limited to ``num_cpus``. ``auto`` or ``HOST:PORT``: connect to a running cluster.
     num_cpus : int, optional
         CPUs of the local runtime (default: ``os.cpu_count()``).
 
@@ -56,7 +60,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
         ray.init(address=address, **kwargs)
     else:
         cpus = int(num_cpus or os.cpu_count() or 1)
-        log.info("starting a local Ray runtime with %d CPU(s) on 127.0.0.1", cpus)
+        log.info("starting a local Ray runtime with %d CPU(s), advertised as 127.0.0.1", cpus)
         ray.init(num_cpus=cpus, _node_ip_address="127.0.0.1", **kwargs)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False

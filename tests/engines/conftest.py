@@ -1,4 +1,4 @@
-"""A real local Ray runtime (2 CPUs, loopback, no dashboard) shared by the engine tests.
+"""A real local Ray runtime (2 CPUs, advertised as 127.0.0.1, no dashboard) shared by the engine tests.
 
 One runtime per session: every ``ray_ingest`` call (and the driver-kill test's subprocess, via
 ``--ray-address``) joins it instead of starting its own.
