@@ -38,6 +38,10 @@ def ingest(
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the full encoder vectors on disk (new index) for search --rescore."),
     full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
     train_pairs: Optional[Path] = typer.Option(None, "--train-pairs", help="Pairs TSV (sentence1, sentence2, score) a pair-learning reducer (mcr2) is also fitted on (new index)."),
+    engine: str = typer.Option("local", "--engine", help="local (one process) or ray (Ray Data: INPUT may be a folder or a quoted glob; needs slimvec[ray])."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
+    workers: int = typer.Option(2, "--workers", help="--engine ray: encoder actors."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -58,7 +62,18 @@ def ingest(
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None)
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
-        summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
+        if engine == "ray":
+            from slimvec.engines.ray_ingest import RayOptions, ray_ingest
+
+            summary = ray_ingest(str(input), index, opts,
+                                 RayOptions(ray_address, workers, gpus_per_worker),
+                                 notify=lambda msg: console.print(msg))
+        elif engine == "local":
+            summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
+        else:
+            from slimvec.errors import ConfigError
+
+            raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
     if summary.interrupted:

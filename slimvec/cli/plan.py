@@ -37,6 +37,13 @@ def plan(
     payload_bytes: int = typer.Option(0, "--payload-bytes", help="Mean JSON payload bytes stored per document (ingest stores the text)."),
     top: int = typer.Option(10, "--top", help="Candidates shown."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="Also plan ingest on this engine (ray): workers, hours, shards, nodes."),
+    workers: int = typer.Option(8, "--workers", help="--engine: encoder workers."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine: GPUs per worker (published GPU rate)."),
+    cpu_rate: Optional[float] = typer.Option(None, "--cpu-rate", help="--engine: docs/s per CPU core [default: measured now]."),
+    node_ram: str = typer.Option("64GiB", "--node-ram", help="--engine: RAM per serving node."),
+    node_hour_price: float = typer.Option(0.0, "--node-hour-price", help="--engine: price of a node-hour, for savings."),
+    replication: int = typer.Option(1, "--replication", help="--engine: copies of each shard."),
 ) -> None:
     """Recommend reducer × store configurations for DOCS documents and predict RAM and disk.
 
@@ -67,8 +74,17 @@ def plan(
             err.print("fitting store size models on real builds at 1,000 and 2,000 vectors ...")
         result = make_plan(docs, dim, store, rows=rows, min_quality=floor, memory_budget=memory_budget,
                            metric=metric, payload_bytes=payload_bytes, workdir=tmp)
+    engine_result = None
+    if engine:  # the engine model lives in slimvec.engines.plan
+        from slimvec.cli.engine_plan import run_engine_plan
+
+        engine_result = run_engine_plan(result, engine, workers, gpus_per_worker, cpu_rate, node_ram,
+                                        node_hour_price, replication, err)
     if json_out:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        data = result.to_json()
+        if engine_result is not None:
+            data["engine"] = engine_result.to_json()
+        typer.echo(json.dumps(data, indent=2))
         return
     out = Console(width=max(Console().width, 120))
     short = {"task_recall_at_10": "task R@10", "neighbor_recall_at_10": "nbr R@10"}[metric]
@@ -96,6 +112,10 @@ def plan(
         best = result.recommendations[0]
         out.print(f"[bold green]recommended[/]: {best.label} — RAM {_human(best.ram_bytes)}, "
                   f"disk {_human(best.disk_bytes)}")
+    if engine_result is not None:
+        from slimvec.cli.engine_plan import render
+
+        render(engine_result, out, _human)
     for note in result.notes:
         out.print(f"note: {note}")
     if not result.recommendations:

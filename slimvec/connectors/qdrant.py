@@ -1,8 +1,12 @@
 """Qdrant through ``qdrant-client``: a server or cluster by URL, or the client's local mode.
 
 Spec: ``qdrant[:URL|PATH|:memory:][,collection=slimvec,batch=256,retries=5,ef=64,timeout=60,
-quant=none,rescore=true,oversampling=2.0]``. With ``full_dim=D`` (set by ``--keep-full``) points hold
-named vectors ``reduced`` (HNSW, quantized with ``quant``) and ``full`` (on disk, HNSW ``m=0``),
+quant=none,rescore=true,oversampling=2.0,shard_number=N,replication_factor=N,
+write_consistency_factor=N,shard_key=KEY,parallel=1]``. The cluster settings (``shard_number``,
+``replication_factor``, ``write_consistency_factor``, a custom ``shard_key``) are sent when the
+collection is created (server or cluster only; local mode ignores them) and, being part of the
+spec, recorded in the index manifest; ``parallel=N`` sends upsert batches on N threads. With
+``full_dim=D`` (set by ``--keep-full``) points hold named vectors ``reduced`` (HNSW, quantized with ``quant``) and ``full`` (on disk, HNSW ``m=0``),
 and :meth:`QdrantStore.search_rescored` re-ranks a prefetch on ``reduced`` by ``full``. With a URL
 the API key is read from the environment
 variable ``QDRANT_API_KEY`` (never from the spec, never logged). Local mode (a folder or
@@ -30,7 +34,10 @@ log = logging.getLogger(__name__)
 API_KEY_ENV = "QDRANT_API_KEY"
 DEFAULTS: dict[str, Any] = {"collection": "slimvec", "batch": 256, "retries": 5, "ef": 64,
                             "timeout": 60, "quant": "none", "rescore": True, "oversampling": 2.0,
-                            "full_dim": 0}
+                            "full_dim": 0, "shard_number": 0, "replication_factor": 0,
+                            "write_consistency_factor": 0, "shard_key": "", "parallel": 1}
+#: create_collection arguments taken from the spec when set (0 / "": the server's default)
+CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor")
 #: named vectors of a collection that keeps full vectors (``full_dim`` > 0, set by --keep-full)
 REDUCED, FULL = "reduced", "full"
 
@@ -144,8 +151,15 @@ class QdrantStore(VectorStore):
                                           on_disk=True, hnsw_config=models.HnswConfigDiff(m=0)),
             }
             quant = None
+        cluster = {k: int(self.options[k]) for k in CLUSTER_OPTIONS if int(self.options[k] or 0) > 0}
+        sharded = bool(self.options["shard_key"]) and _is_remote(self.location)
+        if sharded:
+            cluster["sharding_method"] = models.ShardingMethod.CUSTOM
         self._retry("create collection", lambda: self._client.create_collection(
-            name, vectors_config=vectors, quantization_config=quant))
+            name, vectors_config=vectors, quantization_config=quant, **cluster))
+        if sharded:
+            key = str(self.options["shard_key"])
+            self._retry("create shard key", lambda: self._client.create_shard_key(name, key))
         return self
 
     @property
@@ -193,7 +207,9 @@ class QdrantStore(VectorStore):
             full = check_vectors(full, int(self.options["full_dim"]), "full vectors")
         pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
         step = int(self.options["batch"])
-        for start in range(0, len(ids_arr), step):
+        key = (str(self.options["shard_key"]) or None) if _is_remote(self.location) else None
+
+        def send(start: int) -> None:
             end = start + step
             named: list[Any] = ([v.tolist() for v in vecs[start:end]] if full is None else
                                 [{REDUCED: v.tolist(), FULL: f.tolist()}
@@ -201,7 +217,18 @@ class QdrantStore(VectorStore):
             points = [models.PointStruct(id=int(i), vector=v, payload=p or {})
                       for i, v, p in zip(ids_arr[start:end], named, pl[start:end])]
             self._retry("upsert", lambda: client.upsert(self.options["collection"], points=points,
-                                                        wait=True))
+                                                        wait=True, shard_key_selector=key))
+
+        starts = range(0, len(ids_arr), step)
+        threads = max(1, int(self.options["parallel"]))
+        if threads == 1 or len(starts) == 1:
+            for start in starts:
+                send(start)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(send, starts))  # re-raises the first failure
 
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
         _, models = _client_models()

@@ -264,6 +264,11 @@ class IndexBuilder:
         :func:`~slimvec.indexer.progress.plan_run` for what is refused.
         """
         old = self.existing
+        if old is not None and old.progress and old.progress.engine and not old.completed:
+            raise ConfigError(
+                f"{self.folder} has an unfinished --engine {old.progress.engine} ingest of "
+                f"{old.progress.input}. Resume it by rerunning that command, or pass --rebuild "
+                "to delete the index and start over.")
         progress = _progress_json(old.progress) if old is not None and old.progress else None
         self._plan = plan_run(self.folder, progress, input_name, fingerprint, columns)
         self._progress_input = {"input": str(input_name), "fingerprint": fingerprint,
@@ -394,11 +399,20 @@ class IndexBuilder:
         self._doomed = []
 
     # ------------------------------------------------------------------ writing
-    def begin(self, plan: ResumePlan | None = None) -> None:
+    def begin(self, plan: ResumePlan | None = None, progress: Progress | None = None) -> None:
         """Record a running write (called by the first :meth:`write` when not called before).
 
         A resumed run cuts ``rejects.jsonl`` back to its committed length. Without a planned
         input (a long-lived writer) the record names no input file.
+
+        Parameters
+        ----------
+        plan : ResumePlan, optional
+            Default: the one :meth:`plan` made (or a fresh start).
+        progress : Progress, optional
+            A producer's own record (e.g. the Ray engine's ``engine`` / ``inputs`` /
+            ``committed``); its ``next_row``, ``state``, ``rejects_bytes`` and ``started`` are
+            set here. Default: the input :meth:`plan` was given.
         """
         if self._rejects is not None:
             return
@@ -410,10 +424,13 @@ class IndexBuilder:
             self.summary.resumed_from = plan.start_row
         self._rejects = open_append_text(self.folder / REJECTS)
         self._rejects.seek(0, os.SEEK_END)
-        info = self._progress_input or {"input": None, "fingerprint": None, "columns": {}}
-        self.manifest.progress = Progress(
-            input=info["input"], fingerprint=info["fingerprint"], columns=info["columns"],
-            next_row=plan.start_row, state="running", rejects_bytes=int(self._rejects.tell()),
+        if progress is None:
+            info = self._progress_input or {"input": None, "fingerprint": None, "columns": {}}
+            progress = Progress(input=info["input"], fingerprint=info["fingerprint"],
+                                columns=info["columns"])
+        self.manifest.progress = replace(
+            progress, next_row=plan.start_row, state="running",
+            rejects_bytes=int(self._rejects.tell()),
             started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.manifest.store_sha256 = {}  # store files are about to change
         self.manifest.write(self.folder)
@@ -425,16 +442,31 @@ class IndexBuilder:
     def write(self, batch: VectorBatch) -> int:
         """Reduce and upsert one batch and record its rejects (durable at the next commit).
 
+        A batch with ``reduced=True`` was reduced by the producer (with this index's reducer
+        artifact): it is checked against ``dim_out`` and upserted without reducing again.
+
         Returns
         -------
         int
             Rows of the batch accounted for (upserted + rejected).
+
+        Raises
+        ------
+        ConfigError
+            A reduced batch for an index that keeps full vectors (``--keep-full``).
         """
         self.begin()
-        if isinstance(self._target, KeepFullStore):
+        reducer, dim = self.reducer, int(self.manifest.dim_in)
+        if batch.reduced:
+            if isinstance(self._target, KeepFullStore):
+                raise ConfigError(
+                    f"{self.folder} keeps full vectors (--keep-full) but this producer sends "
+                    "vectors that are already reduced; ingest into it in one process, or into "
+                    "an index without --keep-full.")
+            reducer, dim = _Prereduced(), int(self.manifest.dim_out)
+        elif isinstance(self._target, KeepFullStore):
             self._target.stage(batch.ids, batch.vectors)
-        write_batch(batch, self._target, self.reducer, int(self.manifest.dim_in), self._rejects,
-                    self.summary, self.strict)
+        write_batch(batch, self._target, reducer, dim, self._rejects, self.summary, self.strict)
         n = len(batch.ids) + sum(not r.kept for r in batch.rejects)
         self.summary.rows += n
         self._next_row = int(batch.next_row)
@@ -525,6 +557,13 @@ class IndexBuilder:
 
 
 # ---------------------------------------------------------------------- helpers
+class _Prereduced:
+    """The reducer of a ``reduced`` batch: the producer applied the real one already."""
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(X, dtype=np.float32)
+
+
 def _progress_json(p: Progress) -> dict[str, Any]:
     return {"input": p.input, "fingerprint": p.fingerprint, "columns": p.columns,
             "next_row": p.next_row, "state": p.state, "rejects_bytes": p.rejects_bytes}

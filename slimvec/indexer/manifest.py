@@ -64,7 +64,14 @@ def _check(path: Path, key: str, value: Any, types: tuple[type, ...], optional: 
 
 @dataclass
 class Progress:
-    """The durable progress record of the last (or running) write (see :mod:`.progress`)."""
+    """The durable progress record of the last (or running) write (see :mod:`.progress`).
+
+    ``engine``, ``inputs`` and ``committed`` are written by a distributed engine only
+    (``--engine ray``, :mod:`slimvec.engines.ray_ingest`; ``None`` for one process):
+    ``inputs`` lists the run's files (``{"path", "fingerprint"}`` each, in file-index order) and
+    ``committed`` the blocks of rows committed per file index (``{"0": [0, 1, 5], ...}``), so a
+    rerun skips them. ``next_row`` then counts the rows of all committed blocks.
+    """
 
     input: str | None = None
     fingerprint: dict[str, Any] | None = None
@@ -73,6 +80,9 @@ class Progress:
     state: str = "running"
     rejects_bytes: int = 0
     started: str = ""
+    engine: str | None = None
+    inputs: list[dict[str, Any]] | None = None
+    committed: dict[str, list[int]] | None = None
 
     @classmethod
     def from_json(cls, path: Path, raw: Any) -> "Progress | None":
@@ -88,7 +98,15 @@ class Progress:
             rejects_bytes=_check(path, "progress.rejects_bytes", raw.get("rejects_bytes", 0),
                                  (int,), False),
             started=_check(path, "progress.started", raw.get("started", ""), (str,), False),
+            engine=_check(path, "progress.engine", raw.get("engine"), (str,), True),
+            inputs=_check(path, "progress.inputs", raw.get("inputs"), (list,), True),
+            committed=_committed(path, raw.get("committed")),
         )
+        for i, item in enumerate(out.inputs or []):
+            _check(path, f"progress.inputs[{i}]", item, (dict,), False)
+            _check(path, f"progress.inputs[{i}].path", item.get("path"), (str,), False)
+            _check(path, f"progress.inputs[{i}].fingerprint", item.get("fingerprint"), (dict,),
+                   False)
         if out.state not in ("running", "done"):
             raise PersistenceError(f"{path}: key 'progress.state' should be 'running' or 'done', "
                                    f"got {out.state!r}. " + _REBUILD)
@@ -281,6 +299,25 @@ class Manifest:
 
     def __getitem__(self, key: str) -> Any:
         return self.to_json()[key]
+
+
+def _committed(path: Path, raw: Any) -> dict[str, list[int]] | None:
+    """``progress.committed``: file index (a decimal string) -> sorted block numbers."""
+    if raw is None:
+        return None
+    _check(path, "progress.committed", raw, (dict,), False)
+    for key, blocks in raw.items():
+        if not key.isdigit():
+            raise PersistenceError(f"{path}: key 'progress.committed' should map file indexes "
+                                   f"(decimal strings) to block lists, got key {key!r:.40}. "
+                                   + _REBUILD)
+        _check(path, f"progress.committed[{key!r}]", blocks, (list,), False)
+        for b in blocks:
+            _check(path, f"progress.committed[{key!r}] item", b, (int,), False)
+            if b < 0:
+                raise PersistenceError(f"{path}: progress.committed[{key!r}] holds the negative "
+                                       f"block {b}. " + _REBUILD)
+    return {k: list(v) for k, v in raw.items()}
 
 
 def _checksums(path: Path, key: str, raw: Any) -> dict[str, str]:

@@ -89,6 +89,11 @@ class VectorBatch:
         Source row / line of each vector, for the rejects of bad vectors.
     source : str
         Source name for the rejects of bad vectors.
+    reduced : bool
+        The producer already applied this index's reducer (a copy of its saved artifact, e.g.
+        the Ray engine's encoder actors): ``vectors`` have shape (n, dim_out) and are upserted as
+        they are (bad rows and duplicate ids are still rejected / deduplicated; an index with
+        ``--keep-full`` refuses such batches, as it needs the full vectors).
     """
 
     ids: np.ndarray
@@ -99,6 +104,7 @@ class VectorBatch:
     rows: Sequence[int] | None = None
     lines: Sequence[int | None] | None = None
     source: str = ""
+    reduced: bool = False
 
 
 def strict_error(rej: Reject) -> ConfigError:

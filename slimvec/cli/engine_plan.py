@@ -1,0 +1,46 @@
+"""The ``--engine`` part of ``slimvec plan``: workers, hours, shards and nodes (rendering)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from slimvec.engines.plan import EngineConfig, EnginePlan, engine_plan, measure_cpu_rate
+
+__all__ = ["run_engine_plan"]
+
+
+def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float,
+                    cpu_rate: float | None, node_ram: str, node_hour_price: float,
+                    replication: int, err: Console) -> EnginePlan:
+    """Size ingest and serving for the candidates of a ``slimvec plan`` result."""
+    from slimvec.benchmarks.plan import parse_bytes
+
+    source = "given with --cpu-rate"
+    if cpu_rate is None and not gpus_per_worker:
+        err.print("measuring MiniLM docs/s on 1 CPU thread ...")
+        cpu_rate, source = measure_cpu_rate(1), "measured here now, 1 thread"
+    cfg = EngineConfig(engine=engine, workers=workers, gpus_per_worker=gpus_per_worker,
+                       cpu_docs_per_s_per_core=cpu_rate or 0.0, node_ram_bytes=parse_bytes(node_ram),
+                       node_hour_price=node_hour_price, replication=replication,
+                       cpu_source=source)
+    configs = [(c.label, c.dim_out, c.ram_bytes) for c in plan.candidates]
+    return engine_plan(plan.docs, configs, cfg)
+
+
+def render(result: EnginePlan, out: Console, human: Any) -> None:
+    """Print the engine plan table and its inputs."""
+    table = Table(title=f"Ingest {result.docs:,} documents: {result.docs_per_s:,.0f} docs/s → "
+                        f"{result.ingest_hours:,.1f} h ({result.worker_hours:,.0f} worker-hours)")
+    for col in ("configuration", "dim", "bytes/vector", "RAM", "shards", "nodes", "RAM saved",
+                "saved / month"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for r in result.rows:
+        table.add_row(r.label, str(r.dim_out), f"{r.bytes_per_vector:,.0f}", human(r.ram_bytes),
+                      str(r.shards), str(r.nodes), human(r.saved_ram_bytes),
+                      f"{r.saved_per_month:,.0f}")
+    out.print(table)
+    for line in result.inputs:
+        out.print(f"engine input: {line}")

@@ -1,0 +1,158 @@
+"""The engine side of ``slimvec plan``: encoder workers, ingest hours, shards and nodes.
+
+Inputs, each printed with the plan:
+
+- **CPU encoder throughput** per core: measured on this machine by :func:`measure_cpu_rate`
+  (MiniLM docs/s at 1 and 2 torch threads; ``python -m slimvec.engines.plan`` prints it), or
+  given by the user;
+- **GPU encoder throughput**: a published figure until a GPU run exists here:
+  :data:`GPU_DOCS_PER_S` with its source :data:`GPU_SOURCE`;
+- **bytes per vector** of each configuration: the RAM predicted by the store size models of
+  ``slimvec plan`` (:mod:`slimvec.benchmarks.sizing`, fitted on real builds) at the planned N,
+  divided by N.
+
+The model is linear and assumes what the measurements on one machine support: workers scale
+the encoding rate (no shared bottleneck up to the writer), the single writer or the store
+ingests faster than the encoders (true for Qdrant / FAISS adds at these dimensions), and a
+node's RAM budget holds ``ram_fraction`` of the shard it serves. A multi-node run has not been
+executed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+__all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "measure_cpu_rate",
+           "GPU_DOCS_PER_S", "GPU_SOURCE"]
+
+#: all-MiniLM-L6-v2 sentences/s on one NVIDIA V100, from the sentence-transformers model table
+GPU_DOCS_PER_S = 14_200.0
+GPU_SOURCE = ("sentence-transformers 'Pretrained Models' table (sbert.net), all-MiniLM-L6-v2 "
+              "speed 14,200 sentences/s on a V100 GPU; published figure, not measured here")
+
+
+@dataclass
+class EngineConfig:
+    """Cluster assumptions of a plan (``slimvec plan --engine ...`` options)."""
+
+    engine: str = "ray"
+    workers: int = 8
+    cores_per_worker: int = 1
+    gpus_per_worker: float = 0.0
+    cpu_docs_per_s_per_core: float = 0.0
+    cpu_source: str = "measured here"
+    gpu_docs_per_s: float = GPU_DOCS_PER_S
+    node_ram_bytes: int = 64 * 2**30
+    ram_fraction: float = 0.7
+    node_hour_price: float = 0.0
+    replication: int = 1
+
+
+@dataclass
+class EngineRow:
+    """One configuration sized for the cluster."""
+
+    label: str
+    dim_out: int
+    bytes_per_vector: float
+    ram_bytes: float
+    shards: int
+    nodes: int
+    saved_ram_bytes: float = 0.0
+    saved_per_month: float = 0.0
+
+
+@dataclass
+class EnginePlan:
+    """Ingest time and serving footprint of ``docs`` documents."""
+
+    docs: int
+    config: EngineConfig
+    docs_per_s: float
+    ingest_hours: float
+    worker_hours: float
+    rows: list[EngineRow] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"docs": self.docs, "config": asdict(self.config), "docs_per_s": self.docs_per_s,
+                "ingest_hours": self.ingest_hours, "worker_hours": self.worker_hours,
+                "rows": [asdict(r) for r in self.rows], "inputs": self.inputs}
+
+
+def _rate(cfg: EngineConfig) -> tuple[float, str]:
+    if cfg.gpus_per_worker > 0:
+        per = cfg.gpu_docs_per_s * cfg.gpus_per_worker
+        return per * cfg.workers, f"{cfg.gpu_docs_per_s:,.0f} docs/s per GPU ({GPU_SOURCE})"
+    if cfg.cpu_docs_per_s_per_core <= 0:
+        raise ValueError("cpu_docs_per_s_per_core must be measured or given")
+    per = cfg.cpu_docs_per_s_per_core * cfg.cores_per_worker
+    return per * cfg.workers, f"{cfg.cpu_docs_per_s_per_core:,.1f} docs/s per CPU core ({cfg.cpu_source})"
+
+
+def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: EngineConfig) -> EnginePlan:
+    """Size ingest and serving for ``docs`` documents.
+
+    Parameters
+    ----------
+    docs : int
+    configs : list of (label, dim_out, ram_bytes at ``docs``)
+        Configurations from the size models; the one with the largest ``dim_out`` is the
+        full-precision reference the savings are measured against.
+    cfg : EngineConfig
+    """
+    rate, rate_note = _rate(cfg)
+    seconds = docs / rate
+    plan = EnginePlan(docs, cfg, rate, seconds / 3600, seconds / 3600 * cfg.workers)
+    usable = cfg.node_ram_bytes * cfg.ram_fraction
+    for label, dim_out, ram in configs:
+        shards = max(1, math.ceil(ram / usable))
+        plan.rows.append(EngineRow(label, dim_out, ram / docs, ram, shards, shards * cfg.replication))
+    if plan.rows:
+        full = max(plan.rows, key=lambda r: (r.dim_out, r.ram_bytes))
+        for r in plan.rows:
+            r.saved_ram_bytes = full.ram_bytes - r.ram_bytes
+            r.saved_per_month = (full.nodes - r.nodes) * cfg.node_hour_price * 730
+    plan.inputs = [
+        f"encoder rate: {rate_note}; {cfg.workers} worker(s) x "
+        + (f"{cfg.gpus_per_worker:g} GPU" if cfg.gpus_per_worker else f"{cfg.cores_per_worker} core(s)")
+        + f" = {rate:,.0f} docs/s",
+        f"node RAM {cfg.node_ram_bytes / 2**30:,.0f} GiB, {cfg.ram_fraction:.0%} usable per shard; "
+        f"replication {cfg.replication}; node-hour price {cfg.node_hour_price:g} (730 h/month)",
+        "bytes per vector: the size models' RAM prediction at N divided by N",
+        "linear model: workers scale the encoding rate; a multi-node run has not been executed",
+    ]
+    return plan
+
+
+def measure_cpu_rate(threads: int, n: int = 512, batch_size: int = 64) -> float:
+    """MiniLM docs/s on ``threads`` torch threads, on ``n`` bundled sentences (after a warm-up)."""
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from slimvec.indexer.encoder import Encoder
+
+    data = Path(__file__).resolve().parents[1] / "data" / "sentences.jsonl"
+    with open(data, encoding="utf-8") as fh:
+        texts = [json.loads(line)["text"] for _, line in zip(range(n), fh)]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        enc = Encoder(batch_size=batch_size)
+        enc.encode(texts[:batch_size])
+        t0 = time.perf_counter()
+        enc.encode(texts)
+        return len(texts) / (time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(old)
+
+
+if __name__ == "__main__":  # python -m slimvec.engines.plan: the CPU figure the plan uses
+    for t in (1, 2):
+        print(f"MiniLM on {t} thread(s): {measure_cpu_rate(t):,.1f} docs/s")

@@ -1,0 +1,274 @@
+"""``slimvec ingest --engine ray``: Ray Data readers and encoder actors, one writer on the driver.
+
+The run, in order:
+
+1. the driver lists the input files (a file, a folder or a glob) and opens an
+   :class:`~slimvec.indexer.builder.IndexBuilder` (the one writer: writer lock, folder safety,
+   spec checks, manifest) before any Ray work;
+2. new index: a reservoir sample over all files (the single-process draw), encoded by the actor
+   pool; the builder fits the reducer once on the driver and saves it (JSON + safetensors);
+3. Ray Data reads every file in tasks (:class:`~slimvec.engines.actors.ReadBlocks`, the
+   single-process parsers and bad-row rules) into blocks of ``batch_size`` rows, and an actor pool
+   (:class:`~slimvec.engines.actors.EncodeReduce`; ``workers`` actors, ``gpus_per_worker`` GPUs
+   each) encodes and reduces them with the saved artifact, returning one 2-D array per block and
+   ids by the manifest's ``id_rule``;
+4. the driver hands each block to the builder as a ``VectorBatch(reduced=True)``: the builder's
+   commit loop upserts it, appends its rejects to the index's ``rejects.jsonl``, commits and at
+   the end records checksums. Each commit also records the committed blocks ``(file, k)`` in the
+   manifest (``progress.committed`` of the typed :class:`~slimvec.indexer.manifest.Progress`).
+
+At-least-once delivery: Ray restarts dead actors and retries their tasks, so a block may arrive
+twice; the driver writes a block once per run (a set of the blocks seen) and upserts are by
+deterministic id, so a block written again after a crash overwrites itself. A killed driver is
+resumed by the same command: committed blocks are skipped (each input file is re-parsed to reach
+its remaining blocks, which costs reading, not encoding), rejects.jsonl is cut back to the last
+commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
+from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
+from slimvec.engines.runtime import require_ray, start_ray
+from slimvec.errors import ConfigError
+from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.encoder import DEFAULT_ENCODER, Encoder, resolve_model
+from slimvec.indexer.index import REDUCER_DIR
+from slimvec.indexer.manifest import Progress
+from slimvec.indexer.progress import ResumePlan, fingerprint
+from slimvec.indexer.train_pairs import fit_reducer
+from slimvec.indexer.writer import IngestSummary, VectorBatch
+
+__all__ = ["RayOptions", "ray_ingest"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RayOptions:
+    """How to run on Ray (mirrors ``--ray-address``, ``--workers``, ``--gpus-per-worker``).
+
+    Parameters
+    ----------
+    address : str or None
+        ``None`` starts a local runtime (advertised as 127.0.0.1, no dashboard); ``auto`` / ``HOST:PORT`` joins
+        a running cluster.
+    workers : int
+        Encoder actors.
+    gpus_per_worker : float
+        GPUs reserved per actor (0: CPU encoding).
+    cpus_per_worker : float
+        CPUs reserved per actor (also its torch threads, rounded).
+    local_cpus : int or None
+        CPUs of a local runtime (default: ``workers × cpus_per_worker``).
+    """
+
+    address: str | None = None
+    workers: int = 2
+    gpus_per_worker: float = 0.0
+    cpus_per_worker: float = 1.0
+    local_cpus: int | None = None
+
+
+def _encoder_name(spec: str) -> str:
+    # Encoder.name depends on the spec only; the driver never loads the model
+    return Encoder.name.fget(SimpleNamespace(spec=spec))  # type: ignore[attr-defined]
+
+
+def _plan_resume(folder: Path, progress: Progress | None, inputs: list[dict[str, Any]],
+                 settings: dict[str, Any]) -> tuple[str, dict[int, set[int]]]:
+    """``new`` (add to the index), ``resume`` (same unfinished run) or ``done``."""
+    if progress is None:
+        return "new", {}
+    same = (progress.engine == "ray" and progress.inputs == inputs
+            and progress.columns == settings)
+    if same:
+        committed = {int(k): set(v) for k, v in (progress.committed or {}).items()}
+        return ("done" if progress.state == "done" else "resume"), committed
+    if progress.state != "done":
+        raise ConfigError(
+            f"{folder} holds an unfinished ingest of {progress.input or 'other input'} "
+            f"({progress.engine or 'single-process'} engine, other files, columns or batch "
+            "size). Rerun that command to finish it, or pass --rebuild to build the index anew.")
+    return "new", {}
+
+
+def _actor_args(ray_opts: RayOptions) -> dict[str, Any]:
+    ray = require_ray()
+    return {"compute": ray.data.ActorPoolStrategy(size=int(ray_opts.workers)), "batch_size": 1,
+            "num_cpus": float(ray_opts.cpus_per_worker),
+            "num_gpus": float(ray_opts.gpus_per_worker) or None,
+            "max_restarts": -1, "max_task_retries": -1}
+
+
+def _encode_sample(sample: list[tuple[int, Any]], encoder: str, batch_size: int,
+                   ray_opts: RayOptions, text_column: str) -> np.ndarray:
+    """Encode the fit sample on the actor pool, chunked as the single-process ingest chunks it."""
+    ray = require_ray()
+    chunks = [{"file": 0, "block": k, "rows": 0, "path": "", "rejects": "[]",
+               "docs": json.dumps([doc_to_json(d) for _, d in sample[i:i + batch_size]],
+                                  ensure_ascii=False)}
+              for k, i in enumerate(range(0, len(sample), batch_size))]
+    ds = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
+        EncodeReduce, fn_constructor_kwargs={"encoder": encoder, "reducer_files": None,
+                                             "encode_batch": min(batch_size, 128),
+                                             "text_column": text_column,
+                                             "threads": max(1, round(ray_opts.cpus_per_worker))},
+        **_actor_args(ray_opts))
+    parts = {int(r["block"]): np.asarray(r["vectors"], dtype=np.float32) for r in ds.iter_rows()}
+    return np.concatenate([parts[k] for k in range(len(chunks))])
+
+
+def _fit_sample(files: list[InputFile], opts: Any, ray_opts: RayOptions
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The fit sample encoded on the actor pool: ``(keys, vectors)`` (keys: :func:`sample_key`)."""
+    sample, _rows = sample_documents(files, opts.fit_sample, opts.seed)
+    if not sample:
+        raise ConfigError(f"{files[0].spec.path} and the other inputs hold no ingestible document: "
+                          "nothing to fit the reducer on (check --text-column).")
+    X = _encode_sample(sample, opts.encoder, opts.batch_size, ray_opts, opts.text_column)
+    keys = np.array([sample_key(fi, d.row) for fi, d in sample], dtype=np.int64)
+    return keys, X
+
+
+def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: RayOptions | None = None,
+               notify: Callable[[str], None] | None = None) -> IngestSummary:
+    """Ingest a file, folder or glob into an index folder with Ray (see module docstring).
+
+    Parameters
+    ----------
+    input_path : str
+        A file, a folder or a glob of JSONL / CSV / TSV / Parquet / text files.
+    index_dir : path
+        Index folder (created on first use; an existing index is added to or resumed).
+    options : IngestOptions
+        The single-process options (``keep_full`` and ``train_pairs`` are not supported here).
+    ray_opts : RayOptions
+
+    Raises
+    ------
+    MissingDependencyError
+        Ray Data is not installed.
+    ConfigError
+        Bad input or options, another unfinished ingest in the folder, a bad row under ``strict``.
+    """
+    ray_opts = ray_opts or RayOptions()
+    say = notify or log.info
+    require_ray()
+    if options.keep_full or options.train_pairs:
+        raise ConfigError("--keep-full and --train-pairs are not supported with --engine ray yet; "
+                          "ingest in one process for them.")
+    if ray_opts.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {ray_opts.workers}.")
+    files = expand_inputs(str(input_path), options.text_column, options.id_column, options.format)
+    inputs = [{"path": f.spec.path, "fingerprint": fingerprint(f.spec.path)} for f in files]
+    settings = {"text_column": options.text_column, "id_column": options.id_column,
+                "format": options.format, "batch_size": int(options.batch_size)}
+    with IndexBuilder(Path(index_dir), rebuild=options.rebuild, notify=say,
+                      strict=options.strict, checkpoint_seconds=options.checkpoint_seconds,
+                      checkpoint_batches=options.checkpoint_batches) as b:
+        old = b.existing  # folder checks and the lock come before any Ray work
+        spec = b.resolve(IndexSpec(options.reducer, options.store,
+                                   options.encoder or (old.encoder if old else None)
+                                   or DEFAULT_ENCODER,
+                                   None, options.text_column, options.id_column))
+        mode, committed = _plan_resume(b.folder, old.progress if old else None, inputs, settings)
+        b.summary.input = ", ".join(f.spec.path for f in files)
+        if mode == "done":
+            say(f"{b.summary.input} was already ingested completely into {b.folder}; nothing to "
+                "do. Pass --rebuild to build the index anew.")
+            return b.done_summary(b.summary.input)
+        if old is None:
+            resolve_model(spec.encoder)  # fail fast on a bad encoder spec, before Ray starts
+        started = start_ray(ray_opts.address,
+                            ray_opts.local_cpus or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
+        try:
+            return _run(b, spec, files, inputs, settings, mode, committed, options, ray_opts)
+        finally:
+            if started:
+                require_ray().shutdown()
+
+
+def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[dict[str, Any]],
+         settings: dict[str, Any], mode: str, committed: dict[int, set[int]], opts: Any,
+         ray_opts: RayOptions) -> IngestSummary:
+    """Fit (new index), then stream reduced blocks from the actor pool into the builder."""
+    ray = require_ray()
+    t_start = time.perf_counter()
+    keys = vectors = None
+    if b.existing is None:
+        opts = replace(opts, encoder=spec.encoder)
+        keys, vectors = _fit_sample(files, opts, ray_opts)
+        b.open(replace(spec, encoder_name=_encoder_name(spec.encoder)), int(vectors.shape[1]),
+               lambda: vectors, lambda r, X: fit_reducer(r, X, None, None, opts.batch_size))
+    else:
+        b.open(spec, b.existing.dim_in)
+    manifest = b.manifest
+    dim_out = int(manifest.dim_out)
+    old = manifest.progress
+    resuming = mode == "resume"
+    plan = ResumePlan(start_row=old.next_row if resuming else 0,
+                      rejects_bytes=old.rejects_bytes if resuming else None, resuming=resuming)
+    if resuming:
+        b.say(f"resuming: {sum(map(len, committed.values())):,} committed block(s) of "
+              f"{len(files)} file(s) are skipped")
+    b.begin(plan, Progress(input=b.summary.input, columns=settings, engine="ray", inputs=inputs,
+                           committed={str(k): sorted(v) for k, v in committed.items()}))
+
+    items = [{"file": f.index, "path": f.spec.path, "text_column": f.spec.text_column,
+              "id_column": f.spec.id_column or "", "format": f.spec.format or ""} for f in files]
+    skip = {k: sorted(v) for k, v in committed.items()}
+    reducer_files = artifact_bytes(b.folder / REDUCER_DIR)
+    ds = (ray.data.from_items(items, override_num_blocks=len(items))
+          .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
+                       batch_size=1, num_cpus=0)
+          .map_batches(EncodeReduce, fn_constructor_kwargs={
+              "encoder": manifest.encoder, "reducer_files": reducer_files,
+              "encode_batch": min(opts.batch_size, 128), "cache_keys": keys, "cache_vectors": vectors,
+              "text_column": opts.text_column, "threads": max(1, round(ray_opts.cpus_per_worker)),
+              "id_rule": manifest.id_rule},
+              **_actor_args(ray_opts)))
+    written: list[tuple[int, int]] = []
+    seen = {(f, k) for f, blocks in committed.items() for k in blocks}
+    rows_done = plan.start_row
+    paths = {f.index: f.spec.path for f in files}
+
+    def batches() -> Iterator[VectorBatch]:
+        nonlocal rows_done
+        for row in ds.iter_rows():
+            key = (int(row["file"]), int(row["block"]))
+            if key in seen:  # a retried task delivered a block again
+                log.debug("block %s delivered twice; written once", key)
+                continue
+            seen.add(key)
+            written.append(key)
+            rows_done += int(row["rows"])
+            vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
+            yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs, json.loads(row["payloads"]),
+                              [reject_from_json(r) for r in json.loads(row["rejects"])], rows_done,
+                              source=paths[key[0]], reduced=True)
+
+    def on_commit() -> None:  # after the store flushed, before the manifest records progress
+        for f, k in written:
+            committed.setdefault(f, set()).add(k)
+        written.clear()
+        manifest.progress.committed = {str(k): sorted(v) for k, v in sorted(committed.items())}
+
+    b.on_commit = on_commit
+    t_stream = time.perf_counter()
+    summary = b.run(batches())
+    summary.seconds = time.perf_counter() - t_stream
+    summary.total_seconds = time.perf_counter() - t_start
+    log.info("ray engine: %d documents (%d rejected) into %s in %.1fs", summary.ingested,
+             summary.rejected, b.folder, summary.total_seconds)
+    return summary

@@ -1,0 +1,36 @@
+"""The engine capacity model: rates, hours, shards, nodes and savings (pure arithmetic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slimvec.engines.plan import GPU_DOCS_PER_S, EngineConfig, engine_plan
+
+GiB = 2**30
+CONFIGS = [("pca:96 → hnsw", 96, 50 * GiB), ("none → hnsw", 384, 157 * GiB)]
+
+
+def test_cpu_plan_hours_shards_and_savings():
+    cfg = EngineConfig(workers=10, cpu_docs_per_s_per_core=50.0, node_ram_bytes=64 * GiB,
+                       ram_fraction=0.5, node_hour_price=1.0, replication=2)
+    plan = engine_plan(100_000_000, CONFIGS, cfg)
+    assert plan.docs_per_s == 500.0
+    assert plan.ingest_hours == pytest.approx(100_000_000 / 500 / 3600)
+    reduced, full = plan.rows
+    assert (reduced.shards, reduced.nodes) == (2, 4)  # 50 GiB over 32 GiB usable, 2 replicas
+    assert (full.shards, full.nodes) == (5, 10)
+    assert reduced.bytes_per_vector == pytest.approx(50 * GiB / 1e8)
+    assert reduced.saved_ram_bytes == 107 * GiB
+    assert reduced.saved_per_month == (10 - 4) * 730.0
+    assert full.saved_per_month == 0
+
+
+def test_gpu_plan_uses_the_published_rate():
+    plan = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
+    assert plan.docs_per_s == 2 * GPU_DOCS_PER_S
+    assert any("V100" in line for line in plan.inputs)
+
+
+def test_cpu_plan_needs_a_rate():
+    with pytest.raises(ValueError):
+        engine_plan(1000, CONFIGS, EngineConfig())

@@ -1,0 +1,90 @@
+"""``--engine ray`` against the single-process ingest, on a real local Ray runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from slimvec.indexer.index import open_index
+from slimvec.indexer.pipeline import IngestOptions, ingest
+from tests.engines.conftest import write_jsonl
+
+OPTS = dict(reducer="pca:32", store="qdrant-edge", fit_sample=100, batch_size=32, progress=False)
+QUERIES = ["a man is playing a guitar", "a woman is slicing an onion", "the cat sat on the mat",
+           "stocks fell sharply today"]
+
+
+def _all_ids(folder: Path, docs: list[dict]) -> set[int]:
+    from slimvec.ids import doc_id
+
+    with open_index(folder) as idx:
+        found = idx.payloads([doc_id(d["id"]) for d in docs])
+    return {doc_id(d["id"]) for d, p in zip(docs, found) if p is not None}
+
+
+def test_two_workers_match_single_process(ray_runtime, docs_200, tmp_path):
+    from slimvec.engines.ray_ingest import RayOptions, ray_ingest
+    from slimvec.indexer.manifest import Manifest
+
+    src = write_jsonl(tmp_path / "docs.jsonl", docs_200)
+    single = ingest(src, tmp_path / "single", IngestOptions(**OPTS))
+    dist = ray_ingest(str(src), tmp_path / "ray", IngestOptions(**OPTS), RayOptions(workers=2))
+    assert dist.ingested == single.ingested == 200
+    assert dist.count == single.count == 200
+    # same reducer artifact: fitted once on the same sample, encoded the same way
+    a = (tmp_path / "single" / "reducer" / "state.safetensors").read_bytes()
+    b = (tmp_path / "ray" / "reducer" / "state.safetensors").read_bytes()
+    assert a == b
+    assert _all_ids(tmp_path / "single", docs_200) == _all_ids(tmp_path / "ray", docs_200)
+    with open_index(tmp_path / "single") as s, open_index(tmp_path / "ray") as r:
+        rs, rr = s.search(QUERIES, 10), r.search(QUERIES, 10)
+    np.testing.assert_array_equal(rs.ids, rr.ids)
+    np.testing.assert_allclose(rs.scores, rr.scores, atol=1e-5)
+    manifest = Manifest.read(tmp_path / "ray")  # typed, validated progress record
+    assert manifest.progress.state == "done" and manifest.progress.engine == "ray"
+    assert manifest.id_rule == Manifest.read(tmp_path / "single").id_rule
+    assert sum(map(len, manifest.progress.committed.values())) == 7  # ceil(200 / 32)
+    # the same command again: nothing to do
+    again = ray_ingest(str(src), tmp_path / "ray", IngestOptions(**OPTS), RayOptions(workers=2))
+    assert again.already_done and again.count == 200
+
+
+def test_bad_rows_of_several_files_land_in_one_rejects_file(ray_runtime, docs_200, tmp_path):
+    from slimvec.engines.ray_ingest import RayOptions, ray_ingest
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", docs_200[:50] + ["{not json", {"id": "x1", "text": ""}])
+    write_jsonl(folder / "b.jsonl", docs_200[50:100] + [{"id": "x2"}, "[1, 2]"])
+    (folder / "c.csv").write_text("id,text\n" + "".join(f"c{i},{d['text'].replace(',', ' ')}\n"
+                                                       for i, d in enumerate(docs_200[100:140]))
+                                  + "c-bad,one,too many\n", encoding="utf-8")
+    summary = ray_ingest(str(folder), tmp_path / "idx", IngestOptions(**OPTS), RayOptions(workers=1))
+    lines = [json.loads(x) for x in (tmp_path / "idx" / "rejects.jsonl").read_text().splitlines()]
+    assert summary.ingested == 140 and summary.count == 140
+    assert summary.rejected == len(lines) == 5
+    assert len({(r["source"], r["row"]) for r in lines}) == 5  # each bad row once
+    by_file = {Path(r["source"]).name for r in lines}
+    assert by_file == {"a.jsonl", "b.jsonl", "c.csv"}
+    reasons = sorted(r["reason"] for r in lines)
+    assert any(x.startswith("malformed JSON") for x in reasons)
+    assert any(x.startswith("ragged row") for x in reasons)
+    assert "missing text" in reasons and "empty or whitespace-only text" in reasons
+
+
+def test_folder_safety_comes_from_the_builder(ray_runtime, docs_200, tmp_path):
+    """A non-index folder with a user's file is refused before any Ray work, nothing deleted."""
+    import pytest
+
+    from slimvec.engines.ray_ingest import RayOptions, ray_ingest
+    from slimvec.errors import ConfigError
+
+    src = write_jsonl(tmp_path / "docs.jsonl", docs_200[:10])
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not a slimvec index"):
+        ray_ingest(str(src), folder, IngestOptions(**OPTS, rebuild=False), RayOptions(workers=1))
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
