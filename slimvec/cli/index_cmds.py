@@ -38,6 +38,7 @@ def ingest(
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the full encoder vectors on disk (new index) for search --rescore."),
     full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
     train_pairs: Optional[Path] = typer.Option(None, "--train-pairs", help="Pairs TSV (sentence1, sentence2, score) a pair-learning reducer (mcr2) is also fitted on (new index)."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -56,7 +57,8 @@ def ingest(
                          rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
-                         train_pairs=str(train_pairs) if train_pairs else None)
+                         train_pairs=str(train_pairs) if train_pairs else None,
+                         recipe=recipe)
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
         summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
     if json_out:
