@@ -249,7 +249,8 @@ def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
 
     A fixed ``rescore=R`` is recorded as is; ``rescore=auto`` is calibrated with
     :func:`calibrate_rescore` on ``n_queries`` corpus vectors drawn at random (seeded), searched
-    with the store's own search parameters; no recipe or no rescoring gives ``None``.
+    with the store's own search parameters; no recipe, no rescoring, or fewer than two vectors
+    (nothing to calibrate on) gives ``None``.
 
     Raises
     ------
@@ -270,7 +271,8 @@ def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
         raise ConfigError(f"recipe {rec}: rescore=auto needs the full vectors in the side file "
                           "(FAISS, hnswlib, or keep_full=float16); give a fixed rescore=R.")
     ids = corpus_ids(full_vectors)
-    if not len(ids):
+    if len(ids) < 2:  # no neighbour to find: calibrated by the next run that adds vectors
+        log.warning("rescore=auto: %d vector(s) in the index, nothing to calibrate on", len(ids))
         return None
     sample = pick_sample(ids, min(int(n_queries), len(ids)), seed=seed)
     kk = max(1, min(int(k), len(ids) - 1))
