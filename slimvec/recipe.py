@@ -41,7 +41,7 @@ from typing import Any, Union
 
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe",
+__all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
            "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
 
 RECIPE_FORMAT = "slimvec-recipe"
@@ -285,3 +285,47 @@ def resolve_recipe(value: str | os.PathLike[str]) -> Recipe:
     if text.lower().endswith(".json") or ("|" not in text and Path(text).is_file()):
         return load_recipe(text)
     return parse_recipe(text)
+
+
+def merge_recipe(value: "str | os.PathLike[str] | Recipe", reducer: str | None = None,
+                 store: str | None = None, keep_full: str | None = None,
+                 option: str = "--recipe") -> Recipe:
+    """``--recipe`` together with ``--reducer`` / ``--store`` / ``--keep-full``: one recipe.
+
+    A separate option that says the same as the recipe is accepted; one that disagrees is
+    refused. ``keep_full`` given when the recipe keeps no full vectors is added to it.
+
+    Raises
+    ------
+    ConfigError
+        A separate option disagrees with the recipe (the message names both).
+    """
+    from slimvec.connectors import canonical_store_spec
+    from slimvec.reducers import make_reducer
+
+    recipe = value if isinstance(value, Recipe) else resolve_recipe(value)
+    clashes = []
+    if reducer is not None:
+        asked = "none" if reducer.strip().lower() == "none" else make_reducer(reducer).spec
+        if asked != recipe.reducer:
+            clashes.append(f"--reducer {reducer!r} (the recipe says {recipe.reducer!r})")
+    if store is not None and canonical_store_spec(store) != recipe.store:
+        clashes.append(f"--store {store!r} (the recipe says {recipe.store!r})")
+    if keep_full is not None and recipe.keep_full not in (None, keep_full):
+        clashes.append(f"--keep-full {keep_full!r} (the recipe says keep_full={recipe.keep_full})")
+    if clashes:
+        raise ConfigError(f"{option} {recipe} disagrees with {'; '.join(clashes)}. Give the recipe "
+                          "alone, or drop it and give --reducer / --store / --keep-full.")
+    if keep_full is not None and recipe.keep_full is None:
+        recipe = replace(recipe, keep_full=keep_full)
+    return recipe
+
+
+def apply_recipe(opts: Any) -> Any:
+    """Options with a ``recipe`` field (ingest, migrate) with the recipe expanded into
+    ``reducer``, ``store`` and ``keep_full`` and made canonical (:func:`merge_recipe`)."""
+    if getattr(opts, "recipe", None) is None:
+        return opts
+    rec = merge_recipe(opts.recipe, opts.reducer, opts.store, opts.keep_full)
+    return replace(opts, reducer=rec.reducer, store=rec.store, keep_full=rec.keep_full,
+                   recipe=str(rec))

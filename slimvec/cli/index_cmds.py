@@ -42,6 +42,7 @@ def ingest(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
     workers: int = typer.Option(2, "--workers", help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -60,7 +61,8 @@ def ingest(
                          rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
-                         train_pairs=str(train_pairs) if train_pairs else None)
+                         train_pairs=str(train_pairs) if train_pairs else None,
+                         recipe=recipe)
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
@@ -108,7 +110,7 @@ def search(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
-    rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full)."),
+    rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full) [default: the depth recorded by the index's --recipe, else none]."),
     trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents)."""

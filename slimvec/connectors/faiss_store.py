@@ -167,6 +167,13 @@ class FaissStore(VectorStore):
             self._gpu_res = faiss.StandardGpuResources()
             self._index = faiss.index_cpu_to_gpu(self._gpu_res, 0, self._index)
 
+    def _set_ef(self, ef: int) -> None:
+        """Set HNSW ``efSearch`` (no-op for factories without it)."""
+        try:
+            _faiss().ParameterSpace().set_index_parameter(self._index, "efSearch", int(ef))
+        except RuntimeError:
+            pass
+
     def _require(self):
         if self._index is None:
             raise StoreError(f"FAISS store at {self.location} is not open: call create() or open().")
@@ -266,7 +273,14 @@ class FaissStore(VectorStore):
             return out
         stale = self._stale
         kk = min(k + len(stale), index.ntotal)
-        dist, pos = index.search(qs, kk)
+        ef = int(params.get("ef", self.options["ef"]))
+        if kk > ef:  # HNSW finds at most efSearch candidates: a smaller ef leaves holes in a deep
+            self._set_ef(kk)  # candidate list (rescoring fetches k x R), so recall plateaus
+        try:
+            dist, pos = index.search(qs, kk)
+        finally:
+            if kk > ef:
+                self._set_ef(ef)
         for row in range(len(qs)):
             col = 0
             for d, p in zip(dist[row], pos[row]):

@@ -41,13 +41,14 @@ import numpy as np
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
 from slimvec.ids import ID_RULE
 from slimvec.connectors.fullvectors import FULL_DIR
+from slimvec.indexer.calibrate import rescore_for_recipe
 from slimvec.indexer.checks import STATE_DB
 from slimvec.indexer.index import (
     REDUCER_DIR, STORE_DIR, check_store_dim, check_store_trusted, reducer_checksum,
     refuse_links_inside, store_checksums, store_folder, verify_index_files,
 )
 from slimvec.indexer.interrupt import StopFlag
-from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, prepare_full
+from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, check_recipe, prepare_full
 from slimvec.indexer.locking import LOCK_NAME, IndexLock
 from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, plan_run, truncate_file
@@ -89,6 +90,10 @@ class IndexSpec:
         Source spec recorded in the manifest (migrate).
     encoder_name : str or None
         The encoder's model name, recorded in the manifest.
+    recipe : str or None
+        Canonical recipe string (:mod:`slimvec.recipe`), recorded in the manifest; its rescoring
+        depth (fixed, or ``auto``: calibrated by :meth:`IndexBuilder.finish`) becomes the default
+        of searches. ``reducer``, ``store`` and ``keep_full`` must already agree with it.
     """
 
     reducer: str | None = None
@@ -99,6 +104,7 @@ class IndexSpec:
     id_column: str | None = None
     source: str | None = None
     encoder_name: str | None = None
+    recipe: str | None = None
 
 
 class IndexBuilder:
@@ -226,6 +232,7 @@ class IndexBuilder:
 
         old = self.existing
         check_keep_full(spec.keep_full)
+        check_recipe(spec)
         if old is None:
             return replace(spec, reducer=spec.reducer or DEFAULT_REDUCER,
                            store=canonical_store_spec(spec.store or DEFAULT_STORE))
@@ -248,13 +255,15 @@ class IndexBuilder:
         had_full = old.full.dtype if old.full else None
         if spec.keep_full is not None and had_full != spec.keep_full:
             diffs.append(f"full vectors {had_full!r} (asked --keep-full {spec.keep_full!r})")
+        if spec.recipe is not None and old.recipe != spec.recipe:
+            diffs.append(f"recipe {old.recipe!r} (asked {spec.recipe!r})")
         if diffs:
             raise ConfigError(
                 f"{self.folder} already holds an index built with {', '.join(diffs)}. Use the same "
                 "specs to add to it, another --index folder, or --rebuild to delete it and build "
                 "anew.")
         return replace(spec, reducer=old.reducer, store=old.store, encoder=old.encoder,
-                       keep_full=had_full)
+                       keep_full=had_full, recipe=old.recipe)
 
     def plan(self, input_name: Any, fingerprint: dict[str, Any],
              columns: dict[str, Any]) -> ResumePlan:
@@ -349,6 +358,9 @@ class IndexBuilder:
                 store=str(spec.store), encoder=spec.encoder, encoder_name=spec.encoder_name,
                 text_column=spec.text_column, id_column=spec.id_column, source=spec.source,
                 id_rule=ID_RULE, sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
+            self.manifest.recipe = spec.recipe
+            self.manifest.rescore = rescore_for_recipe(spec.recipe, store, reducer, None) \
+                if spec.recipe is not None and "rescore=auto" not in spec.recipe else None
             full = prepare_full(self.folder, self.manifest, store, spec.keep_full, dim_in, new=True)
             store.create(reducer.n_components_, "cosine")
             self.summary.created = True
@@ -504,10 +516,17 @@ class IndexBuilder:
         self._target.finalize()
         self.commit(state="done")
         self.summary.count = self.manifest.count
+        calibrated = False
+        if self.manifest.recipe is not None and "rescore=auto" in self.manifest.recipe:
+            self.say("calibrating the rescoring depth (rescore=auto) on a sample of the index")
+            self.manifest.rescore = rescore_for_recipe(
+                self.manifest.recipe, self.store, self.reducer,
+                self._target.full if isinstance(self._target, KeepFullStore) else None)
+            calibrated = True
         self._target.close()
         self._target = self.store = None
         sums = store_checksums(self.folder, self.manifest)
-        if sums:
+        if sums or calibrated:
             self.manifest.store_sha256 = sums
             self.manifest.write(self.folder)
 

@@ -28,10 +28,13 @@ import numpy as np
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
+from slimvec.indexer.manifest import RescoreInfo
 
-__all__ = ["RescoreCalibration", "calibrate_rescore", "depth_ladder", "pick_sample", "exact_neighbours", "corpus_ids"]
+__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "depth_ladder", "pick_sample", "exact_neighbours", "corpus_ids"]
 
 log = logging.getLogger(__name__)
+#: corpus vectors used as calibration queries by :func:`rescore_for_recipe`
+CALIBRATION_QUERIES = 200
 
 #: rescored search: (reduced queries, full queries, k, candidates) -> SearchResult
 RescoredSearch = Callable[[np.ndarray, np.ndarray, int, int], SearchResult]
@@ -237,3 +240,45 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
     return RescoreCalibration(depth=int(chosen), recall=float(measured[chosen]), target=float(target), k=int(k),
                               n_queries=int(len(sample_ids)), n_corpus=int(len(all_ids)), reached=reached,
                               ladder=measured)
+
+
+def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
+                       full_vectors: FullVectors | None, *, n_queries: int = CALIBRATION_QUERIES,
+                       k: int = 10, seed: int = 0) -> RescoreInfo | None:
+    """The rescoring record of a finished index built with ``recipe`` (for the manifest).
+
+    A fixed ``rescore=R`` is recorded as is; ``rescore=auto`` is calibrated with
+    :func:`calibrate_rescore` on ``n_queries`` corpus vectors drawn at random (seeded), searched
+    with the store's own search parameters; no recipe, no rescoring, or fewer than two vectors
+    (nothing to calibrate on) gives ``None``.
+
+    Raises
+    ------
+    ConfigError
+        ``rescore=auto`` without full vectors in the side file (Qdrant keeps them in the store,
+        where calibration is not supported).
+    """
+    from slimvec.recipe import parse_recipe
+
+    if recipe is None:
+        return None
+    rec = parse_recipe(recipe)
+    if rec.rescore is None:
+        return None
+    if not rec.auto_rescore:
+        return RescoreInfo(depth=int(rec.rescore))
+    if full_vectors is None:
+        raise ConfigError(f"recipe {rec}: rescore=auto needs the full vectors in the side file "
+                          "(FAISS, hnswlib, or keep_full=float16); give a fixed rescore=R.")
+    ids = corpus_ids(full_vectors)
+    if len(ids) < 2:  # no neighbour to find: calibrated by the next run that adds vectors
+        log.warning("rescore=auto: %d vector(s) in the index, nothing to calibrate on", len(ids))
+        return None
+    sample = pick_sample(ids, min(int(n_queries), len(ids)), seed=seed)
+    kk = max(1, min(int(k), len(ids) - 1))
+    cal = calibrate_rescore(store, reducer, full_vectors, sample, k=kk, target=rec.target_recall)
+    log.info("rescore=auto: depth %d reaches neighbour recall@%d %.4f on %d of %d vectors "
+             "(target %.4f)", cal.depth, cal.k, cal.recall, cal.n_queries, cal.n_corpus, cal.target)
+    return RescoreInfo(depth=cal.depth, calibrated=True, recall=round(cal.recall, 6),
+                       target=cal.target, k=cal.k, n_queries=cal.n_queries, n_corpus=cal.n_corpus,
+                       reached=cal.reached)

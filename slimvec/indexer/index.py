@@ -236,7 +236,9 @@ class Index:
             Results per query.
         rescore : int, optional
             Two-stage search: fetch ``k * rescore`` candidates from the reduced index and re-rank
-            them with the full vectors kept on disk (index built with ``--keep-full``).
+            them with the full vectors kept on disk (index built with ``--keep-full``). ``None``:
+            the depth recorded by the index's recipe (``rescore=R`` or calibrated ``auto``), else
+            no rescoring.
         **params
             Store search parameters (e.g. ``ef``).
 
@@ -246,12 +248,18 @@ class Index:
             ``ids`` (n, k) int64 padded with -1, ``scores`` (n, k), higher is closer (full-space
             similarities when rescoring).
         """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
+            raise ConfigError(f"k must be a positive integer (results per query), got {k!r}.")
+        if rescore is None and self.manifest.rescore is not None:
+            rescore = self.manifest.rescore.depth
+        elif rescore is not None and (isinstance(rescore, bool) or not isinstance(rescore, (int, np.integer))
+                                      or int(rescore) < 1):
+            raise ConfigError(f"rescore must be a positive integer (candidates per result), got "
+                              f"{rescore!r}; pass rescore=None to search without re-ranking.")
         vectors = self.embed(queries)
         reduced = getattr(self.reducer, "transform_query", self.reducer.transform)(vectors)  # leanvec: query side
-        if not rescore:
+        if rescore is None:
             return self.store.search(reduced, k, **params)
-        if int(rescore) < 1:
-            raise ConfigError(f"rescore must be a positive integer (candidates per result), got {rescore!r}.")
         if self.manifest.full is not None and self.manifest.full.in_store:  # Qdrant Edge named vectors
             return self.store.search_rescored(reduced, vectors, k, k * int(rescore), **params)
         if self.full_vectors is None:
@@ -266,7 +274,9 @@ class Index:
 
     # -------------------------------------------------------------------- info
     def info(self) -> dict[str, Any]:
-        """Count, dims, specs and bytes on disk."""
+        """Count, dims, specs, bytes on disk, the recipe and the default rescoring depth
+        (``rescore_recall``: neighbour recall@10 measured at that depth when ``auto`` calibrated it)."""
+        rescore = self.manifest.rescore
         return {
             "index": str(self.folder),
             "count": int(self.store.count()),
@@ -278,6 +288,11 @@ class Index:
             "bytes": allocated_bytes(self.folder) + (0 if self.store.local else 0),
             "store_bytes": int(self.store.size_bytes()),
             "reducer_bytes": allocated_bytes(self.folder / REDUCER_DIR),
+            "recipe": self.manifest.recipe,
+            "rescore_depth": rescore.depth if rescore else None,
+            "rescore_calibrated": rescore.calibrated if rescore else None,
+            "rescore_recall": rescore.recall if rescore else None,
+            "rescore_target": rescore.target if rescore else None,
         }
 
     def close(self) -> None:

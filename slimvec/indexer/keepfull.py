@@ -19,7 +19,7 @@ from slimvec.errors import ConfigError
 from slimvec.indexer.checks import split_bad_vectors
 from slimvec.indexer.manifest import FullInfo, Manifest
 
-__all__ = ["KeepFullStore", "full_in_store", "prepare_full", "check_keep_full"]
+__all__ = ["KeepFullStore", "full_in_store", "prepare_full", "check_keep_full", "check_recipe"]
 
 
 def check_keep_full(dtype: str | None) -> None:
@@ -34,6 +34,27 @@ def full_in_store(store_spec: str, dtype: str | None) -> bool:
     from slimvec.connectors import store_class
 
     return dtype == "float32" and store_class(store_spec).keeps_full_vectors
+
+
+def check_recipe(spec: Any) -> None:
+    """Refuse, before anything is written, a recipe the index spec cannot honour.
+
+    ``rescore=auto`` is calibrated on the memory-mapped side file; a Qdrant store keeping float32
+    full vectors as a named vector has none, so it is refused at the start, not after the run.
+    """
+    recipe = getattr(spec, "recipe", None)
+    if recipe is None or "rescore=auto" not in recipe:
+        return
+    from slimvec.recipe import parse_recipe
+
+    rec = parse_recipe(recipe)
+    store = spec.store or rec.store
+    if full_in_store(store, rec.keep_full):
+        raise ConfigError(
+            f"Recipe {rec}: rescore=auto calibrates the depth on the full vectors kept beside the "
+            f"index, but {store.partition(':')[0]} keeps float32 full vectors inside the store, "
+            "where calibration is not supported. Give a fixed depth (rescore=4), or keep the "
+            "full vectors as float16 (keep_full=float16), or use a FAISS / hnswlib store.")
 
 
 def prepare_full(folder: Path, manifest: Manifest, store: Any, dtype: str | None,

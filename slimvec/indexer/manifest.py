@@ -29,11 +29,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from slimvec.errors import PersistenceError
+from slimvec.errors import ConfigError, PersistenceError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Manifest", "Progress", "FullInfo", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
+__all__ = ["Manifest", "Progress", "FullInfo", "RescoreInfo", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
 
 MANIFEST = "manifest.json"
 INDEX_FORMAT = "slimvec-index"
@@ -134,6 +134,55 @@ class FullInfo:
         return out
 
 
+@dataclass
+class RescoreInfo:
+    """The rescoring depth searches use by default (from the index's recipe).
+
+    Attributes
+    ----------
+    depth : int
+        Candidates per result re-ranked with the full vectors (``k × depth``).
+    calibrated : bool
+        True when ``rescore=auto`` measured it at build time; False: fixed by the recipe.
+    recall, target : float or None
+        Measured neighbour recall@k at ``depth`` on the sample, and the target (calibrated only).
+    k, n_queries, n_corpus : int
+        recall@k, sample size and vectors in the index when calibrated (0 when not).
+    reached : bool or None
+        Whether ``recall`` reached ``target`` (calibrated only).
+    """
+
+    depth: int
+    calibrated: bool = False
+    recall: float | None = None
+    target: float | None = None
+    k: int = 0
+    n_queries: int = 0
+    n_corpus: int = 0
+    reached: bool | None = None
+
+    @classmethod
+    def from_json(cls, path: Path, raw: Any) -> "RescoreInfo | None":
+        if raw is None:
+            return None
+        _check(path, "rescore", raw, (dict,), False)
+        c = lambda key, types, optional=False, default=None: _check(  # noqa: E731
+            path, f"rescore.{key}", raw.get(key, default), types, optional)
+        out = cls(depth=c("depth", (int,)), calibrated=c("calibrated", (bool,), default=False),
+                  recall=c("recall", (float, int), True), target=c("target", (float, int), True),
+                  k=c("k", (int,), default=0), n_queries=c("n_queries", (int,), default=0),
+                  n_corpus=c("n_corpus", (int,), default=0), reached=c("reached", (bool,), True))
+        if out.depth < 1:
+            raise PersistenceError(f"{path}: key 'rescore.depth' should be >= 1, got {out.depth}. "
+                                   + _REBUILD)
+        for key in ("recall", "target"):
+            value = getattr(out, key)
+            if value is not None and not 0.0 <= float(value) <= 1.0:
+                raise PersistenceError(f"{path}: key 'rescore.{key}' should be a recall in [0, 1], "
+                                       f"got {value!r}. " + _REBUILD)
+        return out
+
+
 def _check_relative(path: Path, key: str, rel: str) -> None:
     """A name recorded in the manifest must be a plain relative path inside the index folder."""
     parts = Path(rel).parts
@@ -185,6 +234,10 @@ class Manifest:
     store_sha256: dict[str, str] = field(default_factory=dict)
     full: FullInfo | None = None
     progress: Progress | None = None
+    #: canonical recipe string (:mod:`slimvec.recipe`) the index was built with; None before recipes
+    recipe: str | None = None
+    #: default rescoring depth of searches (fixed by the recipe or calibrated); None: no rescoring
+    rescore: RescoreInfo | None = None
     versions: dict[str, str] = field(default_factory=dict)
     format: str = INDEX_FORMAT
     format_version: int = INDEX_FORMAT_VERSION
@@ -235,6 +288,8 @@ class Manifest:
             store_sha256=_checksums(path, "store_sha256", raw.get("store_sha256")),
             full=FullInfo.from_json(path, raw.get("full")),
             progress=Progress.from_json(path, raw.get("progress")),
+            recipe=_recipe(path, raw.get("recipe")),
+            rescore=RescoreInfo.from_json(path, raw.get("rescore")),
             versions=c("versions", (dict,), default={}),
             format_version=INDEX_FORMAT_VERSION,
         )
@@ -318,6 +373,20 @@ def _committed(path: Path, raw: Any) -> dict[str, list[int]] | None:
                 raise PersistenceError(f"{path}: progress.committed[{key!r}] holds the negative "
                                        f"block {b}. " + _REBUILD)
     return {k: list(v) for k, v in raw.items()}
+
+
+def _recipe(path: Path, raw: Any) -> str | None:
+    """A recorded recipe must parse (:func:`slimvec.recipe.parse_recipe`)."""
+    if raw is None:
+        return None
+    _check(path, "recipe", raw, (str,), False)
+    from slimvec.recipe import parse_recipe
+
+    try:
+        parse_recipe(raw)
+    except ConfigError as exc:
+        raise PersistenceError(f"{path}: key 'recipe' is not a valid recipe ({exc}). " + _REBUILD) from exc
+    return raw
 
 
 def _checksums(path: Path, key: str, raw: Any) -> dict[str, str]:

@@ -31,6 +31,7 @@ from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER
 from slimvec.indexer.progress import fingerprint, progress_bar
+from slimvec.recipe import apply_recipe
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
@@ -77,6 +78,9 @@ class IngestOptions:
     train_pairs : str or None
         Pairs TSV (``sentence1, sentence2, score``) whose positive pairs a pair-learning reducer
         (mcr2) is also fitted on (new index only); see :mod:`slimvec.indexer.train_pairs`.
+    recipe : str or None
+        A recipe string or JSON file (:mod:`slimvec.recipe`): reducer, store, ``keep_full`` and
+        the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
     """
 
     reducer: str | None = None
@@ -96,6 +100,7 @@ class IngestOptions:
     checkpoint_batches: int = 0
     keep_full: str | None = None
     train_pairs: str | None = None
+    recipe: str | None = None
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -222,9 +227,11 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     from slimvec.indexer.encoder import Encoder
 
     old = b.existing
+    opts = apply_recipe(opts)
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or (
         old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
-        opts.keep_full if old is None else None, opts.text_column, opts.id_column))
+        opts.keep_full if old is None else None, opts.text_column, opts.id_column,
+        recipe=opts.recipe))
     source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
                         opts.quoting)
     iter_records(source)  # fail fast on a missing file / unknown format

@@ -25,6 +25,7 @@ from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.progress import progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.migrate.sources import SourceBatch, VectorSource, open_source
+from slimvec.recipe import apply_recipe
 
 __all__ = ["MigrateOptions", "migrate"]
 
@@ -57,6 +58,9 @@ class MigrateOptions:
         The first bad vector is fatal instead of going to ``rejects.jsonl``.
     rebuild : bool
         Delete the index in the folder and build it anew.
+    recipe : str or None
+        A recipe string or JSON file (:mod:`slimvec.recipe`): reducer, store, ``keep_full`` and
+        the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
     """
 
     reducer: str | None = None
@@ -70,6 +74,7 @@ class MigrateOptions:
     progress: bool = True
     strict: bool = False
     rebuild: bool = False
+    recipe: str | None = None
 
 
 def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOptions | None = None,
@@ -122,8 +127,9 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
     if src.dim <= 0 or src.count() == 0:
         raise ConfigError(f"{src.spec} holds no vectors: nothing to migrate.")
+    opts = apply_recipe(opts)
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, None, opts.keep_full, None, None,
-                               source=src.spec))
+                               source=src.spec, recipe=opts.recipe))
     old = b.existing
     if old is not None and old.dim_in != src.dim:
         raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",
