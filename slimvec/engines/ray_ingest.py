@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from slimvec.recipe import apply_recipe
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.runtime import require_ray, start_ray
@@ -165,6 +166,7 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
     ray_opts = ray_opts or RayOptions()
     say = notify or log.info
     require_ray()
+    options = apply_recipe(options)  # --recipe expands into reducer, store, keep_full as locally
     if options.keep_full or options.train_pairs:
         raise ConfigError("--keep-full and --train-pairs are not supported with --engine ray yet; "
                           "ingest in one process for them.")
@@ -181,7 +183,8 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
         spec = b.resolve(IndexSpec(options.reducer, options.store,
                                    options.encoder or (old.encoder if old else None)
                                    or DEFAULT_ENCODER,
-                                   None, options.text_column, options.id_column))
+                                   None, options.text_column, options.id_column,
+                                   recipe=getattr(options, "recipe", None)))
         mode, committed = _plan_resume(b.folder, old.progress if old else None, inputs, settings)
         b.summary.input = ", ".join(f.spec.path for f in files)
         if mode == "done":
