@@ -206,3 +206,17 @@ def test_snapshot_stores_and_wait_false(shared_server, vectors, store):
     assert r.json()["committed"]  # commits are in order: the first batch is committed too
     res = slimvec.Client(url).index(name).search(vectors[:100:10], k=1)
     assert res.ids[:, 0].tolist() == list(range(0, 100, 10))
+
+
+def test_rescore_finds_rows_added_while_serving(shared_server, vectors):
+    """--keep-full side file: rows committed after the first rescored search are found too."""
+    url = shared_server.url
+    assert _create(url, "kf", vectors, store="faiss:Flat", keep_full="float32").status_code == 201
+    index = slimvec.Client(url).index("kf")
+    for lo in (0, 50):  # the first search opens the side file; the second batch comes after it
+        r = httpx.post(f"{url}/indexes/kf/vectors", json={"vectors": _items(vectors, lo, lo + 50)},
+                       timeout=60)
+        assert r.json()["committed"]
+        res = index.search(vectors[lo:lo + 50:7], k=1, rescore=4)
+        assert res.ids[:, 0].tolist() == list(range(lo, lo + 50, 7))
+        assert np.allclose(res.scores[:, 0], 1.0, atol=1e-5)  # full-space cosine of itself
