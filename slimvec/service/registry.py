@@ -37,7 +37,8 @@ from slimvec.indexer.writer import REJECTS, VectorBatch
 from slimvec.reducers import load_reducer, make_reducer
 from slimvec.service.batching import QueryBatcher
 from slimvec.service.names import check_name, index_folder
-from slimvec.service.writer import SERVICE_INPUT, IndexWriter, LockedStore, WriterClosed
+from slimvec.service.writer import (SERVICE_INPUT, IndexWriter, LiveIndex, LockedStore,
+                                    WriterClosed)
 
 __all__ = ["Registry", "ServedIndex", "IndexSpecIn", "NotFound", "Busy", "WriteResult"]
 
@@ -169,8 +170,8 @@ class ServedIndex:
             b.__exit__(*sys.exc_info())
             raise
         rw = threading.RLock()
-        self.index = Index(self.folder, b.manifest, b.reducer, LockedStore(b.store, rw))
-        self.writer = IndexWriter(b, rw)
+        self.index = LiveIndex(self.folder, b.manifest, b.reducer, LockedStore(b.store, rw), rw)
+        self.writer = IndexWriter(b, rw, on_commit=self.index.committed)
         self.state = "ready"
         if b.manifest.encoder:
             self.encoders.get(b.manifest.encoder)

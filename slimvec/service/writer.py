@@ -19,15 +19,16 @@ import queue
 import sys
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from slimvec.errors import StoreError
 from slimvec.indexer.builder import IndexBuilder
+from slimvec.indexer.index import Index
 from slimvec.indexer.writer import VectorBatch
 
-__all__ = ["IndexWriter", "LockedStore", "WriterClosed", "SERVICE_INPUT"]
+__all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "SERVICE_INPUT"]
 
 log = logging.getLogger(__name__)
 _STOP = object()
@@ -57,6 +58,41 @@ class LockedStore:
         return call
 
 
+class LiveIndex(Index):
+    """An :class:`~slimvec.indexer.index.Index` searched while the service writes it.
+
+    A ``--keep-full`` side file opened for reading sees only the rows committed when it was
+    opened; this index reopens it after each commit of the writer (:meth:`committed`), so a
+    rescored search finds the rows added while the server runs.
+    """
+
+    def __init__(self, folder: Any, manifest: Any, reducer: Any, store: Any,
+                 lock: threading.RLock) -> None:
+        super().__init__(folder, manifest, reducer, store)
+        self._rw = lock
+        self._commits = 0
+        self._live_full: Any = None
+        self._live_seen = -1
+
+    def committed(self) -> None:
+        """The writer committed: the next rescore reopens the side file."""
+        self._commits += 1
+
+    @property
+    def full_vectors(self) -> Any:
+        """The side file as of the last commit (``None`` without one)."""
+        info = self.manifest.full
+        if info is None or not info.dir:
+            return None
+        with self._rw:
+            if self._live_full is None or self._live_seen != self._commits:
+                from slimvec.connectors.fullvectors import FullVectors
+
+                self._live_full = FullVectors.open(self.folder / info.dir)
+                self._live_seen = self._commits
+            return self._live_full
+
+
 class IndexWriter:
     """The writer thread of one index.
 
@@ -66,10 +102,14 @@ class IndexWriter:
         Entered and opened (lock held, store open); exited by :meth:`close`.
     lock : RLock
         Shared with the searches' :class:`LockedStore`.
+    on_commit : callable, optional
+        Called (holding ``lock``) after each commit.
     """
 
-    def __init__(self, builder: IndexBuilder, lock: threading.RLock) -> None:
+    def __init__(self, builder: IndexBuilder, lock: threading.RLock,
+                 on_commit: Callable[[], None] | None = None) -> None:
         self.builder, self.lock = builder, lock
+        self._on_commit = on_commit or (lambda: None)
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._failed: BaseException | None = None
         self._closed = False
@@ -124,6 +164,7 @@ class IndexWriter:
                         b.write(batch)
                         b.commit()
                         self._wrote = True
+                        self._on_commit()
                 except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
                     for _, _, fut in items:
                         fut.set_exception(exc)

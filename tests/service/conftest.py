@@ -11,7 +11,7 @@ pytest.importorskip("uvicorn")
 from tests.service.server import Server  # noqa: E402
 
 
-@pytest.fixture()
+@pytest.fixture(scope="session")
 def vectors() -> np.ndarray:
     """Unit vectors of dimension 32 (a vector-only index needs no encoder: fast)."""
     rng = np.random.default_rng(0)
@@ -19,10 +19,25 @@ def vectors() -> np.ndarray:
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
+#: small limits, so that the 413 checks need small requests
+LIMITS = ("--max-batch", "500", "--max-body-bytes", "2000000")
+
+
 @pytest.fixture()
 def server(tmp_path):
-    """A served empty root with small limits (vector-only work)."""
+    """A fresh server over an empty root (for tests that stop or restart it)."""
     root = tmp_path / "root"
     root.mkdir()
-    with Server(root, "--max-batch", "500", "--max-body-bytes", "2000000") as srv:
+    with Server(root, *LIMITS) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for the contract checks that neither stop it nor need other settings (each
+    test uses its own index names); a bench report under ``ROOT/reports``."""
+    root = tmp_path_factory.mktemp("shared") / "root"
+    (root / "reports" / "run1").mkdir(parents=True)
+    (root / "reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
+    with Server(root, *LIMITS) as srv:
         yield srv

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 
@@ -16,18 +15,23 @@ from tests.service.server import Server
 
 
 @pytest.fixture(scope="module")
-def shared_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shared") / "root"
-    (root / "reports" / "run1").mkdir(parents=True)
-    (root / "reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
-    with Server(root) as srv:
+def keyed_server(tmp_path_factory):
+    """API keys and a write queue of one (auth and 429 checks share it)."""
+    root = tmp_path_factory.mktemp("keyed") / "root"
+    root.mkdir()
+    env = {"SLIMVEC_API_KEY": "rw-secret", "SLIMVEC_READ_ONLY_KEY": "ro-secret"}
+    with Server(root, "--queue-size", "1", env=env) as srv:
         yield srv
 
 
-def _create(url: str, name: str, X: np.ndarray, **extra) -> httpx.Response:
+RW = {"Authorization": "Bearer rw-secret"}
+
+
+def _create(url: str, name: str, X: np.ndarray, headers: dict | None = None,
+            **extra) -> httpx.Response:
     body = {"reducer": "rp:8", "store": "qdrant-edge", "encoder": None,
             "sample_vectors": X[:64].tolist(), **extra}
-    return httpx.put(f"{url}/indexes/{name}", json=body, timeout=60)
+    return httpx.put(f"{url}/indexes/{name}", json=body, headers=headers, timeout=60)
 
 
 def _items(X: np.ndarray, lo: int, hi: int) -> list[dict]:
@@ -69,7 +73,8 @@ def test_index_lifecycle_and_search_matches_slimvec_open(server, vectors):
     assert not (server.root / "a").exists()
 
 
-def test_rows_rejected_per_row_and_recorded(server, vectors):
+def test_rows_rejected_per_row_and_recorded(shared_server, vectors):
+    server = shared_server
     url = server.url
     _create(url, "r", vectors)
     bad = [{"id": 1, "vector": [1.0, 2.0]}, {"id": 2, "vector": [None] * 32},
@@ -82,8 +87,8 @@ def test_rows_rejected_per_row_and_recorded(server, vectors):
     assert [json.loads(x)["row"] for x in lines] == [0, 1]
 
 
-def test_fit_after_n_documents(server, vectors):
-    url = server.url
+def test_fit_after_n_documents(shared_server, vectors):
+    url = shared_server.url
     r = httpx.put(f"{url}/indexes/p", json={"reducer": "rp:8", "encoder": None, "fit_after": 100})
     assert r.status_code == 201 and r.json()["state"] == "pending"
     first = httpx.post(f"{url}/indexes/p/vectors", json={"vectors": _items(vectors, 0, 60)}).json()
@@ -118,8 +123,8 @@ def test_bench_reports_are_served(shared_server):
     assert httpx.get(shared_server.url + "/reports/..%2F..%2Fetc%2Fpasswd").status_code == 404
 
 
-def test_bad_json_wrong_dimension_and_limits(server, vectors):
-    url = server.url
+def test_bad_json_wrong_dimension_and_limits(shared_server, vectors):
+    url = shared_server.url
     _create(url, "e", vectors)
     r = httpx.post(f"{url}/indexes/e/search", content=b"{not json",
                    headers={"content-type": "application/json"})
@@ -135,58 +140,58 @@ def test_bad_json_wrong_dimension_and_limits(server, vectors):
     assert r.status_code == 413 and "the limit is 500" in r.json()["detail"]
 
 
-def test_queue_full_answers_429_with_retry_after(tmp_path, vectors):
-    root = tmp_path / "root"
-    root.mkdir()
-    with Server(root, "--queue-size", "1") as srv:
-        _create(srv.url, "q", vectors)
-        statuses: list[tuple[int, str | None]] = []
+def test_queue_full_answers_429_with_retry_after(keyed_server, vectors):
+    url = keyed_server.url
+    assert _create(url, "q", vectors, headers=RW).status_code == 201
+    statuses: list[tuple[int, str | None]] = []
 
-        def post(i: int) -> None:
-            with httpx.Client(timeout=60) as c:
-                for j in range(6):
-                    r = c.post(f"{srv.url}/indexes/q/vectors",
-                               json={"vectors": _items(vectors, 0, 400)})
-                    statuses.append((r.status_code, r.headers.get("retry-after")))
+    def post() -> None:
+        with httpx.Client(timeout=60, headers=RW) as c:
+            for _ in range(3):
+                r = c.post(f"{url}/indexes/q/vectors", json={"vectors": _items(vectors, 0, 200)})
+                statuses.append((r.status_code, r.headers.get("retry-after")))
 
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+    threads = [threading.Thread(target=post) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
     codes = {s for s, _ in statuses}
-    assert codes <= {200, 429} and 429 in codes and 200 in codes
+    assert len(statuses) == 18 and codes <= {200, 429} and 429 in codes and 200 in codes
     assert all(ra == "1" for s, ra in statuses if s == 429)
 
 
-def test_auth_keys_and_read_only(tmp_path, vectors):
-    root = tmp_path / "root"
-    root.mkdir()
-    env = {"SLIMVEC_API_KEY": "rw-secret", "SLIMVEC_READ_ONLY_KEY": "ro-secret"}
-    with Server(root, env=env) as srv:
-        url = srv.url
-        assert httpx.get(url + "/healthz").status_code == 200
-        assert httpx.get(url + "/indexes").status_code == 401
-        assert httpx.get(url + "/indexes", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        rw = {"Authorization": "Bearer rw-secret"}
-        ro = {"api-key": "ro-secret"}
-        body = {"reducer": "rp:8", "encoder": None, "sample_vectors": vectors[:64].tolist()}
-        assert httpx.put(url + "/indexes/k", json=body, headers=ro).status_code == 403
-        assert httpx.put(url + "/indexes/k", json=body, headers=rw, timeout=60).status_code == 201
-        q = {"vectors": vectors[:1].tolist()}
-        assert httpx.post(url + "/indexes/k/search", json=q, headers=ro).status_code == 200
-        assert httpx.post(url + "/indexes/k/vectors", json={"vectors": []}, headers=ro).status_code == 403
-        assert slimvec.Client(url, api_key="rw-secret").indexes()[0]["name"] == "k"
-    assert "rw-secret" not in srv.output()
+def test_auth_keys_and_read_only(keyed_server, vectors):
+    url = keyed_server.url
+    assert httpx.get(url + "/healthz").status_code == 200
+    assert httpx.get(url + "/indexes").status_code == 401
+    assert httpx.get(url + "/indexes", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    ro = {"api-key": "ro-secret"}
+    body = {"reducer": "rp:8", "encoder": None, "sample_vectors": vectors[:64].tolist()}
+    assert httpx.put(url + "/indexes/k", json=body, headers=ro).status_code == 403
+    assert httpx.put(url + "/indexes/k", json=body, headers=RW, timeout=60).status_code == 201
+    q = {"vectors": vectors[:1].tolist()}
+    assert httpx.post(url + "/indexes/k/search", json=q, headers=ro).status_code == 200
+    assert httpx.post(url + "/indexes/k/vectors", json={"vectors": []}, headers=ro).status_code == 403
+    names = [i["name"] for i in slimvec.Client(url, api_key="rw-secret").indexes()]
+    assert "k" in names
+    assert "rw-secret" not in keyed_server.output()
 
 
-def test_non_loopback_bind_without_key_is_refused(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "slimvec", "serve", "--root", str(tmp_path),
-                          "--host", "0.0.0.0", "--port", "1"], capture_output=True, text=True,
-                         timeout=120, env={**__import__("os").environ, "SLIMVEC_API_KEY": ""})
-    assert out.returncode == 2
-    assert "Refusing to listen on 0.0.0.0 without an API key" in out.stderr
-    assert "Traceback" not in out.stderr
+def test_non_loopback_bind_without_key_is_refused(tmp_path, monkeypatch, capsys):
+    """The CLI entry point in this process (the same ``main`` as ``python -m slimvec``; a
+    subprocess would only add its start-up time): refused before anything is bound."""
+    from slimvec.cli import main
+
+    monkeypatch.setenv("SLIMVEC_API_KEY", "")
+    monkeypatch.setattr(sys, "argv", ["slimvec", "serve", "--root", str(tmp_path),
+                                      "--host", "0.0.0.0", "--port", "1"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "Refusing to listen on 0.0.0.0 without an API key" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("store", ["faiss:Flat", "hnsw"])
@@ -201,3 +206,17 @@ def test_snapshot_stores_and_wait_false(shared_server, vectors, store):
     assert r.json()["committed"]  # commits are in order: the first batch is committed too
     res = slimvec.Client(url).index(name).search(vectors[:100:10], k=1)
     assert res.ids[:, 0].tolist() == list(range(0, 100, 10))
+
+
+def test_rescore_finds_rows_added_while_serving(shared_server, vectors):
+    """--keep-full side file: rows committed after the first rescored search are found too."""
+    url = shared_server.url
+    assert _create(url, "kf", vectors, store="faiss:Flat", keep_full="float32").status_code == 201
+    index = slimvec.Client(url).index("kf")
+    for lo in (0, 50):  # the first search opens the side file; the second batch comes after it
+        r = httpx.post(f"{url}/indexes/kf/vectors", json={"vectors": _items(vectors, lo, lo + 50)},
+                       timeout=60)
+        assert r.json()["committed"]
+        res = index.search(vectors[lo:lo + 50:7], k=1, rescore=4)
+        assert res.ids[:, 0].tolist() == list(range(lo, lo + 50, 7))
+        assert np.allclose(res.scores[:, 0], 1.0, atol=1e-5)  # full-space cosine of itself

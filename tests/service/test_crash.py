@@ -12,12 +12,12 @@ import numpy as np
 from tests.service.server import Server
 
 TRIALS = 5
-BATCH = 25
+BATCH = 10  # small batches: a trial is a few commits, its cost is the restart
 
 
 def test_kill9_mid_stream_loses_no_acknowledged_batch(tmp_path):
     rng = np.random.default_rng(1)
-    X = rng.standard_normal((TRIALS * 12 * BATCH + 64, 16)).astype(np.float32)
+    X = rng.standard_normal((TRIALS * 8 * BATCH + 64, 16)).astype(np.float32)
     root = tmp_path / "root"
     root.mkdir()
     acked: list[int] = []
@@ -41,7 +41,7 @@ def test_kill9_mid_stream_loses_no_acknowledged_batch(tmp_path):
                     assert [p["source_id"] for p in got] == acked
                 if trial == TRIALS:
                     break
-                kill_after = pick.randint(2, 8)
+                kill_after = pick.randint(1, 4)
                 stop = threading.Event()
 
                 def stream() -> None:
@@ -68,4 +68,4 @@ def test_kill9_mid_stream_loses_no_acknowledged_batch(tmp_path):
                 t.join(60)
             finally:
                 srv.kill()
-    assert len(acked) >= TRIALS * 2 * BATCH
+    assert len(acked) >= TRIALS * BATCH

@@ -38,7 +38,7 @@ def test_no_server_error(api_schema, fuzz_server):
         operation = result.ok()
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.generate],
+        @settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.generate],
                   suppress_health_check=list(HealthCheck), derandomize=True, database=None)
         def run(case):
             response = case.call(base_url=fuzz_server.url, timeout=30)

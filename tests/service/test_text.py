@@ -18,7 +18,7 @@ from tests.service.server import Server
 
 @pytest.fixture(scope="module")
 def sentences() -> list[str]:
-    return bundled_sentences(700)
+    return bundled_sentences(400)
 
 
 def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
@@ -27,17 +27,17 @@ def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
     queries = sentences[10:18]  # row 5 is made bad below
     with Server(root) as srv, httpx.Client(timeout=120) as http:
         url = srv.url
-        body = {"reducer": "rp:64", "encoder": "minilm", "sample_texts": sentences[:200]}
+        body = {"reducer": "rp:64", "encoder": "minilm", "sample_texts": sentences[:100]}
         assert http.put(f"{url}/indexes/t", json=body).status_code == 201
-        docs = [{"text": s, "payload": {"n": i}} for i, s in enumerate(sentences[:300])]
+        docs = [{"text": s, "payload": {"n": i}} for i, s in enumerate(sentences[:150])]
         docs[5] = {"id": "bad", "text": "   "}
         out = http.post(f"{url}/indexes/t/documents", json={"documents": docs}).json()
-        assert out["accepted"] == 299 and out["committed"]
+        assert out["accepted"] == 149 and out["committed"]
         assert out["rejected"][0]["row"] == 5 and out["rejected"][0]["field"] == "text"
         rejects = [json.loads(x) for x in (root / "t" / "rejects.jsonl").read_text().splitlines()]
         assert rejects[0]["reason"] == "missing or empty text"
         again = http.post(f"{url}/indexes/t/documents", json={"documents": docs[:50]}).json()
-        assert again["accepted"] == 49 and http.get(f"{url}/indexes/t").json()["count"] == 299
+        assert again["accepted"] == 49 and http.get(f"{url}/indexes/t").json()["count"] == 149
 
         errors: list[str] = []
         rounds = [0] * 8
@@ -45,7 +45,7 @@ def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
 
         def searcher(w: int) -> None:
             with httpx.Client(timeout=120) as c:
-                while not done.is_set() and rounds[w] < 40:
+                while not done.is_set() and rounds[w] < 15:
                     r = c.post(f"{url}/indexes/t/search", json={"texts": [queries[w]], "k": 3})
                     rounds[w] += 1
                     if r.status_code != 200:
@@ -56,7 +56,7 @@ def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
         threads = [threading.Thread(target=searcher, args=(w,)) for w in range(8)]
         for t in threads:
             t.start()
-        more = sentences[300:600]
+        more = sentences[150:300]
         for i in range(0, len(more), 50):
             r = http.post(f"{url}/indexes/t/documents",
                           json={"documents": [{"text": s} for s in more[i:i + 50]]})
@@ -69,7 +69,7 @@ def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
         srv.terminate()
     with slimvec.open(root / "t") as idx:  # the library (and CLI) on the same folder
         direct = idx.search(queries, k=5)
-        assert idx.info()["count"] == 599
+        assert idx.info()["count"] == 299
     assert direct.ids.tolist() == final["ids"]
     assert np.allclose(direct.scores, np.array(final["scores"], dtype=np.float32), atol=1e-5)
 
@@ -81,14 +81,14 @@ def test_job_survives_kill9_by_resuming(tmp_path, sentences):
     data.mkdir()
     src = data / "docs.jsonl"
     src.write_text("".join(json.dumps({"id": f"d{i}", "text": s}) + "\n"
-                           for i, s in enumerate(sentences[:400])))
+                           for i, s in enumerate(sentences[:150])))
     (tmp_path / "outside.jsonl").write_text('{"text": "x"}\n')
     args = ("--allow-dir", str(data))
     with Server(root, *args) as srv:
         url = srv.url
         r = httpx.post(f"{url}/indexes/j/jobs", json={"path": str(tmp_path / "outside.jsonl")})
         assert r.status_code == 403 and "not under an allowed folder" in r.json()["detail"]
-        body = {"path": str(src), "reducer": "rp:16", "fit_sample": 100, "batch_size": 20}
+        body = {"path": str(src), "reducer": "rp:16", "fit_sample": 50, "batch_size": 10}
         r = httpx.post(f"{url}/indexes/j/jobs", json=body)
         assert r.status_code == 202, r.text
         job = r.json()["id"]
@@ -101,6 +101,6 @@ def test_job_survives_kill9_by_resuming(tmp_path, sentences):
             time.sleep(0.2)
             rec = httpx.get(f"{srv.url}/jobs/{job}").json()
         assert rec["state"] == "done" and rec["resumes"] == 1, rec
-        assert rec["rows"] == 400
+        assert rec["rows"] == 150
         info = httpx.get(f"{srv.url}/indexes/j").json()
-        assert info["count"] == 400 and info["state"] == "ready"
+        assert info["count"] == 150 and info["state"] == "ready"
