@@ -31,7 +31,7 @@ from slimvec.benchmarks.analysis import (best_per_budget, budget_ladder, by_data
 from slimvec.benchmarks.rows import load_rows, metric_title  # noqa: E402
 
 PAGES = ["summary.md", "harness.md", "reducers.md", "learned.md", "rescore.md", "pruning.md",
-         "ingest.md", "sizing.md"]
+         "ingest.md", "sizing.md", "services-and-scale.md"]
 MARKER = re.compile(r"^<!-- (front|budgets): (\S+) (\S+)(?: (\S+))? -->$")
 MAX_LINES, MAX_WIDTH = 420, 300
 
