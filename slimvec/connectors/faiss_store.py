@@ -133,6 +133,10 @@ class FaissStore(VectorStore):
                     self._pending_vecs = [np.ascontiguousarray(pending[:, 2:].view(np.float32))]
         except (OSError, RuntimeError, ValueError) as exc:
             raise StoreError(f"Could not read the FAISS store at {folder}: {exc}") from exc
+        if int(self._index.d) != self.dim:
+            raise StoreError(f"The FAISS index {folder / INDEX_FILE} holds vectors of {self._index.d} "
+                             f"dimensions, but its store records {self.dim}: the file was replaced or "
+                             "damaged. Rebuild the index (slimvec ingest/migrate --rebuild).")
         if len(self._ids) > self._index.ntotal:
             # a flush was interrupted after the ids and before the index: the extra ids belong to
             # vectors that never reached the index file (the writer re-upserts them on resume)

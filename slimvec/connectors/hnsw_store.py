@@ -92,6 +92,7 @@ class HnswStore(VectorStore):
         search_time = {k: v for k, v in self.options.items() if k in ("ef", "threads") and v != DEFAULTS[k]}
         self.options = {**meta["options"], **search_time}
         self._index = hnswlib.Index(space=self._space(), dim=self.dim)
+        _check_file_dim(folder / INDEX_FILE, self.dim)
         try:
             self._index.load_index(str(folder / INDEX_FILE))
         except RuntimeError as exc:
@@ -171,3 +172,28 @@ class HnswStore(VectorStore):
                 if self._payloads is not None:
                     self._payloads.close()
                     self._payloads = None
+
+
+def _check_file_dim(path: Path, dim: int) -> None:
+    """Refuse an hnswlib file whose vectors are not ``dim`` floats (hnswlib would load it anyway).
+
+    The file starts with six little-endian ``size_t`` fields; the vector bytes of an element are
+    ``label_offset - offset_data`` (fields 5 and 6), which must equal ``4 * dim``.
+    """
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(48)
+    except OSError as exc:
+        raise StoreError(f"Could not read the hnswlib index {path}: {exc}") from exc
+    if len(head) < 48:
+        raise StoreError(f"The hnswlib index {path} is truncated ({len(head)} bytes).")
+    label_offset, offset_data = struct.unpack("<6Q", head)[4:6]
+    got = label_offset - offset_data
+    if got != 4 * dim:
+        raise StoreError(
+            f"The hnswlib index {path} holds vectors of {got // 4 if got % 4 == 0 else got / 4} "
+            f"dimensions, but its store records {dim}: the file was replaced or damaged. Rebuild the "
+            "index (slimvec ingest/migrate --rebuild).")
+
