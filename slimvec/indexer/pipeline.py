@@ -165,12 +165,15 @@ def _fit_sample(source: SourceSpec, opts: IngestOptions, encoder: Any, progress:
                           "on (check --text-column and the file's rows).")
     sample.sort(key=lambda d: d.row)
     enc_task = progress.add_task(f"encoding fit sample ({len(sample):,})", total=len(sample))
-    vectors = []
-    for i in range(0, len(sample), opts.batch_size):
-        chunk = sample[i:i + opts.batch_size]
-        vectors.append(encoder.encode([d.text for d in chunk]))
+    # encode in order of length so each model batch pads to similar lengths (the sample is drawn
+    # uniformly, so row order would pad every batch to its longest text); rows keep their order
+    order = sorted(range(len(sample)), key=lambda i: len(sample[i].text))
+    X = np.empty((len(sample), encoder.dim), dtype=np.float32)
+    window = max(opts.batch_size, 1024)
+    for lo in range(0, len(order), window):
+        chunk = order[lo:lo + window]
+        X[chunk] = encoder.encode([sample[i].text for i in chunk])
         progress.advance(enc_task, len(chunk))
-    X = np.concatenate(vectors)
     cached.update({d.row: X[i] for i, d in enumerate(sample)})
     progress.add_task(f"fitting {opts.reducer} on {len(X):,} vectors", total=None)
     return X, rows
@@ -266,17 +269,27 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
         b.on_commit = tracker.commit
         id_field = opts.id_column or "id"
 
+        def encode(docs: list[Document]) -> tuple[np.ndarray, list[Reject]]:
+            # tokenizer and model in one thread: a fast tokenizer is not safe to share
+            t0 = time.perf_counter()
+            truncated = truncation_rejects(encoder, docs, source.path, opts.text_column)
+            vecs = _encode_batch(encoder, docs, cached)
+            b.summary.encode_seconds += time.perf_counter() - t0
+            return vecs, truncated
+
         def batches() -> Iterator[VectorBatch]:
-            for docs, rejects, next_row in iter_batches(source, opts.batch_size, plan.start_row):
-                ids = doc_ids([d.id for d in docs], b.manifest.id_rule)
-                warnings = tracker.check(ids, docs, source.path, id_field)
-                warnings += truncation_rejects(encoder, docs, source.path, opts.text_column)
-                t0 = time.perf_counter()
-                vecs = _encode_batch(encoder, docs, cached)
-                b.summary.encode_seconds += time.perf_counter() - t0
-                yield VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + warnings,
-                                  next_row, rows=[d.row for d in docs],
-                                  lines=[d.line for d in docs], source=source.path)
+            # the encoder works one batch ahead, while the builder reduces and writes this one
+            with _Ahead(encode) as ahead:
+                for docs, rejects, next_row in iter_batches(source, opts.batch_size,
+                                                            plan.start_row):
+                    ids = doc_ids([d.id for d in docs], b.manifest.id_rule)
+                    warnings = tracker.check(ids, docs, source.path, id_field)
+                    done = ahead.push(docs, (ids, rejects + warnings, next_row))
+                    if done is not None:
+                        yield _batch(*done, source.path)
+                done = ahead.drain()
+                if done is not None:
+                    yield _batch(*done, source.path)
 
         total = counted[0] if counted else None
         task = progress.add_task(f"ingesting {input_path.name}", total=total,
@@ -296,6 +309,48 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
              summary.rejected, b.folder, summary.total_seconds)
     return summary
+
+
+def _batch(docs: list[Document], meta: tuple[np.ndarray, list[Reject], int],
+           encoded: tuple[np.ndarray, list[Reject]], source: str) -> VectorBatch:
+    ids, rejects, next_row = meta
+    vecs, truncated = encoded
+    return VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + truncated, next_row,
+                       rows=[d.row for d in docs], lines=[d.line for d in docs], source=source)
+
+
+class _Ahead:
+    """Run ``work(docs)`` for the next batch in a worker thread while the caller handles this one.
+
+    ``push`` submits a batch and returns the previous one as ``(docs, meta, work result)``;
+    ``drain`` returns the last. Batches come back in order; on exit an unfinished batch is waited
+    for (torch releases the GIL while encoding, so the overlap is real on a multi-core machine).
+    """
+
+    def __init__(self, work: Callable[[list[Document]], Any]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._work = work
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slimvec-encode")
+        self._pending: tuple[list[Document], Any, Any] | None = None
+
+    def __enter__(self) -> "_Ahead":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def push(self, docs: list[Document], meta: Any) -> tuple[list[Document], Any, Any] | None:
+        done = self.drain()
+        self._pending = (docs, meta, self._pool.submit(self._work, docs))
+        return done
+
+    def drain(self) -> tuple[list[Document], Any, Any] | None:
+        if self._pending is None:
+            return None
+        docs, meta, future = self._pending
+        self._pending = None
+        return docs, meta, future.result()
 
 
 def _encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:
