@@ -35,7 +35,11 @@ def value_of(row: RowLike, key: str) -> Any:
 
 def num(row: RowLike, key: str) -> float | None:
     """``row[key]`` as a finite float, or None (missing, null, bool, NaN, not a number)."""
-    value = value_of(row, key)
+    return finite(value_of(row, key))
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (null, bool, NaN, infinite, not a number)."""
     if value is None or isinstance(value, bool):
         return None
     try:

@@ -13,7 +13,6 @@ were not fitted on, so every plan prints its own prediction error::
 from __future__ import annotations
 
 import logging
-import math
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_spec
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
+from slimvec.benchmarks.analysis import finite
 
 __all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "make_plan", "quick_sweep",
            "QUALITY_METRICS", "default_sweep_reducers"]
@@ -142,14 +142,7 @@ class Plan:
         }
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+_num = finite  # a finite float or None
 
 
 def _store_matches(row_store: str, wanted: Sequence[str]) -> bool:

@@ -14,14 +14,15 @@ the single-process ingest, so bad rows are rejected with the same reasons, rows 
 from __future__ import annotations
 
 import glob
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.sources import Document, Reject, SourceSpec, detect_format, iter_records
+from slimvec.indexer.sources import (
+    Document, Reject, SourceSpec, detect_format, iter_records, json_payload,
+)
 
 __all__ = ["InputFile", "expand_inputs", "iter_blocks", "sample_documents", "doc_to_json",
            "doc_from_json", "reject_from_json"]
@@ -69,18 +70,10 @@ def expand_inputs(pattern: str, text_column: str = "text", id_column: str | None
             for i, f in enumerate(files)]
 
 
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
 
 def doc_to_json(doc: Document) -> list[Any]:
     """A document as a JSON-ready list (payload values that are not JSON are dropped, as in ingest)."""
-    payload = {k: v for k, v in doc.payload.items() if _jsonable(v)}
-    return [doc.id, doc.text, payload, doc.row, doc.line]
+    return [doc.id, doc.text, json_payload(doc), doc.row, doc.line]
 
 
 def doc_from_json(item: Sequence[Any]) -> Document:

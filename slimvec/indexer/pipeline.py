@@ -14,7 +14,6 @@ commit; a changed input file, reducer or store under an unfinished index is refu
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -32,7 +31,9 @@ from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_reject
 from slimvec.indexer.encoder import DEFAULT_ENCODER
 from slimvec.indexer.progress import fingerprint, progress_bar
 from slimvec.recipe import apply_recipe
-from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
+from slimvec.indexer.sources import (
+    Document, Reject, SourceSpec, iter_batches, iter_records, json_payload,
+)
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
 
@@ -125,18 +126,10 @@ def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
 
 
 def _payload(doc: Document) -> dict[str, Any]:
-    payload = {k: v for k, v in doc.payload.items() if _jsonable(v)}
+    payload = json_payload(doc)
     payload["text"] = doc.text
     payload["source_id"] = doc.id
     return payload
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _progress(enabled: bool, total: int | None, description: str, unit: str = "docs"):

@@ -625,3 +625,16 @@ def iter_batches(spec: SourceSpec, batch_size: int = 256, start_row: int = 0
             docs, rejects = [], []
     if docs or rejects:
         yield docs, rejects, next_row
+
+
+def json_payload(doc: Document) -> dict[str, Any]:
+    """The document's payload fields whose values are JSON (others are left out, as in ingest)."""
+    out = {}
+    for key, value in doc.payload.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        out[key] = value
+    return out
+

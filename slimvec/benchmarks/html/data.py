@@ -9,7 +9,6 @@ code behind ``slimvec plan``, and exports its fitted size models and candidates.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from slimvec.errors import ConfigError, SlimvecError
+from slimvec.benchmarks.analysis import finite
 
 __all__ = ["PageSource", "load_sources", "build_page_data", "planner_data", "row_facets",
            "skipped_groups", "null_metric_notes", "PLOT_METRICS"]
@@ -82,14 +82,7 @@ def load_sources(paths: Sequence[str | Path]) -> list[PageSource]:
 
 
 # --------------------------------------------------------------------------- facets
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+_num = finite  # a finite float or None
 
 
 def _store_parts(store: str) -> tuple[str, str | None, dict[str, str]]:
