@@ -262,27 +262,45 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
         b.on_commit = tracker.commit
         id_field = opts.id_column or "id"
 
-        def encode(docs: list[Document]) -> tuple[np.ndarray, list[Reject]]:
-            # tokenizer and model in one thread: a fast tokenizer is not safe to share
+        def encode(window: list[list[Document]]) -> list[tuple[np.ndarray, list[Reject]]]:
+            # one encoder call over the window: sentence-transformers sorts it by length, so its
+            # batches pad little; tokenizer and model stay in this one thread (a fast tokenizer is
+            # not safe to share)
             t0 = time.perf_counter()
-            truncated = truncation_rejects(encoder, docs, source.path, opts.text_column)
-            vecs = _encode_batch(encoder, docs, cached)
+            truncated = [truncation_rejects(encoder, docs, source.path, opts.text_column)
+                         for docs in window]
+            flat = [d for docs in window for d in docs]
+            vecs = _encode_batch(encoder, flat, cached)
             b.summary.encode_seconds += time.perf_counter() - t0
-            return vecs, truncated
+            out, lo = [], 0
+            for docs, trunc in zip(window, truncated):
+                out.append((vecs[lo:lo + len(docs)], trunc))
+                lo += len(docs)
+            return out
+
+        def check(ids: np.ndarray, docs: list[Document]) -> list[Reject]:
+            # as each batch goes to the builder, not when it is read ahead: the tracker's state
+            # is committed with the builder's commits, so it must not run ahead of the store
+            return tracker.check(ids, docs, source.path, id_field)
 
         def batches() -> Iterator[VectorBatch]:
-            # the encoder works one batch ahead, while the builder reduces and writes this one
+            # the encoder works on the next window of batches while the builder reduces and
+            # writes this one; each batch is still committed on its own
+            window: list[list[Document]] = []
+            metas: list[tuple[np.ndarray, list[Reject], int]] = []
             with _Ahead(encode) as ahead:
                 for docs, rejects, next_row in iter_batches(source, opts.batch_size,
                                                             plan.start_row):
                     ids = doc_ids([d.id for d in docs], b.manifest.id_rule)
-                    warnings = tracker.check(ids, docs, source.path, id_field)
-                    done = ahead.push(docs, (ids, rejects + warnings, next_row))
-                    if done is not None:
-                        yield _batch(*done, source.path)
-                done = ahead.drain()
-                if done is not None:
-                    yield _batch(*done, source.path)
+                    window.append(docs)
+                    metas.append((ids, rejects, next_row))
+                    if sum(len(w) for w in window) < _ENCODE_WINDOW:
+                        continue
+                    yield from _split(ahead.push(window, metas), source.path, check)
+                    window, metas = [], []
+                if window:
+                    yield from _split(ahead.push(window, metas), source.path, check)
+                yield from _split(ahead.drain(), source.path, check)
 
         total = counted[0] if counted else None
         task = progress.add_task(f"ingesting {input_path.name}", total=total,
@@ -304,28 +322,37 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     return summary
 
 
-def _batch(docs: list[Document], meta: tuple[np.ndarray, list[Reject], int],
-           encoded: tuple[np.ndarray, list[Reject]], source: str) -> VectorBatch:
-    ids, rejects, next_row = meta
-    vecs, truncated = encoded
-    return VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + truncated, next_row,
-                       rows=[d.row for d in docs], lines=[d.line for d in docs], source=source)
+#: documents encoded in one call in the stream (several batches; each is committed on its own)
+_ENCODE_WINDOW = 2048
+
+
+def _split(done: tuple[list[list[Document]], Any, Any] | None, source: str,
+           check: Callable[[np.ndarray, list[Document]], list[Reject]]) -> Iterator[VectorBatch]:
+    """The batches of one encoded window, in order (``check`` adds duplicate-id warnings)."""
+    if done is None:
+        return
+    window, metas, encoded = done
+    for docs, (ids, rejects, next_row), (vecs, truncated) in zip(window, metas, encoded):
+        warnings = check(ids, docs)
+        yield VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + warnings + truncated,
+                          next_row,
+                          rows=[d.row for d in docs], lines=[d.line for d in docs], source=source)
 
 
 class _Ahead:
-    """Run ``work(docs)`` for the next batch in a worker thread while the caller handles this one.
+    """Run ``work(docs)`` for the next window in a worker thread while the caller handles this one.
 
-    ``push`` submits a batch and returns the previous one as ``(docs, meta, work result)``;
+    ``push`` submits a window and returns the previous one as ``(docs, meta, work result)``;
     ``drain`` returns the last. Batches come back in order; on exit an unfinished batch is waited
     for (torch releases the GIL while encoding, so the overlap is real on a multi-core machine).
     """
 
-    def __init__(self, work: Callable[[list[Document]], Any]) -> None:
+    def __init__(self, work: Callable[[Any], Any]) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self._work = work
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slimvec-encode")
-        self._pending: tuple[list[Document], Any, Any] | None = None
+        self._pending: tuple[Any, Any, Any] | None = None
 
     def __enter__(self) -> "_Ahead":
         return self
@@ -333,12 +360,12 @@ class _Ahead:
     def __exit__(self, *exc: Any) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def push(self, docs: list[Document], meta: Any) -> tuple[list[Document], Any, Any] | None:
+    def push(self, docs: Any, meta: Any) -> tuple[Any, Any, Any] | None:
         done = self.drain()
         self._pending = (docs, meta, self._pool.submit(self._work, docs))
         return done
 
-    def drain(self) -> tuple[list[Document], Any, Any] | None:
+    def drain(self) -> tuple[Any, Any, Any] | None:
         if self._pending is None:
             return None
         docs, meta, future = self._pending
