@@ -78,7 +78,7 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -103,7 +103,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise PersistenceError(
             f"Cannot write {path}: {exc.strerror or exc}. Check that the folder is writable "
@@ -185,7 +185,7 @@ def save_artifact(
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise PersistenceError(
             f"Cannot write artifact {path}: {exc.strerror or exc}. Check permissions and free space."

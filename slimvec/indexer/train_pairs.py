@@ -53,7 +53,7 @@ def fit_reducer(reducer: Any, X: np.ndarray, train_pairs: str | os.PathLike[str]
             f"--train-pairs {train_pairs}: reducer {reducer.name!r} does not learn from pairs. "
             "Drop --train-pairs or choose a pair-learning reducer (mcr2)."
         )
-    from slimvec.benchmarks.pairs import build_train_pairs, load_pairs
+    from slimvec.indexer.pairs import build_train_pairs, load_pairs
 
     pfile = load_pairs(train_pairs, skip_bad_rows=True)
     top = float(np.max(pfile.scores)) if len(pfile) else 0.0

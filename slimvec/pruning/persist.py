@@ -31,7 +31,7 @@ from transformers import AutoConfig, AutoModel, BertConfig, BertModel
 
 from slimvec.errors import ConfigError, PersistenceError
 from slimvec.models import PRUNED_CONFIG, quiet_loading
-from slimvec.persistence import _fsync_dir, library_versions, read_json, sha256_file, write_json_atomic
+from slimvec.persistence import fsync_dir, library_versions, read_json, sha256_file, write_json_atomic
 from slimvec.pruning.masks import find_bert, layer_shapes
 from slimvec.pruning.prune import resize_layer
 
@@ -227,7 +227,7 @@ def save_pruned_model(model: Any, path: str | os.PathLike[str], *,
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise PersistenceError(f"Cannot write pruned model {path}: {exc.strerror or exc}. "
                                "Check permissions and free space.") from exc
