@@ -158,15 +158,12 @@ def _fit_sample(source: SourceSpec, opts: IngestOptions, encoder: Any, progress:
                           "on (check --text-column and the file's rows).")
     sample.sort(key=lambda d: d.row)
     enc_task = progress.add_task(f"encoding fit sample ({len(sample):,})", total=len(sample))
-    # encode in order of length so each model batch pads to similar lengths (the sample is drawn
-    # uniformly, so row order would pad every batch to its longest text); rows keep their order
-    order = sorted(range(len(sample)), key=lambda i: len(sample[i].text))
-    X = np.empty((len(sample), encoder.dim), dtype=np.float32)
-    window = max(opts.batch_size, 1024)
-    for lo in range(0, len(order), window):
-        chunk = order[lo:lo + window]
-        X[chunk] = encoder.encode([sample[i].text for i in chunk])
+    vectors = []
+    for i in range(0, len(sample), opts.batch_size):
+        chunk = sample[i:i + opts.batch_size]
+        vectors.append(encoder.encode([d.text for d in chunk]))
         progress.advance(enc_task, len(chunk))
+    X = np.concatenate(vectors)
     cached.update({d.row: X[i] for i, d in enumerate(sample)})
     progress.add_task(f"fitting {opts.reducer} on {len(X):,} vectors", total=None)
     return X, rows
