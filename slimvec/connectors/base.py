@@ -26,7 +26,7 @@ import abc
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -171,6 +171,15 @@ class VectorStore(abc.ABC):
     def _component(cls, rel: str) -> str:
         """Store-specific part of :meth:`file_component` (``rel`` uses ``/``)."""
         return "other"
+
+    @classmethod
+    def quantization_label(cls, arg: str | None, options: Mapping[str, Any]) -> str:
+        """What the store keeps of each vector, as a short label (``float32``, ``sq8``, ``pq``...).
+
+        ``arg`` and ``options`` are a parsed spec's argument and options. The default reads a
+        ``quant`` option (Qdrant's); stores whose quantization lives elsewhere override it.
+        """
+        return str(options.get("quant", "float32"))
 
     @staticmethod
     def _spec_location(spec: str | Spec) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -80,6 +80,16 @@ class FaissStore(VectorStore):
     snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, META_FILE, "payloads.sqlite")
     resident_components = frozenset({"index", "ids"})
     python_id_map = True
+
+    @classmethod
+    def quantization_label(cls, arg: str | None, options: Mapping[str, Any]) -> str:
+        """The quantizer of the factory string (``HNSW32,SQ8`` -> ``sq8``; ``OPQ16,PQ16`` -> ``opq+pq``)."""
+        up = (arg or cls.default_arg).upper()
+        for key, label in (("OPQ", "opq+pq"), ("PQ", "pq"), ("SQ8", "sq8"), ("SQ4", "sq4"),
+                           ("SQFP16", "fp16"), ("LSH", "lsh")):
+            if key in up:
+                return label
+        return "float32"
 
     @classmethod
     def _component(cls, rel: str) -> str:

@@ -98,17 +98,14 @@ def _store_parts(store: str) -> tuple[str, str | None, dict[str, str]]:
 
 
 def _quantization(name: str, arg: str | None, options: dict[str, str]) -> str:
-    if name == "st":
+    if name == "st":  # a sentence-transformers peer label, not a store
         return arg or "?"
-    if "quant" in options:
-        return options["quant"]
-    if name == "faiss" and arg:
-        up = arg.upper()
-        for key, label in (("OPQ", "opq+pq"), ("PQ", "pq"), ("SQ8", "sq8"), ("SQ4", "sq4"),
-                           ("SQFP16", "fp16"), ("LSH", "lsh")):
-            if key in up:
-                return label
-    return "float32"
+    try:
+        from slimvec.connectors import store_class
+
+        return store_class(name).quantization_label(arg, options)
+    except SlimvecError:  # a store this version does not know (an old results file)
+        return str(options.get("quant", "float32"))
 
 
 def row_facets(row: dict[str, Any]) -> dict[str, Any]:
