@@ -17,7 +17,13 @@ import numpy as np
 from slimvec.models import (DEFAULT_ENCODER, PRUNED_CONFIG, auto_device, is_pruned_folder,
                             load_sentence_transformer, model_name, resolve_model)
 
-__all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG"]
+__all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG", "INGEST_ENCODE_BATCH"]
+
+#: sentences per forward pass when ingesting. sentence-transformers sorts each call by length and
+#: pads a pass to its longest sentence, so small passes pad little: on 256-document chunks of the
+#: bundled sentences 32 encoded 1.2x faster than 128 (2 cores, MiniLM). The single-process and Ray
+#: ingests use the same value so their fit samples (and reducers) are bit-identical.
+INGEST_ENCODE_BATCH = 32
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, IndexBuilder, IndexSpec
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
-from slimvec.indexer.encoder import DEFAULT_ENCODER
+from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH
 from slimvec.indexer.progress import fingerprint, progress_bar
 from slimvec.recipe import apply_recipe
 from slimvec.indexer.sources import (
@@ -238,7 +238,7 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
               "index anew.")
         return b.done_summary(str(input_path))
     with _progress(opts.progress, None, "ingest") as progress:
-        encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, 128))
+        encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, INGEST_ENCODE_BATCH))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
         cached: dict[int, np.ndarray] = {}
         counted: list[int] = []
