@@ -133,7 +133,8 @@ class VectorStore(abc.ABC):
     #: size components (see :meth:`file_component`) the engine holds in RAM while serving; empty
     #: when there is no local size model (a remote server)
     resident_components: ClassVar[frozenset[str]] = frozenset()
-    #: True when the store keeps a Python dict id -> position in RAM (FAISS), counted by sizing
+    #: True when a store opened for serving keeps a Python dict id -> position in RAM, counted by
+    #: sizing (FAISS builds its map only when written to)
     python_id_map: ClassVar[bool] = False
 
     def __init__(self, location: str | os.PathLike[str], **options: Any) -> None:

@@ -54,6 +54,16 @@ def _load_npy(path: Path) -> np.ndarray:
     return np.load(path, allow_pickle=False)
 
 
+def _replaced_positions(ids: np.ndarray) -> set[int]:
+    """Positions whose document id occurs again later (a newer vector replaced them)."""
+    if len(ids) == 0:
+        return set()
+    _, last_from_end = np.unique(ids[::-1], return_index=True)
+    live = np.zeros(len(ids), dtype=bool)
+    live[len(ids) - 1 - last_from_end] = True
+    return set(np.flatnonzero(~live).tolist())
+
+
 class FaissStore(VectorStore):
     """A FAISS index in ``location/index.faiss`` with ids and payloads next to it.
 
@@ -79,7 +89,6 @@ class FaissStore(VectorStore):
     default_arg = DEFAULTS["factory"]
     snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, META_FILE, "payloads.sqlite")
     resident_components = frozenset({"index", "ids"})
-    python_id_map = True
 
     @classmethod
     def quantization_label(cls, arg: str | None, options: Mapping[str, Any]) -> str:
@@ -99,7 +108,7 @@ class FaissStore(VectorStore):
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
         self._index = None
         self._ids = np.empty(0, dtype=np.int64)        # position -> document id
-        self._pos: dict[int, int] = {}                 # document id -> live position
+        self._pos: dict[int, int] | None = {}          # document id -> live position (None: not built)
         self._stale: set[int] = set()                  # positions replaced by a newer vector
         self._pending_ids: list[np.ndarray] = []       # buffered before training
         self._pending_vecs: list[np.ndarray] = []
@@ -156,12 +165,8 @@ class FaissStore(VectorStore):
         if len(self._ids) != self._index.ntotal:
             raise StoreError(f"FAISS store at {folder} is inconsistent: {self._index.ntotal} vectors but "
                              f"{len(self._ids)} ids. Re-ingest into a new index.")
-        seen: dict[int, int] = {}
-        for position, doc in enumerate(self._ids.tolist()):
-            if doc in seen:
-                self._stale.add(seen[doc])
-            seen[doc] = position
-        self._pos = seen
+        self._stale = _replaced_positions(self._ids)
+        self._pos = None  # built on the first upsert: a reader needs only the ids array
         self._set_search_params()
         self._payloads = PayloadTable(folder / "payloads.sqlite")
         self._dirty = False  # a reader's close() must not rewrite the files
@@ -224,11 +229,19 @@ class FaissStore(VectorStore):
             return
         self._add(ids_arr, vecs)
 
+    def _positions(self) -> dict[int, int]:
+        """Document id -> live position, built when first needed (writers only: at ~100 B per
+        vector it would double a quantized index's serving RAM)."""
+        if self._pos is None:
+            self._pos = {doc: position for position, doc in enumerate(self._ids.tolist())}
+        return self._pos
+
     def _add(self, ids_arr: np.ndarray, vecs: np.ndarray) -> None:
         index = self._require()
+        positions = self._positions()
         new = np.ones(len(ids_arr), dtype=bool)
         for j, doc in enumerate(ids_arr.tolist()):
-            old = self._pos.get(doc)
+            old = positions.get(doc)
             if old is None:
                 continue
             if np.allclose(self._reconstruct(old), vecs[j], atol=1e-5):
@@ -242,7 +255,7 @@ class FaissStore(VectorStore):
         added = ids_arr[new]
         self._ids = np.concatenate([self._ids, added])
         for offset, doc in enumerate(added.tolist()):
-            self._pos[doc] = start + offset
+            positions[doc] = start + offset
         if len(self._stale) > 0.1 * max(index.ntotal, 1):
             log.warning("FAISS store %s: %d of %d vectors are replaced copies; re-ingest into a new "
                         "index to reclaim space and speed.", self.location, len(self._stale), index.ntotal)
@@ -309,7 +322,9 @@ class FaissStore(VectorStore):
 
     def count(self) -> int:
         self._require()
-        return len(self._pos) + len({int(i) for p in self._pending_ids for i in p} - set(self._pos))
+        live = np.unique(self._ids)
+        pending = np.unique(np.concatenate(self._pending_ids)) if self._pending_ids else live[:0]
+        return int(len(live) + len(np.setdiff1d(pending, live, assume_unique=True)))
 
     def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         if self._payloads is None:

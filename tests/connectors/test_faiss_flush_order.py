@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from slimvec.connectors import make_store
-from slimvec.connectors.faiss_store import IDS_FILE, INDEX_FILE
+from slimvec.connectors.faiss_store import IDS_FILE, INDEX_FILE, FaissStore
 
 
 def _vecs(n: int, seed: int) -> np.ndarray:
@@ -66,3 +66,25 @@ def test_flush_writes_ids_before_index(tmp_path):
         fs.write_file_atomic = real_atomic
     assert order.index(IDS_FILE) < order.index(INDEX_FILE)
     store.close()
+
+
+def test_a_replaced_vector_stays_hidden_after_reopen_and_readers_build_no_id_map(tmp_path):
+    """A document re-upserted with a new vector leaves a replaced copy in the FAISS index; after
+    reopening, only the newer copy is found and counted. A reader answers from the ids array alone
+    (the id -> position dict is built only when the store is written to)."""
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(50, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    store = FaissStore(str(tmp_path / "s"), factory="Flat").create(8)
+    store.upsert(np.arange(1, 51), vecs)
+    store.upsert(np.array([7]), -vecs[6:7])  # document 7 now points the other way
+    store.close()
+    reader = FaissStore(str(tmp_path / "s")).open()
+    assert reader._pos is None  # noqa: SLF001 - the point of the test
+    assert reader.count() == 50
+    hits = reader.search(vecs[6:7], 50).ids[0].tolist()
+    assert 7 not in hits[:49] and hits.count(7) <= 1  # the old copy (the best match) is hidden
+    assert reader.search(-vecs[6:7], 1).ids[0, 0] == 7
+    reader.upsert(np.array([7]), -vecs[6:7])  # same vector again: a no-op, through the built map
+    assert reader.count() == 50 and reader._pos is not None  # noqa: SLF001
+    reader.close()
