@@ -41,10 +41,14 @@ class StoreVariant:
         Store spec built with :func:`slimvec.connectors.make_store`.
     searches : list of (label, params)
         Row label (the store column of the results) and search parameters, one row each.
+    rescorable : bool
+        The peer may also be measured with its candidates re-ranked by the full vectors on disk
+        (FAISS "refine" from disk); False for peers that rescore on their own (Qdrant Edge).
     """
 
     spec: str
     searches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    rescorable: bool = False
 
     def __post_init__(self) -> None:
         if not self.searches:
@@ -54,8 +58,8 @@ class StoreVariant:
 def peer_store_variants(dim: int) -> list[StoreVariant]:
     """FAISS and Qdrant Edge quantization baselines for full-dimension vectors of ``dim``."""
     m = _pq_subquantizers(dim)
-    out = [StoreVariant("faiss:HNSW32,SQ8"), StoreVariant("faiss:SQ8"),
-           StoreVariant(f"faiss:PQ{m}np"), StoreVariant(f"faiss:OPQ{m},PQ{m}np")]
+    out = [StoreVariant(spec, rescorable=True) for spec in
+           ("faiss:HNSW32,SQ8", "faiss:SQ8", f"faiss:PQ{m}np", f"faiss:OPQ{m},PQ{m}np")]
     for quant in EDGE_QUANTS:
         spec = f"qdrant-edge:quant={quant}"
         out.append(StoreVariant(spec, [(f"{spec},rescore=false", {"rescore": False}),

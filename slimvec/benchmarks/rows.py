@@ -90,6 +90,14 @@ class Row:
     sts_spearman, cluster_accuracy : float
     latency_p50_ms, latency_p95_ms, latency_p99_ms, qps : float
         Single-query latency percentiles (one thread) and batched queries per second.
+    build_rss_bytes : int or None
+        Measured peak growth of the process's resident memory while the store was built
+        (``VmHWM`` after the build minus ``VmRSS`` before it; the corpus itself was already
+        loaded); ``None`` unless the run measures memory (``measure_rss``).
+    serve_rss_bytes : int or None
+        Measured resident memory a fresh process gains by opening the built store and answering
+        the queries (``VmRSS`` after minus before, mapped store files included); ``None`` unless
+        the run measures memory.
     routed_recall_at_k, routed_fraction_scanned : float
         Cluster-routed rows: neighbour recall and the share of the corpus scanned.
     clusters_used, effective_clusters, largest_cluster_share : float
@@ -127,6 +135,8 @@ class Row:
     latency_p95_ms: float | None = None
     latency_p99_ms: float | None = None
     qps: float | None = None
+    build_rss_bytes: int | None = None
+    serve_rss_bytes: int | None = None
     cluster_accuracy: float | None = None
     routed_recall_at_k: float | None = None
     routed_fraction_scanned: float | None = None

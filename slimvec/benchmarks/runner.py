@@ -74,7 +74,21 @@ class BenchConfig:
         reducer has seen the evaluation corpus. Pair-learning reducers always fit on the training
         pairs when there are some.
     threads : int
-        Threads for FAISS / torch during the run (1 = single-thread latency).
+        Threads for FAISS / torch while searching (1 = single-thread latency).
+    build_threads : int
+        Threads for FAISS while building stores (0 = every core; hnswlib and Qdrant Edge use
+        their own settings).
+    peers : list of str or None
+        Which peer baselines to measure: the built-in ones by name (``faiss:HNSW32,SQ8``,
+        ``faiss:OPQ48,PQ48np``, ``qdrant-edge:quant=sq8``, ``st:int8``, ``st:binary``...) or any
+        other store spec (e.g. ``faiss:IVF4096,PQ48,nprobe=64``) built on the full vectors; None
+        measures the built-in ones.
+    rescore_peers : bool
+        Also measure the FAISS peers (and custom peer specs) with ``k * R`` candidates re-ranked
+        by the full vectors on disk, as the reducer rows are (FAISS's "refine", from disk).
+    measure_rss : bool
+        Also measure memory: the process's peak RSS growth during each build and, in a fresh
+        child process, the RSS of opening the built store and answering the queries.
     keep_indexes : bool
         Leave the built indexes in ``work_dir``.
     seed : int
@@ -93,6 +107,10 @@ class BenchConfig:
     fit_max: int = 20000
     fit_on: str = "corpus"
     threads: int = 1
+    build_threads: int = 0
+    peers: list[str] | None = None
+    rescore_peers: bool = False
+    measure_rss: bool = False
     keep_indexes: bool = False
     seed: int = 0
 
@@ -128,6 +146,18 @@ class BenchConfig:
             raise ConfigError(f"--fit-on must be corpus or train, got {self.fit_on!r}.")
         if any(int(p) < 1 for p in self.route_probes):
             raise ConfigError(f"--route-probes takes cluster counts >= 1, got {self.route_probes}.")
+        if isinstance(self.build_threads, bool) or not isinstance(self.build_threads, int) \
+                or self.build_threads < 0:
+            raise ConfigError(f"Bench option build_threads must be an integer >= 0 (0 = every core), "
+                              f"got {self.build_threads!r}.")
+        if self.peers is not None:
+            st_labels = {label for label, _, _ in ST_VARIANTS}
+            for peer in self.peers:
+                if peer.startswith("st:") and peer not in st_labels:
+                    raise ConfigError(f"Unknown sentence-transformers peer {peer!r}; known: "
+                                      f"{', '.join(sorted(st_labels))}.")
+                if not peer.startswith("st:"):
+                    parse_store_spec(peer)
 
         for spec in self.reducers:
             make_reducer(spec)
@@ -137,11 +167,59 @@ class BenchConfig:
     def n_steps(self, n_datasets: int) -> int:
         """Units of work for the progress bar: one per (dataset, reducer, store/extra)."""
         per_reducer = len(self.stores) + (1 if self.kmeans else 0)
-        peers = (len(peer_store_variants(8)) + len(ST_VARIANTS)) if self.baselines else 0
+        peers = (len(self._peer_variants(384)) + len(self._st_variants())) if self.baselines else 0
         return n_datasets * (len(self.reducers) * per_reducer + peers)
 
 
+    def _peer_variants(self, dim: int) -> list[StoreVariant]:
+        """The peer store variants this run measures for vectors of ``dim`` (a built-in PQ peer
+        named for another dimension, ``faiss:PQ48np`` on 50-d vectors, is that peer at ``dim``)."""
+        builtin = peer_store_variants(dim)
+        if self.peers is None:
+            return builtin
+        by_family = {_pq_family(v.spec): v for v in builtin}
+        out = []
+        for peer in self.peers:
+            if not peer.startswith("st:"):
+                out.append(by_family.get(_pq_family(peer)) or StoreVariant(peer, rescorable=True))
+        return out
+
+    def _st_variants(self) -> list[tuple[str, str, int | None]]:
+        """The sentence-transformers quantization peers this run measures."""
+        return [v for v in ST_VARIANTS if self.peers is None or v[0] in self.peers]
+
+
+def _pq_family(spec: str) -> str:
+    """``faiss:PQ48np`` and ``faiss:PQ32np`` are the same peer at another dimension."""
+    import re
+
+    return re.sub(r"\d+", "#", spec) if spec.startswith("faiss:") and "PQ" in spec else spec
+
+
 # --------------------------------------------------------------------------- helpers
+def _status_bytes(key: str) -> int | None:
+    """A ``/proc/self/status`` memory line (``VmRSS``, ``VmHWM``) in bytes; None off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_peak_rss() -> int | None:
+    """Reset the process's peak RSS to the current RSS (Linux ``clear_refs`` 5) and return the
+    current RSS; None when the kernel does not allow it (then no build peak is reported)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        return None
+    return _status_bytes("VmRSS")
+
+
 def _allocated(path: Path) -> int:
     from slimvec.persistence import allocated_bytes
 
@@ -229,6 +307,7 @@ class _Runner:
         self.progress = progress or (lambda text, done: None)
         self.rows: list[Row] = []
         self.skipped: list[dict[str, str]] = []
+        self.build_rss: int | None = None
 
     def _skip(self, ds: BenchDataset, what: str, exc: BaseException) -> None:
         reason = str(exc) if isinstance(exc, SlimvecError) else f"{type(exc).__name__}: {exc}"
@@ -272,11 +351,28 @@ class _Runner:
 
     # ---------------------------------------------------------------- stores
     def build(self, spec: str, vectors: np.ndarray, metric: str, folder: Path) -> tuple[float, int, int | None]:
-        from slimvec.connectors import make_store
-
+        """Build ``spec`` on ``vectors`` in ``folder`` with the build threads; returns build seconds,
+        allocated bytes and the store's fixed bytes (the build's peak RSS growth, when measured,
+        is left in ``self.build_rss``)."""
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
+        _set_threads(self.cfg.build_threads or os.cpu_count() or 1)
+        self.build_rss = None
+        rss0 = _reset_peak_rss() if self.cfg.measure_rss else None
+        try:
+            build_s = self._build(spec, vectors, metric, folder)
+        finally:
+            _set_threads(self.cfg.threads)
+        if rss0 is not None:
+            peak = _status_bytes("VmHWM")
+            self.build_rss = max(peak - rss0, 0) if peak is not None else None
+        return build_s, _allocated(folder / "store"), _store_fixed_bytes(folder / "store")
+
+    @staticmethod
+    def _build(spec: str, vectors: np.ndarray, metric: str, folder: Path) -> float:
+        from slimvec.connectors import make_store
+
         t0 = time.perf_counter()
         store = make_store(spec, folder / "store")
         store.create(vectors.shape[1], metric)
@@ -286,8 +382,7 @@ class _Runner:
         store.finalize()
         store.flush()
         store.close()
-        build_s = time.perf_counter() - t0
-        return build_s, _allocated(folder / "store"), _store_fixed_bytes(folder / "store")
+        return time.perf_counter() - t0
 
     def measure_store(self, ds: BenchDataset, red: _Reduced, variant: StoreVariant, folder: Path,
                       full: FullVectors | None, kind: str) -> None:
@@ -297,6 +392,16 @@ class _Runner:
 
         k = self.cfg.k
         build_s, index_bytes, store_fixed = self.build(variant.spec, red.corpus, ds.metric, folder)
+        memory: dict[str, Any] = {}
+        if self.cfg.measure_rss:
+            from slimvec.benchmarks.sizing import measure_open_rss
+
+            memory["build_rss_bytes"] = self.build_rss
+            try:
+                memory["serve_rss_bytes"] = measure_open_rss(variant.spec, folder / "store",
+                                                             red.corpus.shape[1], red.queries)["rss_delta"]
+            except SlimvecError as exc:
+                self._skip(ds, f"{red.spec} → {variant.spec} serving memory", exc)
         store = make_store(variant.spec, folder / "store").open()
         rescores: list[int | None] = [None] + (list(self.cfg.rescore) if full is not None else [])
         try:
@@ -314,6 +419,7 @@ class _Runner:
                     row.update(self._store_facts(build_s, index_bytes, len(ds.corpus), store_fixed,
                                                  red.facts.get("reducer_bytes")))
                     row.update(_quality(ds, search(red.queries, ds.queries), k))
+                    row.update(memory)
                     row.rescore = R
                     if R:
                         row.full_bytes_per_vector = float(ds.dim * 4)
@@ -435,18 +541,19 @@ class _Runner:
             base = _Reduced("none", None, ds.corpus, ds.queries,
                             {k: none.get(k) for k in ("fit_s", "transform_s_per_10k", "reducer_bytes",
                                                       "sts_spearman")} if none else {})
-            for variant in peer_store_variants(ds.dim):
+            for variant in cfg._peer_variants(ds.dim):
                 if variant.spec in cfg.stores:  # already measured as a --store of the none row
                     self.progress(None, 1)
                     continue
                 self.progress(f"{ds.name}: peer {variant.spec}", 0)
                 try:
-                    self.measure_store(ds, base, variant, root / "peers" / _safe(variant.spec), None, "peer")
+                    self.measure_store(ds, base, variant, root / "peers" / _safe(variant.spec),
+                                       full if cfg.rescore_peers and variant.rescorable else None, "peer")
                 except Exception as exc:  # noqa: BLE001
                     self._skip(ds, f"peer {variant.spec}", exc)
                 self._cleanup(root / "peers" / _safe(variant.spec))
                 self.progress(None, 1)
-            for label, precision, R in ST_VARIANTS:
+            for label, precision, R in cfg._st_variants():
                 self.progress(f"{ds.name}: peer {label}{' +rescore' if R else ''}", 0)
                 try:
                     self.measure_st(ds, label, precision, R, root / "peers" / _safe(f"{label}-{R}"))
@@ -514,6 +621,9 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "rescore": list(config.rescore), "kmeans": config.kmeans,
                    "route_probes": list(config.route_probes), "k": config.k,
                    "latency_queries": config.latency_queries, "threads": config.threads,
+                   "build_threads": config.build_threads or os.cpu_count(), "peers": config.peers,
+                   "rescore_peers": config.rescore_peers,
+                   "measure_rss": config.measure_rss,
                    "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},
     }

@@ -51,6 +51,7 @@ __all__ = [
     "check_model",
     "python_id_map_bytes",
     "measure_resident",
+    "measure_open_rss",
 ]
 
 log = logging.getLogger(__name__)
@@ -389,7 +390,10 @@ def rss():
     return 0
 
 spec, loc, dim = sys.argv[1], sys.argv[2], int(sys.argv[3])
-queries = np.random.default_rng(1).standard_normal((200, dim)).astype(np.float32)
+if len(sys.argv) > 4:
+    queries = np.load(sys.argv[4])
+else:
+    queries = np.random.default_rng(1).standard_normal((200, dim)).astype(np.float32)
 store = make_store(spec, loc)
 import slimvec.connectors.faiss_store, slimvec.connectors.hnsw_store, slimvec.connectors.qdrant_edge  # noqa
 before = rss()
@@ -423,14 +427,9 @@ def measure_resident(spec: str, n: int, dim: int, *, workdir: str | Path | None 
         clean file pages, reclaimable under memory pressure) and ``process`` (``rss_delta`` minus
         mapped: heap, runtime, id maps).
     """
-    import json
-    import subprocess
-    import sys
-
     from slimvec.connectors import make_store
 
     spec = sizing_spec(spec)
-    klass = store_class(spec)
     vecs = _unit_vectors(n, dim, seed)
     with tempfile.TemporaryDirectory(prefix="slimvec-rss-", dir=workdir) as tmp:
         store = make_store(spec, tmp).create(dim)
@@ -440,15 +439,63 @@ def measure_resident(spec: str, n: int, dim: int, *, workdir: str | Path | None 
             store.finalize()
         finally:
             store.close()
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        proc = subprocess.run([sys.executable, "-c", _RSS_CHILD, spec, tmp, str(dim)], env=env,
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise ConfigError(f"Measuring the memory of {spec} failed: {proc.stderr.strip()[-300:]}")
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        return measure_open_rss(spec, tmp, dim)
+
+
+def measure_open_rss(spec: str, folder: str | Path, dim: int, queries: np.ndarray | None = None, *,
+                     timeout: float = 3600) -> dict[str, Any]:
+    """Measured memory of an existing store folder opened in a fresh process and searched.
+
+    A child process loads the libraries, reads ``VmRSS``, opens the store at ``folder`` with
+    ``spec``, answers ``queries`` (200 random ones when None) in one batch with k=10, and reads
+    ``VmRSS`` again; resident pages of memory-mapped store files are attributed to components.
+    Linux only.
+
+    Parameters
+    ----------
+    spec : str
+        Store spec the folder was built with.
+    folder : str or Path
+        The store folder (what :func:`slimvec.connectors.make_store` was given).
+    dim : int
+        Vector dimension of the store.
+    queries : ndarray, optional
+        Queries to answer (already reduced to ``dim``).
+    timeout : float
+        Seconds before the child is stopped.
+
+    Returns
+    -------
+    dict
+        ``rss_delta`` (bytes), ``mapped`` (component -> resident bytes of mapped store files;
+        clean file pages, reclaimable under memory pressure) and ``process`` (``rss_delta`` minus
+        mapped: heap, runtime, id maps).
+
+    Raises
+    ------
+    ConfigError
+        The child failed (its last error lines are in the message).
+    """
+    import json
+    import subprocess
+    import sys
+
+    klass = store_class(spec)
+    folder = str(folder)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    with tempfile.TemporaryDirectory(prefix="slimvec-rssq-") as qtmp:
+        args = [sys.executable, "-c", _RSS_CHILD, spec, folder, str(dim)]
+        if queries is not None:
+            qpath = os.path.join(qtmp, "queries.npy")
+            np.save(qpath, np.ascontiguousarray(queries, dtype=np.float32))
+            args.append(qpath)
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise ConfigError(f"Measuring the memory of {spec} failed: {proc.stderr.strip()[-300:]}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
     mapped: dict[str, int] = {}
     for path, size in data["files"].items():
-        comp = klass.file_component(os.path.relpath(path, tmp))
+        comp = klass.file_component(os.path.relpath(path, folder))
         mapped[comp] = mapped.get(comp, 0) + int(size)
     delta = int(data["rss_delta"])
     return {"rss_delta": delta, "mapped": mapped, "process": delta - sum(mapped.values())}

@@ -48,6 +48,8 @@ _RUN_KEYS: dict[str, tuple[str, Any]] = {
     "rescore": ("rescore", list), "kmeans": ("kmeans", int), "route_probes": ("route_probes", list),
     "k": ("k", int), "latency_queries": ("latency_queries", int), "latency_repeats": ("latency_repeats", int),
     "fit_max": ("fit_max", int), "fit_on": ("fit_on", str), "threads": ("threads", int), "seed": ("seed", int),
+    "build_threads": ("build_threads", int), "peers": ("peers", list), "measure_rss": ("measure_rss", bool),
+    "rescore_peers": ("rescore_peers", bool),
 }
 _TOP_KEYS = {"out", "description", "data", "run"}
 

@@ -154,3 +154,37 @@ def test_benchmarks_md_is_short_and_names_existing_suites() -> None:
     assert named, "no figure names its suite"
     for suite in named:
         assert (REPO / suite).is_file(), suite
+
+
+def test_scale_suites_measure_the_same_rows_at_every_size() -> None:
+    runs = {name: load_suite(REPO / "benchmarks" / "suites" / f"scale-{name}.toml").run
+            for name in ("100k", "300k", "1m")}
+    assert runs["100k"] == runs["300k"] == runs["1m"]
+
+
+def test_chosen_peers_rescored_and_memory_measured(tmp_path: Path) -> None:
+    """``peers`` picks built-in and custom peer specs, ``rescore_peers`` re-ranks the FAISS ones
+    from the full vectors, ``measure_rss`` fills the build and serving memory of every store row."""
+    from slimvec.benchmarks.datasets import from_vectors
+    from slimvec.benchmarks.runner import BenchConfig, run_bench
+
+    ds = from_vectors(_vectors(tmp_path / "vecs.npy", n=3000, dim=32), max_queries=40)
+    cfg = BenchConfig(reducers=["pca:8"], stores=["faiss:Flat"], work_dir=tmp_path / "work",
+                      peers=["faiss:PQ4np", "faiss:IVF16,PQ8,nprobe=4", "st:binary"], rescore_peers=True,
+                      measure_rss=True, rescore=[8], k=5, latency_queries=5, latency_repeats=1)
+    rows, meta = run_bench([ds], cfg)
+    peers = [r for r in rows if r.kind == "peer"]
+    # PQ4np is the built-in PQ peer at this dimension; the IVF one is a custom spec; only st:binary
+    # of the sentence-transformers peers (twice: without and with its own rescoring)
+    assert sorted({r.store for r in peers}) == ["faiss:IVF16,PQ8,nprobe=4", "faiss:PQ4np", "st:binary"]
+    ivf = {r.rescore: r for r in peers if r.store.startswith("faiss:IVF")}
+    assert set(ivf) == {None, 8}
+    assert ivf[8].neighbor_recall_at_k > ivf[None].neighbor_recall_at_k  # refine from disk helps PQ
+    built = [r for r in rows if r.kind == "reducer" or r.store.startswith("faiss:")]
+    assert all(r.serve_rss_bytes is not None and r.serve_rss_bytes > 0 for r in built)
+    assert all(r.build_rss_bytes is not None and r.build_rss_bytes >= 0 for r in built)
+    assert meta["config"]["peers"] == cfg.peers and meta["config"]["build_threads"] >= 1
+    with pytest.raises(ConfigError, match="st:int4"):
+        BenchConfig(reducers=[], stores=["faiss:Flat"], work_dir=tmp_path, peers=["st:int4"]).validate()
+    with pytest.raises(ConfigError, match="build_threads"):
+        BenchConfig(reducers=[], stores=["faiss:Flat"], work_dir=tmp_path, build_threads=-1).validate()
