@@ -1,6 +1,9 @@
 """Qdrant Edge (``qdrant-edge-py``): the real Qdrant engine in-process, the embedded default.
 
-Spec: ``qdrant-edge[:PATH][,m=16,ef_construct=100,ef=64,quant=none,rescore=true,oversampling=2.0]``.
+Spec: ``qdrant-edge[:PATH][,m=16,ef_construct=100,ef=64,quant=none,rescore=true,oversampling=2.0,memory=default]``.
+``memory`` places the searched vectors: ``default`` (the engine's choice), ``pinned`` (in RAM),
+``cached`` (memory-mapped, in the page cache) or ``cold`` (on disk: with ``quant`` set, Qdrant's
+RAM-saving layout of quantized codes in RAM and originals on disk for its rescoring).
 Bulk upserts go to the WAL; :meth:`QdrantEdgeStore.finalize` runs ``optimize()``, which builds
 the HNSW graph (and quantized codes when ``quant`` is set).
 
@@ -20,14 +23,16 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import check_options, parse_quantization
-from slimvec.errors import MissingDependencyError, StoreError
+from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["QdrantEdgeStore"]
 
 log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {"m": 16, "ef_construct": 100, "ef": 64, "quant": "none",
-                            "rescore": True, "oversampling": 2.0, "exact": False, "full_dim": 0}
+                            "rescore": True, "oversampling": 2.0, "exact": False, "full_dim": 0,
+                            "memory": "default"}
+MEMORY = ("default", "pinned", "cached", "cold")
 REDUCED, FULL = "reduced", "full"
 _UPSERT_BATCH = 512
 
@@ -102,6 +107,9 @@ class QdrantEdgeStore(VectorStore):
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
         parse_quantization(self.options["quant"])
+        if str(self.options["memory"]).lower() not in MEMORY:
+            raise ConfigError(f"qdrant-edge option memory={self.options['memory']!r} is not one of "
+                              f"{', '.join(MEMORY)}.")
         self._shard = None
 
     # -------------------------------------------------------------- lifecycle
@@ -114,7 +122,9 @@ class QdrantEdgeStore(VectorStore):
         folder.mkdir(parents=True, exist_ok=True)
         distance = {"cosine": q.Distance.Cosine, "ip": q.Distance.Dot, "l2": q.Distance.Euclid}[metric]
         o = self.options
-        vectors = q.EdgeVectorParams(size=self.dim, distance=distance)
+        memory = str(o["memory"]).lower()
+        placement = {} if memory == "default" else {"memory": getattr(q.Memory, memory.capitalize())}
+        vectors = q.EdgeVectorParams(size=self.dim, distance=distance, **placement)
         if self.keeps_full:
             no_graph = q.HnswIndexConfig(m=0, ef_construct=int(o["ef_construct"]), full_scan_threshold=10)
             vectors = {REDUCED: vectors,

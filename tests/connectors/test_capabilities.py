@@ -108,3 +108,21 @@ def test_spec_argument_declarations():
     assert store_class("faiss").spec_arg == "factory" and store_class("faiss").default_arg == "HNSW32"
     with pytest.raises(ConfigError, match="takes options only"):
         make_store("hnsw:/elsewhere", ".")
+
+
+def test_qdrant_edge_memory_placement_keeps_results_and_refuses_unknown_values(tmp_path):
+    """``memory=cold`` with ``quant=sq8`` (codes in RAM, originals on disk) answers like the default
+    layout; an unknown placement is a ConfigError naming the choices."""
+    rng = np.random.default_rng(5)
+    vecs = rng.normal(size=(300, 16)).astype(np.float32)
+    found = {}
+    for memory in ("default", "cold"):
+        store = make_store(f"qdrant-edge:quant=sq8,memory={memory}", tmp_path / memory).create(16)
+        store.upsert(np.arange(1, 301), vecs)
+        store.finalize()
+        found[memory] = store.search(vecs[:20], 5).ids
+        store.close()
+    assert (found["cold"][:, 0] == np.arange(1, 21)).all()  # each vector finds itself first
+    assert (found["cold"] == found["default"]).mean() > 0.9
+    with pytest.raises(ConfigError, match="memory='warm' is not one of default, pinned, cached, cold"):
+        make_store("qdrant-edge:memory=warm", tmp_path / "bad")
