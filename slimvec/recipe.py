@@ -42,7 +42,7 @@ from typing import Any, Union
 from slimvec.errors import ConfigError, PersistenceError
 
 __all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
-           "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
+           "apply_default_recipe", "DEFAULT_RECIPE", "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
 
 RECIPE_FORMAT = "slimvec-recipe"
 RECIPE_VERSION = 1
@@ -319,6 +319,27 @@ def merge_recipe(value: "str | os.PathLike[str] | Recipe", reducer: str | None =
     if keep_full is not None and recipe.keep_full is None:
         recipe = replace(recipe, keep_full=keep_full)
     return recipe
+
+
+#: what a new index gets when ``slimvec ingest`` / ``migrate`` name no reducer, store, full vectors
+#: or recipe (issue 17 item 6). Rescoring from disk costs no RAM, so on every measured size a
+#: rescored configuration gives more recall per RAM byte than its unrescored twin (at 100k
+#: synthetic vectors PCA-96 alone finds 0.56 of the true top 10, with k x 16 candidates re-ranked
+#: 0.98; docs/benchmarks/scale.md); the depth is calibrated on the corpus for recall@10 >= 0.99
+#: because the depth needed grows with N. Full vectors are kept as float16 (a side file, half the
+#: disk of float32; recall@10 0.9788 against 0.9790 with float32 in docs/benchmarks/rescore.md),
+#: which is also what lets a Qdrant store be calibrated.
+DEFAULT_RECIPE = "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
+
+
+def apply_default_recipe(opts: Any, existing: Any) -> Any:
+    """``opts`` with :data:`DEFAULT_RECIPE` when they create a new index (``existing`` is None)
+    and name none of ``recipe``, ``reducer``, ``store`` or ``keep_full``; else ``opts`` as given
+    (an existing index keeps what it was built with)."""
+    if existing is not None or any(getattr(opts, key, None) is not None
+                                   for key in ("recipe", "reducer", "store", "keep_full")):
+        return opts
+    return replace(opts, recipe=DEFAULT_RECIPE)
 
 
 def apply_recipe(opts: Any) -> Any:

@@ -22,7 +22,7 @@ def migrate(
                                "qdrant-edge:PATH, faiss:FILE, hnsw:FILE,dim=384,space=cosine, "
                                "FILE.npy (id = row) or parquet:FILE,id=id,vector=vector."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
-    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: pca:96]."),
+    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16 when none of --reducer, --store, --keep-full, --recipe is given; else pca:96]."),
     store: Optional[str] = typer.Option(None, help="Store spec for a new index [default: qdrant-edge]."),
     fit_sample: int = typer.Option(10_000, help="Vectors sampled uniformly to fit the reducer."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the original vectors on disk "

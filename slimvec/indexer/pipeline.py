@@ -30,7 +30,7 @@ from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH
 from slimvec.indexer.progress import fingerprint, progress_bar
-from slimvec.recipe import apply_recipe
+from slimvec.recipe import apply_default_recipe, apply_recipe
 from slimvec.indexer.sources import (
     Document, Reject, SourceSpec, iter_batches, iter_records, json_payload,
 )
@@ -220,7 +220,7 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     from slimvec.indexer.encoder import Encoder
 
     old = b.existing
-    opts = apply_recipe(opts)
+    opts = apply_recipe(apply_default_recipe(opts, old))
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or (
         old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
         opts.keep_full if old is None else None, opts.text_column, opts.id_column,

@@ -25,7 +25,7 @@ from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.progress import progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.migrate.sources import SourceBatch, VectorSource, open_source
-from slimvec.recipe import apply_recipe
+from slimvec.recipe import apply_default_recipe, apply_recipe
 
 __all__ = ["MigrateOptions", "migrate"]
 
@@ -127,7 +127,7 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
     if src.dim <= 0 or src.count() == 0:
         raise ConfigError(f"{src.spec} holds no vectors: nothing to migrate.")
-    opts = apply_recipe(opts)
+    opts = apply_recipe(apply_default_recipe(opts, b.existing))
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, None, opts.keep_full, None, None,
                                source=src.spec, recipe=opts.recipe))
     old = b.existing
