@@ -308,6 +308,14 @@ class FaissStore(VectorStore):
         finally:
             if kk > ef:
                 self._set_ef(ef)
+        if not stale:  # the usual case: positions map to ids in one numpy step
+            width = min(k, pos.shape[1])
+            pos = pos[:, :width]
+            hit = pos >= 0
+            out.ids[:, :width] = np.where(hit, self._ids[np.where(hit, pos, 0)], -1)
+            scores = -dist[:, :width] if self.metric == "l2" else dist[:, :width]
+            out.scores[:, :width] = np.where(hit, scores, out.scores[:, :width])
+            return out
         for row in range(len(qs)):
             col = 0
             for d, p in zip(dist[row], pos[row]):
