@@ -114,9 +114,15 @@ def test_only_texts_beyond_the_model_maximum_are_counted(encoder):
 
 
 def test_first_sigint_sets_the_flag_and_a_second_interrupts():
-    with StopFlag() as stop:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested and stop.signum == signal.SIGINT
-        with pytest.raises(KeyboardInterrupt):
+    # a test run started in the background (nohup, `cmd &`) inherits SIGINT ignored: start from
+    # Python's own handler so the test does not depend on how pytest was launched
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with StopFlag() as stop:
             os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            assert stop.requested and stop.signum == signal.SIGINT
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)

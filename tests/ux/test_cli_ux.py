@@ -117,7 +117,10 @@ def test_ctrl_c_during_the_fit_exits_130_with_what_to_do(corpus, tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "slimvec", "ingest", str(corpus), "--index", str(index),
              "--reducer", "embedtextnet:8,epochs=100000,width=4", "--store", "hnsw"],
-            stdout=subprocess.DEVNULL, stderr=fh, env=ENV)
+            stdout=subprocess.DEVNULL, stderr=fh, env=ENV,
+            # a test run started in the background inherits SIGINT ignored, and so would the
+            # child: give it the default disposition, as a terminal's Ctrl-C finds it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             deadline = time.monotonic() + 240
             while "progress: fitting" not in err_path.read_text():
