@@ -42,7 +42,7 @@ from typing import Any, Union
 from slimvec.errors import ConfigError, PersistenceError
 
 __all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
-           "apply_default_recipe", "DEFAULT_RECIPE", "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
+           "apply_default_recipe", "DEFAULT_RECIPE", "recipe_grid", "AUTO_LADDER", "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
 
 RECIPE_FORMAT = "slimvec-recipe"
 RECIPE_VERSION = 1
@@ -340,6 +340,30 @@ def apply_default_recipe(opts: Any, existing: Any) -> Any:
                                    for key in ("recipe", "reducer", "store", "keep_full")):
         return opts
     return replace(opts, recipe=DEFAULT_RECIPE)
+
+
+#: the rescoring depths ``slimvec bench --recipe ...|rescore=auto`` measures (a fixed grid: the
+#: benchmark reports recall per depth where an index calibrates one)
+AUTO_LADDER = (2, 4, 8, 16, 32)
+
+
+def recipe_grid(recipes: list[str], reducers: list[str], stores: list[str], rescore: list[int]
+                ) -> tuple[list[str], list[str], list[int]]:
+    """``slimvec bench`` lists extended by ``--recipe`` values: each recipe's reducer, store and
+    rescoring depth (``auto``: :data:`AUTO_LADDER`) join the grid, each once.
+
+    Raises
+    ------
+    ConfigError
+        A recipe that does not parse (the message names the stage).
+    """
+    reducers, stores, rescore = list(reducers), list(stores), list(rescore)
+    for value in recipes:
+        rec = resolve_recipe(value)
+        depths = list(AUTO_LADDER) if rec.rescore == "auto" else [rec.rescore] if rec.rescore else []
+        for items, new in ((reducers, [rec.reducer]), (stores, [rec.store]), (rescore, depths)):
+            items.extend(x for x in new if x not in items)
+    return reducers, stores, rescore
 
 
 def apply_recipe(opts: Any) -> Any:

@@ -38,6 +38,7 @@ def bench(
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec (repeatable), e.g. pca:96; 'none' (full dimension) is always measured."),
     store: list[str] = typer.Option([], "--store", help="Store spec (repeatable): hnsw, faiss[:FACTORY], qdrant-edge[:quant=sq8], qdrant:... [default: hnsw]."),
     rescore: list[int] = typer.Option([], "--rescore", help="Also measure each reduced row with k x R candidates re-ranked by the full vectors (repeatable R)."),
+    recipe: list[str] = typer.Option([], "--recipe", help="A recipe string or tuned.json (repeatable; docs/recipes.md): adds its reducer, store and rescoring depth to the grid (rescore=auto: R in 2, 4, 8, 16, 32, the depths calibration tries)."),
     kmeans: Optional[int] = typer.Option(None, "--kmeans", help="Cluster-routed retrieval rows with FAISS k-means of K clusters on each reducer's output (and the reducer's own clusters)."),
     route_probes: list[int] = typer.Option([], "--route-probes", help="Clusters a query is routed to (repeatable) [default: 1 and 4]."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Measure the peer quantization baselines (FAISS SQ8/PQ/OPQ, Qdrant Edge SQ/BQ/TurboQuant, sentence-transformers int8/binary)."),
@@ -66,6 +67,7 @@ def bench(
     from slimvec.benchmarks.inputs import BenchInputs, bench_to_folder
     from slimvec.benchmarks.runner import BenchConfig
     from slimvec.cli.checks import check_bench_inputs
+    from slimvec.recipe import recipe_grid
 
     check_bench_inputs(vectors)  # a .hdf5 / folder given to --vectors belongs to --dataset
     console = Console(stderr=True)
@@ -77,7 +79,8 @@ def bench(
             from slimvec.benchmarks.suite import load_suite
 
             given = [name for name, value in (("--pairs", pairs), ("--vectors", vectors), ("--dataset", dataset),
-                                              ("--reducer", reducer), ("--store", store), ("--rescore", rescore))
+                                              ("--reducer", reducer), ("--store", store), ("--rescore", rescore),
+                                              ("--recipe", recipe))
                      if value]
             if given:
                 raise ConfigError(f"--suite {suite} declares the data and the run; remove {', '.join(given)} "
@@ -94,6 +97,7 @@ def bench(
         else:
             if out is None:
                 raise ConfigError("Missing --out DIR: the folder for results.json and report.md.")
+            reducer, store, rescore = recipe_grid(recipe, reducer, store, rescore)
             inputs = BenchInputs(pairs=pairs, train_pairs=train_pairs, vectors=vectors, queries=queries,
                                  datasets=dataset, encoders=encoder, dup_threshold=dup_threshold,
                                  skip_bad_rows=skip_bad_rows, sts_file=sts_file, metric=metric,

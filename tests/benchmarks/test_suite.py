@@ -188,3 +188,25 @@ def test_chosen_peers_rescored_and_memory_measured(tmp_path: Path) -> None:
         BenchConfig(reducers=[], stores=["faiss:Flat"], work_dir=tmp_path, peers=["st:int4"]).validate()
     with pytest.raises(ConfigError, match="build_threads"):
         BenchConfig(reducers=[], stores=["faiss:Flat"], work_dir=tmp_path, build_threads=-1).validate()
+
+
+def test_bench_takes_recipes_into_its_grid(tmp_path: Path) -> None:
+    """``slimvec bench --recipe`` measures a recipe's reducer, store and depth (auto: the ladder)."""
+    from slimvec.recipe import AUTO_LADDER, recipe_grid
+
+    reducers, stores, rescore = recipe_grid(["pca:8|faiss:Flat|rescore=4", "pca:8|faiss:PQ4np|rescore=auto"],
+                                            [], ["faiss:Flat"], [2])
+    assert reducers == ["pca:8"] and stores == ["faiss:Flat", "faiss:PQ4np"]
+    assert rescore == [2, 4] + [r for r in AUTO_LADDER if r not in (2, 4)]
+    with pytest.raises(ConfigError, match="pcaa"):
+        recipe_grid(["pcaa:8|faiss:Flat"], [], [], [])
+    vectors = _vectors(tmp_path / "vecs.npy", n=300)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "bench", "--out", str(tmp_path / "out"),
+                           "--vectors", str(vectors), "--recipe", "pca:8|faiss:Flat|rescore=4",
+                           "--no-baselines", "--max-queries", "20", "--latency-queries", "3"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows, _ = load_rows(tmp_path / "out" / "results.json")
+    assert {(r.reducer, r.store, r.rescore) for r in rows} == {
+        ("none", "faiss:Flat", None), ("pca:8", "faiss:Flat", None), ("pca:8", "faiss:Flat", 4)}
