@@ -330,7 +330,10 @@ class FaissStore(VectorStore):
 
     def count(self) -> int:
         self._require()
-        live = np.unique(self._ids)
+        if self._pos is not None:  # a writer keeps the map up to date: counting is free
+            live_ids = set(self._pos)
+            return len(live_ids) + len({int(i) for p in self._pending_ids for i in p} - live_ids)
+        live = np.unique(self._ids)  # a reader: from the ids array, without building the map
         pending = np.unique(np.concatenate(self._pending_ids)) if self._pending_ids else live[:0]
         return int(len(live) + len(np.setdiff1d(pending, live, assume_unique=True)))
 

@@ -235,16 +235,21 @@ def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[
     # one document block per Ray block: by default Ray Data packs a file's small blocks into one
     # output block of up to 128 MiB, which reaches a single actor and leaves the other workers
     # idle (measured on 20k documents: 2 workers streamed no faster than 1)
-    ray.data.DataContext.get_current().target_max_block_size = 1
-    ds = (ray.data.from_items(items, override_num_blocks=len(items))
-          .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
-                       batch_size=1, num_cpus=0)
-          .map_batches(EncodeReduce, fn_constructor_kwargs={
-              "encoder": manifest.encoder, "reducer_files": reducer_files,
-              "encode_batch": min(opts.batch_size, INGEST_ENCODE_BATCH), "cache_keys": keys, "cache_vectors": vectors,
-              "text_column": opts.text_column, "threads": max(1, round(ray_opts.cpus_per_worker)),
-              "id_rule": manifest.id_rule},
-              **_actor_args(ray_opts)))
+    # (each dataset copies the context when created: the process-wide setting is restored after)
+    ctx = ray.data.DataContext.get_current()
+    saved_block_size, ctx.target_max_block_size = ctx.target_max_block_size, 1
+    try:
+        ds = (ray.data.from_items(items, override_num_blocks=len(items))
+              .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
+                           batch_size=1, num_cpus=0)
+              .map_batches(EncodeReduce, fn_constructor_kwargs={
+                  "encoder": manifest.encoder, "reducer_files": reducer_files,
+                  "encode_batch": min(opts.batch_size, INGEST_ENCODE_BATCH), "cache_keys": keys,
+                  "cache_vectors": vectors, "text_column": opts.text_column,
+                  "threads": max(1, round(ray_opts.cpus_per_worker)), "id_rule": manifest.id_rule},
+                  **_actor_args(ray_opts)))
+    finally:
+        ctx.target_max_block_size = saved_block_size
     written: list[tuple[int, int]] = []
     seen = {(f, k) for f, blocks in committed.items() for k in blocks}
     rows_done = plan.start_row
