@@ -33,15 +33,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from slimvec.recipe import Recipe
+from slimvec.benchmarks.sizing import FULL_ID_RAM
+from slimvec.recipe import AUTO_LADDER, Recipe
 from slimvec.errors import ConfigError
 
 __all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune"]
 
 log = logging.getLogger(__name__)
 
-#: RAM per vector of the full vectors' id lookup (sorted ids + rows, int64 each) when rescoring
-FULL_ID_RAM = 16
 
 
 @dataclass
@@ -102,15 +101,15 @@ class TuneResult:
 
 def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] = ()) -> list[Recipe]:
     """Full dimension and PCA at 1/2, 1/4, 1/8 (or ``reducers``) × hnswlib / FAISS HNSW32 / FAISS
-    HNSW32,SQ8 (or ``stores``) × no rescoring and R = 2, 4, 8, 16 (the full dimension rescored
-    only when quantized)."""
+    HNSW32,SQ8 (or ``stores``) × no rescoring and R = 2, 4, 8, 16, 32, the depths ``rescore=auto``
+    tries (the full dimension rescored only when quantized)."""
     reducers = list(reducers) or ["none"] + [f"pca:{d}" for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
     stores = list(stores) or ["hnsw", "faiss:HNSW32", "faiss:HNSW32,SQ8"]
     out = []
     for red in reducers:
         for store in stores:
-            lossless = red == "none" and "SQ" not in store
-            for R in [None] + ([] if lossless else [2, 4, 8, 16]):
+            lossless = red == "none" and not any(q in store for q in ("SQ", "PQ", "quant="))
+            for R in [None] + ([] if lossless else list(AUTO_LADDER)):
                 out.append(Recipe(red, store, R))
     return out
 
@@ -227,15 +226,28 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     if len(X) < n_queries + 100:
         raise ConfigError(f"tune needs at least {n_queries + 100} vectors, got {len(X)}.")
     say = progress or (lambda text: log.info(text))
+    started = time.perf_counter()
     rng = np.random.default_rng(seed)
     perm = rng.permutation(len(X))
     queries, pool = X[perm[:n_queries]], X[perm[n_queries:]]
     sizes = sorted({min(int(r), len(pool)) for r in rungs})
     cands = [TuneCandidate(r, X.shape[1] if r.reducer == "none" else int(r.reducer.split(":")[1].split(",")[0]))
              for r in (grid or default_grid(X.shape[1]))]
+    from slimvec.connectors import store_dim_problem
+
+    dropped = {}
+    for c in cands:
+        problem = store_dim_problem(c.recipe.store, c.dim_out)
+        if problem:
+            dropped[(c.recipe.reducer, c.recipe.store)] = problem
+    cands = [c for c in cands if (c.recipe.reducer, c.recipe.store) not in dropped]
+    if not cands:
+        raise ConfigError("No reducer × store combination of the grid can be built: "
+                          + "; ".join(sorted(set(dropped.values()))) + ".")
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="slimvec-tune-"))
     work.mkdir(parents=True, exist_ok=True)
-    notes = _predict_sizes(cands, docs, X.shape[1], work)
+    notes = [f"left out {red} → {store}: {why}" for (red, store), why in sorted(dropped.items())]
+    notes += _predict_sizes(cands, docs, X.shape[1], work)
     alive = [c for c in cands if ram_budget is None or c.ram_bytes <= ram_budget]
     for c in cands:
         if c not in alive:
@@ -271,6 +283,8 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "
                  f"{n_queries} held-out queries; recall and p50 latency measured at the sample size: "
                  "recall falls and the rescoring depth needed grows with N (rescore=auto calibrates it)")
+    notes.append(f"{sum(c.rung > 0 for c in cands)} candidates measured in {len(sizes)} rung(s), "
+                 f"{time.perf_counter() - started:.0f} s")
     ranked = sorted(cands, key=lambda c: (-c.rung,) + _objective(c, min_recall))
     best = ranked[0] if ranked and ranked[0].meets else None
     if best is None:

@@ -37,6 +37,8 @@ def tune(
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec to consider (repeatable) [default: none and pca at dim/2, /4, /8]."),
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8]."),
     top: int = typer.Option(10, "--top", help="Runner-up rows shown."),
+    exhaustive: bool = typer.Option(False, "--exhaustive", help="Measure every candidate on the largest sample (no halving): the reference the halving is checked against; slower."),
+    table_out: Optional[Path] = typer.Option(None, "--table", help="Also write every candidate's row (JSON list) here."),
 ) -> None:
     """Choose reducer × store × rescoring depth for your budget (successive halving on a sample)."""
     import numpy as np
@@ -64,7 +66,7 @@ def tune(
                 seen.setdefault(b)
         enc = Encoder()
         X = EncodingCache(default_cache_dir(), enc.fingerprint).encode(enc, list(seen))
-    rungs = sorted({max(sample // 16, 500), max(sample // 4, 1000), sample})
+    rungs = [sample] if exhaustive else sorted({max(sample // 16, 500), max(sample // 4, 1000), sample})
     console = Console(stderr=True)
     result = run_tune(np.asarray(X), docs=docs, ram_budget=parse_bytes(ram_budget) if ram_budget else None,
                       min_recall=min_recall, max_p50_ms=max_p50_ms, rungs=rungs, n_queries=queries,
@@ -79,6 +81,11 @@ def tune(
     Console().print(table)
     for note in result.notes:
         console.print(f"note: {note}")
+    if table_out is not None:
+        import json
+
+        table_out.write_text(json.dumps([c.row() for c in result.candidates], indent=1) + "\n")
+        console.print(f"every candidate's row written to {table_out}")
     recipe = result.recipe()
     path = save_recipe(out, recipe)
     console.print(f"winner: [bold]{recipe}[/] written to {path} (see docs/recipes.md)")

@@ -28,7 +28,7 @@ from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError
 from slimvec.specs import Spec, format_spec, parse_spec
 
-__all__ = ["make_store", "store_names", "store_class", "canonical_store_spec", "parse_store_spec",
+__all__ = ["make_store", "store_names", "store_class", "canonical_store_spec", "parse_store_spec", "store_dim_problem",
            "SearchResult", "VectorStore"]
 
 STORES: dict[str, str] = {
@@ -113,3 +113,10 @@ def canonical_store_spec(spec: str | Spec) -> str:
     make_store(parsed, ".")  # validates the options
     arg = parsed.arg or store_class(parsed).default_arg
     return format_spec(parsed.name, arg, parsed.options)
+
+
+def store_dim_problem(spec: str | Spec, dim: int) -> str | None:
+    """Why a store of ``spec`` cannot hold ``dim``-dimensional vectors (None: it can); see
+    :meth:`VectorStore.dim_problem`."""
+    parsed = parse_store_spec(spec)
+    return store_class(parsed).dim_problem(parsed.arg, parsed.options, int(dim))

@@ -182,6 +182,16 @@ class VectorStore(abc.ABC):
         """
         return str(options.get("quant", "float32"))
 
+    @classmethod
+    def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
+        """Why a store of this spec cannot hold ``dim``-dimensional vectors, or None if it can.
+
+        ``arg`` and ``options`` are a parsed spec's. Lets a grid (``slimvec tune``) leave out
+        combinations such as a FAISS ``PQ32`` after a 48-dimensional reducer before building
+        anything. The default accepts every dimension.
+        """
+        return None
+
     @staticmethod
     def _spec_location(spec: str | Spec) -> str | None:
         return (spec if isinstance(spec, Spec) else parse_spec(spec)).arg

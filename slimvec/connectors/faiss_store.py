@@ -104,6 +104,18 @@ class FaissStore(VectorStore):
     def _component(cls, rel: str) -> str:
         return {INDEX_FILE: "index", IDS_FILE: "ids"}.get(rel.rsplit("/", 1)[-1], "other")
 
+    @classmethod
+    def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
+        """FAISS's own answer: the factory is built (empty, in memory) at ``dim``."""
+        factory = str(options.get("factory") or arg or cls.default_arg)
+        try:
+            _faiss().index_factory(int(dim), factory)
+        except RuntimeError as exc:
+            reason = str(exc).split("Error: ")[-1].strip()
+            return f"FAISS factory {factory!r} cannot hold {dim}-d vectors ({reason})"
+        return None
+
+
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))
         self._index = None

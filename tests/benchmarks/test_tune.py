@@ -60,3 +60,31 @@ def test_cli_writes_a_loadable_recipe(minilm_vectors, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--docs", "10", "--min-recall", "0.9"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--vectors" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_grid_leaves_out_what_a_store_cannot_hold(minilm_vectors, tmp_path):
+    # FAISS PQ32 needs a dimension divisible by 32: after pca:48 it cannot be built, after pca:64 it can
+    grid = [Recipe("pca:48", "faiss:IVF16,PQ32"), Recipe("pca:64", "faiss:IVF16,PQ32", 4)]
+    res = tune(minilm_vectors[:1200], docs=100_000, ram_budget=1 << 30, grid=grid, rungs=(900,),
+               n_queries=100, latency_queries=5, workdir=tmp_path)
+    assert [str(c.recipe) for c in res.candidates] == ["pca:64|faiss:IVF16,PQ32|rescore=4"]
+    assert any("left out pca:48 → faiss:IVF16,PQ32" in n and "48-d" in n for n in res.notes)
+    with pytest.raises(ConfigError, match="No reducer × store combination"):
+        tune(minilm_vectors[:1200], docs=100_000, ram_budget=1 << 30, grid=grid[:1], rungs=(900,),
+             n_queries=100, workdir=tmp_path)
+
+
+def test_exhaustive_table_cli(minilm_vectors, tmp_path):
+    np.save(tmp_path / "v.npy", minilm_vectors[:1200])
+    table = tmp_path / "table.json"
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--vectors", str(tmp_path / "v.npy"),
+                           "--docs", "100000", "--ram-budget", "1GiB", "--sample", "1000", "--exhaustive",
+                           "--queries", "100", "--reducer", "pca:48", "--reducer", "pca:24",
+                           "--store", "hnsw", "--table", str(table), "--out", str(tmp_path / "t.json")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(table.read_text())
+    # every candidate (2 reducers x no rescoring and R = 2..32) measured once, on the whole sample
+    assert len(rows) == 12 and {r["rung"] for r in rows} == {1}
+    assert {r["n_sample"] for r in rows} == {1000}
+    assert all(r["neighbor_recall_at_10"] is not None for r in rows)
