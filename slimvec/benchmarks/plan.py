@@ -23,12 +23,13 @@ import numpy as np
 
 from slimvec.benchmarks.analysis import value_of
 from slimvec.benchmarks.rows import Row
-from slimvec.benchmarks.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_spec
+from slimvec.benchmarks.sizing import FULL_ID_RAM, SizeCheck, SizeModel, calibrate, check_model, sizing_spec
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
 from slimvec.benchmarks.analysis import finite
 
-__all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "make_plan", "quick_sweep",
+__all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "candidates_for_recipes",
+           "make_plan", "quick_sweep",
            "QUALITY_METRICS", "default_sweep_reducers"]
 
 log = logging.getLogger(__name__)
@@ -82,8 +83,13 @@ class Candidate:
         Size of the fitted reducer artifact (from the results; 0 when unknown), counted in RAM
         (it transforms every query) and on disk.
     ram_bytes, disk_bytes : float
-        Predicted at the plan's N.
+        Predicted at the plan's N (a rescored candidate adds its full vectors on disk and their
+        id lookup in RAM, as ``slimvec tune`` counts them).
     meets_target : bool
+    recipe : str or None
+        The recipe this candidate stands for (``slimvec plan --recipe``).
+    keep_full : str
+        dtype of the full vectors a rescored candidate keeps on disk.
     """
 
     reducer: str
@@ -96,10 +102,14 @@ class Candidate:
     ram_bytes: float = 0.0
     disk_bytes: float = 0.0
     meets_target: bool = False
+    recipe: str | None = None
+    keep_full: str = "float32"
 
     @property
     def label(self) -> str:
-        """``pca:96 → hnsw`` (``+rescore`` when rescored)."""
+        """``pca:96 → hnsw`` (``+rescore`` when rescored), or the recipe string."""
+        if self.recipe is not None:
+            return self.recipe
         return f"{self.reducer} → {self.store}" + (" +rescore" if self.rescore else "")
 
 
@@ -127,6 +137,7 @@ class Plan:
         """JSON-serialisable plan (``slimvec plan --json``)."""
         def cand(c: Candidate) -> dict[str, Any]:
             return {"reducer": c.reducer, "dim_out": c.dim_out, "store": c.store, "rescore": c.rescore,
+                    "recipe": c.recipe,
                     self.metric: c.quality, "datasets": c.datasets, "reducer_bytes": c.reducer_bytes,
                     "ram_bytes": int(c.ram_bytes), "disk_bytes": int(c.disk_bytes),
                     "meets_target": c.meets_target}
@@ -208,6 +219,62 @@ def candidates_from_results(rows: Sequence[Row | dict[str, Any]], dim: int, stor
     return list(groups.values())
 
 
+def _recipe_dim(reducer: str, dim: int) -> int:
+    if reducer == "none":
+        return dim
+    from slimvec.reducers import make_reducer
+
+    n = getattr(make_reducer(reducer), "n_components", None)
+    return int(n) if isinstance(n, int) else dim
+
+
+def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row | dict[str, Any]] = (),
+                           metric: str = "neighbor_recall_at_10",
+                           notes: list[str] | None = None) -> list[Candidate]:
+    """One candidate per recipe (:class:`~slimvec.recipe.Recipe`), quality from ``rows``.
+
+    A row counts for a recipe when its reducer, store (as sized) and rescoring depth are the
+    recipe's; for ``rescore=auto`` the depth calibration would pick is used: per dataset, the
+    smallest measured depth whose quality reaches the recipe's target, else the deepest. The
+    quality is the lowest over datasets; a recipe no row measured keeps ``quality=None`` (noted).
+    """
+    from slimvec.recipe import AUTO_LADDER
+
+    notes = notes if notes is not None else []
+    out = []
+    for rec in recipes:
+        store = sizing_spec(rec.store)
+        cand = Candidate(rec.reducer, _recipe_dim(rec.reducer, dim), store, rec.rescore is not None,
+                         recipe=str(rec), keep_full=rec.keep_full or "float32")
+        by_dataset: dict[str, dict[int, float]] = {}
+        for r in rows:
+            if str(r.get("reducer") or "none") != rec.reducer or _num(r.get("dim_in")) not in (None, dim):
+                continue
+            try:
+                if sizing_spec(str(r.get("store") or "")) != store:
+                    continue
+            except ConfigError:
+                continue
+            depth = int(_num(r.get("rescore")) or 0)
+            wanted = {0} if rec.rescore is None else set(AUTO_LADDER) if rec.auto_rescore else {int(rec.rescore)}
+            value = _num(value_of(r, metric))
+            if depth in wanted and value is not None:
+                by_dataset.setdefault(str(r.get("dataset", "?")), {})[depth] = value
+            cand.reducer_bytes = max(cand.reducer_bytes, int(_num(r.get("reducer_bytes")) or 0))
+        for dataset, per_depth in by_dataset.items():
+            if rec.auto_rescore:
+                reached = [d for d in sorted(per_depth) if per_depth[d] >= rec.target_recall]
+                value = per_depth[reached[0] if reached else max(per_depth)]
+            else:
+                value = next(iter(per_depth.values()))
+            cand.quality = value if cand.quality is None else min(cand.quality, value)
+            cand.datasets.append(dataset)
+        if rows and cand.quality is None:
+            notes.append(f"{rec}: no result row measures it (add it with slimvec bench --recipe)")
+        out.append(cand)
+    return out
+
+
 def _sizing_candidates(dim: int, stores: Sequence[str]) -> list[Candidate]:
     dims = [dim] + [d for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
     return [Candidate("none" if d == dim else f"pca:{d}", d, sizing_spec(s)) for s in stores for d in dims]
@@ -218,7 +285,7 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
               memory_budget: int | str | None = None, metric: str = "task_recall_at_10",
               payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
               check_size: int | None = None, workdir: str | Path | None = None,
-              models: dict[str, SizeModel] | None = None) -> Plan:
+              models: dict[str, SizeModel] | None = None, recipes: Sequence[Any] = ()) -> Plan:
     """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
 
     Parameters
@@ -247,6 +314,9 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         Size models already fitted (sizing spec -> :class:`SizeModel`, e.g. the ones a
         ``report.html`` embeds); a store found here is neither re-measured nor re-checked, so the
         plan repeats that page's figures exactly.
+    recipes : list of Recipe, optional
+        Plan exactly these recipes (:func:`candidates_for_recipes`) instead of every
+        configuration of the rows; without rows they are sized only.
 
     Raises
     ------
@@ -255,11 +325,19 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     """
     if docs <= 0 or dim <= 0:
         raise ConfigError(f"--docs and --dim must be positive, got docs={docs}, dim={dim}.")
-    if min_quality is None and memory_budget is None:
+    if min_quality is None and memory_budget is None and not recipes:
         raise ConfigError("Give a target: --min-task-recall R (a quality floor) and/or --memory-budget SIZE.")
     budget = parse_bytes(memory_budget) if memory_budget is not None else None
     notes: list[str] = []
-    if rows:
+    if recipes:
+        cands = candidates_for_recipes(recipes, dim, rows or (), metric, notes)
+        if not rows:
+            if min_quality is not None:
+                raise ConfigError(f"A {metric} target needs measured quality: pass --results FILE "
+                                  "from `slimvec bench --recipe ...`, or --pairs/--vectors for a "
+                                  "quick sweep on your data.")
+            notes.append("quality not measured (no --results): the recipes are sized only")
+    elif rows:
         cands = candidates_from_results(rows, dim, stores, metric, notes)
     else:
         if min_quality is not None:
@@ -290,6 +368,9 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         model = fitted[c.store]
         c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query
         c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
+        if c.rescore:  # the full vectors are read from disk; their id lookup is in RAM
+            c.ram_bytes += FULL_ID_RAM * docs
+            c.disk_bytes += docs * (dim * np.dtype(c.keep_full).itemsize + 8)
         ok = True
         if min_quality is not None:
             ok = c.quality is not None and c.quality >= min_quality
@@ -338,7 +419,7 @@ def _sample_vectors(path: Path, limit: int, out: Path) -> Path:
 def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vectors: str | Path | None = None,
                 reducers: Sequence[str] = (), stores: Sequence[str] = (), sample: int = 2000,
                 latency_queries: int = 200, baselines: bool = True,
-                timeout_s: float | None = None) -> list[Row]:
+                timeout_s: float | None = None, rescore: Sequence[int] = ()) -> list[Row]:
     """Run the benchmark harness on the first ``sample`` rows of the user's data; returns its rows.
 
     The sweep is :func:`slimvec.benchmarks.inputs.bench_to_folder` (what ``slimvec bench`` runs),
@@ -366,7 +447,7 @@ def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vector
         raise ConfigError("A quick sweep needs --pairs FILE (repeatable) or --vectors FILE.")
     out = Path(out_dir)
     config = BenchConfig(reducers=list(reducers), stores=list(stores), work_dir=out / "work",
-                         baselines=baselines, latency_queries=latency_queries)
+                         baselines=baselines, latency_queries=latency_queries, rescore=list(rescore))
     config.validate()  # a typo fails before the sample is written or encoded
     sample_dir = out / "sample"
     sample_dir.mkdir(parents=True, exist_ok=True)
@@ -394,6 +475,8 @@ def _sweep_command(inputs: Any, config: Any) -> str:
         parts += ["--reducer", r]
     for st in config.stores:
         parts += ["--store", st]
+    for R in config.rescore:
+        parts += ["--rescore", str(R)]
     if not config.baselines:
         parts.append("--no-baselines")
     return shlex.join(parts)

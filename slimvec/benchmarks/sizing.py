@@ -40,6 +40,7 @@ from slimvec.specs import format_spec
 
 __all__ = [
     "FEATURES",
+    "FULL_ID_RAM",
     "Measurement",
     "ComponentFit",
     "SizeModel",
@@ -55,6 +56,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: RAM per vector of a rescored index's full-vector id lookup (sorted ids + rows, int64 each); the
+#: full vectors themselves are memory-mapped from disk (``slimvec tune`` and ``plan`` count them
+#: on disk)
+FULL_ID_RAM = 16
 
 #: the terms of the linear size form, in order
 FEATURES = ("fixed", "fixed_per_dim", "per_vector", "per_dim", "per_payload_byte")

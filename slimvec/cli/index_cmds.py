@@ -112,6 +112,7 @@ def search(
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full) [default: the depth recorded by the index's --recipe, else none]."),
     trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; none: no re-ranking). Not with --rescore."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents)."""
     from slimvec.indexer.index import open_index
@@ -120,7 +121,13 @@ def search(
     if rescore is not None:
         check_positive("--rescore", rescore,
                        "(candidates per result; omit --rescore to search without re-ranking)")
+        if recipe is not None:
+            from slimvec.errors import ConfigError
+
+            raise ConfigError("Give --rescore R or --recipe, not both (the recipe carries its depth).")
     with open_index(index, trust_store=trust_store) as idx:
+        if recipe is not None:
+            rescore = idx.recipe_depth(recipe)
         t_load = time.perf_counter()
         idx.encoder  # load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load

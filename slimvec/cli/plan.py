@@ -44,6 +44,7 @@ def plan(
     node_ram: str = typer.Option("64GiB", "--node-ram", help="--engine: RAM per serving node."),
     node_hour_price: float = typer.Option(0.0, "--node-hour-price", help="--engine: price of a node-hour, for savings."),
     replication: int = typer.Option(1, "--replication", help="--engine: copies of each shard."),
+    recipe: list[str] = typer.Option([], "--recipe", help="Plan exactly this recipe (string or tuned.json; repeatable): sized at --docs with its full vectors on disk, quality from --results / the quick sweep (which then measures it)."),
 ) -> None:
     """Recommend reducer × store configurations for DOCS documents and predict RAM and disk.
 
@@ -61,6 +62,9 @@ def plan(
         metric, floor = "neighbor_recall_at_10", min_neighbor_recall
     if memory_budget is not None:
         parse_bytes(memory_budget)  # fail before any work
+    from slimvec.recipe import recipe_grid, resolve_recipe
+
+    recipes = [resolve_recipe(r) for r in recipe]  # a bad recipe fails before any work
     err = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="slimvec-plan-") as tmp:
         rows = None
@@ -68,12 +72,15 @@ def plan(
             rows, _ = load_results(results)
         elif pairs or vectors is not None:
             err.print(f"quick sweep: `slimvec bench` on the first {sample:,} rows of your data ...")
+            reducers, stores, depths = recipe_grid(recipe, reducer or ([] if recipe else default_sweep_reducers(dim)),
+                                                   store, [])
             rows = quick_sweep(Path(tmp) / "sweep", pairs=pairs, vectors=vectors,
-                               reducers=reducer or default_sweep_reducers(dim), stores=store, sample=sample)
+                               reducers=[r for r in reducers if r != "none"], stores=stores,
+                               sample=sample, rescore=depths)
         if not json_out:
             err.print("fitting store size models on real builds at 1,000 and 2,000 vectors ...")
         result = make_plan(docs, dim, store, rows=rows, min_quality=floor, memory_budget=memory_budget,
-                           metric=metric, payload_bytes=payload_bytes, workdir=tmp)
+                           metric=metric, payload_bytes=payload_bytes, workdir=tmp, recipes=recipes)
     engine_result = None
     if engine:  # the engine model lives in slimvec.engines.plan
         from slimvec.cli.engine_plan import run_engine_plan
@@ -93,11 +100,12 @@ def plan(
         target.append(f"{metric} ≥ {floor}")
     if result.memory_budget is not None:
         target.append(f"RAM ≤ {_human(result.memory_budget)}")
-    table = Table(title=f"Plan for {docs:,} documents of dimension {dim} ({' and '.join(target)})")
+    table = Table(title=f"Plan for {docs:,} documents of dimension {dim} "
+                        f"({' and '.join(target) or 'no target: the recipes sized'})")
     for col in ("#", "reducer", "dim", "store", short, "RAM", "disk", "meets target", "measured on"):
         table.add_column(col, justify="right" if col in ("#", "dim", "RAM", "disk") else "left")
     for i, c in enumerate(result.candidates[:top], 1):
-        table.add_row(str(i), c.reducer, str(c.dim_out), c.store + (" +rescore" if c.rescore else ""),
+        table.add_row(str(i), c.reducer, str(c.dim_out), c.recipe or (c.store + (" +rescore" if c.rescore else "")),
                       "—" if c.quality is None else f"{c.quality:.3f}", _human(c.ram_bytes),
                       _human(c.disk_bytes), "[green]yes[/]" if c.meets_target else "[red]no[/]",
                       ", ".join(sorted(set(c.datasets))) or "—")

@@ -24,10 +24,16 @@ def serve(
     queue_size: int = typer.Option(64, help="Write requests in flight before 429 + Retry-After."),
     batch_wait_ms: float = typer.Option(2.0, help="Dynamic batching wait for query texts (0: off)."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: pca:96|qdrant-edge|rescore=auto,keep_full=float16, as slimvec ingest]; 'none': pca:96 on qdrant-edge without rescoring."),
 ) -> None:
     """Serve every index under --root over HTTP (OpenAPI docs at /docs)."""
+    from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
     from slimvec.service.config import ServiceConfig
     from slimvec.service.server import serve as run
+
+    default_recipe: str | None = DEFAULT_RECIPE
+    if recipe is not None:
+        default_recipe = None if recipe.strip().lower() == "none" else str(resolve_recipe(recipe))
 
     if reports is None and (root / "reports").is_dir():
         reports = root / "reports"
@@ -35,5 +41,5 @@ def serve(
         root=root, host=host, port=port, api_key=ServiceConfig.key_from_env(api_key_env),
         read_only_key=ServiceConfig.key_from_env(read_only_key_env), max_body_bytes=max_body_bytes,
         max_batch=max_batch, queue_size=queue_size, batch_wait_ms=batch_wait_ms,
-        fit_after=fit_after, allow_dirs=list(allow_dir), reports=reports)
+        fit_after=fit_after, allow_dirs=list(allow_dir), reports=reports, recipe=default_recipe)
     run(config, log_level=log_level)

@@ -516,19 +516,43 @@ class IndexBuilder:
         self._target.finalize()
         self.commit(state="done")
         self.summary.count = self.manifest.count
-        calibrated = False
-        if self.manifest.recipe is not None and "rescore=auto" in self.manifest.recipe:
-            self.say("calibrating the rescoring depth (rescore=auto) on a sample of the index")
-            self.manifest.rescore = rescore_for_recipe(
-                self.manifest.recipe, self.store, self.reducer,
-                self._target.full if isinstance(self._target, KeepFullStore) else None)
-            calibrated = True
+        calibrated = self.calibrate(write=False)
         self._target.close()
         self._target = self.store = None
         sums = store_checksums(self.folder, self.manifest)
         if sums or calibrated:
             self.manifest.store_sha256 = sums
             self.manifest.write(self.folder)
+
+    @property
+    def auto_rescore(self) -> bool:
+        """True when the index's recipe calibrates its rescoring depth (``rescore=auto``)."""
+        return self.manifest is not None and self.manifest.recipe is not None \
+            and "rescore=auto" in self.manifest.recipe
+
+    def calibration_due(self, growth: float = 2.0) -> bool:
+        """True when an ``auto`` depth was never calibrated, or the index has grown ``growth``
+        times since (the depth needed grows with N); a long-lived writer (the service) asks
+        after its commits."""
+        if not self.auto_rescore:
+            return False
+        count = int(self.manifest.count)
+        done = self.manifest.rescore
+        return count >= 2 and (done is None or count >= growth * max(done.n_corpus, 1))
+
+    def calibrate(self, write: bool = True) -> bool:
+        """Calibrate a ``rescore=auto`` depth on the committed index (``finish`` does it; the
+        service also does it as the index grows); records it in the manifest, written when
+        ``write``. Returns whether anything was calibrated."""
+        if not self.auto_rescore:
+            return False
+        self.say("calibrating the rescoring depth (rescore=auto) on a sample of the index")
+        self.manifest.rescore = rescore_for_recipe(
+            self.manifest.recipe, self.store, self.reducer,
+            self._target.full if isinstance(self._target, KeepFullStore) else None)
+        if write:
+            self.manifest.write(self.folder)
+        return True
 
     def run(self, batches: Iterable[VectorBatch], advance: Callable[[int], None] | None = None,
             on_batch: Callable[[int], None] | None = None) -> IngestSummary:

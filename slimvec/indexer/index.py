@@ -225,6 +225,46 @@ class Index:
             self._full = FullVectors.open(self.folder / self.manifest.full.dir)
         return self._full
 
+    def recipe_depth(self, recipe: Any) -> int:
+        """The rescoring depth a search with ``recipe`` uses on this index (``search(rescore=...)``).
+
+        ``recipe`` (a :class:`~slimvec.recipe.Recipe`, a recipe string or a ``tuned.json`` path)
+        must name this index's reducer and store: a recipe is how an index was built, so a search
+        cannot change either. Its depth wins over the recorded one (``rescore=R``: R; no rescoring:
+        0); ``rescore=auto`` uses the depth this index calibrated.
+
+        Raises
+        ------
+        ConfigError
+            The recipe names another reducer or store, rescores an index that keeps no full
+            vectors, or is ``auto`` on an index that has not been calibrated.
+        """
+        from slimvec.recipe import Recipe, resolve_recipe
+
+        rec = recipe if isinstance(recipe, Recipe) else resolve_recipe(recipe)
+        m = self.manifest
+        built = m.reducer if m.reducer else "none"
+        clashes = [f"{what} {want!r} (the index has {have!r})"
+                   for what, want, have in (("reducer", rec.reducer, built), ("store", rec.store, m.store))
+                   if want != have]
+        if clashes:
+            raise ConfigError(f"Recipe {rec} does not describe {self.folder}: {'; '.join(clashes)}. A "
+                              f"search cannot change how an index was built; give the index's own "
+                              f"recipe ({m.recipe or 'slimvec info shows its reducer and store'}), or "
+                              "--rescore R alone.")
+        if rec.rescore is None:
+            return 0
+        if m.full is None:
+            raise ConfigError(f"Recipe {rec} rescores, but {self.folder} keeps no full vectors. Rebuild "
+                              "it with the recipe (slimvec ingest --recipe ...), or search without rescoring.")
+        if rec.auto_rescore:
+            if m.rescore is None or not m.rescore.calibrated:
+                raise ConfigError(f"Recipe {rec}: {self.folder} has no calibrated rescoring depth (it "
+                                  "was not built with rescore=auto, or its build did not finish). Give "
+                                  "a fixed depth (rescore=8), or finish the build.")
+            return int(m.rescore.depth)
+        return int(rec.rescore)
+
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
                rescore: int | None = None, **params: Any) -> SearchResult:
         """Search with texts or full-dimension vectors; the reducer is applied here.
@@ -238,7 +278,7 @@ class Index:
             Two-stage search: fetch ``k * rescore`` candidates from the reduced index and re-rank
             them with the full vectors kept on disk (index built with ``--keep-full``). ``None``:
             the depth recorded by the index's recipe (``rescore=R`` or calibrated ``auto``), else
-            no rescoring.
+            no rescoring; ``0``: no rescoring (:meth:`recipe_depth` of a recipe without one).
         **params
             Store search parameters (e.g. ``ef``).
 
@@ -253,9 +293,11 @@ class Index:
         if rescore is None and self.manifest.rescore is not None:
             rescore = self.manifest.rescore.depth
         elif rescore is not None and (isinstance(rescore, bool) or not isinstance(rescore, (int, np.integer))
-                                      or int(rescore) < 1):
-            raise ConfigError(f"rescore must be a positive integer (candidates per result), got "
-                              f"{rescore!r}; pass rescore=None to search without re-ranking.")
+                                      or int(rescore) < 0):
+            raise ConfigError(f"rescore must be a positive integer (candidates per result) or 0 (no "
+                              f"re-ranking), got {rescore!r}; pass rescore=None for the index's default.")
+        if rescore is not None and int(rescore) == 0:
+            rescore = None
         vectors = self.embed(queries)
         reduced = getattr(self.reducer, "transform_query", self.reducer.transform)(vectors)  # leanvec: query side
         if rescore is None:

@@ -29,6 +29,7 @@ from slimvec.service.models import (
 from slimvec.service.registry import (
     Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
 )
+from slimvec.service.names import index_folder
 from slimvec.service.writer import WriterClosed
 
 __all__ = ["create_app"]
@@ -193,7 +194,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 body.sample_vectors) else None
             if sample is None:
                 raise ConfigError("sample_vectors rows must all have the same dimension.")
-        spec = IndexSpecIn(body.reducer, body.store, body.encoder, body.keep_full, body.fit_after)
+        spec = IndexSpecIn.from_request(recipe=body.recipe, reducer=body.reducer, store=body.store,
+                                        keep_full=body.keep_full, encoder=body.encoder,
+                                        fit_after=body.fit_after, default_recipe=config.recipe)
         served, new = st.registry.create(name, spec, sample, body.sample_texts)
         return JSONResponse(served.info(), status_code=201 if new else 200)
 
@@ -293,7 +296,11 @@ def create_app(config: ServiceConfig) -> FastAPI:
         from slimvec.service.names import check_name
 
         check_name(name)
-        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
+        recipe = body.recipe
+        if recipe is None and body.reducer is None and body.store is None \
+                and not index_folder(config.root, name).exists():
+            recipe = config.recipe  # a new index gets the service's default, as over PUT
+        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder, recipe=recipe,
                              text_column=body.text_column, id_column=body.id_column,
                              format=body.format, fit_sample=body.fit_sample,
                              batch_size=body.batch_size, progress=False)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slimvec.errors import ConfigError
+from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
 
 __all__ = ["ServiceConfig", "is_loopback"]
 
@@ -51,6 +52,10 @@ class ServiceConfig:
         Folders whose files a job may ingest (none: jobs are refused).
     reports : Path or None
         Folder served at ``/reports/`` (bench reports).
+    recipe : str or None
+        Recipe of new indexes whose request names none of recipe, reducer, store, keep_full
+        (default :data:`slimvec.recipe.DEFAULT_RECIPE`, as ``slimvec ingest``); None: ``pca:96``
+        on ``qdrant-edge`` without rescoring.
     """
 
     root: Path
@@ -67,9 +72,12 @@ class ServiceConfig:
     allow_dirs: list[Path] = field(default_factory=list)
     reports: Path | None = None
     job_checkpoint_seconds: float = 5.0
+    recipe: str | None = DEFAULT_RECIPE
 
     def check(self) -> None:
         """Refuse unsafe or impossible settings with a message saying what to do."""
+        if self.recipe is not None:
+            self.recipe = str(resolve_recipe(self.recipe))  # a bad --recipe fails at start-up
         if not self.root.is_dir():
             raise ConfigError(f"--root {self.root} is not a folder. Create it first (mkdir -p).")
         if not self.api_key and not is_loopback(self.host):

@@ -18,10 +18,15 @@ class _Strict(BaseModel):
 
 class CreateIndex(_Strict):
     """``PUT /indexes/{name}``: specs as in ``slimvec ingest``; the reducer is fitted on
-    ``sample_vectors`` / ``sample_texts`` when given, else once ``fit_after`` documents arrived."""
+    ``sample_vectors`` / ``sample_texts`` when given, else once ``fit_after`` documents arrived.
+    A request naming none of ``recipe``, ``reducer``, ``store``, ``keep_full`` gets the
+    service's default recipe (``slimvec serve --recipe``); with a reducer or store alone the
+    other defaults to ``pca:96`` / ``qdrant-edge``."""
 
-    reducer: str = Field("pca:96", max_length=200)
-    store: str = Field("qdrant-edge", max_length=200)
+    recipe: Optional[str] = Field(None, max_length=500,
+                                  description="REDUCER|STORE[|rescore=R|auto,...] (docs/recipes.md)")
+    reducer: Optional[str] = Field(None, max_length=200)
+    store: Optional[str] = Field(None, max_length=200)
     encoder: Optional[str] = Field("minilm", max_length=500)
     keep_full: Optional[str] = Field(None, max_length=20)
     fit_after: int = Field(1000, ge=1, le=10_000_000)
@@ -75,6 +80,10 @@ class JobIn(_Strict):
     text_column: str = Field("text", max_length=200)
     id_column: Optional[str] = Field(None, max_length=200)
     format: Optional[str] = Field(None, max_length=20)
+    recipe: Optional[str] = Field(None, max_length=500,
+                                  description="REDUCER|STORE[|rescore=R|auto,...]; a new index "
+                                              "naming no recipe, reducer or store gets the "
+                                              "service's default recipe")
     reducer: Optional[str] = Field(None, max_length=200)
     store: Optional[str] = Field(None, max_length=200)
     encoder: Optional[str] = Field(None, max_length=500)

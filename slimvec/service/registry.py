@@ -67,6 +67,24 @@ class IndexSpecIn:
     encoder: str | None = "minilm"
     keep_full: str | None = None
     fit_after: int = 1000
+    #: canonical recipe string (reducer, store and keep_full agree with it) or None
+    recipe: str | None = None
+
+    @classmethod
+    def from_request(cls, *, recipe: str | None, reducer: str | None, store: str | None,
+                     keep_full: str | None, encoder: str | None, fit_after: int,
+                     default_recipe: str | None) -> "IndexSpecIn":
+        """What a create request asks for, as ``slimvec ingest`` reads its options: a request
+        naming none of recipe, reducer, store, keep_full gets the service's default recipe
+        (``slimvec serve --recipe``); a recipe with separate options that disagree is refused."""
+        from slimvec.recipe import merge_recipe
+
+        if recipe is None and reducer is None and store is None and keep_full is None:
+            recipe = default_recipe
+        if recipe is None:
+            return cls(reducer or "pca:96", store or "qdrant-edge", encoder, keep_full, fit_after)
+        rec = merge_recipe(recipe, reducer, store, keep_full, option="recipe")
+        return cls(rec.reducer, rec.store, encoder, rec.keep_full, fit_after, str(rec))
 
 
 @dataclass
@@ -221,7 +239,8 @@ class ServedIndex:
                 out = self.index.info()
             else:
                 out = {"index": str(self.folder), "count": 0, "encoder": self.spec.get("encoder"),
-                       "reducer": self.spec.get("reducer"), "store": self.spec.get("store")}
+                       "reducer": self.spec.get("reducer"), "store": self.spec.get("store"),
+                       "recipe": self.spec.get("recipe")}
                 out["pending"] = self.pending_rows
                 if self.state == "pending":
                     out["fit_after"] = self.spec.get("fit_after")
@@ -344,7 +363,8 @@ class ServedIndex:
         ispec = IndexSpec(reducer=spec["reducer"], store=spec["store"], encoder=encoder,
                           keep_full=spec.get("keep_full"), text_column="text" if encoder else None,
                           id_column="id" if encoder else None, source=SERVICE_INPUT,
-                          encoder_name=self.encoders.get(encoder).name if encoder else None)
+                          encoder_name=self.encoders.get(encoder).name if encoder else None,
+                          recipe=spec.get("recipe"))
         try:
             self._open_builder(ispec, X)
         except ValueError as exc:
@@ -439,15 +459,18 @@ class Registry:
         if existing is not None:
             info = existing.info()
             same = (info.get("store") == store_spec and info.get("encoder") == spec.encoder
-                    and str(info.get("reducer")) in (spec.reducer, make_reducer(spec.reducer).spec))
+                    and str(info.get("reducer")) in (spec.reducer, make_reducer(spec.reducer).spec)
+                    and info.get("recipe") == spec.recipe)
             if not same:
                 raise ConflictError(f"Index {name!r} already exists with reducer {info.get('reducer')!r}, "
-                                    f"store {info.get('store')!r}, encoder {info.get('encoder')!r}; "
-                                    "delete it first or choose another name.")
+                                    f"store {info.get('store')!r}, encoder {info.get('encoder')!r}, "
+                                    f"recipe {info.get('recipe')!r}; delete it first or choose another "
+                                    "name.")
             return existing, False
         served = ServedIndex(name, self.root, self.encoders, self._on_commit)
         served.spec = {"reducer": spec.reducer, "store": store_spec, "encoder": spec.encoder,
-                       "keep_full": spec.keep_full, "fit_after": int(spec.fit_after)}
+                       "keep_full": spec.keep_full, "fit_after": int(spec.fit_after),
+                       "recipe": spec.recipe}
         try:
             if sample_texts:
                 if not spec.encoder:

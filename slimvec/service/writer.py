@@ -5,7 +5,9 @@ writer lock for as long as the service serves the index). A thread takes the que
 merges whatever queued during the previous commit (group commit), calls ``write`` + ``commit``
 (rejects fsynced -> store durable -> manifest) and only then resolves the requests' futures: a
 request answered with ``committed: true`` survives a kill -9. On close it calls ``finish`` (state
-``done``, store checksums) if anything was written.
+``done``, store checksums) if anything was written. An index whose recipe says ``rescore=auto``
+is calibrated after the first commit and again each time it has doubled, so its searches rescore
+at a measured depth while it grows (:meth:`IndexBuilder.calibration_due`).
 
 Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
 cannot be opened twice in one process, and its writes and reads are not documented as
@@ -114,6 +116,7 @@ class IndexWriter:
         self._failed: BaseException | None = None
         self._closed = False
         self._wrote = False
+        self._calibration_failed_at = 0
         self._guard = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"writer:{builder.folder.name}")
@@ -137,6 +140,21 @@ class IndexWriter:
             self._closed = True
             self._queue.put(_STOP)
         self._thread.join(timeout)
+
+    def _maybe_calibrate(self) -> None:
+        """``rescore=auto``: calibrate once the index exists and each time it has doubled (the
+        depth needed grows with N), so searches rescore before the index is ever finished. A
+        failed calibration is logged and retried only after the next doubling: it never stops
+        the writer."""
+        b = self.builder
+        if not b.calibration_due() or b.manifest.count < 2 * self._calibration_failed_at:
+            return
+        try:
+            b.calibrate()
+        except Exception as exc:  # noqa: BLE001 - searches keep the previous depth
+            self._calibration_failed_at = max(int(b.manifest.count), 1)
+            log.warning("%s: rescore=auto calibration failed (%s); searches keep the previous "
+                        "depth", b.folder.name, exc)
 
     def _run(self) -> None:
         b = self.builder
@@ -165,6 +183,7 @@ class IndexWriter:
                         b.commit()
                         self._wrote = True
                         self._on_commit()
+                        self._maybe_calibrate()
                 except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
                     for _, _, fut in items:
                         fut.set_exception(exc)

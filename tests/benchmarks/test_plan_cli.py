@@ -54,3 +54,24 @@ def test_plan_cli_bad_input_is_one_line_error(tmp_path: Path) -> None:
     assert "needs measured quality" in proc.stderr and "Traceback" not in proc.stderr
     proc = _plan("--docs", "1000", "--dim", "384", "--memory-budget", "lots", "--store", "hnsw", cwd=tmp_path)
     assert proc.returncode == 2 and "Memory budget 'lots'" in proc.stderr
+
+
+def test_plan_cli_recipe_quick_sweep_measures_the_recipe(tmp_path: Path) -> None:
+    """--recipe with --vectors: the sweep measures the recipe's depth, the plan shows the recipe."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    # 12 latent dimensions plus a little noise: pca:16 keeps the structure, rescoring the rest
+    X = (rng.standard_normal((900, 12)) @ rng.standard_normal((12, 64))
+         + 0.05 * rng.standard_normal((900, 64))).astype(np.float32)
+    np.save(tmp_path / "v.npy", X)
+    proc = _plan("--docs", "100000", "--dim", "64", "--vectors", str(tmp_path / "v.npy"), "--sample", "900",
+                 "--recipe", "pca:16|hnsw|rescore=4", "--min-neighbor-recall", "0.5", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plan = json.loads(proc.stdout)
+    assert [c["recipe"] for c in plan["candidates"]] == ["pca:16|hnsw|rescore=4"]
+    cand = plan["candidates"][0]
+    assert cand["rescore"] and 0.9 <= cand["neighbor_recall_at_10"] <= 1.0
+    assert cand["disk_bytes"] > 100_000 * 64 * 4  # the full vectors on disk are counted
+    bad = _plan("--docs", "10", "--dim", "64", "--recipe", "pca:16|nostore", cwd=tmp_path)
+    assert bad.returncode == 2 and "store stage" in " ".join(bad.stderr.split())

@@ -71,10 +71,13 @@ def test_search_uses_the_recorded_depth(auto_index, minilm_vectors):
     assert recall(default.ids) > recall(plain.ids) + 0.1
 
 
-def test_rescore_zero_and_k_zero_are_clear_errors(auto_index, minilm_vectors):
+def test_negative_rescore_and_k_zero_are_clear_errors_and_zero_turns_rescoring_off(auto_index, minilm_vectors):
     with slimvec.open(auto_index) as idx:
         with pytest.raises(ConfigError, match="rescore must be a positive integer"):
-            idx.search(minilm_vectors[:2], 10, rescore=0)
+            idx.search(minilm_vectors[:2], 10, rescore=-1)
+        off = idx.search(minilm_vectors[:5], 10, rescore=0)
+        plain = idx.store.search(idx.reducer.transform(minilm_vectors[:5]), 10)
+        np.testing.assert_array_equal(off.ids, plain.ids)
         with pytest.raises(ConfigError, match="k must be a positive integer"):
             idx.search(minilm_vectors[:2], 0)
 
@@ -148,3 +151,36 @@ def test_manifest_recipe_fields_are_validated(auto_index, tmp_path):
     m = Manifest.from_json(old, tmp_path / "manifest.json")
     assert m.recipe is None and m.rescore is None
     assert "recipe" not in m.extra
+
+
+def test_search_with_a_recipe_uses_its_depth_and_refuses_another_build(auto_index, tmp_path):
+    with slimvec.open(auto_index) as idx:
+        calibrated = idx.manifest.rescore.depth
+        assert idx.recipe_depth(AUTO) == calibrated
+        assert idx.recipe_depth("pca:24|faiss:HNSW32,SQ8|rescore=3") == 3
+        assert idx.recipe_depth("pca:24|faiss:HNSW32,SQ8") == 0
+        with pytest.raises(ConfigError, match=r"reducer 'pca:32' \(the index has 'pca:24'\)"):
+            idx.recipe_depth("pca:32|faiss:HNSW32,SQ8|rescore=4")
+        with pytest.raises(ConfigError, match=r"store 'hnsw' \(the index has 'faiss:HNSW32,SQ8'\)"):
+            idx.recipe_depth("pca:24|hnsw|rescore=4")
+    recipe_file = tmp_path / "tuned.json"
+    recipe_file.write_text(json.dumps({"recipe": "pca:24|faiss:HNSW32,SQ8|rescore=5"}))
+    with slimvec.open(auto_index) as idx:
+        assert idx.recipe_depth(recipe_file) == 5
+
+
+def test_search_cli_recipe(sentences, tmp_path):
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(sentences[:200]) + "\n", encoding="utf-8")
+    plain = tmp_path / "plain"
+    proc = _cli("ingest", str(docs), "--index", str(plain), "--reducer", "pca:16", "--store", "hnsw")
+    assert proc.returncode == 0, proc.stderr
+    ok = _cli("search", sentences[3], "--index", str(plain), "--recipe", "pca:16|hnsw", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)[0]["hits"][0]["text"] == sentences[3]
+    # the index keeps no full vectors: a rescoring recipe is refused with the way out
+    bad = _cli("search", sentences[3], "--index", str(plain), "--recipe", "pca:16|hnsw|rescore=4")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "keeps no full vectors" in " ".join(bad.stderr.split())
+    both = _cli("search", "x", "--index", str(plain), "--recipe", "pca:16|hnsw", "--rescore", "2")
+    assert both.returncode != 0 and "not both" in both.stderr

@@ -1,0 +1,76 @@
+"""Recipes over HTTP: ``slimvec serve --recipe`` is the default of new indexes, ``PUT`` takes a
+recipe, and a ``rescore=auto`` index is calibrated while the service writes it (after its first
+rows and each time it doubles), so searches rescore before the index is ever finished. A real
+server in a subprocess, real hnswlib / FAISS stores."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+
+import slimvec
+from tests.service.conftest import LIMITS
+from tests.service.server import Server
+
+AUTO = "pca:8|hnsw|rescore=auto"
+
+
+def _items(X: np.ndarray, lo: int, hi: int) -> list[dict]:
+    return [{"id": i, "vector": X[i].tolist()} for i in range(lo, hi)]
+
+
+def test_default_recipe_put_recipe_and_calibration_while_serving(tmp_path, vectors):
+    root = tmp_path / "root"
+    root.mkdir()
+    with Server(root, *LIMITS, "--recipe", AUTO) as srv:
+        url = srv.url
+        # a request naming no recipe, reducer, store or keep_full gets the server's recipe
+        r = httpx.put(f"{url}/indexes/d", json={"encoder": None, "sample_vectors": vectors[:64].tolist()},
+                      timeout=60)
+        assert r.status_code == 201, r.text
+        info = r.json()
+        assert info["recipe"] == "pca:8|hnsw|rescore=auto,target=0.99"
+        assert info["store"] == "hnsw" and info["reducer"] == "pca:8"
+        assert info["rescore_depth"] is None  # nothing to calibrate on yet
+        for hi in (150, 300):
+            w = httpx.post(f"{url}/indexes/d/vectors", json={"vectors": _items(vectors, hi - 150, hi)},
+                           timeout=60)
+            assert w.status_code == 200 and w.json()["committed"], w.text
+            info = httpx.get(f"{url}/indexes/d").json()
+            # calibrated on the committed rows: once at 150, again when the index doubled
+            assert info["rescore_calibrated"] is True and info["rescore_depth"] >= 1
+            assert info["count"] == hi
+        manifest = srv.root / "d" / "manifest.json"
+        import json
+
+        assert json.loads(manifest.read_text())["rescore"]["n_corpus"] == 300
+        # searches rescore at the calibrated depth: full-space cosines, exact self-matches
+        res = slimvec.Client(url).index("d").search(vectors[:300:30], k=1)
+        assert res.ids[:, 0].tolist() == list(range(0, 300, 30))
+        assert np.allclose(res.scores[:, 0], 1.0, atol=1e-3)
+
+        # PUT with a recipe (fixed depth); a separate store that disagrees is refused
+        r = httpx.put(f"{url}/indexes/f", json={"recipe": "pca:8|faiss:Flat|rescore=2", "encoder": None,
+                                                "sample_vectors": vectors[:64].tolist()}, timeout=60)
+        assert r.status_code == 201, r.text
+        assert r.json()["rescore_depth"] == 2 and r.json()["rescore_calibrated"] is False
+        bad = httpx.put(f"{url}/indexes/g", json={"recipe": "pca:8|hnsw", "store": "faiss", "encoder": None},
+                        timeout=60)
+        assert bad.status_code == 422 and "disagrees with --store 'faiss'" in bad.text
+        # the same name with another recipe is a conflict, with the same one idempotent
+        again = httpx.put(f"{url}/indexes/f", json={"recipe": "pca:8|faiss:Flat|rescore=4", "encoder": None,
+                                                    "sample_vectors": vectors[:64].tolist()}, timeout=60)
+        assert again.status_code == 409 and "recipe" in again.text
+        same = httpx.put(f"{url}/indexes/f", json={"recipe": "pca:8|faiss:Flat|rescore=2", "encoder": None,
+                                                   "sample_vectors": vectors[:64].tolist()}, timeout=60)
+        assert same.status_code == 200
+
+
+def test_bad_default_recipe_fails_at_start_up(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "serve", "--root", str(tmp_path), "--port", "1",
+                           "--recipe", "pca:8|nostore"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "store stage" in " ".join(proc.stderr.split())
