@@ -23,7 +23,8 @@ import numpy as np
 
 from slimvec.benchmarks.analysis import value_of
 from slimvec.benchmarks.rows import Row
-from slimvec.benchmarks.sizing import FULL_ID_RAM, SizeCheck, SizeModel, calibrate, check_model, sizing_spec
+from slimvec.benchmarks.sizing import (FULL_ID_RAM, SizeCheck, SizeModel, calibrate, check_model, sizing_sizes,
+                                       sizing_spec)
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
 from slimvec.benchmarks.analysis import finite
@@ -360,10 +361,12 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
             continue
         dims_here = sorted({c.dim_out for c in cands if c.store == spec})
         fit_dims = sorted({dims_here[0], dims_here[-1]})
-        model, _ = calibrate(spec, calibrate_sizes, fit_dims, pays, workdir=workdir)
+        sizes = sizing_sizes(spec, calibrate_sizes)
+        model, _ = calibrate(spec, sizes, fit_dims, pays, workdir=workdir)
         fitted[spec] = model
         check_dim = dims_here[len(dims_here) // 2]
-        checks.append(check_model(model, check_n, check_dim, payload_bytes, workdir=workdir))
+        checks.append(check_model(model, max(check_n, 2 * max(sizes)), check_dim, payload_bytes,
+                                  workdir=workdir))
     for c in cands:
         model = fitted[c.store]
         c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query

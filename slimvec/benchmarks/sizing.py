@@ -46,6 +46,7 @@ __all__ = [
     "SizeModel",
     "SizeCheck",
     "sizing_spec",
+    "sizing_sizes",
     "measure_store",
     "fit_model",
     "calibrate",
@@ -93,6 +94,17 @@ def sizing_spec(spec: str) -> str:
     # the location of an embedded store is dropped; an argument that is an option (FAISS) is kept
     arg = None if klass.spec_arg in ("location", None) else (parsed.arg or klass.default_arg)
     return format_spec(parsed.name, arg, parsed.options)
+
+
+def sizing_sizes(spec: str, base: Sequence[int] = (1000, 2000)) -> tuple[int, ...]:
+    """Corpus sizes to fit ``spec``'s size model on: ``base``, scaled up (×2 steps) until the
+    smallest is at least twice what the store needs to train (FAISS ``IVF1024``: 2,048 and 4,096)."""
+    parsed = parse_store_spec(spec)
+    need = store_class(parsed).min_train_vectors(parsed.arg, parsed.options)
+    sizes = tuple(int(n) for n in sorted(set(base)))
+    while sizes[0] < 2 * need:
+        sizes = tuple(2 * n for n in sizes)
+    return sizes
 
 
 @dataclass

@@ -122,7 +122,7 @@ def _objective(c: TuneCandidate, min_recall: float | None) -> tuple:
 
 
 def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path) -> list[str]:
-    from slimvec.benchmarks.sizing import calibrate, sizing_spec
+    from slimvec.benchmarks.sizing import calibrate, sizing_sizes, sizing_spec
 
     notes = []
     by_store: dict[str, list[TuneCandidate]] = {}
@@ -130,7 +130,7 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
         by_store.setdefault(sizing_spec(c.recipe.store), []).append(c)
     for spec, group in by_store.items():
         dims = sorted({c.dim_out for c in group})
-        model, _ = calibrate(spec, (1000, 2000), sorted({dims[0], dims[-1]}), workdir=workdir)
+        model, _ = calibrate(spec, sizing_sizes(spec), sorted({dims[0], dims[-1]}), workdir=workdir)
         for c in group:
             reducer_bytes = 0 if c.recipe.reducer == "none" else 4 * dim * (c.dim_out + 1)
             c.ram_bytes = model.ram_bytes(docs, c.dim_out) + reducer_bytes
@@ -138,7 +138,8 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
             if c.recipe.rescore is not None:
                 c.ram_bytes += FULL_ID_RAM * docs
                 c.disk_bytes += docs * (dim * (2 if c.recipe.keep_full == "float16" else 4) + 8)
-    notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000")
+    notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000 "
+                 "vectors (more for stores that train: twice what they need)")
     return notes
 
 

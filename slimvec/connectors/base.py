@@ -183,6 +183,12 @@ class VectorStore(abc.ABC):
         return str(options.get("quant", "float32"))
 
     @classmethod
+    def min_train_vectors(cls, arg: str | None, options: Mapping[str, Any]) -> int:
+        """Fewest vectors a store of this spec can be built from (trained quantizers need some;
+        default 0). Size models (:mod:`slimvec.benchmarks.sizing`) build above it."""
+        return 0
+
+    @classmethod
     def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
         """Why a store of this spec cannot hold ``dim``-dimensional vectors, or None if it can.
 

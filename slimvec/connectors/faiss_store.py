@@ -14,6 +14,8 @@ Indexes that need training (IVF, PQ) buffer vectors until ``train_size`` arrive 
 
 from __future__ import annotations
 
+import re
+
 import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -103,6 +105,17 @@ class FaissStore(VectorStore):
     @classmethod
     def _component(cls, rel: str) -> str:
         return {INDEX_FILE: "index", IDS_FILE: "ids"}.get(rel.rsplit("/", 1)[-1], "other")
+
+    @classmethod
+    def min_train_vectors(cls, arg: str | None, options: Mapping[str, Any]) -> int:
+        """IVF needs a vector per list, PQ / SQ4 codebooks 256 (2^nbits) per sub-quantizer."""
+        factory = str(options.get("factory") or arg or cls.default_arg).upper()
+        need = 0
+        for m in re.finditer(r"IVF(\d+)", factory):
+            need = max(need, int(m.group(1)))
+        if "PQ" in factory:
+            need = max(need, 256)
+        return need
 
     @classmethod
     def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:

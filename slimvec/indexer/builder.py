@@ -292,6 +292,17 @@ class IndexBuilder:
         self.summary.already_done = True
         self.summary.count = old.count
         self.summary.next_row = old.progress.next_row if old.progress else 0
+        if old.recipe is not None and "rescore=auto" in old.recipe and old.rescore is None \
+                and old.count >= 2:
+            # the last run was stopped between its 'done' commit and the calibration
+            self.say("the last run stopped before calibrating the rescoring depth: calibrating now")
+            self.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
+                                id_column=old.id_column, source=old.source), old.dim_in)
+            try:
+                self.calibrate()
+            finally:
+                self._target.close()
+                self._target = self.store = None
         return self.summary
 
     # ------------------------------------------------------------------ open / create

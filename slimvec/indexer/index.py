@@ -7,6 +7,7 @@ loads an index for searching with vectors or texts.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,6 +21,8 @@ from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFES
 from slimvec.indexer.safefs import LinkError
 from slimvec.persistence import allocated_bytes, sha256_file
 from slimvec.reducers import Reducer, load_reducer
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION", "Manifest",
            "verify_index_files", "reducer_checksum", "store_checksums", "check_store_dim",
@@ -406,6 +409,12 @@ def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None
             ) from exc
         raise
     index._lock = lock
+    m = manifest
+    if m.recipe is not None and "rescore=auto" in m.recipe and m.rescore is None and m.count >= 2:
+        # a run stopped between its last commit and the calibration (or is still running)
+        log.warning("%s: the recipe %s calibrates its rescoring depth when the run finishes, but no "
+                    "depth is recorded, so searches do not rescore; rerun the same ingest / migrate "
+                    "command to finish it (it adds nothing and calibrates).", folder, m.recipe)
     return index
 
 

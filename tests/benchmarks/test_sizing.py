@@ -10,7 +10,7 @@ import pytest
 
 from slimvec.benchmarks.sizing import (SizeModel, calibrate, check_model, fit_model, measure_store,
                                        sizing_spec)
-from slimvec.errors import ConfigError
+from slimvec.errors import ConfigError, StoreError
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +88,22 @@ def test_measured_resident_memory_holds_the_vectors(tmp_path: Path) -> None:
     assert r["rss_delta"] >= n * dim * 4
     assert model.ram_bytes(n, dim) <= r["rss_delta"]
     assert r["mapped"].get("index", 0) == 0  # read into memory, not memory-mapped
+
+
+def test_trained_stores_are_sized_above_what_they_need_to_train(tmp_path: Path) -> None:
+    from slimvec.benchmarks.sizing import sizing_sizes
+    from slimvec.connectors import store_dim_problem
+
+    assert sizing_sizes("hnsw") == (1000, 2000)
+    assert sizing_sizes("faiss:HNSW32,SQ8") == (1000, 2000)
+    assert sizing_sizes("faiss:IVF256,PQ16") == (1000, 2000)   # 512 vectors suffice
+    assert sizing_sizes("faiss:IVF1024,PQ16,nprobe=32") == (4000, 8000)
+    # an IVF640 store can be fitted at those sizes (1,000 vectors: 1.6 per list, FAISS refuses
+    # fewer than one)
+    spec = "faiss:IVF640,PQ4"
+    assert sizing_sizes(spec) == (2000, 4000)
+    model, measured = calibrate(spec, sizes=sizing_sizes(spec), dims=(16,), workdir=tmp_path)
+    assert [m.n for m in measured] == [2000, 4000] and model.disk_bytes(4000, 16) > 4000 * 4
+    with pytest.raises(StoreError, match="could not train"):
+        calibrate(spec, sizes=(600,), dims=(16,), workdir=tmp_path)
+    assert store_dim_problem("faiss:PQ32", 48) and store_dim_problem("faiss:PQ16", 48) is None

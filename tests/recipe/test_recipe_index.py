@@ -184,3 +184,25 @@ def test_search_cli_recipe(sentences, tmp_path):
     assert "keeps no full vectors" in " ".join(bad.stderr.split())
     both = _cli("search", "x", "--index", str(plain), "--recipe", "pca:16|hnsw", "--rescore", "2")
     assert both.returncode != 0 and "not both" in both.stderr
+
+
+def test_a_run_stopped_before_calibration_warns_and_the_rerun_calibrates(npy, tmp_path, caplog):
+    """finish() commits 'done' and then calibrates: a kill in between leaves no depth. Opening
+    says so; rerunning the same command adds nothing and calibrates."""
+    import logging
+
+    folder = tmp_path / "idx"
+    migrate(str(npy), folder, MigrateOptions(recipe=AUTO, progress=False))
+    raw = json.loads((folder / "manifest.json").read_text())
+    count = raw["count"]
+    raw["rescore"] = None  # what a kill between the 'done' commit and the calibration leaves
+    (folder / "manifest.json").write_text(json.dumps(raw))
+    with caplog.at_level(logging.WARNING, logger="slimvec.indexer.index"):
+        with slimvec.open(folder) as idx:
+            assert idx.manifest.rescore is None
+            with pytest.raises(ConfigError, match="no calibrated rescoring depth"):
+                idx.recipe_depth(AUTO)
+    assert "rerun the same ingest / migrate command" in caplog.text
+    migrate(str(npy), folder, MigrateOptions(recipe=AUTO, progress=False))
+    m = Manifest.read(folder)
+    assert m.count == count and m.rescore is not None and m.rescore.calibrated

@@ -1,5 +1,5 @@
-"""One kill -9 / resume trial of a real ``slimvec ingest`` subprocess (shared by the test and
-``scripts/kill_trials.py``)."""
+"""One kill -9 / resume trial of a real ``slimvec ingest`` subprocess (used by
+tests/reliability/test_kill_resume.py)."""
 from __future__ import annotations
 
 import json
