@@ -11,9 +11,11 @@ user's own vectors:
 2. the others are measured on a small sample (rung 1): each (reducer, store) is built once and
    searched with every rescoring depth; neighbour recall@k against exact full-dimension search on
    held-out sample queries, single-query p50 latency;
-3. the better half (ranked by the objective) and the best quarter by recall go on to a sample
-   four times larger, and so on up to the largest rung; the winner is the best candidate of the
-   last rung.
+3. the better half of the builds (reducer × store, ranked by their best candidate's objective)
+   and the best quarter by recall go on, with all their rescoring depths, to a sample four times
+   larger, and so on up to the largest rung; the winner is the best candidate of the last rung.
+   Halving runs over builds because a build is what costs: halving candidates kept 8 of 9 builds
+   to the last rung of a 54-candidate grid and saved nothing.
 
 Objective: with ``min_recall``, the smallest predicted RAM among candidates meeting it (and
 ``max_p50_ms``); without it, the best recall within the budget. Latency is measured at the sample
@@ -119,6 +121,29 @@ def _objective(c: TuneCandidate, min_recall: float | None) -> tuple:
     if min_recall is not None:
         return (0 if c.meets else 1, c.ram_bytes if c.meets else -recall, c.p50_ms or 0.0)
     return (0 if c.meets else 1, -recall, c.ram_bytes)
+
+
+def _survivors(alive: list[TuneCandidate], min_recall: float | None) -> list[TuneCandidate]:
+    """The candidates that go on to the next rung: halving over builds, not candidates.
+
+    A build (reducer × store) is what costs; its rescoring depths are measured almost for free.
+    So builds are ranked by their best candidate: the better half by the objective go on, plus
+    the best quarter by recall (a cheap build that only just met the floor on a small sample may
+    miss it on the next one), each with all its depths. ``alive`` is sorted by the objective.
+    """
+    order: list[tuple[str, str]] = []
+    for c in alive:
+        key = (c.recipe.reducer, c.recipe.store)
+        if key not in order:
+            order.append(key)
+    best_recall: dict[tuple[str, str], float] = {}
+    for c in alive:
+        key = (c.recipe.reducer, c.recipe.store)
+        best_recall[key] = max(best_recall.get(key, -1.0), c.recall if c.recall is not None else -1.0)
+    keep = order[:max(1, math.ceil(len(order) / 2))]
+    by_recall = sorted(order, key=lambda g: -best_recall[g])[:max(1, math.ceil(len(order) / 4))]
+    kept = set(keep) | set(by_recall)
+    return [c for c in alive if (c.recipe.reducer, c.recipe.store) in kept]
 
 
 def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path) -> list[str]:
@@ -274,11 +299,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                            and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
         alive.sort(key=lambda c: _objective(c, min_recall))
         if rung < len(sizes):
-            # the better half by the objective, plus the best quarter by recall: a cheap candidate
-            # that only just met the floor on a small sample may miss it on the next one
-            keep = alive[:max(1, math.ceil(len(alive) / 2))]
-            by_recall = sorted(alive, key=lambda c: -(c.recall or 0.0))[:max(1, math.ceil(len(alive) / 4))]
-            alive = keep + [c for c in by_recall if c not in keep]
+            alive = _survivors(alive, min_recall)
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "

@@ -88,3 +88,25 @@ def test_exhaustive_table_cli(minilm_vectors, tmp_path):
     assert len(rows) == 12 and {r["rung"] for r in rows} == {1}
     assert {r["n_sample"] for r in rows} == {1000}
     assert all(r["neighbor_recall_at_10"] is not None for r in rows)
+
+
+def test_halving_keeps_whole_builds():
+    """Half the builds (reducer × store) go on, each with all its depths: the builds cost, the
+    depths are nearly free; the best build by recall goes on even when the objective ranks it low."""
+    from slimvec.benchmarks.tune import TuneCandidate, _objective, _survivors
+
+    def cand(red, store, R, recall, ram):
+        c = TuneCandidate(Recipe(red, store, R), 48, ram_bytes=ram, recall=recall)
+        c.meets = recall >= 0.9
+        return c
+
+    alive = [cand("pca:48", "hnsw", None, 0.70, 1), cand("pca:48", "hnsw", 8, 0.93, 2),
+             cand("pca:96", "hnsw", None, 0.80, 3), cand("pca:96", "hnsw", 8, 0.91, 4),
+             cand("pca:192", "hnsw", 4, 0.95, 9), cand("none", "hnsw", None, 0.99, 20),
+             cand("pca:24", "hnsw", 16, 0.60, 1)]
+    alive.sort(key=lambda c: _objective(c, 0.9))
+    kept = _survivors(alive, 0.9)
+    builds = {c.recipe.reducer for c in kept}
+    # 5 builds: the 3 best by the objective (smallest RAM meeting 0.9) and the best by recall
+    assert builds == {"pca:48", "pca:96", "pca:192", "none"}
+    assert len([c for c in kept if c.recipe.reducer == "pca:48"]) == 2  # every depth of a kept build
