@@ -123,13 +123,17 @@ def _objective(c: TuneCandidate, min_recall: float | None) -> tuple:
     return (0 if c.meets else 1, -recall, c.ram_bytes)
 
 
-def _survivors(alive: list[TuneCandidate], min_recall: float | None) -> list[TuneCandidate]:
+def _survivors(alive: list[TuneCandidate], min_recall: float | None,
+               n_scored: int = 0) -> list[TuneCandidate]:
     """The candidates that go on to the next rung: halving over builds, not candidates.
 
     A build (reducer × store) is what costs; its rescoring depths are measured almost for free.
     So builds are ranked by their best candidate: the better half by the objective go on, plus
     the best quarter by recall (a cheap build that only just met the floor on a small sample may
-    miss it on the next one), each with all its depths. ``alive`` is sorted by the objective.
+    miss it on the next one), plus every build whose best recall is within two standard errors of
+    the best build's (``n_scored`` = queries × k neighbour checks; a recall measured on 200
+    queries is ±0.005 at 0.95, so a near-tie on a small sample says nothing), each with all its
+    depths. ``alive`` is sorted by the objective.
     """
     order: list[tuple[str, str]] = []
     for c in alive:
@@ -143,6 +147,10 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None) -> list[Tun
     keep = order[:max(1, math.ceil(len(order) / 2))]
     by_recall = sorted(order, key=lambda g: -best_recall[g])[:max(1, math.ceil(len(order) / 4))]
     kept = set(keep) | set(by_recall)
+    if n_scored > 0:
+        top = max(best_recall.values())
+        margin = 2.0 * math.sqrt(max(top * (1.0 - top), 1e-6) / n_scored)
+        kept |= {g for g in order if best_recall[g] >= top - margin}
     return [c for c in alive if (c.recipe.reducer, c.recipe.store) in kept]
 
 
@@ -299,7 +307,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                            and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
         alive.sort(key=lambda c: _objective(c, min_recall))
         if rung < len(sizes):
-            alive = _survivors(alive, min_recall)
+            alive = _survivors(alive, min_recall, n_scored=len(queries) * k)
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "

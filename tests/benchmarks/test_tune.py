@@ -110,3 +110,20 @@ def test_halving_keeps_whole_builds():
     # 5 builds: the 3 best by the objective (smallest RAM meeting 0.9) and the best by recall
     assert builds == {"pca:48", "pca:96", "pca:192", "none"}
     assert len([c for c in kept if c.recipe.reducer == "pca:48"]) == 2  # every depth of a kept build
+
+
+def test_halving_keeps_near_ties_within_the_noise():
+    from slimvec.benchmarks.tune import TuneCandidate, _objective, _survivors
+
+    recalls = (0.96, 0.958, 0.957, 0.956, 0.955, 0.90, 0.85, 0.80)
+    alive = [TuneCandidate(Recipe(f"pca:{8 * (i + 1)}", "hnsw", 4), 8 * (i + 1), ram_bytes=1, recall=rec)
+             for i, rec in enumerate(recalls)]
+    for c in alive:
+        c.meets = True
+    alive.sort(key=lambda c: _objective(c, None))  # best recall first
+    top4 = {"pca:8", "pca:16", "pca:24", "pca:32"}
+    assert {c.recipe.reducer for c in _survivors(alive, None)} == top4  # the better half
+    # 200 queries x 10 checks: two standard errors at 0.96 are 0.0088, so 0.955 is a tie and goes on
+    assert {c.recipe.reducer for c in _survivors(alive, None, n_scored=2000)} == top4 | {"pca:40"}
+    # measured 100 times more precisely it is not
+    assert {c.recipe.reducer for c in _survivors(alive, None, n_scored=200_000)} == top4
