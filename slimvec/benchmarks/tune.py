@@ -227,7 +227,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
          max_p50_ms: float | None = None, grid: Sequence[Recipe] | None = None,
          rungs: Sequence[int] = (2000, 8000, 32000), n_queries: int = 200, k: int = 10, seed: int = 0,
          latency_queries: int = 50, workdir: str | Path | None = None,
-         progress: Callable[[str], None] | None = None) -> TuneResult:
+         progress: Callable[[str], None] | None = None, search: str = "halving") -> TuneResult:
     """Choose a recipe for ``docs`` vectors like ``vectors`` under the constraints.
 
     Parameters
@@ -246,6 +246,11 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         Candidates (default :func:`default_grid`).
     rungs : list of int
         Corpus sample sizes of the successive-halving rungs (capped at what ``vectors`` holds).
+    search : {"halving", "exhaustive", "auto"}
+        ``exhaustive`` measures every candidate within the budget on the largest rung only;
+        ``auto`` does so when at least half of those builds train a quantizer (IVF, PQ: their
+        training costs the same on every rung, so the small rungs save nothing; measured at 100k,
+        docs/recipes.md), and halves otherwise.
 
     Returns
     -------
@@ -253,6 +258,8 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     """
     if docs <= 0:
         raise ConfigError(f"--docs must be positive, got {docs}.")
+    if search not in ("halving", "exhaustive", "auto"):
+        raise ConfigError(f"search must be 'halving', 'exhaustive' or 'auto', got {search!r}.")
     if min_recall is None and ram_budget is None:
         raise ConfigError("Give a target: --min-recall R and/or --ram-budget SIZE.")
     X = np.asarray(vectors, dtype=np.float32)
@@ -289,6 +296,17 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     if not alive:
         notes.append(f"every candidate is predicted over the RAM budget of {ram_budget:,} bytes")
         return TuneResult(None, sorted(cands, key=lambda c: c.ram_bytes), notes, min_recall)
+    if search == "auto":
+        from slimvec.connectors import parse_store_spec, store_class
+
+        builds = {(c.recipe.reducer, c.recipe.store) for c in alive}
+        trained = sum(store_class(p).min_train_vectors(p.arg, p.options) > 0
+                      for p in (parse_store_spec(st) for _, st in builds))
+        search = "exhaustive" if 2 * trained >= len(builds) else "halving"
+        notes.append(f"search: {search} ({trained} of {len(builds)} builds within the budget train a "
+                     "quantizer)")
+    if search == "exhaustive":
+        sizes = sizes[-1:]
     from slimvec.benchmarks.metrics import exact_topk
 
     for rung, n in enumerate(sizes, start=1):

@@ -37,7 +37,7 @@ def tune(
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec to consider (repeatable) [default: none and pca at dim/2, /4, /8]."),
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8]."),
     top: int = typer.Option(10, "--top", help="Runner-up rows shown."),
-    exhaustive: bool = typer.Option(False, "--exhaustive", help="Measure every candidate on the largest sample (no halving): the reference the halving is checked against; slower."),
+    search: str = typer.Option("auto", "--search", help="halving: successive halving over builds on samples of 1/16, 1/4 and all of --sample; exhaustive: every candidate on the whole sample; auto: exhaustive when most builds within the budget train a quantizer (IVF/PQ: training costs the same at every rung), else halving."),
     table_out: Optional[Path] = typer.Option(None, "--table", help="Also write every candidate's row (JSON list) here."),
 ) -> None:
     """Choose reducer × store × rescoring depth for your budget (successive halving on a sample)."""
@@ -66,11 +66,12 @@ def tune(
                 seen.setdefault(b)
         enc = Encoder()
         X = EncodingCache(default_cache_dir(), enc.fingerprint).encode(enc, list(seen))
-    rungs = [sample] if exhaustive else sorted({max(sample // 16, 500), max(sample // 4, 1000), sample})
+    rungs = sorted({max(sample // 16, 500), max(sample // 4, 1000), sample})
     console = Console(stderr=True)
     result = run_tune(np.asarray(X), docs=docs, ram_budget=parse_bytes(ram_budget) if ram_budget else None,
                       min_recall=min_recall, max_p50_ms=max_p50_ms, rungs=rungs, n_queries=queries,
-                      seed=seed, grid=default_grid(int(np.asarray(X).shape[1]), reducer, store), progress=lambda text: console.print(text))
+                      seed=seed, grid=default_grid(int(np.asarray(X).shape[1]), reducer, store), progress=lambda text: console.print(text),
+                      search=search)
     table = Table(title=f"candidates at {docs:,} documents (best first)")
     for col in ("recipe", "recall@10", "p50 ms", "RAM", "disk", "sample", "meets"):
         table.add_column(col, overflow="fold")

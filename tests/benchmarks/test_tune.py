@@ -16,6 +16,18 @@ from slimvec.benchmarks.tune import tune
 from slimvec.errors import ConfigError
 from slimvec.recipe import Recipe, load_recipe
 
+@pytest.fixture(autouse=True)
+def _faiss_one_thread():
+    """FAISS's OpenMP threads spin when the machine is oversubscribed (CI runs several processes):
+    one thread keeps these small builds fast and the timing of the suite predictable."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
 GRID = [Recipe("none", "hnsw"), Recipe("pca:48", "hnsw"), Recipe("pca:48", "hnsw", 4),
         Recipe("pca:48", "hnsw", 16), Recipe("pca:96", "faiss:HNSW32,SQ8", 4)]
 
@@ -63,12 +75,12 @@ def test_cli_writes_a_loadable_recipe(minilm_vectors, tmp_path):
 
 
 def test_grid_leaves_out_what_a_store_cannot_hold(minilm_vectors, tmp_path):
-    # FAISS PQ32 needs a dimension divisible by 32: after pca:48 it cannot be built, after pca:64 it can
-    grid = [Recipe("pca:48", "faiss:IVF16,PQ32"), Recipe("pca:64", "faiss:IVF16,PQ32", 4)]
+    # FAISS PQ16 needs a dimension divisible by 16: after pca:40 it cannot be built, after pca:32 it can
+    grid = [Recipe("pca:40", "faiss:IVF16,PQ16"), Recipe("pca:32", "faiss:IVF16,PQ16", 4)]
     res = tune(minilm_vectors[:1200], docs=100_000, ram_budget=1 << 30, grid=grid, rungs=(900,),
                n_queries=100, latency_queries=5, workdir=tmp_path)
-    assert [str(c.recipe) for c in res.candidates] == ["pca:64|faiss:IVF16,PQ32|rescore=4"]
-    assert any("left out pca:48 → faiss:IVF16,PQ32" in n and "48-d" in n for n in res.notes)
+    assert [str(c.recipe) for c in res.candidates] == ["pca:32|faiss:IVF16,PQ16|rescore=4"]
+    assert any("left out pca:40 → faiss:IVF16,PQ16" in n and "40-d" in n for n in res.notes)
     with pytest.raises(ConfigError, match="No reducer × store combination"):
         tune(minilm_vectors[:1200], docs=100_000, ram_budget=1 << 30, grid=grid[:1], rungs=(900,),
              n_queries=100, workdir=tmp_path)
@@ -78,7 +90,7 @@ def test_exhaustive_table_cli(minilm_vectors, tmp_path):
     np.save(tmp_path / "v.npy", minilm_vectors[:1200])
     table = tmp_path / "table.json"
     proc = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--vectors", str(tmp_path / "v.npy"),
-                           "--docs", "100000", "--ram-budget", "1GiB", "--sample", "1000", "--exhaustive",
+                           "--docs", "100000", "--ram-budget", "1GiB", "--sample", "1000", "--search", "exhaustive",
                            "--queries", "100", "--reducer", "pca:48", "--reducer", "pca:24",
                            "--store", "hnsw", "--table", str(table), "--out", str(tmp_path / "t.json")],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -127,3 +139,17 @@ def test_halving_keeps_near_ties_within_the_noise():
     assert {c.recipe.reducer for c in _survivors(alive, None, n_scored=2000)} == top4 | {"pca:40"}
     # measured 100 times more precisely it is not
     assert {c.recipe.reducer for c in _survivors(alive, None, n_scored=200_000)} == top4
+
+
+def test_auto_search_measures_trained_stores_exhaustively(minilm_vectors, tmp_path):
+    # IVF training costs the same on every rung: auto measures such a grid once, on the whole sample
+    grid = [Recipe("pca:32", "faiss:IVF16,PQ8", 4), Recipe("pca:16", "faiss:IVF16,PQ8", 4)]
+    res = tune(minilm_vectors[:1300], docs=100_000, ram_budget=1 << 30, grid=grid, rungs=(300, 1000),
+               n_queries=100, latency_queries=3, workdir=tmp_path, search="auto")
+    assert {c.n_sample for c in res.candidates} == {1000} and {c.rung for c in res.candidates} == {1}
+    assert any("search: exhaustive (2 of 2 builds" in n for n in res.notes)
+    hnsw = tune(minilm_vectors[:1300], docs=100_000, ram_budget=1 << 30, grid=[Recipe("pca:32", "hnsw", 4)],
+                rungs=(300, 1000), n_queries=100, latency_queries=3, workdir=tmp_path, search="auto")
+    assert hnsw.candidates[0].rung == 2 and any("search: halving" in n for n in hnsw.notes)
+    with pytest.raises(ConfigError, match="search must be"):
+        tune(minilm_vectors[:1300], docs=10, ram_budget=1 << 30, grid=grid, search="greedy")

@@ -126,3 +126,27 @@ def test_qdrant_edge_memory_placement_keeps_results_and_refuses_unknown_values(t
     assert (found["cold"] == found["default"]).mean() > 0.9
     with pytest.raises(ConfigError, match="memory='warm' is not one of default, pinned, cached, cold"):
         make_store("qdrant-edge:memory=warm", tmp_path / "bad")
+
+
+def test_faiss_pq_skips_polysemous_training_unless_asked(tmp_path):
+    """FAISS's factory turns on polysemous training for 8-bit PQ; slimvec never searches with a
+    Hamming threshold, so it is off (it cost 60x the build time); the codes search the same."""
+    import faiss
+
+    from slimvec.connectors import make_store
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1200, 16)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    ids = np.arange(1, len(X) + 1)
+    found = {}
+    for label, spec in (("off", "faiss:IVF8,PQ4,nprobe=8"), ("on", "faiss:IVF8,PQ4,nprobe=8,polysemous=true")):
+        store = make_store(spec, tmp_path / label).create(16)
+        inner = faiss.downcast_index(store._index)
+        assert inner.do_polysemous_training is (label == "on")
+        store.upsert(ids, X)
+        store.finalize()
+        found[label] = store.search(X[:50], 10).ids
+        store.close()
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found["off"], found["on"])])
+    assert overlap >= 0.95
