@@ -106,6 +106,14 @@ class Candidate:
     recipe: str | None = None
     keep_full: str = "float32"
 
+    def rescore_bytes_per_vector(self, dim: int) -> tuple[int, int]:
+        """(RAM, disk) bytes per vector a rescored candidate adds: the full vectors' id lookup in
+        RAM (:data:`~slimvec.benchmarks.sizing.FULL_ID_RAM`) and the full vectors plus an int64
+        id on disk; (0, 0) when not rescored."""
+        if not self.rescore:
+            return 0, 0
+        return FULL_ID_RAM, int(dim) * np.dtype(self.keep_full).itemsize + 8
+
     @property
     def label(self) -> str:
         """``pca:96 → hnsw`` (``+rescore`` when rescored), or the recipe string."""
@@ -371,9 +379,9 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         model = fitted[c.store]
         c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query
         c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
-        if c.rescore:  # the full vectors are read from disk; their id lookup is in RAM
-            c.ram_bytes += FULL_ID_RAM * docs
-            c.disk_bytes += docs * (dim * np.dtype(c.keep_full).itemsize + 8)
+        full_ram, full_disk = c.rescore_bytes_per_vector(dim)  # full vectors on disk, ids in RAM
+        c.ram_bytes += full_ram * docs
+        c.disk_bytes += full_disk * docs
         ok = True
         if min_quality is not None:
             ok = c.quality is not None and c.quality >= min_quality

@@ -255,7 +255,9 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
                               "rescore": c.rescore, "label": c.label,
                               "quality": {m: quality[m].get(key) for m in QUALITY_METRICS},
                               "datasets": sorted(set(c.datasets)), "reducer_bytes": c.reducer_bytes,
-                              "p50_ms": p50.get(key)})
+                              "p50_ms": p50.get(key),
+                              # per vector, what rescoring adds (plan.Candidate.rescore_bytes_per_vector)
+                              "rescore_bytes": list(c.rescore_bytes_per_vector(dim))})
             out["dims"][str(dim)] = {
                 "models": {spec: m.to_json() for spec, m in plan.models.items()},
                 "candidates": cands,

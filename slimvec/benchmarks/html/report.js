@@ -419,8 +419,9 @@
     const pay = P.payload_bytes || 0;
     const cands = block.candidates.map((c, pos) => {
       const model = block.models[c.store];
-      const ram = ramBytes(model, docs, c.dim_out, pay) + c.reducer_bytes;
-      const disk = diskBytes(model, docs, c.dim_out, pay) + c.reducer_bytes;
+      const rs = c.rescore_bytes || [0, 0];  // full vectors: id lookup in RAM, vectors on disk
+      const ram = ramBytes(model, docs, c.dim_out, pay) + c.reducer_bytes + rs[0] * docs;
+      const disk = diskBytes(model, docs, c.dim_out, pay) + c.reducer_bytes + rs[1] * docs;
       const q = c.quality[metric];
       let ok = true;
       if (minQuality !== null) ok = q !== null && q !== undefined && q >= minQuality;
