@@ -62,10 +62,10 @@ def test_plan_cli_recipe_quick_sweep_measures_the_recipe(tmp_path: Path) -> None
 
     rng = np.random.default_rng(0)
     # 12 latent dimensions plus a little noise: pca:16 keeps the structure, rescoring the rest
-    X = (rng.standard_normal((900, 12)) @ rng.standard_normal((12, 64))
-         + 0.05 * rng.standard_normal((900, 64))).astype(np.float32)
+    X = (rng.standard_normal((500, 12)) @ rng.standard_normal((12, 64))
+         + 0.05 * rng.standard_normal((500, 64))).astype(np.float32)
     np.save(tmp_path / "v.npy", X)
-    proc = _plan("--docs", "100000", "--dim", "64", "--vectors", str(tmp_path / "v.npy"), "--sample", "900",
+    proc = _plan("--docs", "100000", "--dim", "64", "--vectors", str(tmp_path / "v.npy"), "--sample", "500",
                  "--recipe", "pca:16|hnsw|rescore=4", "--min-neighbor-recall", "0.5", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     plan = json.loads(proc.stdout)

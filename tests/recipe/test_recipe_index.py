@@ -96,19 +96,27 @@ def test_info_reports_recipe_depth_and_recall(auto_index):
     assert "rescore_recall" in text.stdout
 
 
-def test_ingest_cli_fixed_depth_recorded(sentences, tmp_path):
-    docs = tmp_path / "docs.txt"
+@pytest.fixture(scope="module")
+def cli_index(sentences, tmp_path_factory) -> tuple[Path, Path]:
+    """``slimvec ingest --recipe pca:32|hnsw|rescore=4`` of 300 sentences: (docs file, index)."""
+    tmp = tmp_path_factory.mktemp("cli")
+    docs = tmp / "docs.txt"
     docs.write_text("\n".join(sentences[:300]) + "\n", encoding="utf-8")
-    proc = _cli("ingest", str(docs), "--index", str(tmp_path / "idx"), "--recipe", "pca:32|hnsw|rescore=4",
+    proc = _cli("ingest", str(docs), "--index", str(tmp / "idx"), "--recipe", "pca:32|hnsw|rescore=4",
                 "--json")
     assert proc.returncode == 0, proc.stderr
-    m = Manifest.read(tmp_path / "idx")
+    return docs, tmp / "idx"
+
+
+def test_ingest_cli_fixed_depth_recorded(cli_index):
+    docs, index = cli_index
+    m = Manifest.read(index)
     assert m.recipe == "pca:32|hnsw|rescore=4" and m.reducer == "pca:32" and m.store == "hnsw"
     assert m.rescore is not None and m.rescore.depth == 4 and not m.rescore.calibrated
     assert m.rescore.recall is None
     assert m.full is not None and m.full.dtype == "float32"
     # a second run with the same recipe adds to it; another recipe is refused
-    again = _cli("ingest", str(docs), "--index", str(tmp_path / "idx"), "--recipe", "pca:32|hnsw|rescore=8")
+    again = _cli("ingest", str(docs), "--index", str(index), "--recipe", "pca:32|hnsw|rescore=8")
     assert again.returncode != 0
     assert "recipe 'pca:32|hnsw|rescore=4' (asked 'pca:32|hnsw|rescore=8')" in again.stderr
     assert "Traceback" not in again.stderr
@@ -169,21 +177,22 @@ def test_search_with_a_recipe_uses_its_depth_and_refuses_another_build(auto_inde
         assert idx.recipe_depth(recipe_file) == 5
 
 
-def test_search_cli_recipe(sentences, tmp_path):
-    docs = tmp_path / "docs.txt"
-    docs.write_text("\n".join(sentences[:200]) + "\n", encoding="utf-8")
-    plain = tmp_path / "plain"
-    proc = _cli("ingest", str(docs), "--index", str(plain), "--reducer", "pca:16", "--store", "hnsw")
-    assert proc.returncode == 0, proc.stderr
-    ok = _cli("search", sentences[3], "--index", str(plain), "--recipe", "pca:16|hnsw", "--json")
+def test_search_cli_recipe(cli_index, sentences, npy, tmp_path):
+    _, index = cli_index
+    ok = _cli("search", sentences[3], "--index", str(index), "--recipe", "pca:32|hnsw|rescore=4", "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)[0]["hits"][0]["text"] == sentences[3]
-    # the index keeps no full vectors: a rescoring recipe is refused with the way out
-    bad = _cli("search", sentences[3], "--index", str(plain), "--recipe", "pca:16|hnsw|rescore=4")
+    bad = _cli("search", sentences[3], "--index", str(index), "--recipe", "pca:16|hnsw|rescore=4")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
-    assert "keeps no full vectors" in " ".join(bad.stderr.split())
-    both = _cli("search", "x", "--index", str(plain), "--recipe", "pca:16|hnsw", "--rescore", "2")
+    assert "reducer 'pca:16' (the index has 'pca:32')" in " ".join(bad.stderr.split())
+    both = _cli("search", "x", "--index", str(index), "--recipe", "pca:32|hnsw", "--rescore", "2")
     assert both.returncode != 0 and "not both" in both.stderr
+    # an index without full vectors: a rescoring recipe is refused with the way out
+    migrate(str(npy), tmp_path / "plain", MigrateOptions(reducer="pca:24", store="hnsw", progress=False))
+    with slimvec.open(tmp_path / "plain") as idx:
+        assert idx.recipe_depth("pca:24|hnsw") == 0
+        with pytest.raises(ConfigError, match="keeps no full vectors"):
+            idx.recipe_depth("pca:24|hnsw|rescore=4")
 
 
 def test_a_run_stopped_before_calibration_warns_and_the_rerun_calibrates(npy, tmp_path, caplog):
