@@ -157,6 +157,15 @@ class Recipe:
             opts.append(f"keep_full={self.keep_full or 'none'}")
         return "|".join([self.reducer, self.store] + ([",".join(opts)] if opts else []))
 
+    def dim_out(self, dim_in: int) -> int:
+        """Dimension the reducer stage writes for ``dim_in``-dimensional input (``none``: the same)."""
+        if self.reducer == "none":
+            return int(dim_in)
+        from slimvec.reducers import make_reducer
+
+        n = getattr(make_reducer(self.reducer), "n_components", None)
+        return int(n) if isinstance(n, int) else int(dim_in)
+
     def with_depth(self, depth: int) -> "Recipe":
         """This recipe with a fixed rescoring depth (after calibration)."""
         return replace(self, rescore=int(depth))
@@ -333,13 +342,15 @@ DEFAULT_RECIPE = "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
 
 
 def apply_default_recipe(opts: Any, existing: Any) -> Any:
-    """``opts`` with :data:`DEFAULT_RECIPE` when they create a new index (``existing`` is None)
-    and name none of ``recipe``, ``reducer``, ``store`` or ``keep_full``; else ``opts`` as given
-    (an existing index keeps what it was built with)."""
-    if existing is not None or any(getattr(opts, key, None) is not None
-                                   for key in ("recipe", "reducer", "store", "keep_full")):
+    """``opts`` with their ``default_recipe`` (:data:`DEFAULT_RECIPE` unless the caller chose
+    another, e.g. ``slimvec serve --recipe``; None: no default) when they create a new index
+    (``existing`` is None) and name none of ``recipe``, ``reducer``, ``store`` or ``keep_full``;
+    else ``opts`` as given (an existing index keeps what it was built with)."""
+    default = getattr(opts, "default_recipe", DEFAULT_RECIPE)
+    if default is None or existing is not None or any(
+            getattr(opts, key, None) is not None for key in ("recipe", "reducer", "store", "keep_full")):
         return opts
-    return replace(opts, recipe=DEFAULT_RECIPE)
+    return replace(opts, recipe=default)
 
 
 #: the rescoring depths ``slimvec bench --recipe ...|rescore=auto`` measures (a fixed grid: the

@@ -23,8 +23,8 @@ import numpy as np
 
 from slimvec.benchmarks.analysis import value_of
 from slimvec.benchmarks.rows import Row
-from slimvec.benchmarks.sizing import (FULL_ID_RAM, SizeCheck, SizeModel, calibrate, check_model, sizing_sizes,
-                                       sizing_spec)
+from slimvec.benchmarks.sizing import (SizeCheck, SizeModel, calibrate, check_model, rescore_bytes_per_vector,
+                                       sizing_sizes, sizing_spec)
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
 from slimvec.benchmarks.analysis import finite
@@ -107,12 +107,9 @@ class Candidate:
     keep_full: str = "float32"
 
     def rescore_bytes_per_vector(self, dim: int) -> tuple[int, int]:
-        """(RAM, disk) bytes per vector a rescored candidate adds: the full vectors' id lookup in
-        RAM (:data:`~slimvec.benchmarks.sizing.FULL_ID_RAM`) and the full vectors plus an int64
-        id on disk; (0, 0) when not rescored."""
-        if not self.rescore:
-            return 0, 0
-        return FULL_ID_RAM, int(dim) * np.dtype(self.keep_full).itemsize + 8
+        """(RAM, disk) bytes per vector a rescored candidate adds
+        (:func:`~slimvec.benchmarks.sizing.rescore_bytes_per_vector`); (0, 0) when not rescored."""
+        return rescore_bytes_per_vector(dim, self.keep_full) if self.rescore else (0, 0)
 
     @property
     def label(self) -> str:
@@ -228,15 +225,6 @@ def candidates_from_results(rows: Sequence[Row | dict[str, Any]], dim: int, stor
     return list(groups.values())
 
 
-def _recipe_dim(reducer: str, dim: int) -> int:
-    if reducer == "none":
-        return dim
-    from slimvec.reducers import make_reducer
-
-    n = getattr(make_reducer(reducer), "n_components", None)
-    return int(n) if isinstance(n, int) else dim
-
-
 def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row | dict[str, Any]] = (),
                            metric: str = "neighbor_recall_at_10",
                            notes: list[str] | None = None) -> list[Candidate]:
@@ -253,8 +241,9 @@ def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row 
     out = []
     for rec in recipes:
         store = sizing_spec(rec.store)
-        cand = Candidate(rec.reducer, _recipe_dim(rec.reducer, dim), store, rec.rescore is not None,
+        cand = Candidate(rec.reducer, rec.dim_out(dim), store, rec.rescore is not None,
                          recipe=str(rec), keep_full=rec.keep_full or "float32")
+        wanted = {0} if rec.rescore is None else set(AUTO_LADDER) if rec.auto_rescore else {int(rec.rescore)}
         by_dataset: dict[str, dict[int, float]] = {}
         for r in rows:
             if str(r.get("reducer") or "none") != rec.reducer or _num(r.get("dim_in")) not in (None, dim):
@@ -265,7 +254,6 @@ def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row 
             except ConfigError:
                 continue
             depth = int(_num(r.get("rescore")) or 0)
-            wanted = {0} if rec.rescore is None else set(AUTO_LADDER) if rec.auto_rescore else {int(rec.rescore)}
             value = _num(value_of(r, metric))
             if depth in wanted and value is not None:
                 by_dataset.setdefault(str(r.get("dataset", "?")), {})[depth] = value

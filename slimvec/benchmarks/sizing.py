@@ -34,13 +34,14 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from slimvec.connectors import parse_store_spec, store_class, store_names
+from slimvec.connectors import parse_store_spec, store_class, store_min_train_vectors, store_names
 from slimvec.errors import ConfigError
 from slimvec.specs import format_spec
 
 __all__ = [
     "FEATURES",
     "FULL_ID_RAM",
+    "rescore_bytes_per_vector",
     "Measurement",
     "ComponentFit",
     "SizeModel",
@@ -62,6 +63,13 @@ log = logging.getLogger(__name__)
 #: full vectors themselves are memory-mapped from disk (``slimvec tune`` and ``plan`` count them
 #: on disk)
 FULL_ID_RAM = 16
+
+
+def rescore_bytes_per_vector(dim: int, keep_full: str | None = "float32") -> tuple[int, int]:
+    """(RAM, disk) bytes per vector that rescoring from full vectors adds: the id lookup in RAM
+    (:data:`FULL_ID_RAM`) and, on disk, the ``dim``-dimensional vector at ``keep_full``'s dtype
+    plus its int64 id. ``slimvec tune``, ``slimvec plan`` and report.html's planner use it."""
+    return FULL_ID_RAM, int(dim) * np.dtype(keep_full or "float32").itemsize + 8
 
 #: the terms of the linear size form, in order
 FEATURES = ("fixed", "fixed_per_dim", "per_vector", "per_dim", "per_payload_byte")
@@ -99,8 +107,7 @@ def sizing_spec(spec: str) -> str:
 def sizing_sizes(spec: str, base: Sequence[int] = (1000, 2000)) -> tuple[int, ...]:
     """Corpus sizes to fit ``spec``'s size model on: ``base``, scaled up (×2 steps) until the
     smallest is at least twice what the store needs to train (FAISS ``IVF1024``: 2,048 and 4,096)."""
-    parsed = parse_store_spec(spec)
-    need = store_class(parsed).min_train_vectors(parsed.arg, parsed.options)
+    need = store_min_train_vectors(spec)
     sizes = tuple(int(n) for n in sorted(set(base)))
     while sizes[0] < 2 * need:
         sizes = tuple(2 * n for n in sizes)

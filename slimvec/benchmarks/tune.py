@@ -35,14 +35,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from slimvec.benchmarks.sizing import FULL_ID_RAM
+from slimvec.benchmarks.sizing import rescore_bytes_per_vector
 from slimvec.recipe import AUTO_LADDER, Recipe
 from slimvec.errors import ConfigError
 
 __all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune"]
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -135,15 +134,11 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None,
     queries is ±0.005 at 0.95, so a near-tie on a small sample says nothing), each with all its
     depths. ``alive`` is sorted by the objective.
     """
-    order: list[tuple[str, str]] = []
-    for c in alive:
-        key = (c.recipe.reducer, c.recipe.store)
-        if key not in order:
-            order.append(key)
-    best_recall: dict[tuple[str, str], float] = {}
+    best_recall: dict[tuple[str, str], float] = {}  # builds in objective order
     for c in alive:
         key = (c.recipe.reducer, c.recipe.store)
         best_recall[key] = max(best_recall.get(key, -1.0), c.recall if c.recall is not None else -1.0)
+    order = list(best_recall)
     keep = order[:max(1, math.ceil(len(order) / 2))]
     by_recall = sorted(order, key=lambda g: -best_recall[g])[:max(1, math.ceil(len(order) / 4))]
     kept = set(keep) | set(by_recall)
@@ -169,8 +164,9 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
             c.ram_bytes = model.ram_bytes(docs, c.dim_out) + reducer_bytes
             c.disk_bytes = model.disk_bytes(docs, c.dim_out) + reducer_bytes
             if c.recipe.rescore is not None:
-                c.ram_bytes += FULL_ID_RAM * docs
-                c.disk_bytes += docs * (dim * (2 if c.recipe.keep_full == "float16" else 4) + 8)
+                full_ram, full_disk = rescore_bytes_per_vector(dim, c.recipe.keep_full)
+                c.ram_bytes += full_ram * docs
+                c.disk_bytes += full_disk * docs
     notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000 "
                  "vectors (more for stores that train: twice what they need)")
     return notes
@@ -272,8 +268,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     perm = rng.permutation(len(X))
     queries, pool = X[perm[:n_queries]], X[perm[n_queries:]]
     sizes = sorted({min(int(r), len(pool)) for r in rungs})
-    cands = [TuneCandidate(r, X.shape[1] if r.reducer == "none" else int(r.reducer.split(":")[1].split(",")[0]))
-             for r in (grid or default_grid(X.shape[1]))]
+    cands = [TuneCandidate(r, r.dim_out(X.shape[1])) for r in (grid or default_grid(X.shape[1]))]
     from slimvec.connectors import store_dim_problem
 
     dropped = {}
@@ -297,11 +292,10 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         notes.append(f"every candidate is predicted over the RAM budget of {ram_budget:,} bytes")
         return TuneResult(None, sorted(cands, key=lambda c: c.ram_bytes), notes, min_recall)
     if search == "auto":
-        from slimvec.connectors import parse_store_spec, store_class
+        from slimvec.connectors import store_min_train_vectors
 
         builds = {(c.recipe.reducer, c.recipe.store) for c in alive}
-        trained = sum(store_class(p).min_train_vectors(p.arg, p.options) > 0
-                      for p in (parse_store_spec(st) for _, st in builds))
+        trained = sum(store_min_train_vectors(store) > 0 for _, store in builds)
         search = "exhaustive" if 2 * trained >= len(builds) else "halving"
         notes.append(f"search: {search} ({trained} of {len(builds)} builds within the budget train a "
                      "quantizer)")

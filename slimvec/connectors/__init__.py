@@ -29,6 +29,7 @@ from slimvec.errors import ConfigError
 from slimvec.specs import Spec, format_spec, parse_spec
 
 __all__ = ["make_store", "store_names", "store_class", "canonical_store_spec", "parse_store_spec", "store_dim_problem",
+           "store_min_train_vectors",
            "SearchResult", "VectorStore"]
 
 STORES: dict[str, str] = {
@@ -113,6 +114,13 @@ def canonical_store_spec(spec: str | Spec) -> str:
     make_store(parsed, ".")  # validates the options
     arg = parsed.arg or store_class(parsed).default_arg
     return format_spec(parsed.name, arg, parsed.options)
+
+
+def store_min_train_vectors(spec: str | Spec) -> int:
+    """Fewest vectors a store of ``spec`` can be built from; see
+    :meth:`VectorStore.min_train_vectors`."""
+    parsed = parse_store_spec(spec)
+    return store_class(parsed).min_train_vectors(parsed.arg, parsed.options)
 
 
 def store_dim_problem(spec: str | Spec, dim: int) -> str | None:

@@ -14,9 +14,8 @@ Indexes that need training (IVF, PQ) buffer vectors until ``train_size`` arrive 
 
 from __future__ import annotations
 
-import re
-
 import logging
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -145,7 +144,6 @@ class FaissStore(VectorStore):
             reason = str(exc).split("Error: ")[-1].strip()
             return f"FAISS factory {factory!r} cannot hold {dim}-d vectors ({reason})"
         return None
-
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS))

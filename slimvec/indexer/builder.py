@@ -292,9 +292,7 @@ class IndexBuilder:
         self.summary.already_done = True
         self.summary.count = old.count
         self.summary.next_row = old.progress.next_row if old.progress else 0
-        if old.recipe is not None and "rescore=auto" in old.recipe and old.rescore is None \
-                and old.count >= 2:
-            # the last run was stopped between its 'done' commit and the calibration
+        if old.calibration_missing:
             self.say("the last run stopped before calibrating the rescoring depth: calibrating now")
             self.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
                                 id_column=old.id_column, source=old.source), old.dim_in)
@@ -538,8 +536,7 @@ class IndexBuilder:
     @property
     def auto_rescore(self) -> bool:
         """True when the index's recipe calibrates its rescoring depth (``rescore=auto``)."""
-        return self.manifest is not None and self.manifest.recipe is not None \
-            and "rescore=auto" in self.manifest.recipe
+        return self.manifest is not None and self.manifest.auto_rescore
 
     def calibration_due(self, growth: float = 2.0) -> bool:
         """True when an ``auto`` depth was never calibrated, or the index has grown ``growth``

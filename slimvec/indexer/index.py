@@ -409,12 +409,10 @@ def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None
             ) from exc
         raise
     index._lock = lock
-    m = manifest
-    if m.recipe is not None and "rescore=auto" in m.recipe and m.rescore is None and m.count >= 2:
-        # a run stopped between its last commit and the calibration (or is still running)
+    if manifest.calibration_missing:  # a run stopped before calibrating (or is still running)
         log.warning("%s: the recipe %s calibrates its rescoring depth when the run finishes, but no "
                     "depth is recorded, so searches do not rescore; rerun the same ingest / migrate "
-                    "command to finish it (it adds nothing and calibrates).", folder, m.recipe)
+                    "command to finish it (it adds nothing and calibrates).", folder, manifest.recipe)
     return index
 
 

@@ -344,6 +344,17 @@ class Manifest:
         return self.store.partition(":")[0].strip().lower()
 
     @property
+    def auto_rescore(self) -> bool:
+        """True when the recipe calibrates its rescoring depth (``rescore=auto``)."""
+        return self.recipe is not None and "rescore=auto" in self.recipe
+
+    @property
+    def calibration_missing(self) -> bool:
+        """An ``auto`` index holding vectors to calibrate on but no depth: its last run stopped
+        between the final commit and the calibration (searches would not rescore)."""
+        return self.auto_rescore and self.rescore is None and self.count >= 2
+
+    @property
     def completed(self) -> bool:
         """True when no write was running at the last commit (or none ever started)."""
         return self.progress is None or self.progress.state == "done"

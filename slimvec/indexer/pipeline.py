@@ -30,7 +30,7 @@ from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH
 from slimvec.indexer.progress import fingerprint, progress_bar
-from slimvec.recipe import apply_default_recipe, apply_recipe
+from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
 from slimvec.indexer.sources import (
     Document, Reject, SourceSpec, iter_batches, iter_records, json_payload,
 )
@@ -82,6 +82,9 @@ class IngestOptions:
     recipe : str or None
         A recipe string or JSON file (:mod:`slimvec.recipe`): reducer, store, ``keep_full`` and
         the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
+    default_recipe : str or None
+        Recipe of a new index when none of ``recipe``, ``reducer``, ``store``, ``keep_full`` is
+        given (:func:`slimvec.recipe.apply_default_recipe`); None: ``pca:96`` without rescoring.
     """
 
     reducer: str | None = None
@@ -102,6 +105,7 @@ class IngestOptions:
     keep_full: str | None = None
     train_pairs: str | None = None
     recipe: str | None = None
+    default_recipe: str | None = DEFAULT_RECIPE
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0

@@ -29,7 +29,6 @@ from slimvec.service.models import (
 from slimvec.service.registry import (
     Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
 )
-from slimvec.service.names import index_folder
 from slimvec.service.writer import WriterClosed
 
 __all__ = ["create_app"]
@@ -296,11 +295,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         from slimvec.service.names import check_name
 
         check_name(name)
-        recipe = body.recipe
-        if recipe is None and body.reducer is None and body.store is None \
-                and not index_folder(config.root, name).exists():
-            recipe = config.recipe  # a new index gets the service's default, as over PUT
-        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder, recipe=recipe,
+        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
+                             recipe=body.recipe, default_recipe=config.recipe,
                              text_column=body.text_column, id_column=body.id_column,
                              format=body.format, fit_sample=body.fit_sample,
                              batch_size=body.batch_size, progress=False)
