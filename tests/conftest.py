@@ -49,3 +49,15 @@ def minilm_vectors(encoder, sentences, tmp_path_factory) -> np.ndarray:
 
     cache = Path(os.environ.get("SLIMVEC_TEST_CACHE", Path.home() / ".cache" / "slimvec-tests"))
     return EncodingCache(cache / "encodings", encoder.fingerprint).encode(encoder, sentences)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (``scripts/test.sh`` runs ``-n 2 --dist loadgroup``), keep each module on
+    one worker so its module-scoped fixtures (a built index, a started server) are made once, and
+    every engine test on the same worker so the session's one Ray runtime is started once."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        group = "engines" if module.startswith("tests/engines/") else module
+        item.add_marker(pytest.mark.xdist_group(group))

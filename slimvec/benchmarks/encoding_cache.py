@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -107,14 +109,16 @@ class EncodingCache:
         keys = np.frombuffer(b"".join(text_digest(t) for t in texts), dtype=np.uint8).reshape(-1, 16)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            n = len(list(self.folder.glob("shard-*.keys.npy")))
-            while (self.folder / f"shard-{n:05d}.keys.npy").exists():
-                n += 1
-            base = self.folder / f"shard-{n:05d}"
-            # vectors first: a shard only counts once its keys file exists
-            np.save(f"{base}.vecs.npy", np.ascontiguousarray(vectors, dtype=np.float32),
-                    allow_pickle=False)
-            np.save(f"{base}.keys.npy", keys, allow_pickle=False)
+            # a name no other writer can pick (two test workers or bench runs may share the cache),
+            # each file written under a temporary name and renamed into place, vectors first: a
+            # shard only counts once its keys file exists, and never holds another writer's bytes
+            base = self.folder / f"shard-{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
+            for suffix, array in ((".vecs.npy", np.ascontiguousarray(vectors, dtype=np.float32)),
+                                  (".keys.npy", keys)):
+                tmp = Path(f"{base}{suffix}.tmp")
+                with open(tmp, "wb") as fh:
+                    np.save(fh, array, allow_pickle=False)
+                os.replace(tmp, f"{base}{suffix}")
         except OSError as exc:
             raise PersistenceError(f"Cannot write the encoding cache in {self.folder}: {exc}. "
                                    "Pass --cache to a writable folder.") from exc
