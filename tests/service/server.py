@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,9 +17,27 @@ __all__ = ["Server", "free_port"]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port no other pytest-xdist worker can be handed.
+
+    Between this probe and the server's bind another worker could pick the same port, and a
+    readiness probe would then be answered by the other worker's server. Each worker tries only
+    ports ``p % workers == its index``, so two workers never race for one. Ports are drawn below
+    Linux's ephemeral range (32768+), where outgoing connections take theirs; ``bind(0)`` cannot
+    be used, as Linux hands it even ports only.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    index = (int(worker[2:]) if worker[2:].isdigit() else 0) % count
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000 + index, 32000, count)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free loopback port in 20000-32000 for xdist worker {worker} of {count}")
 
 
 class Server:
