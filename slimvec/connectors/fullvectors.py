@@ -175,12 +175,15 @@ class FullVectors:
         """Full vectors of ``ids`` (float32) and a mask of the ids found (rows of unknown ids are 0)."""
         mm, sid, srows = self._lookup_table()
         wanted = np.asarray(ids, dtype=np.int64).ravel()
-        out = np.zeros((len(wanted), self.dim), dtype=np.float32)
         if mm is None or not len(wanted):
-            return out, np.zeros(len(wanted), dtype=bool)
-        pos = np.minimum(np.searchsorted(sid, wanted), len(sid) - 1)
+            return np.zeros((len(wanted), self.dim), dtype=np.float32), np.zeros(len(wanted), dtype=bool)
+        pos = np.searchsorted(sid, wanted)
+        np.minimum(pos, len(sid) - 1, out=pos)
         found = sid[pos] == wanted
-        out[found] = mm[srows[pos[found]]]  # reads only the pages of these rows
+        if found.all():  # the usual case on the search path: one gather, no mask
+            return mm[srows[pos]].astype(np.float32, copy=False), found  # reads only these rows' pages
+        out = np.zeros((len(wanted), self.dim), dtype=np.float32)
+        out[found] = mm[srows[pos[found]]]
         return out, found
 
     def rerank(self, queries: np.ndarray, candidates: SearchResult, k: int) -> SearchResult:
@@ -212,17 +215,19 @@ class FullVectors:
             q = q[None, :]
         if q.shape[1] != self.dim:
             raise DimensionMismatchError("queries for the full vectors", self.dim, q.shape[1])
-        if self.metric == "cosine":
-            q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+        if self.metric == "cosine":  # (np.linalg.norm costs more than this whole line per query)
+            q = q / np.maximum(np.sqrt(np.einsum("ij,ij->i", q, q)), 1e-12)[:, None]
         n, kc = candidates.ids.shape
         k = check_k(k)
         if k > MAX_PADDED_K:  # as the stores do: no more columns than there are candidates
             k = min(k, kc)
-        out = SearchResult.empty(n, k)
         width = min(k, kc)
+        step = max(1, _RERANK_BLOCK // max(1, kc * self.dim))  # queries per block
+        if width == k and 0 < n <= step:  # the common case (one query, one block): no copy
+            return SearchResult(*self._rerank_block(q, candidates.ids, width))
+        out = SearchResult.empty(n, k)
         if width == 0:
             return out
-        step = max(1, _RERANK_BLOCK // max(1, kc * self.dim))  # queries per block
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             ids, scores = self._rerank_block(q[lo:hi], candidates.ids[lo:hi], width)
@@ -232,14 +237,17 @@ class FullVectors:
     def _rerank_block(self, q: np.ndarray, cand: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         n, kc = cand.shape
         flat = cand.ravel()
-        vecs, found = self.get(np.where(flat >= 0, flat, 0))
-        found &= flat >= 0
+        padded = flat < 0
+        vecs, found = self.get(np.where(padded, 0, flat) if padded.any() else flat)
         vecs = vecs.reshape(n, kc, self.dim)
         if self.metric == "l2":
             scores = -np.sum((vecs - q[:, None, :]) ** 2, axis=2)
         else:
-            scores = np.einsum("nkd,nd->nk", vecs, q)
-        scores = np.where(found.reshape(n, kc), scores, -np.inf).astype(np.float32)
+            scores = np.matmul(vecs, q[:, :, None])[:, :, 0]  # (n, kc); einsum is slower here
+        scores = scores.astype(np.float32, copy=False)
+        missing = padded | ~found
+        if missing.any():  # padding and ids without a full vector sort last and come out as -1
+            scores = np.where(missing.reshape(n, kc), np.float32(-np.inf), scores)
         order = np.argsort(-scores, axis=1, kind="stable")[:, :width]
         rows = np.arange(n)[:, None]
         top_scores, top_ids = scores[rows, order], cand[rows, order]
