@@ -21,7 +21,7 @@ console = Console(stderr=True)
 def ingest(
     input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
-    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16 when none of --reducer, --store, --keep-full, --recipe is given (the Ray engine: pca:96 without rescoring); else pca:96]."),
+    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16 when none of --reducer, --store, --keep-full, --recipe is given; else pca:96]."),
     store: Optional[str] = typer.Option(None, help="Store spec for a new index [default: qdrant-edge]."),
     encoder: Optional[str] = typer.Option(None, help="Encoder: 'minilm' or a model folder [default: minilm]."),
     text_column: str = typer.Option("text", help="Column / key holding the text."),

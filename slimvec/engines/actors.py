@@ -105,11 +105,15 @@ class EncodeReduce:
         Torch threads per actor.
     id_rule : int
         The index's id rule (``Manifest.id_rule``) for :func:`slimvec.ids.doc_ids`.
+    keep_full : bool
+        Also return each block's full vectors (column ``full``) beside the reduced ones, for an
+        index that keeps them (``--keep-full``).
     """
 
     def __init__(self, encoder: str, reducer_files: dict[str, bytes] | None, encode_batch: int,
                  cache_keys: np.ndarray | None = None, cache_vectors: np.ndarray | None = None,
-                 text_column: str = "text", threads: int = 1, id_rule: int = ID_RULE) -> None:
+                 text_column: str = "text", threads: int = 1, id_rule: int = ID_RULE,
+                 keep_full: bool = False) -> None:
         import torch
 
         from slimvec.indexer.encoder import Encoder
@@ -119,6 +123,7 @@ class EncodeReduce:
         self.reducer = _load_artifact(reducer_files) if reducer_files else None
         self.text_column = text_column
         self.id_rule = id_rule
+        self.keep_full = bool(keep_full) and self.reducer is not None
         self.cache: dict[int, np.ndarray] = {}
         if cache_keys is not None and cache_vectors is not None:
             self.cache = {int(k): cache_vectors[i] for i, k in enumerate(cache_keys)}
@@ -142,12 +147,13 @@ class EncodeReduce:
         from slimvec.indexer.checks import truncation_rejects
 
         out: dict[str, list[Any]] = {k: [] for k in ("file", "block", "rows", "ids", "vectors",
-                                                     "payloads", "rejects")}
+                                                     "payloads", "rejects", "full")}
         for i in range(len(batch["file"])):
             index = int(batch["file"][i])
             docs = [doc_from_json(d) for d in json.loads(batch["docs"][i])]
             rejects = json.loads(batch["rejects"][i])
             vectors = self._encode(index, docs)
+            out["full"].append(vectors)
             payloads = [{**d.payload, "text": d.text, "source_id": d.id} for d in docs]
             if docs:
                 warn = truncation_rejects(self.encoder, docs, str(batch["path"][i]), self.text_column)
@@ -167,11 +173,14 @@ class EncodeReduce:
             out["vectors"].append(np.asarray(vectors, dtype=np.float32))
             out["payloads"].append(json.dumps(payloads, ensure_ascii=False))
             out["rejects"].append(json.dumps(rejects, ensure_ascii=False))
-        return {"file": np.array(out["file"]), "block": np.array(out["block"]),
-                "rows": np.array(out["rows"]), "ids": _ragged(out["ids"]),
-                "vectors": _ragged(out["vectors"]),
-                "payloads": np.array(out["payloads"], dtype=object),
-                "rejects": np.array(out["rejects"], dtype=object)}
+        result = {"file": np.array(out["file"]), "block": np.array(out["block"]),
+                  "rows": np.array(out["rows"]), "ids": _ragged(out["ids"]),
+                  "vectors": _ragged(out["vectors"]),
+                  "payloads": np.array(out["payloads"], dtype=object),
+                  "rejects": np.array(out["rejects"], dtype=object)}
+        if self.keep_full:
+            result["full"] = _ragged(out["full"])
+        return result
 
 
 def _ragged(arrays: list[np.ndarray]) -> np.ndarray:

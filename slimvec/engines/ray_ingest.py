@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from slimvec.recipe import apply_recipe
+from slimvec.recipe import apply_default_recipe, apply_recipe
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.runtime import require_ray, start_ray
@@ -153,7 +153,8 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
     index_dir : path
         Index folder (created on first use; an existing index is added to or resumed).
     options : IngestOptions
-        The single-process options (``keep_full`` and ``train_pairs`` are not supported here).
+        The single-process options, the default recipe included (``train_pairs`` is not
+        supported here).
     ray_opts : RayOptions
 
     Raises
@@ -166,10 +167,9 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
     ray_opts = ray_opts or RayOptions()
     say = notify or log.info
     require_ray()
-    options = apply_recipe(options)  # --recipe expands into reducer, store, keep_full as locally
-    if options.keep_full or options.train_pairs:
-        raise ConfigError("--keep-full and --train-pairs are not supported with --engine ray yet; "
-                          "ingest in one process for them.")
+    if options.train_pairs:
+        raise ConfigError("--train-pairs is not supported with --engine ray yet; ingest in one "
+                          "process for it.")
     if ray_opts.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {ray_opts.workers}.")
     files = expand_inputs(str(input_path), options.text_column, options.id_column, options.format)
@@ -180,10 +180,13 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
                       strict=options.strict, checkpoint_seconds=options.checkpoint_seconds,
                       checkpoint_batches=options.checkpoint_batches) as b:
         old = b.existing  # folder checks and the lock come before any Ray work
+        # the default recipe and --recipe expand into reducer, store, keep_full as locally
+        options = apply_recipe(apply_default_recipe(options, old))
         spec = b.resolve(IndexSpec(options.reducer, options.store,
                                    options.encoder or (old.encoder if old else None)
                                    or DEFAULT_ENCODER,
-                                   None, options.text_column, options.id_column,
+                                   options.keep_full if old is None else None,
+                                   options.text_column, options.id_column,
                                    recipe=getattr(options, "recipe", None)))
         mode, committed = _plan_resume(b.folder, old.progress if old else None, inputs, settings)
         b.summary.input = ", ".join(f.spec.path for f in files)
@@ -217,7 +220,7 @@ def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[
     else:
         b.open(spec, b.existing.dim_in)
     manifest = b.manifest
-    dim_out = int(manifest.dim_out)
+    dim_out, dim_in = int(manifest.dim_out), int(manifest.dim_in)
     old = manifest.progress
     resuming = mode == "resume"
     plan = ResumePlan(start_row=old.next_row if resuming else 0,
@@ -246,7 +249,8 @@ def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[
                   "encoder": manifest.encoder, "reducer_files": reducer_files,
                   "encode_batch": min(opts.batch_size, INGEST_ENCODE_BATCH), "cache_keys": keys,
                   "cache_vectors": vectors, "text_column": opts.text_column,
-                  "threads": max(1, round(ray_opts.cpus_per_worker)), "id_rule": manifest.id_rule},
+                  "threads": max(1, round(ray_opts.cpus_per_worker)), "id_rule": manifest.id_rule,
+                  "keep_full": manifest.full is not None},
                   **_actor_args(ray_opts)))
     finally:
         ctx.target_max_block_size = saved_block_size
@@ -266,9 +270,11 @@ def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[
             written.append(key)
             rows_done += int(row["rows"])
             vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
+            full = (np.asarray(row["full"], dtype=np.float32).reshape(-1, dim_in)
+                    if row.get("full") is not None else None)
             yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs, json.loads(row["payloads"]),
                               [reject_from_json(r) for r in json.loads(row["rejects"])], rows_done,
-                              source=paths[key[0]], reduced=True)
+                              source=paths[key[0]], reduced=True, full=full)
 
     def on_commit() -> None:  # after the store flushed, before the manifest records progress
         for f, k in written:

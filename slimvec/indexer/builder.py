@@ -42,7 +42,7 @@ from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError
 from slimvec.ids import ID_RULE
 from slimvec.connectors.fullvectors import FULL_DIR
 from slimvec.indexer.calibrate import rescore_for_recipe
-from slimvec.indexer.checks import STATE_DB
+from slimvec.indexer.checks import STATE_DB, split_bad_vectors
 from slimvec.indexer.index import (
     REDUCER_DIR, STORE_DIR, check_store_dim, check_store_trusted, reducer_checksum,
     refuse_links_inside, store_checksums, store_folder, verify_index_files,
@@ -474,16 +474,20 @@ class IndexBuilder:
         Raises
         ------
         ConfigError
-            A reduced batch for an index that keeps full vectors (``--keep-full``).
+            A reduced batch without its full vectors for an index that keeps them
+            (``--keep-full``).
         """
         self.begin()
         reducer, dim = self.reducer, int(self.manifest.dim_in)
         if batch.reduced:
             if isinstance(self._target, KeepFullStore):
-                raise ConfigError(
-                    f"{self.folder} keeps full vectors (--keep-full) but this producer sends "
-                    "vectors that are already reduced; ingest into it in one process, or into "
-                    "an index without --keep-full.")
+                if batch.full is None:
+                    raise ConfigError(
+                        f"{self.folder} keeps full vectors (--keep-full) but this producer sends "
+                        "only reduced vectors; send their full vectors too (VectorBatch.full), or "
+                        "ingest into an index without --keep-full.")
+                batch = _with_bad_full_rows_marked(batch, int(self.manifest.dim_in))
+                self._target.stage(batch.ids, batch.full)
             reducer, dim = _Prereduced(), int(self.manifest.dim_out)
         elif isinstance(self._target, KeepFullStore):
             self._target.stage(batch.ids, batch.vectors)
@@ -608,6 +612,24 @@ class IndexBuilder:
 
 
 # ---------------------------------------------------------------------- helpers
+def _with_bad_full_rows_marked(batch: VectorBatch, dim_in: int) -> VectorBatch:
+    """A reduced batch whose rows with a bad full vector (NaN, inf, wrong length) get a NaN
+    reduced vector too, so the commit loop rejects them instead of upserting a row whose full
+    vector cannot be kept."""
+    full = batch.full
+    n = len(batch.ids)
+    if full is None or (isinstance(full, np.ndarray) and full.shape == (n, dim_in)
+                        and np.isfinite(full).all()):
+        return batch
+    if len(full) != n:
+        raise ConfigError(f"a reduced batch of {n} rows came with {len(full)} full vectors; the "
+                          "producer must send one full vector per row.")
+    good, _, _ = split_bad_vectors(full, dim_in, None, batch.source)
+    vectors = np.array(batch.vectors, dtype=np.float32)  # a copy: the producer's array is kept
+    vectors[~good] = np.nan
+    return replace(batch, vectors=vectors)
+
+
 class _Prereduced:
     """The reducer of a ``reduced`` batch: the producer applied the real one already."""
 

@@ -92,8 +92,10 @@ class VectorBatch:
     reduced : bool
         The producer already applied this index's reducer (a copy of its saved artifact, e.g.
         the Ray engine's encoder actors): ``vectors`` have shape (n, dim_out) and are upserted as
-        they are (bad rows and duplicate ids are still rejected / deduplicated; an index with
-        ``--keep-full`` refuses such batches, as it needs the full vectors).
+        they are (bad rows and duplicate ids are still rejected / deduplicated).
+    full : ndarray of float32, shape (n, dim_in), optional
+        With ``reduced``: the full vectors of the same rows, which an index that keeps full
+        vectors (``--keep-full``) needs and refuses the batch without.
     """
 
     ids: np.ndarray
@@ -105,6 +107,7 @@ class VectorBatch:
     lines: Sequence[int | None] | None = None
     source: str = ""
     reduced: bool = False
+    full: np.ndarray | None = None
 
 
 def strict_error(rej: Reject) -> ConfigError:

@@ -88,3 +88,27 @@ def test_folder_safety_comes_from_the_builder(ray_runtime, docs_200, tmp_path):
     with pytest.raises(ConfigError, match="not a slimvec index"):
         ray_ingest(str(src), folder, IngestOptions(**OPTS, rebuild=False), RayOptions(workers=1))
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_default_recipe_keeps_full_vectors_and_calibrates_as_one_process(ray_runtime, docs_200,
+                                                                         tmp_path):
+    """No reducer, store or recipe given: the Ray engine builds the default recipe (pca:96,
+    Qdrant Edge, float16 full vectors, calibrated rescoring) as the single-process ingest does."""
+    from slimvec.engines.ray_ingest import RayOptions, ray_ingest
+    from slimvec.indexer.manifest import Manifest
+    from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
+
+    opts = dict(fit_sample=200, batch_size=50, progress=False)
+    src = write_jsonl(tmp_path / "docs.jsonl", docs_200)
+    single = ingest(src, tmp_path / "single", IngestOptions(**opts))
+    dist = ray_ingest(str(src), tmp_path / "ray", IngestOptions(**opts), RayOptions(workers=1))
+    assert dist.ingested == single.ingested == 200
+    one, ray = Manifest.read(tmp_path / "single"), Manifest.read(tmp_path / "ray")
+    assert ray.recipe == one.recipe  # the canonical form, e.g. with the calibration target
+    assert resolve_recipe(ray.recipe) == resolve_recipe(DEFAULT_RECIPE)
+    assert ray.full is not None and ray.full.dtype == "float16" and ray.full == one.full
+    assert ray.rescore is not None and ray.rescore.depth == one.rescore.depth  # calibrated alike
+    with open_index(tmp_path / "single") as s, open_index(tmp_path / "ray") as r:
+        rs, rr = s.search(QUERIES, 10), r.search(QUERIES, 10)  # the recipe's rescoring depth
+    np.testing.assert_array_equal(rs.ids, rr.ids)
+    np.testing.assert_allclose(rs.scores, rr.scores, atol=1e-3)

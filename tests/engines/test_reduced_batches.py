@@ -43,14 +43,42 @@ def test_reduced_batches_are_upserted_as_sent_and_bad_rows_still_rejected(tmp_pa
     assert hits.scores[:, 0].min() > 0.999
 
 
-def test_reduced_batches_are_refused_by_a_keep_full_index(tmp_path, minilm_vectors):
-    vecs = minilm_vectors[:40]
-    with IndexBuilder(tmp_path / "idx") as b:
+def _keep_full_index(folder, vecs, reduced: bool, full_missing: bool = False):
+    """hnsw + float32 side file: batches of full vectors, or (``reduced``) of reduced vectors
+    with their full vectors beside them, as the Ray engine's actors send them."""
+    with IndexBuilder(folder) as b:
         b.open(IndexSpec(reducer="pca:8", store="hnsw", encoder=None, keep_full="float32"), 384,
-               fit=lambda: vecs)
-        with pytest.raises(ConfigError, match="keep-full"):
-            b.write(VectorBatch(np.arange(2), b.reducer.transform(vecs[:2]), [{}, {}], [], 2,
-                                reduced=True))
+               fit=lambda: np.nan_to_num(vecs))
+        red = b.reducer.transform(np.nan_to_num(vecs)) if reduced else None  # finite: the full row is bad
+
+        def batches():
+            for lo in range(0, len(vecs), 32):
+                hi = min(lo + 32, len(vecs))
+                if reduced:
+                    yield VectorBatch(np.arange(lo, hi), red[lo:hi], [{}] * (hi - lo), [], hi,
+                                      reduced=True, full=None if full_missing else vecs[lo:hi])
+                else:
+                    yield VectorBatch(np.arange(lo, hi), vecs[lo:hi], [{}] * (hi - lo), [], hi)
+
+        return b.run(batches())
+
+
+def test_reduced_batches_with_full_vectors_build_the_same_keep_full_index(tmp_path, minilm_vectors):
+    """What the Ray engine writes under --keep-full equals what one process writes; a full vector
+    that is bad rejects its row in both."""
+    vecs = minilm_vectors[:100].copy()
+    vecs[[7, 64]] = np.nan
+    one = _keep_full_index(tmp_path / "one", vecs, reduced=False)
+    two = _keep_full_index(tmp_path / "two", vecs, reduced=True)
+    assert (one.ingested, one.rejected) == (two.ingested, two.rejected) == (98, 2)
+    side = [(tmp_path / name / "full").glob("*.f32") for name in ("one", "two")]
+    assert [p.read_bytes() for p in sorted(side[0])] == [p.read_bytes() for p in sorted(side[1])]
+    with open_index(tmp_path / "one") as a, open_index(tmp_path / "two") as c:
+        ra, rc = a.search(minilm_vectors[:5], 10, rescore=4), c.search(minilm_vectors[:5], 10, rescore=4)
+    np.testing.assert_array_equal(ra.ids, rc.ids)
+    np.testing.assert_allclose(ra.scores, rc.scores, atol=1e-6)
+    with pytest.raises(ConfigError, match="send their full vectors too"):
+        _keep_full_index(tmp_path / "three", vecs, reduced=True, full_missing=True)
 
 
 def test_committed_blocks_round_trip_and_are_validated(tmp_path, minilm_vectors):
