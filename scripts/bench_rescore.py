@@ -13,9 +13,15 @@ disk without the full vectors (hnswlib loads its file whole, so that is its RAM;
 folder also holds its WAL), full-vector bytes/vector (the memory-mapped side file, or Qdrant Edge's
 ``full`` named vector in cold storage; read only for candidates), and the index folder's total.
 
+``--calibration`` measures instead whether the default recipe's calibrated depth
+(``rescore=auto``, measured on 200 corpus vectors used as queries) keeps its target on held-out
+queries, and what ``slimvec calibrate --queries`` changes: the held-out pool is split in two, the
+index is recalibrated on the first half and both depths are scored on the second half.
+
 Usage::
 
     OMP_NUM_THREADS=1 python scripts/bench_rescore.py --out /tmp/rescore.json
+    python scripts/bench_rescore.py --calibration --queries 2000 --out /tmp/calibration.json
 """
 
 from __future__ import annotations
@@ -150,6 +156,33 @@ def run_config(npy: Path, work: Path, reducer: str, store: str, keep_full: str |
     return rows
 
 
+def run_calibration(npy: Path, work: Path, queries: np.ndarray, truth: np.ndarray) -> dict:
+    """Default-recipe index; recall@10 of the second half of ``queries`` at every depth of the
+    ladder, at the corpus-calibrated depth and at the depth calibrated on the first half."""
+    import slimvec
+    from slimvec.indexer.recalibrate import calibrate_index
+    from slimvec.migrate import MigrateOptions, migrate
+
+    folder = work / "default-recipe"
+    migrate(str(npy), folder, MigrateOptions(progress=False, batch_size=2048))
+    half = len(queries) // 2
+    fit_q, eval_q, eval_truth = queries[:half], queries[half:], truth[half:]
+    with slimvec.open(folder) as idx:
+        before = idx.manifest.rescore
+        ladder = {r: round(recall(idx.search(eval_q, 10, rescore=r).ids, eval_truth), 4)
+                  for r in (1, 2, 4, 8, 16, 32, 64)}
+    after = calibrate_index(folder, fit_q)
+    out = {"recipe": "default", "n_eval_queries": len(eval_q), "n_calibration_queries": half,
+           "corpus_calibrated": {"depth": before.depth, "recall_on_corpus_sample": before.recall,
+                                 "n_sample": before.n_queries,
+                                 "recall_on_eval_queries": ladder[before.depth]},
+           "query_calibrated": {"depth": after.depth, "recall_on_calibration_queries": after.recall,
+                                "recall_on_eval_queries": ladder.get(after.depth)},
+           "target": before.target, "eval_recall_by_depth": ladder}
+    log.info("%s", out)
+    return out
+
+
 def render(path: Path) -> str:
     """Markdown table of a results JSON written by this script."""
     data = json.loads(path.read_text())
@@ -180,6 +213,9 @@ def main() -> None:
     ap.add_argument("--encoder", default="minilm",
                     help="'minilm', 'mpnet' (768-d, from the bench-mpnet extra) or a model folder.")
     ap.add_argument("--limit", type=int, default=0, help="Use only the first N corpus sentences (0: all).")
+    ap.add_argument("--calibration", action="store_true",
+                    help="Only measure the default recipe's calibrated depth on held-out queries, "
+                         "before and after `slimvec calibrate` on half of them.")
     args = ap.parse_args()
     if args.render:
         print(render(args.render))
@@ -208,6 +244,12 @@ def main() -> None:
     try:
         npy = work / "corpus.npy"
         np.save(npy, corpus, allow_pickle=False)
+        if args.calibration:
+            result = run_calibration(npy, work, queries, truth)
+            meta = {"corpus": n, "dim": dim, "queries": len(queries), "encoder": args.encoder}
+            args.out.write_text(json.dumps({"meta": meta, "calibration": result}, indent=2))
+            print(json.dumps({"meta": meta, "calibration": result}, indent=2))
+            return
         rows = []
         rows += run_config(npy, work, "none", args.store, None, [None], queries, truth, n)
         rows += run_config(npy, work, "none", "qdrant-edge:quant=sq8,rescore=true", None, [None],

@@ -30,6 +30,7 @@ _COMMANDS = [
     ("slimvec.cli.index_cmds", "ingest", "ingest"),
     ("slimvec.cli.index_cmds", "search", "search"),
     ("slimvec.cli.index_cmds", "info", "info"),
+    ("slimvec.cli.index_cmds", "calibrate", "calibrate"),
     ("slimvec.cli.bench", "bench", "bench"),
     ("slimvec.cli.plan", "plan", "plan"),
     ("slimvec.cli.migrate", "migrate", "migrate"),

@@ -1,4 +1,4 @@
-"""``slimvec ingest``, ``slimvec search`` and ``slimvec info``."""
+"""``slimvec ingest``, ``slimvec search``, ``slimvec info`` and ``slimvec calibrate``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.table import Table
 
 from slimvec.cli.checks import check_positive, interrupt_message
 
-__all__ = ["ingest", "search", "info"]
+__all__ = ["ingest", "search", "info", "calibrate"]
 
 console = Console(stderr=True)
 
@@ -173,4 +173,42 @@ def info(
         typer.echo(json.dumps(data, indent=2))
         return
     for key, value in data.items():
-        typer.echo(f"{key:>14}: {value:,}" if isinstance(value, int) else f"{key:>14}: {value}")
+        typer.echo(f"{key:>14}: {value:,}" if isinstance(value, int) and not isinstance(value, bool)
+                   else f"{key:>14}: {value}")
+
+
+def calibrate(
+    index: Path = typer.Option(..., "--index", help="Index folder built with a rescore=auto recipe (the default recipe is one)."),
+    queries: Path = typer.Option(..., "--queries", help="Your queries: a text file (one per line), JSONL, CSV, TSV or Parquet. A few hundred real ones are enough."),
+    text_column: str = typer.Option("text", help="Column / key holding the query text."),
+    format: Optional[str] = typer.Option(None, help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location."),
+) -> None:
+    """Re-measure the index's rescoring depth (rescore=auto) on your own queries and keep them for later calibrations."""
+    from slimvec.indexer.index import read_manifest
+    from slimvec.indexer.recalibrate import calibrate_index, read_query_file
+
+    qf = read_query_file(queries, text_column, format)
+    for rej in qf.rejects[:5]:
+        console.print(f"  [yellow]skipped[/] {rej.source} row {rej.row}: {rej.field}: {rej.reason}")
+    before = read_manifest(index).rescore
+    info = calibrate_index(index, qf.texts, trust_store=trust_store,
+                           notify=lambda m: console.print(f"  {m}"))
+    out = {"index": str(index), "queries": len(qf.texts), "rows": qf.rows,
+           "skipped_rows": len(qf.rejects), "depth": info.depth,
+           "previous_depth": before.depth if before else None, "recall": info.recall,
+           "target": info.target, "k": info.k, "reached": info.reached,
+           "n_corpus": info.n_corpus}
+    if json_out:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    was = (f" (was {before.depth}, calibrated on "
+           f"{'given queries' if before.queries else 'corpus vectors'})" if before else "")
+    console.print(f"[bold]calibrated[/] {index}: rescoring depth {info.depth}{was}; neighbour "
+                  f"recall@{info.k} {info.recall:.4f} on {len(qf.texts):,} queries "
+                  f"({len(qf.rejects):,} of {qf.rows:,} rows skipped), target {info.target}")
+    if not info.reached:
+        console.print("  [yellow]warning[/]: the largest depth tried does not reach the target on "
+                      "these queries; use a larger reducer dimension (e.g. --recipe "
+                      "'pca:128|...') or search with a fixed larger --rescore.")

@@ -42,6 +42,9 @@ from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError
 from slimvec.ids import ID_RULE
 from slimvec.connectors.fullvectors import FULL_DIR
 from slimvec.indexer.calibrate import rescore_for_recipe
+from slimvec.indexer.calibration_queries import (
+    CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries,
+)
 from slimvec.indexer.checks import STATE_DB, split_bad_vectors
 from slimvec.indexer.index import (
     REDUCER_DIR, STORE_DIR, check_store_dim, check_store_trusted, reducer_checksum,
@@ -50,6 +53,7 @@ from slimvec.indexer.index import (
 from slimvec.indexer.interrupt import StopFlag
 from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, check_recipe, prepare_full
 from slimvec.indexer.locking import LOCK_NAME, IndexLock
+from slimvec.persistence import sha256_file
 from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, plan_run, truncate_file
 from slimvec.indexer.safefs import open_append_text, refuse_link
@@ -206,7 +210,7 @@ class IndexBuilder:
             return
         self._loaded = True
         self._refused = True  # until the folder checks below pass
-        for name in (MANIFEST, REJECTS, *_STATE_FILES, NEW_MARKER):
+        for name in (MANIFEST, REJECTS, *_STATE_FILES, NEW_MARKER, CALIBRATION_QUERIES_FILE):
             refuse_link(self.folder / name)
         if os.path.lexists(self.folder / MANIFEST):
             old = Manifest.read(self.folder) if not self.rebuild else _lenient_manifest(self.folder)
@@ -552,18 +556,40 @@ class IndexBuilder:
         done = self.manifest.rescore
         return count >= 2 and (done is None or count >= growth * max(done.n_corpus, 1))
 
-    def calibrate(self, write: bool = True) -> bool:
+    def calibrate(self, write: bool = True, queries: np.ndarray | None = None) -> bool:
         """Calibrate a ``rescore=auto`` depth on the committed index (``finish`` does it; the
         service also does it as the index grows); records it in the manifest, written when
-        ``write``. Returns whether anything was calibrated."""
+        ``write``. Returns whether anything was calibrated.
+
+        Parameters
+        ----------
+        write : bool
+            Write the manifest now.
+        queries : ndarray, optional
+            Real query vectors (float32, (n, dim_in)) to calibrate on from now on: stored in the
+            folder (:mod:`slimvec.indexer.calibration_queries`) and used by every later
+            calibration of this index. Default: the stored ones if any, else corpus vectors.
+        """
         if not self.auto_rescore:
             return False
-        self.say("calibrating the rescoring depth (rescore=auto) on a sample of the index")
-        self.manifest.rescore = rescore_for_recipe(
-            self.manifest.recipe, self.store, self.reducer,
-            self._target.full if isinstance(self._target, KeepFullStore) else None)
+        m = self.manifest
+        if queries is not None:
+            path = save_calibration_queries(self.folder, queries)
+            m.sha256[CALIBRATION_QUERIES_FILE] = sha256_file(path)
+        elif m.rescore is not None and m.rescore.queries is not None:
+            queries = load_calibration_queries(self.folder, int(m.dim_in))
+        self.say("calibrating the rescoring depth (rescore=auto) on "
+                 + (f"{len(queries):,} stored queries" if queries is not None
+                    else "a sample of the index"))
+        rescore = rescore_for_recipe(
+            m.recipe, self.store, self.reducer,
+            self._target.full if isinstance(self._target, KeepFullStore) else None,
+            queries=queries)
+        if rescore is not None and queries is not None:
+            rescore = replace(rescore, queries=CALIBRATION_QUERIES_FILE)
+        m.rescore = rescore
         if write:
-            self.manifest.write(self.folder)
+            m.write(self.folder)
         return True
 
     def run(self, batches: Iterable[VectorBatch], advance: Callable[[int], None] | None = None,
@@ -654,7 +680,8 @@ def _lenient_manifest(folder: Path) -> Manifest | None:
 def _own_entries(folder: Path, manifest: Manifest | None) -> list[Path]:
     """What ``rebuild`` may delete: files the manifest proves slimvec wrote. Anything else in the
     folder is refused (listed), never deleted."""
-    own = {MANIFEST, REDUCER_DIR, REJECTS, LOCK_NAME, NEW_MARKER, *_STATE_FILES}
+    own = {MANIFEST, REDUCER_DIR, REJECTS, LOCK_NAME, NEW_MARKER, CALIBRATION_QUERIES_FILE,
+           *_STATE_FILES}
     if manifest is None:  # unreadable manifest: a store folder proves itself by its own marker
         if (store_folder(folder) / STORE_MARKER).is_file():
             own.add(STORE_DIR)

@@ -30,7 +30,7 @@ from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
 from slimvec.indexer.manifest import RescoreInfo
 
-__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "depth_ladder", "pick_sample", "exact_neighbours", "corpus_ids"]
+__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids"]
 
 log = logging.getLogger(__name__)
 #: corpus vectors used as calibration queries by :func:`rescore_for_recipe`
@@ -132,8 +132,21 @@ def exact_neighbours(full: FullVectors | tuple[np.ndarray, np.ndarray], query_id
 
     Streams the corpus in blocks of ``block`` rows (memory ``q × block`` floats).
     """
+    query_ids = np.asarray(query_ids, dtype=np.int64)
+    return exact_neighbours_of(full, _corpus(full)[1](query_ids), k, metric=metric, block=block,
+                               own=query_ids)
+
+
+def exact_neighbours_of(full: FullVectors | tuple[np.ndarray, np.ndarray], queries: np.ndarray,
+                        k: int, *, metric: str = "cosine", block: int = 65536,
+                        own: np.ndarray | None = None) -> np.ndarray:
+    """Ids (q, k) of the exact ``k`` nearest corpus vectors of query vectors (full dimension).
+
+    ``own``: each query's own corpus id, left out of its neighbours (``None``: queries that are
+    not corpus vectors, e.g. real queries). Streams the corpus in blocks of ``block`` rows.
+    """
     all_ids, lookup = _corpus(full)
-    q = lookup(np.asarray(query_ids, dtype=np.int64))
+    q = np.asarray(queries, dtype=np.float32)
     if metric == "cosine":
         q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
     best_s = np.full((len(q), k), -np.inf, dtype=np.float32)
@@ -146,7 +159,8 @@ def exact_neighbours(full: FullVectors | tuple[np.ndarray, np.ndarray], query_id
         s = q @ x.T
         if metric == "l2":
             s = 2.0 * s - np.einsum("ij,ij->i", x, x)[None, :]
-        s[ids[None, :] == np.asarray(query_ids)[:, None]] = -np.inf  # a query is not its own neighbour
+        if own is not None:
+            s[ids[None, :] == np.asarray(own)[:, None]] = -np.inf  # a query is not its own neighbour
         cat_s = np.concatenate([best_s, s.astype(np.float32)], axis=1)
         cat_i = np.concatenate([best_i, np.broadcast_to(ids, s.shape)], axis=1)
         top = np.argpartition(-cat_s, k - 1, axis=1)[:, :k]
@@ -164,9 +178,9 @@ def _recall(found: np.ndarray, truth: np.ndarray, own: np.ndarray, k: int) -> fl
 
 
 def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVectors | tuple[np.ndarray, np.ndarray],
-                      sample_ids: np.ndarray, *, k: int = 10, target: float = 0.99, max_depth: int = 64,
+                      sample_ids: np.ndarray | None, *, k: int = 10, target: float = 0.99, max_depth: int = 64,
                       search: RescoredSearch | None = None, metric: str | None = None,
-                      **params: Any) -> RescoreCalibration:
+                      queries: np.ndarray | None = None, **params: Any) -> RescoreCalibration:
     """Smallest rescoring depth R on the ladder 1, 2, 4, ... whose neighbour recall@k reaches ``target``.
 
     Parameters
@@ -177,8 +191,9 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         The fitted reducer (``transform_query`` is used for queries when it has one).
     full_vectors : FullVectors or (ids, vectors)
         The full vectors kept on disk (re-ranking and exact truth), or ids with an array.
-    sample_ids : ndarray of int
-        Corpus ids used as queries (held out from the reducer's fit sample: :func:`pick_sample`).
+    sample_ids : ndarray of int or None
+        Corpus ids used as queries (held out from the reducer's fit sample: :func:`pick_sample`);
+        ignored when ``queries`` is given.
     k : int
         Results per query (recall@k).
     target : float
@@ -190,6 +205,10 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         itself (Qdrant Edge named vectors); default ``store.search`` then ``full_vectors.rerank``.
     metric : str, optional
         Similarity of the full vectors (default: ``full_vectors.metric``, else cosine).
+    queries : ndarray, optional
+        Query vectors of full dimension (n, dim_in) to calibrate on instead of corpus vectors:
+        real queries, whose neighbours the index must find (corpus vectors used as queries
+        flatter the reduced index when real queries come from another distribution).
     **params
         Store search parameters (e.g. ``ef``), as used at query time.
 
@@ -206,14 +225,24 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         raise ConfigError(f"target must be a recall in (0, 1], got {target!r}.")
     if int(k) < 1:
         raise ConfigError(f"k must be >= 1, got {k}.")
-    sample_ids = np.asarray(sample_ids, dtype=np.int64).ravel()
-    if len(sample_ids) == 0:
-        raise ConfigError("calibrate_rescore needs a non-empty sample of corpus ids.")
     ladder = depth_ladder(max_depth)
     metric = metric or getattr(full_vectors, "metric", "cosine")
     all_ids, lookup = _corpus(full_vectors)
-    truth = exact_neighbours(full_vectors, sample_ids, k, metric=metric)
-    full_q = lookup(sample_ids)
+    if queries is not None:
+        full_q = np.asarray(queries, dtype=np.float32)
+        if full_q.ndim != 2 or not len(full_q):
+            raise ConfigError(f"calibrate_rescore needs query vectors of shape (n > 0, dim), got "
+                              f"{full_q.shape}.")
+        own = np.full(len(full_q), -1, dtype=np.int64)  # real queries: no own id to drop
+        truth = exact_neighbours_of(full_vectors, full_q, k, metric=metric)
+        extra = 0
+    else:
+        own = np.asarray(sample_ids if sample_ids is not None else [], dtype=np.int64).ravel()
+        if len(own) == 0:
+            raise ConfigError("calibrate_rescore needs a non-empty sample of corpus ids.")
+        truth = exact_neighbours(full_vectors, own, k, metric=metric)
+        full_q = lookup(own)
+        extra = 1  # the query's own id is found and dropped
     to_query = getattr(reducer, "transform_query", reducer.transform)
     reduced_q = to_query(full_q)
     if search is None:
@@ -226,9 +255,8 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
     measured: dict[int, float] = {}
     chosen = ladder[-1]
     for R in ladder:
-        # one extra candidate and result: the query's own id is found and dropped
-        found = search(reduced_q, full_q, k + 1, k * R + 1).ids
-        measured[R] = _recall(found, truth, sample_ids, k)
+        found = search(reduced_q, full_q, k + extra, k * R + extra).ids
+        measured[R] = _recall(found, truth, own, k)
         log.debug("rescore depth %d: recall@%d %.4f", R, k, measured[R])
         if measured[R] >= target:
             chosen = R
@@ -238,18 +266,20 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         log.warning("rescoring depth %d reaches neighbour recall@%d %.4f, below the target %.4f; "
                     "use a larger reducer dimension or a larger max_depth", chosen, k, measured[chosen], target)
     return RescoreCalibration(depth=int(chosen), recall=float(measured[chosen]), target=float(target), k=int(k),
-                              n_queries=int(len(sample_ids)), n_corpus=int(len(all_ids)), reached=reached,
+                              n_queries=int(len(full_q)), n_corpus=int(len(all_ids)), reached=reached,
                               ladder=measured)
 
 
 def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
                        full_vectors: FullVectors | None, *, n_queries: int = CALIBRATION_QUERIES,
-                       k: int = 10, seed: int = 0) -> RescoreInfo | None:
+                       k: int = 10, seed: int = 0, queries: np.ndarray | None = None
+                       ) -> RescoreInfo | None:
     """The rescoring record of a finished index built with ``recipe`` (for the manifest).
 
     A fixed ``rescore=R`` is recorded as is; ``rescore=auto`` is calibrated with
-    :func:`calibrate_rescore` on ``n_queries`` corpus vectors drawn at random (seeded), searched
-    with the store's own search parameters; no recipe, no rescoring, or fewer than two vectors
+    :func:`calibrate_rescore` on ``n_queries`` corpus vectors drawn at random (seeded), or on
+    ``queries`` (full-dimension query vectors) when given, searched with the store's own search
+    parameters; no recipe, no rescoring, or fewer than two vectors
     (nothing to calibrate on) gives ``None``.
 
     Raises
@@ -274,11 +304,17 @@ def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
     if len(ids) < 2:  # no neighbour to find: calibrated by the next run that adds vectors
         log.warning("rescore=auto: %d vector(s) in the index, nothing to calibrate on", len(ids))
         return None
-    sample = pick_sample(ids, min(int(n_queries), len(ids)), seed=seed)
-    kk = max(1, min(int(k), len(ids) - 1))
-    cal = calibrate_rescore(store, reducer, full_vectors, sample, k=kk, target=rec.target_recall)
-    log.info("rescore=auto: depth %d reaches neighbour recall@%d %.4f on %d of %d vectors "
-             "(target %.4f)", cal.depth, cal.k, cal.recall, cal.n_queries, cal.n_corpus, cal.target)
+    if queries is not None:
+        kk = max(1, min(int(k), len(ids)))
+        cal = calibrate_rescore(store, reducer, full_vectors, None, k=kk, target=rec.target_recall,
+                                queries=queries)
+    else:
+        sample = pick_sample(ids, min(int(n_queries), len(ids)), seed=seed)
+        kk = max(1, min(int(k), len(ids) - 1))
+        cal = calibrate_rescore(store, reducer, full_vectors, sample, k=kk, target=rec.target_recall)
+    log.info("rescore=auto: depth %d reaches neighbour recall@%d %.4f on %d %s of %d vectors "
+             "(target %.4f)", cal.depth, cal.k, cal.recall, cal.n_queries,
+             "given queries" if queries is not None else "corpus vectors", cal.n_corpus, cal.target)
     return RescoreInfo(depth=cal.depth, calibrated=True, recall=round(cal.recall, 6),
                        target=cal.target, k=cal.k, n_queries=cal.n_queries, n_corpus=cal.n_corpus,
                        reached=cal.reached)

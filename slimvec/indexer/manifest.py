@@ -134,6 +134,11 @@ class FullInfo:
         return out
 
 
+#: query vectors a rescoring depth was calibrated on (``slimvec calibrate --queries``), in the
+#: index folder
+CALIBRATION_QUERIES_FILE = "calibration-queries.safetensors"
+
+
 @dataclass
 class RescoreInfo:
     """The rescoring depth searches use by default (from the index's recipe).
@@ -150,6 +155,9 @@ class RescoreInfo:
         recall@k, sample size and vectors in the index when calibrated (0 when not).
     reached : bool or None
         Whether ``recall`` reached ``target`` (calibrated only).
+    queries : str or None
+        The file of query vectors the depth was calibrated on (``slimvec calibrate --queries``;
+        always :data:`CALIBRATION_QUERIES_FILE`); ``None``: on a sample of corpus vectors.
     """
 
     depth: int
@@ -160,6 +168,7 @@ class RescoreInfo:
     n_queries: int = 0
     n_corpus: int = 0
     reached: bool | None = None
+    queries: str | None = None
 
     @classmethod
     def from_json(cls, path: Path, raw: Any) -> "RescoreInfo | None":
@@ -171,7 +180,12 @@ class RescoreInfo:
         out = cls(depth=c("depth", (int,)), calibrated=c("calibrated", (bool,), default=False),
                   recall=c("recall", (float, int), True), target=c("target", (float, int), True),
                   k=c("k", (int,), default=0), n_queries=c("n_queries", (int,), default=0),
-                  n_corpus=c("n_corpus", (int,), default=0), reached=c("reached", (bool,), True))
+                  n_corpus=c("n_corpus", (int,), default=0), reached=c("reached", (bool,), True),
+                  queries=c("queries", (str,), True))
+        if out.queries is not None and out.queries != CALIBRATION_QUERIES_FILE:
+            raise PersistenceError(f"{path}: key 'rescore.queries' should be "
+                                   f"{CALIBRATION_QUERIES_FILE!r} or absent, got {out.queries!r}. "
+                                   + _REBUILD)
         if out.depth < 1:
             raise PersistenceError(f"{path}: key 'rescore.depth' should be >= 1, got {out.depth}. "
                                    + _REBUILD)

@@ -16,7 +16,8 @@ from typing import IO
 
 from slimvec.errors import PersistenceError
 
-__all__ = ["open_nofollow", "open_append_text", "read_text_nofollow", "refuse_link", "LinkError"]
+__all__ = ["open_nofollow", "open_append_text", "read_bytes_nofollow", "read_text_nofollow", "refuse_link",
+           "LinkError"]
 
 
 class LinkError(PersistenceError):
@@ -51,16 +52,22 @@ def open_append_text(path: str | os.PathLike[str]) -> IO[str]:
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
-def read_text_nofollow(path: str | os.PathLike[str]) -> str:
-    """Read a UTF-8 text file without following links."""
+def read_bytes_nofollow(path: str | os.PathLike[str], hint: str = "") -> bytes:
+    """Read a file without following links (:class:`LinkError` for a link; ``hint`` is appended
+    to the :class:`PersistenceError` of a missing or unreadable file)."""
     try:
         fd = open_nofollow(path, os.O_RDONLY)
     except LinkError:
         raise
     except OSError as exc:
-        raise PersistenceError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        raise PersistenceError(f"Cannot read {path}: {exc.strerror or exc}. {hint}".rstrip()) from exc
     with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
+        return fh.read()
+
+
+def read_text_nofollow(path: str | os.PathLike[str]) -> str:
+    """Read a UTF-8 text file without following links."""
+    data = read_bytes_nofollow(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

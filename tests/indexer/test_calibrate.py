@@ -11,6 +11,7 @@ from slimvec.connectors import make_store
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError
 from slimvec.indexer.calibrate import (calibrate_rescore, corpus_ids, depth_ladder, exact_neighbours,
+                                      exact_neighbours_of,
                                       pick_sample)
 from slimvec.reducers import make_reducer
 
@@ -86,5 +87,25 @@ def test_unreachable_target_is_reported(tmp_path, minilm_vectors):
     assert not cal.reached and cal.depth == 2 and cal.recall < 0.999
     with pytest.raises(ConfigError, match="target"):
         calibrate_rescore(store, reducer, full, sample, target=1.5)
+    store.close()
+    full.close()
+
+
+def test_calibration_on_query_vectors_that_are_not_in_the_corpus(tmp_path, minilm_vectors):
+    """Real queries: exact truth over the corpus (nothing left out), the smallest depth that
+    reaches the target on them, and the recall a rescored search of those queries measures."""
+    reducer, store, full, _ = _build(tmp_path, minilm_vectors[:2000], "pca:48", "hnsw:threads=1")
+    queries = minilm_vectors[2500:2700]  # not corpus vectors
+    got = exact_neighbours_of(full, queries, 10, block=700)
+    want = exact_topk(minilm_vectors[:2000], queries, 10) + 1  # ids are row + 1
+    assert [set(r) for r in got.tolist()] == [set(r) for r in want.tolist()]
+    cal = calibrate_rescore(store, reducer, full, None, k=10, target=0.99, queries=queries)
+    assert cal.reached and cal.n_queries == 200 and cal.depth > 1
+    assert cal.ladder[cal.depth // 2] < 0.99
+    found = full.rerank(queries, store.search(reducer.transform(queries), 10 * cal.depth), 10).ids
+    hits = sum(len(set(f.tolist()) & set(t.tolist())) for f, t in zip(found, want))
+    assert hits / (10 * len(queries)) == pytest.approx(cal.recall)
+    with pytest.raises(ConfigError, match="query vectors"):
+        calibrate_rescore(store, reducer, full, None, queries=np.zeros((0, 384), np.float32))
     store.close()
     full.close()
