@@ -587,6 +587,12 @@ class IndexBuilder:
             queries=queries)
         if rescore is not None and queries is not None:
             rescore = replace(rescore, queries=CALIBRATION_QUERIES_FILE)
+        if rescore is not None and rescore.calibrated:
+            self.say(f"rescoring depth {rescore.depth}: neighbour recall@{rescore.k} "
+                     f"{rescore.recall:.4f} on {rescore.n_queries:,} "
+                     + ("stored queries" if queries is not None else
+                        "corpus vectors (queries unlike the corpus may need more: "
+                        "slimvec calibrate --queries FILE, docs/recipes.md)"))
         m.rescore = rescore
         if write:
             m.write(self.folder)
