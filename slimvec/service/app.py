@@ -24,7 +24,7 @@ from slimvec.service.jobs import Jobs
 from slimvec.service.limits import BodyLimit, WriteSlots, check_batch
 from slimvec.service.metrics import Metrics
 from slimvec.service.models import (
-    CreateIndex, DocumentsIn, JobIn, ReduceIn, SearchIn, SearchOut, VectorsIn, WriteOut,
+    CalibrateIn, CreateIndex, DocumentsIn, JobIn, ReduceIn, SearchIn, SearchOut, VectorsIn, WriteOut,
 )
 from slimvec.service.registry import (
     Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
@@ -287,6 +287,20 @@ def create_app(config: ServiceConfig) -> FastAPI:
         out = served.ready_index().reducer.transform(vecs)
         return {"dim_in": int(vecs.shape[1]), "dim_out": int(out.shape[1]),
                 "vectors": np.asarray(out, dtype=np.float32).tolist()}
+
+    @app.post("/indexes/{name}/calibrate", dependencies=[write], tags=["write"])
+    def calibrate(name: str, body: CalibrateIn) -> dict[str, Any]:
+        """Re-measure a rescore=auto index's rescoring depth on your queries (kept for its later
+        calibrations), as ``slimvec calibrate`` does."""
+        served = st.registry.get(name)
+        vecs = _queries(served, body.texts, body.vectors)
+        if not np.isfinite(vecs).all():
+            raise ConfigError("Query vectors hold NaN or inf.")
+        before = served.ready_index().manifest.rescore
+        info = served.calibrate(vecs)
+        return {"depth": info.depth, "previous_depth": before.depth if before else None,
+                "recall": info.recall, "target": info.target, "k": info.k,
+                "n_queries": info.n_queries, "n_corpus": info.n_corpus, "reached": info.reached}
 
     # ------------------------------------------------------------------ jobs
     @app.post("/indexes/{name}/jobs", dependencies=[write], tags=["jobs"], status_code=202)

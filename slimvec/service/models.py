@@ -73,6 +73,14 @@ class ReduceIn(_Strict):
     vectors: Optional[list[list[float]]] = None
 
 
+class CalibrateIn(_Strict):
+    """``POST /indexes/{name}/calibrate``: real queries (texts or full vectors) to measure the
+    ``rescore=auto`` depth on; they are kept for the index's later calibrations."""
+
+    texts: Optional[list[str]] = None
+    vectors: Optional[list[list[float]]] = None
+
+
 class JobIn(_Strict):
     """Ingest a file on the server (under an allowed folder), as ``slimvec ingest`` does."""
 

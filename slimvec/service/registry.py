@@ -232,6 +232,26 @@ class ServedIndex:
             return self.encoders.batcher(index.manifest.encoder).encode(list(texts))
         return index.embed(np.asarray(vectors, dtype=np.float32))
 
+    def calibrate(self, queries: np.ndarray) -> Any:
+        """Calibrate the ``rescore=auto`` depth on full query vectors through the writer (between
+        its commits); returns the new ``RescoreInfo``.
+
+        Raises
+        ------
+        ConfigError
+            The index's recipe is not ``rescore=auto``, or it holds too few vectors.
+        Busy
+            The index is not ready (pending its fit, or written by a job).
+        """
+        index = self.ready_index()
+        if not index.manifest.auto_rescore:
+            raise ConfigError(f"Index {self.name!r} has recipe {index.manifest.recipe!r}, not a "
+                              "rescore=auto recipe: there is no calibrated depth to measure; "
+                              "search with 'rescore' instead.")
+        if self.writer is None:
+            raise Busy(f"Index {self.name!r} has no writer open; retry later.")
+        return self.writer.calibrate(queries).result()
+
     def info(self) -> dict[str, Any]:
         """The fields of ``slimvec info --json`` (plus ``name`` and ``state``)."""
         with self.lock:

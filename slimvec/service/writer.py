@@ -7,7 +7,9 @@ merges whatever queued during the previous commit (group commit), calls ``write`
 request answered with ``committed: true`` survives a kill -9. On close it calls ``finish`` (state
 ``done``, store checksums) if anything was written. An index whose recipe says ``rescore=auto``
 is calibrated after the first commit and again each time it has doubled, so its searches rescore
-at a measured depth while it grows (:meth:`IndexBuilder.calibration_due`).
+at a measured depth while it grows (:meth:`IndexBuilder.calibration_due`); a calibration on the
+user's own queries (``POST /indexes/NAME/calibrate``) is queued like a batch and runs between
+commits.
 
 Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
 cannot be opened twice in one process, and its writes and reads are not documented as
@@ -25,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from slimvec.errors import StoreError
+from slimvec.errors import ConfigError, StoreError
 from slimvec.indexer.builder import IndexBuilder
 from slimvec.indexer.index import Index
 from slimvec.indexer.writer import VectorBatch
@@ -95,6 +97,13 @@ class LiveIndex(Index):
             return self._live_full
 
 
+class _Calibrate:
+    """A queued request to calibrate the rescoring depth on given query vectors."""
+
+    def __init__(self, queries: np.ndarray, fut: Future) -> None:
+        self.queries, self.fut = queries, fut
+
+
 class IndexWriter:
     """The writer thread of one index.
 
@@ -132,6 +141,31 @@ class IndexWriter:
             self._queue.put((batch, rows, fut))
         return fut
 
+    def calibrate(self, queries: np.ndarray) -> Future:
+        """Queue a calibration of the ``rescore=auto`` depth on ``queries`` (full vectors); it
+        runs between commits, and the queries are kept for the index's later calibrations
+        (:meth:`IndexBuilder.calibrate`). The future resolves to the new ``RescoreInfo``."""
+        fut: Future = Future()
+        with self._guard:
+            if self._closed or self._failed is not None:
+                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
+                                   + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+            self._queue.put(_Calibrate(queries, fut))
+        return fut
+
+    def _calibrate(self, req: _Calibrate) -> None:
+        """Run a queued calibration; its failure goes to its request only, never stops the writer."""
+        b = self.builder
+        try:
+            with self.lock:
+                if b.manifest.count < 2:
+                    raise ConfigError(f"{b.folder.name}: {b.manifest.count} vector(s) committed, too "
+                                      "few to calibrate on; add documents first.")
+                b.calibrate(queries=req.queries)
+            req.fut.set_result(b.manifest.rescore)
+        except Exception as exc:  # noqa: BLE001 - handed to the request
+            req.fut.set_exception(exc)
+
     def close(self, timeout: float | None = None) -> None:
         """Commit what was queued, finish (if anything was written), release the index."""
         with self._guard:
@@ -164,8 +198,11 @@ class IndexWriter:
                 item = self._queue.get()
                 if item is _STOP:
                     break
+                if isinstance(item, _Calibrate):
+                    self._calibrate(item)
+                    continue
                 items = [item]
-                stop = False
+                stop, calibration = False, None
                 while True:  # group commit: take whatever queued meanwhile
                     try:
                         more = self._queue.get_nowait()
@@ -173,6 +210,9 @@ class IndexWriter:
                         break
                     if more is _STOP:
                         stop = True
+                        break
+                    if isinstance(more, _Calibrate):  # after the batches queued before it
+                        calibration = more
                         break
                     items.append(more)
                 try:
@@ -190,6 +230,8 @@ class IndexWriter:
                     raise
                 for _, _, fut in items:
                     fut.set_result(batch.next_row)
+                if calibration is not None:
+                    self._calibrate(calibration)
                 if stop:
                     break
             if self._wrote:
@@ -204,8 +246,11 @@ class IndexWriter:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is not _STOP and not item[2].done():
-                    item[2].set_exception(exc)
+                if item is _STOP:
+                    continue
+                fut = item.fut if isinstance(item, _Calibrate) else item[2]
+                if not fut.done():
+                    fut.set_exception(exc)
         finally:
             with self.lock:
                 try:

@@ -49,6 +49,18 @@ def test_default_recipe_put_recipe_and_calibration_while_serving(tmp_path, vecto
         assert res.ids[:, 0].tolist() == list(range(0, 300, 30))
         assert np.allclose(res.scores[:, 0], 1.0, atol=1e-3)
 
+        # the user's own queries: the depth re-measured on them, kept for later calibrations
+        before = httpx.get(f"{url}/indexes/d").json()["rescore_depth"]
+        c = httpx.post(f"{url}/indexes/d/calibrate", json={"vectors": vectors[300:340].tolist()},
+                       timeout=60)
+        assert c.status_code == 200, c.text
+        assert c.json()["n_queries"] == 40 and c.json()["previous_depth"] == before
+        assert httpx.get(f"{url}/indexes/d").json()["rescore_calibrated_on"] == "40 given queries"
+        assert json.loads(manifest.read_text())["rescore"]["queries"] == "calibration-queries.safetensors"
+        w = httpx.post(f"{url}/indexes/d/vectors", json={"vectors": _items(vectors, 340, 400)},
+                       timeout=60)
+        assert w.status_code == 200 and w.json()["committed"], w.text
+
         # PUT with a recipe (fixed depth); a separate store that disagrees is refused
         r = httpx.put(f"{url}/indexes/f", json={"recipe": "pca:8|faiss:Flat|rescore=2", "encoder": None,
                                                 "sample_vectors": vectors[:64].tolist()}, timeout=60)
@@ -64,6 +76,14 @@ def test_default_recipe_put_recipe_and_calibration_while_serving(tmp_path, vecto
         same = httpx.put(f"{url}/indexes/f", json={"recipe": "pca:8|faiss:Flat|rescore=2", "encoder": None,
                                                    "sample_vectors": vectors[:64].tolist()}, timeout=60)
         assert same.status_code == 200
+        # a fixed depth has nothing to calibrate
+        fixed = httpx.post(f"{url}/indexes/f/calibrate", json={"vectors": vectors[:5].tolist()},
+                           timeout=60)
+        assert fixed.status_code == 422 and "rescore=auto" in fixed.text
+    # the service's finish on shut-down calibrated again, on the stored queries
+    rescore = json.loads(manifest.read_text())["rescore"]
+    assert rescore["n_corpus"] == 360 and rescore["n_queries"] == 40
+    assert rescore["queries"] == "calibration-queries.safetensors"
 
 
 def test_bad_default_recipe_fails_at_start_up(tmp_path):
