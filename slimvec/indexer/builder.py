@@ -573,24 +573,25 @@ class IndexBuilder:
         if not self.auto_rescore:
             return False
         m = self.manifest
-        if queries is not None:
-            path = save_calibration_queries(self.folder, queries)
-            m.sha256[CALIBRATION_QUERIES_FILE] = sha256_file(path)
-        elif m.rescore is not None and m.rescore.queries is not None:
+        given = queries is not None
+        if not given and m.rescore is not None and m.rescore.queries is not None:
             queries = load_calibration_queries(self.folder, int(m.dim_in))
         self.say("calibrating the rescoring depth (rescore=auto) on "
-                 + (f"{len(queries):,} stored queries" if queries is not None
-                    else "a sample of the index"))
+                 + (f"{len(queries):,} {'given' if given else 'stored'} queries"
+                    if queries is not None else "a sample of the index"))
         rescore = rescore_for_recipe(
             m.recipe, self.store, self.reducer,
             self._target.full if isinstance(self._target, KeepFullStore) else None,
             queries=queries)
         if rescore is not None and queries is not None:
             rescore = replace(rescore, queries=CALIBRATION_QUERIES_FILE)
+            if given:  # kept only once they calibrated: a refused calibration leaves no file
+                path = save_calibration_queries(self.folder, queries)
+                m.sha256[CALIBRATION_QUERIES_FILE] = sha256_file(path)
         if rescore is not None and rescore.calibrated:
             self.say(f"rescoring depth {rescore.depth}: neighbour recall@{rescore.k} "
                      f"{rescore.recall:.4f} on {rescore.n_queries:,} "
-                     + ("stored queries" if queries is not None else
+                     + ("given queries" if queries is not None else
                         "corpus vectors (queries unlike the corpus may need more: "
                         "slimvec calibrate --queries FILE, docs/recipes.md)"))
         m.rescore = rescore
