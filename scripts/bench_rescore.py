@@ -157,9 +157,11 @@ def run_config(npy: Path, work: Path, reducer: str, store: str, keep_full: str |
 
 
 def run_calibration(npy: Path, work: Path, queries: np.ndarray, truth: np.ndarray) -> dict:
-    """Default-recipe index; recall@10 of the second half of ``queries`` at every depth of the
-    ladder, at the corpus-calibrated depth and at the depth calibrated on the first half."""
+    """Default-recipe index; recall@10 and single-query p50 of the second half of ``queries`` at
+    every depth of the ladder, at the corpus-calibrated depth (with the writer's headroom) and at
+    the depth calibrated on the first half."""
     import slimvec
+    from slimvec.indexer.calibrate import CORPUS_HEADROOM
     from slimvec.indexer.recalibrate import calibrate_index
     from slimvec.migrate import MigrateOptions, migrate
 
@@ -167,10 +169,20 @@ def run_calibration(npy: Path, work: Path, queries: np.ndarray, truth: np.ndarra
     migrate(str(npy), folder, MigrateOptions(progress=False, batch_size=2048))
     half = len(queries) // 2
     fit_q, eval_q, eval_truth = queries[:half], queries[half:], truth[half:]
+    depths = (1, 2, 4, 8, 16, 32, 64)
     with slimvec.open(folder) as idx:
         before = idx.manifest.rescore
         ladder = {r: round(recall(idx.search(eval_q, 10, rescore=r).ids, eval_truth), 4)
-                  for r in (1, 2, 4, 8, 16, 32, 64)}
+                  for r in depths}
+        p50 = {}
+        for r in depths:  # single-query latency of the whole Index.search call, 300 queries
+            idx.search(eval_q[:20], 10, rescore=r)
+            times = []
+            for q in eval_q[:300]:
+                t = time.perf_counter()
+                idx.search(q, 10, rescore=r)
+                times.append((time.perf_counter() - t) * 1000)
+            p50[r] = round(float(np.median(times)), 3)
     after = calibrate_index(folder, fit_q)
     out = {"recipe": "default", "n_eval_queries": len(eval_q), "n_calibration_queries": half,
            "corpus_calibrated": {"depth": before.depth, "recall_on_corpus_sample": before.recall,
@@ -178,7 +190,8 @@ def run_calibration(npy: Path, work: Path, queries: np.ndarray, truth: np.ndarra
                                  "recall_on_eval_queries": ladder[before.depth]},
            "query_calibrated": {"depth": after.depth, "recall_on_calibration_queries": after.recall,
                                 "recall_on_eval_queries": ladder.get(after.depth)},
-           "target": before.target, "eval_recall_by_depth": ladder}
+           "target": before.target, "eval_recall_by_depth": ladder, "p50_ms_by_depth": p50,
+           "corpus_headroom_steps": CORPUS_HEADROOM}
     log.info("%s", out)
     return out
 

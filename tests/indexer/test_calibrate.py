@@ -109,3 +109,30 @@ def test_calibration_on_query_vectors_that_are_not_in_the_corpus(tmp_path, minil
         calibrate_rescore(store, reducer, full, None, queries=np.zeros((0, 384), np.float32))
     store.close()
     full.close()
+
+
+def test_headroom_takes_ladder_steps_past_the_target_and_the_writer_takes_one(tmp_path, minilm_vectors):
+    """Corpus vectors flatter the reduced index, so the writer's calibration goes one ladder step
+    past the first depth that reaches the target (CORPUS_HEADROOM); given queries get none."""
+    from slimvec.indexer.calibrate import CORPUS_HEADROOM, rescore_for_recipe
+
+    reducer, store, full, sample = _build(tmp_path, minilm_vectors[:2000], "pca:48", "hnsw:threads=1")
+    exact = calibrate_rescore(store, reducer, full, sample, target=0.99)
+    padded = calibrate_rescore(store, reducer, full, sample, target=0.99, headroom=1)
+    assert padded.depth == 2 * exact.depth and padded.recall == padded.ladder[padded.depth]
+    assert padded.reached and padded.recall >= exact.recall
+    capped = calibrate_rescore(store, reducer, full, sample, target=0.99, headroom=5, max_depth=exact.depth)
+    assert capped.depth == exact.depth  # the ladder ends at max_depth
+    assert CORPUS_HEADROOM == 1
+    recipe = "pca:48|hnsw|rescore=auto,keep_full=float32"
+    # the writer's sample is drawn by rescore_for_recipe itself: its depth is at least one step
+    # past what that sample needs, never the bare first depth
+    info = rescore_for_recipe(recipe, store, reducer, full)
+    first = calibrate_rescore(store, reducer, full,
+                              pick_sample(corpus_ids(full), 200, seed=0), target=0.99).depth
+    assert info.depth == 2 * first and info.queries is None
+    given = rescore_for_recipe(recipe, store, reducer, full, queries=minilm_vectors[2500:2700])
+    assert given.depth == calibrate_rescore(store, reducer, full, None, target=0.99,
+                                            queries=minilm_vectors[2500:2700]).depth
+    store.close()
+    full.close()
