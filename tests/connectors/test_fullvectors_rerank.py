@@ -63,3 +63,21 @@ def test_rerank_matches_brute_force(tmp_path, monkeypatch, metric, dtype, block)
                 np.testing.assert_allclose(got_row[:len(want_row)], want_row, rtol=1e-4, atol=1e-4)
                 assert np.isneginf(got_row[len(want_row):]).all()
     full.close()
+
+
+def test_float16_rows_read_back_exactly(tmp_path):
+    """The float16 side file is widened through a lookup table: every value comes back as numpy's
+    own float16 -> float32 conversion gives it (subnormals, signed zeros, the extremes; NaN and
+    inf through the helper, since the writer refuses them)."""
+    every = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    np.testing.assert_array_equal(fullvectors._as_float32(every.reshape(256, 256)),
+                                  every.astype(np.float32).reshape(256, 256))
+    finite = every[np.isfinite(every)][: 64 * 48].reshape(64, 48)
+    full = FullVectors.create(tmp_path / "f16", 48, dtype="float16", metric="ip")  # stored as given
+    full.append(np.arange(64), finite)
+    full.commit()
+    got, found = full.get(np.array([5, 0, 63, 99]))
+    assert got.dtype == np.float32 and found.tolist() == [True, True, True, False]
+    np.testing.assert_array_equal(got[:3], finite[[5, 0, 63]].astype(np.float32))
+    assert not got[3].any()
+    full.close()
