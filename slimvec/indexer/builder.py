@@ -490,7 +490,7 @@ class IndexBuilder:
                         f"{self.folder} keeps full vectors (--keep-full) but this producer sends "
                         "only reduced vectors; send their full vectors too (VectorBatch.full), or "
                         "ingest into an index without --keep-full.")
-                batch = _with_bad_full_rows_marked(batch, int(self.manifest.dim_in))
+                batch = _with_bad_full_rows_marked(batch, dim)
                 self._target.stage(batch.ids, batch.full)
             reducer, dim = _Prereduced(), int(self.manifest.dim_out)
         elif isinstance(self._target, KeepFullStore):
@@ -569,6 +569,11 @@ class IndexBuilder:
             Real query vectors (float32, (n, dim_in)) to calibrate on from now on: stored in the
             folder (:mod:`slimvec.indexer.calibration_queries`) and used by every later
             calibration of this index. Default: the stored ones if any, else corpus vectors.
+
+        Raises
+        ------
+        ConfigError
+            ``queries`` given for an index of fewer than two vectors.
         """
         if not self.auto_rescore:
             return False
@@ -583,6 +588,9 @@ class IndexBuilder:
             m.recipe, self.store, self.reducer,
             self._target.full if isinstance(self._target, KeepFullStore) else None,
             queries=queries)
+        if given and rescore is None:  # fewer than two vectors: nothing to find for them
+            raise ConfigError(f"{self.folder}: {m.count} vector(s) committed, too few to calibrate "
+                              "on; add documents first.")
         if rescore is not None and queries is not None:
             rescore = replace(rescore, queries=CALIBRATION_QUERIES_FILE)
             if given:  # kept only once they calibrated: a refused calibration leaves no file

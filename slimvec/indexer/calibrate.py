@@ -42,6 +42,8 @@ CALIBRATION_QUERIES = 200
 #: step more 0.992 and 0.9955 (``scripts/bench_rescore.py --calibration``). Queries given by the
 #: user (``slimvec calibrate``) are the real distribution and get none.
 CORPUS_HEADROOM = 1
+#: corpus rows scored at once by the exact-truth search (memory ``queries × block`` floats)
+_TRUTH_BLOCK = 65536
 
 #: rescored search: (reduced queries, full queries, k, candidates) -> SearchResult
 RescoredSearch = Callable[[np.ndarray, np.ndarray, int, int], SearchResult]
@@ -134,25 +136,31 @@ def corpus_ids(full: FullVectors | tuple[np.ndarray, np.ndarray]) -> np.ndarray:
 
 
 def exact_neighbours(full: FullVectors | tuple[np.ndarray, np.ndarray], query_ids: np.ndarray,
-                     k: int, *, metric: str = "cosine", block: int = 65536) -> np.ndarray:
+                     k: int, *, metric: str = "cosine", block: int = _TRUTH_BLOCK) -> np.ndarray:
     """Ids (q, k) of the exact ``k`` nearest corpus vectors of each sample vector, itself excluded.
 
     Streams the corpus in blocks of ``block`` rows (memory ``q × block`` floats).
     """
     query_ids = np.asarray(query_ids, dtype=np.int64)
-    return exact_neighbours_of(full, _corpus(full)[1](query_ids), k, metric=metric, block=block,
-                               own=query_ids)
+    corpus = _corpus(full)
+    return _exact_top(corpus, corpus[1](query_ids), k, metric, block, query_ids)
 
 
 def exact_neighbours_of(full: FullVectors | tuple[np.ndarray, np.ndarray], queries: np.ndarray,
-                        k: int, *, metric: str = "cosine", block: int = 65536,
+                        k: int, *, metric: str = "cosine", block: int = _TRUTH_BLOCK,
                         own: np.ndarray | None = None) -> np.ndarray:
     """Ids (q, k) of the exact ``k`` nearest corpus vectors of query vectors (full dimension).
 
     ``own``: each query's own corpus id, left out of its neighbours (``None``: queries that are
     not corpus vectors, e.g. real queries). Streams the corpus in blocks of ``block`` rows.
     """
-    all_ids, lookup = _corpus(full)
+    return _exact_top(_corpus(full), queries, k, metric, block, own)
+
+
+def _exact_top(corpus: tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]], queries: np.ndarray,
+               k: int, metric: str, block: int, own: np.ndarray | None) -> np.ndarray:
+    """:func:`exact_neighbours_of` over an already read corpus (ids, lookup)."""
+    all_ids, lookup = corpus
     q = np.asarray(queries, dtype=np.float32)
     if metric == "cosine":
         q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
@@ -240,21 +248,22 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         raise ConfigError(f"k must be >= 1, got {k}.")
     ladder = depth_ladder(max_depth)
     metric = metric or getattr(full_vectors, "metric", "cosine")
-    all_ids, lookup = _corpus(full_vectors)
+    corpus = _corpus(full_vectors)  # read once: the truth and the queries below use it
+    all_ids, lookup = corpus
     if queries is not None:
         full_q = np.asarray(queries, dtype=np.float32)
         if full_q.ndim != 2 or not len(full_q):
             raise ConfigError(f"calibrate_rescore needs query vectors of shape (n > 0, dim), got "
                               f"{full_q.shape}.")
         own = np.full(len(full_q), -1, dtype=np.int64)  # real queries: no own id to drop
-        truth = exact_neighbours_of(full_vectors, full_q, k, metric=metric)
+        truth = _exact_top(corpus, full_q, k, metric, _TRUTH_BLOCK, None)
         extra = 0
     else:
         own = np.asarray(sample_ids if sample_ids is not None else [], dtype=np.int64).ravel()
         if len(own) == 0:
             raise ConfigError("calibrate_rescore needs a non-empty sample of corpus ids.")
-        truth = exact_neighbours(full_vectors, own, k, metric=metric)
         full_q = lookup(own)
+        truth = _exact_top(corpus, full_q, k, metric, _TRUTH_BLOCK, own)
         extra = 1  # the query's own id is found and dropped
     to_query = getattr(reducer, "transform_query", reducer.transform)
     reduced_q = to_query(full_q)
@@ -297,8 +306,8 @@ def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
     A fixed ``rescore=R`` is recorded as is; ``rescore=auto`` is calibrated with
     :func:`calibrate_rescore` on ``n_queries`` corpus vectors drawn at random (seeded), with
     :data:`CORPUS_HEADROOM` ladder steps of headroom, or on ``queries`` (full-dimension query
-    vectors) when given, without; searched with the store's own search parameters; no recipe, no rescoring, or fewer than two vectors
-    (nothing to calibrate on) gives ``None``.
+    vectors) when given, without; searched with the store's own search parameters. No recipe, no
+    rescoring, or fewer than two vectors (nothing to calibrate on) gives ``None``.
 
     Raises
     ------
@@ -331,9 +340,6 @@ def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,
         kk = max(1, min(int(k), len(ids) - 1))
         cal = calibrate_rescore(store, reducer, full_vectors, sample, k=kk, target=rec.target_recall,
                                 headroom=CORPUS_HEADROOM)
-    log.info("rescore=auto: depth %d reaches neighbour recall@%d %.4f on %d %s of %d vectors "
-             "(target %.4f)", cal.depth, cal.k, cal.recall, cal.n_queries,
-             "given queries" if queries is not None else "corpus vectors", cal.n_corpus, cal.target)
     return RescoreInfo(depth=cal.depth, calibrated=True, recall=round(cal.recall, 6),
                        target=cal.target, k=cal.k, n_queries=cal.n_queries, n_corpus=cal.n_corpus,
                        reached=cal.reached)

@@ -8,22 +8,19 @@ ingest, the service as the index grows) keep using the stored queries.
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from slimvec.connectors.base import check_vectors
 from slimvec.errors import ConfigError, DimensionMismatchError
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.manifest import RescoreInfo
 from slimvec.indexer.sources import Reject, SourceSpec, iter_records
 
 __all__ = ["QueryFile", "read_query_file", "calibrate_index"]
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class QueryFile:
@@ -93,8 +90,8 @@ def calibrate_index(folder: str | os.PathLike[str], queries: Sequence[str] | np.
     Raises
     ------
     ConfigError
-        No index, no ``rescore=auto``, an unfinished build, no queries, texts for an index
-        without encoder.
+        No index, no ``rescore=auto``, an unfinished build, fewer than two vectors, no
+        queries, texts for an index without encoder.
     DimensionMismatchError
         Query vectors of another dimension than the index's input.
     IndexBusyError
@@ -117,22 +114,15 @@ def calibrate_index(folder: str | os.PathLike[str], queries: Sequence[str] | np.
         b.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
                          id_column=old.id_column, source=old.source), old.dim_in)
         b.calibrate(queries=vectors)
-        info = b.manifest.rescore
-    if info is None:  # fewer than two vectors: nothing to calibrate on
-        raise ConfigError(f"{folder} holds {old.count} vector(s): too few to calibrate on.")
-    return info
+        return b.manifest.rescore
 
 
 def _query_vectors(folder: Any, manifest: Any, queries: Sequence[str] | np.ndarray) -> np.ndarray:
     dim = int(manifest.dim_in)
     if isinstance(queries, np.ndarray):
-        q = np.asarray(queries, dtype=np.float32)
-        if q.ndim != 2 or not len(q):
-            raise ConfigError(f"query vectors for {folder}: expected shape (n > 0, {dim}), got "
-                              f"{q.shape}.")
-        if q.shape[1] != dim:
-            raise DimensionMismatchError(f"query vectors vs reducer input of {folder}", dim,
-                                         q.shape[1], "Encode the queries with the index's model.")
+        q = check_vectors(queries, dim, f"query vectors for {folder}")
+        if not len(q):
+            raise ConfigError(f"no query vectors given to calibrate {folder} on.")
         if not np.isfinite(q).all():
             raise ConfigError(f"query vectors for {folder}: rows "
                               f"{np.flatnonzero(~np.isfinite(q).all(axis=1))[:5].tolist()} hold NaN "

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from slimvec.errors import ConfigError, StoreError
+from slimvec.errors import StoreError
 from slimvec.indexer.builder import IndexBuilder
 from slimvec.indexer.index import Index
 from slimvec.indexer.writer import VectorBatch
@@ -158,9 +158,6 @@ class IndexWriter:
         b = self.builder
         try:
             with self.lock:
-                if b.manifest.count < 2:
-                    raise ConfigError(f"{b.folder.name}: {b.manifest.count} vector(s) committed, too "
-                                      "few to calibrate on; add documents first.")
                 b.calibrate(queries=req.queries)
             req.fut.set_result(b.manifest.rescore)
         except Exception as exc:  # noqa: BLE001 - handed to the request
