@@ -28,6 +28,9 @@ def serve(
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: pca:96|qdrant-edge|rescore=auto,keep_full=float16, as slimvec ingest]; 'none': pca:96 on qdrant-edge without rescoring."),
 ) -> None:
     """Serve every index under --root over HTTP (OpenAPI docs at /docs)."""
+    from slimvec.extras import require_extra
+
+    require_extra("serve", "slimvec serve")  # one line naming the extra, not a traceback
     from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
     from slimvec.service.config import REPORTS_DIR, ServiceConfig
     from slimvec.service.server import serve as run
