@@ -125,72 +125,73 @@ def test_client_named_stores_are_refused_before_any_connection(tmp_path, vectors
         assert r.status_code == 403, r.text
 
 
-def test_index_name_with_trailing_newline_is_refused(tmp_path, vectors):
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory, vectors):
+    """A keyed server restarted over a root holding an index named ``reports``, a good one, a
+    broken one (its manifest overwritten while stopped) and a bench report in ``ROOT/.reports``."""
+    root = tmp_path_factory.mktemp("restarted") / "root"
+    root.mkdir()
+    with Server(root, env=KEYS) as srv:
+        for name, store in (("reports", "faiss:Flat"), ("good", "qdrant-edge"),
+                            ("broken", "qdrant-edge")):
+            r = httpx.put(f"{srv.url}/indexes/{name}", json=_body(vectors, store=store),
+                          headers=RW, timeout=60)
+            assert r.status_code == 201, r.text
+    (root / "broken" / "manifest.json").write_text("{not json")
+    (root / ".reports" / "run1").mkdir(parents=True)
+    (root / ".reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
+    with Server(root, env=KEYS) as srv:
+        yield srv
+
+
+def test_index_name_with_trailing_newline_is_refused(restarted, vectors):
     """B7: ``$`` matched before a trailing newline, so ``docs\\n`` was a valid name."""
     from slimvec.errors import ConfigError
     from slimvec.service.names import check_name
 
     with pytest.raises(ConfigError, match="Invalid index name"):
         check_name("docs\n")
-    root = tmp_path / "root"
-    root.mkdir()
-    with Server(root) as srv:
-        r = httpx.put(f"{srv.url}/indexes/docs%0A", json=_body(vectors), timeout=60)
-        assert r.status_code == 422, r.text
-        assert "Invalid index name" in r.json()["detail"]
-    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == []
+    r = httpx.put(f"{restarted.url}/indexes/docs%0A", json=_body(vectors), headers=RW,
+                  timeout=60)
+    assert r.status_code == 422, r.text
+    assert "Invalid index name" in r.json()["detail"]
+    assert not any(p.name.startswith("docs") for p in restarted.root.iterdir())
 
 
-def test_reports_are_not_an_index_and_need_the_read_key(tmp_path, vectors):
+def test_reports_are_not_an_index_and_need_the_read_key(restarted):
     """B5: an index named ``reports`` became the unauthenticated ``/reports/`` mount after a
     restart (its manifest and payloads downloadable without a key). Reports now live in
     ``ROOT/.reports`` (no index can be named so) and need the read key when keys are set."""
-    root = tmp_path / "root"
-    root.mkdir()
-    with Server(root, env=KEYS) as srv:
-        r = httpx.put(f"{srv.url}/indexes/reports", json=_body(vectors, store="faiss:Flat"),
-                      headers=RW, timeout=60)
-        assert r.status_code == 201, r.text
-    (root / ".reports" / "run1").mkdir(parents=True)
-    (root / ".reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
-    with Server(root, env=KEYS) as srv:
-        for path in ("/reports/manifest.json", "/reports/payloads.sqlite"):
-            assert httpx.get(srv.url + path).status_code == 401, path
-            assert httpx.get(srv.url + path, headers=RO).status_code == 404, path
-        assert httpx.get(srv.url + "/reports/run1/report.html").status_code == 401
-        r = httpx.get(srv.url + "/reports/run1/report.html", headers=RO)
-        assert r.status_code == 200 and "bench run1" in r.text
-        assert httpx.get(f"{srv.url}/indexes/reports", headers=RO).status_code == 200
-    # an operator's --reports may not point into the index namespace either
+    url, root = restarted.url, restarted.root
+    for path in ("/reports/manifest.json", "/reports/payloads.sqlite"):
+        assert httpx.get(url + path).status_code == 401, path
+        assert httpx.get(url + path, headers=RO).status_code == 404, path
+    assert httpx.get(url + "/reports/run1/report.html").status_code == 401
+    r = httpx.get(url + "/reports/run1/report.html", headers=RO)
+    assert r.status_code == 200 and "bench run1" in r.text
+    assert httpx.get(f"{url}/indexes/reports", headers=RO).status_code == 200
+    # an operator's --reports may not point into the index namespace either (refused at start)
     with pytest.raises(RuntimeError, match="--reports"):
         Server(root, "--reports", str(root / "reports"), env=KEYS, ready_timeout=30).start()
 
 
-def test_unauthenticated_callers_see_no_detail(tmp_path, vectors):
+def test_unauthenticated_callers_see_no_detail(restarted):
     """B7: /readyz gave every failed index's error text (absolute server paths) to anyone, and
     /openapi.json, /docs, /redoc answered without a key."""
-    root = tmp_path / "root"
-    root.mkdir()
-    with Server(root, env=KEYS) as srv:
-        assert httpx.put(f"{srv.url}/indexes/good", json=_body(vectors), headers=RW,
-                         timeout=60).status_code == 201
-        assert httpx.put(f"{srv.url}/indexes/broken", json=_body(vectors), headers=RW,
-                         timeout=60).status_code == 201
-    (root / "broken" / "manifest.json").write_text("{not json")
-    with Server(root, env=KEYS) as srv:
-        r = httpx.get(srv.url + "/readyz")
-        assert r.status_code == 200
-        body = r.json()
-        assert body["status"] == "ready"
-        assert body["counts"] == {"ready": 1, "pending": 0, "busy": 0, "failed": 1}, body
-        assert str(tmp_path) not in r.text and "broken" not in r.text and "good" not in r.text
-        full = httpx.get(srv.url + "/readyz", headers=RO).json()
-        assert full["indexes"] == ["good"] and set(full["errors"]) == {"broken"}
-        assert str(tmp_path) not in str(full["errors"])  # paths relative to the root
-        assert "manifest.json" in full["errors"]["broken"]
-        assert RW_KEY not in str(full) and QDRANT_KEY not in str(full)
-        for path in ("/openapi.json", "/docs", "/redoc", "/metrics"):
-            assert httpx.get(srv.url + path).status_code == 401, path
-            assert httpx.get(srv.url + path, headers=RO).status_code == 200, path
-        assert httpx.get(srv.url + "/healthz").status_code == 200
-        assert httpx.get(srv.url + "/nowhere").status_code == 401
+    url, root = restarted.url, restarted.root
+    r = httpx.get(url + "/readyz")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ready"
+    assert body["counts"] == {"ready": 2, "pending": 0, "busy": 0, "failed": 1}, body
+    assert str(root) not in r.text and "broken" not in r.text and "good" not in r.text
+    full = httpx.get(url + "/readyz", headers=RO).json()
+    assert full["indexes"] == ["good", "reports"] and set(full["errors"]) == {"broken"}
+    assert str(root) not in str(full["errors"])  # paths relative to the root
+    assert "ROOT/broken/manifest.json" in full["errors"]["broken"], full["errors"]
+    assert RW_KEY not in str(full) and QDRANT_KEY not in str(full)
+    for path in ("/openapi.json", "/docs", "/redoc", "/metrics"):
+        assert httpx.get(url + path).status_code == 401, path
+        assert httpx.get(url + path, headers=RO).status_code == 200, path
+    assert httpx.get(url + "/healthz").status_code == 200
+    assert httpx.get(url + "/nowhere").status_code == 401
