@@ -195,3 +195,20 @@ def test_unauthenticated_callers_see_no_detail(restarted):
         assert httpx.get(url + path, headers=RO).status_code == 200, path
     assert httpx.get(url + "/healthz").status_code == 200
     assert httpx.get(url + "/nowhere").status_code == 401
+
+
+@pytest.mark.parametrize("spec, allowed", [
+    ("qdrant", True), ("qdrant-edge", True), ("faiss:Flat", True), ("hnsw", True),
+    ("qdrant:http://127.0.0.1:6333", True), ("qdrant:http://127.0.0.1:6333/x,retries=1", True),
+    ("qdrant:http://127.0.0.1:6334", False), ("qdrant:https://127.0.0.1:6333", False),
+    ("qdrant:http://evil.example:6333", False), ("qdrant:HTTP://127.0.0.1:6333", False),
+    ("qdrant:http://[::1", False), ("qdrant::memory:", False),
+    ("qdrant-edge:/srv/st/a", True), ("qdrant-edge:/srv/st/../x", False),
+    ("qdrant-edge:/srv/stx", False), ("qdrant:/srv/st", False), ("qdrant-edge:/a\x00b", False),
+])
+def test_allow_store_matching(spec, allowed):
+    """B4: what an --allow-store entry covers (same store, scheme, host and port, path under the
+    allowed one; a folder under the allowed folder after resolving '..'); no server needed."""
+    from slimvec.service.stores import store_allowed
+
+    assert store_allowed(spec, ["qdrant:http://127.0.0.1:6333", "qdrant-edge:/srv/st"]) is allowed
