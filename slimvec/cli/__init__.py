@@ -25,7 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-#: (module, function, command name); modules that are absent are skipped
+#: (module, function, command name); an absent module makes every command fail (see _MISSING)
 _COMMANDS = [
     ("slimvec.cli.index_cmds", "ingest", "ingest"),
     ("slimvec.cli.index_cmds", "search", "search"),
@@ -42,19 +42,36 @@ _COMMANDS = [
 ]
 
 
+#: commands whose module is absent: a broken installation, refused loudly by every command
+_MISSING: list[tuple[str, str]] = []
+
+
 def _register() -> None:
     for module, func, name in _COMMANDS:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name == module:
-                continue
-            raise
+            if exc.name != module:
+                raise
+            _MISSING.append((name, module))
+            continue
         app.command(name)(getattr(mod, func))
+
+
+def _missing_message() -> str | None:
+    if not _MISSING:
+        return None
+    which = ", ".join(f"'{name}' ({module})" for name, module in _MISSING)
+    return (f"slimvec is installed incompletely: the module of command {which} is missing. "
+            "Reinstall slimvec (pip install --force-reinstall slimvec, or pip install -e . in a "
+            "checkout).")
 
 
 @app.callback()
 def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+    missing = _missing_message()
+    if missing:
+        raise SlimvecError(missing)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
 
@@ -65,6 +82,10 @@ _register()
 def main() -> None:
     """Entry point: run the app, turning slimvec errors into a one-line message and exit code 2."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    missing = _missing_message()
+    if missing:  # before typer: --help would list the other commands and exit 0
+        typer.secho(f"error: {missing}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
     try:
         app()
     except SlimvecError as exc:

@@ -16,8 +16,9 @@ def serve(
     port: int = typer.Option(8000, help="Port."),
     api_key_env: str = typer.Option("SLIMVEC_API_KEY", help="Environment variable holding the read-write API key."),
     read_only_key_env: str = typer.Option("SLIMVEC_READ_ONLY_KEY", help="Environment variable holding a read-only key."),
-    reports: Optional[Path] = typer.Option(None, "--reports", help="Folder served at /reports/ [default: ROOT/reports if it exists]."),
+    reports: Optional[Path] = typer.Option(None, "--reports", help="Folder served at /reports/, behind the read key when keys are set; not the root nor an index folder under it [default: ROOT/.reports if it exists]."),
     allow_dir: List[Path] = typer.Option([], "--allow-dir", help="Folder whose files ingest jobs may read (repeatable)."),
+    allow_store: List[str] = typer.Option([], "--allow-store", help="Store location outside the index folders that requests may name, e.g. qdrant:http://qdrant:6333 (gets $QDRANT_API_KEY) or qdrant-edge:/srv/stores (repeatable; none: every index keeps its store in its folder)."),
     fit_after: int = typer.Option(1000, help="Documents a new index collects before its reducer is fitted."),
     max_body_bytes: int = typer.Option(32 * 1024 * 1024, help="Largest request body (413 above)."),
     max_batch: int = typer.Option(4096, help="Most documents / vectors / queries per request (413 above)."),
@@ -27,19 +28,22 @@ def serve(
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: pca:96|qdrant-edge|rescore=auto,keep_full=float16, as slimvec ingest]; 'none': pca:96 on qdrant-edge without rescoring."),
 ) -> None:
     """Serve every index under --root over HTTP (OpenAPI docs at /docs)."""
+    from slimvec.extras import require_extra
+
+    require_extra("serve", "slimvec serve")  # one line naming the extra, not a traceback
     from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
-    from slimvec.service.config import ServiceConfig
+    from slimvec.service.config import REPORTS_DIR, ServiceConfig
     from slimvec.service.server import serve as run
 
     default_recipe: str | None = DEFAULT_RECIPE
     if recipe is not None:
         default_recipe = None if recipe.strip().lower() == "none" else str(resolve_recipe(recipe))
 
-    if reports is None and (root / "reports").is_dir():
-        reports = root / "reports"
+    if reports is None and (root / REPORTS_DIR).is_dir():
+        reports = root / REPORTS_DIR
     config = ServiceConfig(
         root=root, host=host, port=port, api_key=ServiceConfig.key_from_env(api_key_env),
         read_only_key=ServiceConfig.key_from_env(read_only_key_env), max_body_bytes=max_body_bytes,
         max_batch=max_batch, queue_size=queue_size, batch_wait_ms=batch_wait_ms,
-        fit_after=fit_after, allow_dirs=list(allow_dir), reports=reports, recipe=default_recipe)
+        fit_after=fit_after, allow_dirs=list(allow_dir), allow_stores=list(allow_store), reports=reports, recipe=default_recipe)
     run(config, log_level=log_level)

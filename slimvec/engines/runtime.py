@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Any
 
-from slimvec.errors import ConfigError, MissingDependencyError
+from slimvec.errors import ConfigError
 
 __all__ = ["require_ray", "start_ray"]
 
@@ -19,14 +19,11 @@ log = logging.getLogger(__name__)
 
 def require_ray() -> Any:
     """Return the ``ray`` module with Ray Data, or raise :class:`MissingDependencyError`."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "--engine ray needs Ray Data, which is an optional extra: pip install 'slimvec[ray]' "
-            "(or pip install 'ray[data]'). Without it, drop --engine ray to ingest in one process."
-        ) from exc
+    from slimvec.extras import require
+
+    feature = "--engine ray (drop it to ingest in one process)"
+    ray = require("ray", "ray", feature)
+    require("ray", "ray.data", feature)
     return ray
 
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from slimvec.errors import MissingDependencyError, PersistenceError
+from slimvec.errors import PersistenceError
 from slimvec.reducers.base import Reducer
 
 __all__ = ["UMAPReducer"]
@@ -70,10 +70,9 @@ class UMAPReducer(Reducer):
         self.normalize = normalize
 
     def _fit(self, X: np.ndarray, **kwargs: Any) -> None:
-        try:
-            import umap
-        except ImportError as exc:
-            raise MissingDependencyError("umap needs umap-learn: pip install umap-learn.") from exc
+        from slimvec.extras import require
+
+        umap = require("umap", "umap", "The umap reducer (umap-learn)")
         # n_neighbors must stay below the sample size; tiny samples still get a valid graph
         neighbors = max(2, min(int(self.n_neighbors), len(X) - 1))
         self.umap_ = umap.UMAP(

@@ -17,6 +17,9 @@ __all__ = ["ServiceConfig", "create_app", "serve"]
 
 def create_app(config: ServiceConfig):  # noqa: ANN201 - FastAPI is an optional dependency
     """The FastAPI app serving ``config.root`` (see :mod:`slimvec.service.app`)."""
+    from slimvec.extras import require_extra
+
+    require_extra("serve", "slimvec.service")
     from slimvec.service.app import create_app as _create
 
     return _create(config)
@@ -24,6 +27,9 @@ def create_app(config: ServiceConfig):  # noqa: ANN201 - FastAPI is an optional 
 
 def serve(config: ServiceConfig) -> None:
     """Run the service until SIGTERM / SIGINT (see :mod:`slimvec.service.server`)."""
+    from slimvec.extras import require_extra
+
+    require_extra("serve", "slimvec.service")
     from slimvec.service.server import serve as _serve
 
     _serve(config)

@@ -44,7 +44,8 @@ class _State:
         self.metrics = Metrics()
         self.encoders = Encoders(config.batch_wait_ms, config.max_query_batch,
                                  self.metrics.query_batch.observe)
-        self.registry = Registry(config.root, self.encoders, self.metrics.on_commit)
+        self.registry = Registry(config.root, self.encoders, self.metrics.on_commit,
+                                 config.allowed_stores())
         self.jobs = Jobs(config.root, self.registry, config.allow_dirs,
                          config.job_checkpoint_seconds)
         self.slots = WriteSlots(config.queue_size)
@@ -135,6 +136,22 @@ def create_app(config: ServiceConfig) -> FastAPI:
         log.exception("%s %s failed", request.method, request.url.path)
         return _error(500, f"Internal error ({type(exc).__name__}); see the server log.")
 
+    def _may_read(request: Request) -> bool:
+        try:
+            auth.level(request)
+        except HTTPException:
+            return False
+        return True
+
+    @app.middleware("http")
+    async def _key_gate(request: Request, call_next: Any) -> Any:
+        """With keys set, every path but OPEN_PATHS needs the read key: the docs, the OpenAPI
+        schema, /reports/ and unknown paths included (routes still check write access)."""
+        if auth.api_key and request.url.path not in OPEN_PATHS and not _may_read(request):
+            return _error(401, "Missing or wrong API key: send 'Authorization: Bearer KEY' or "
+                               "'api-key: KEY'.", {"WWW-Authenticate": "Bearer"})
+        return await call_next(request)
+
     @app.middleware("http")
     async def _measure(request: Request, call_next: Any) -> Any:
         t0 = time.perf_counter()
@@ -156,12 +173,25 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"])
-    def readyz() -> JSONResponse:
-        """Ready: encoders loaded and indexes open (503 until then)."""
+    def readyz(request: Request) -> JSONResponse:
+        """Ready: encoders loaded and indexes open (503 until then). Without a key (when keys
+        are set) only the counts of indexes by state; with one also the names and why the
+        failed ones failed (paths relative to the root, secrets masked)."""
         if not st.ready.is_set():
             return JSONResponse({"status": "starting"}, status_code=503)
-        return JSONResponse({"status": "ready", "indexes": st.registry.names(),
-                             "errors": st.registry.errors})
+        counts = {"ready": 0, "pending": 0, "busy": 0}
+        names = st.registry.names()
+        for name in names:
+            try:
+                state = st.registry.get(name).state
+            except SlimvecError:
+                continue
+            counts[state] = counts.get(state, 0) + 1
+        errors = dict(st.registry.errors)
+        body: dict[str, Any] = {"status": "ready", "counts": {**counts, "failed": len(errors)}}
+        if _may_read(request):
+            body.update(indexes=names, errors={k: _redact(v, config) for k, v in errors.items()})
+        return JSONResponse(body)
 
     @app.get("/metrics", dependencies=[read], response_class=PlainTextResponse, tags=["health"])
     def metrics() -> PlainTextResponse:
@@ -309,6 +339,12 @@ def create_app(config: ServiceConfig) -> FastAPI:
         from slimvec.service.names import check_name
 
         check_name(name)
+        st.registry.check_store(body.store)
+        if body.recipe is not None:
+            from slimvec.recipe import merge_recipe
+
+            st.registry.check_store(merge_recipe(body.recipe, body.reducer, body.store,
+                                                 option="recipe").store)
         opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
                              recipe=body.recipe, default_recipe=config.recipe,
                              text_column=body.text_column, id_column=body.id_column,
@@ -331,6 +367,25 @@ def create_app(config: ServiceConfig) -> FastAPI:
                   name="reports")
 
     return _with_limit(app, config)
+
+
+#: the only paths that answer without a key when keys are set
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def _redact(text: str, config: ServiceConfig) -> str:
+    """``text`` with the root written ``ROOT``, URL credentials and every known key masked."""
+    import os
+    import re
+
+    for root in sorted({str(config.root.resolve()), str(config.root.absolute())}, key=len,
+                       reverse=True):
+        text = text.replace(root, "ROOT")
+    text = re.sub(r"(://)[^/@\s]+@", r"\1***@", text)
+    for secret in (config.api_key, config.read_only_key, os.environ.get("QDRANT_API_KEY")):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _with_limit(app: FastAPI, config: ServiceConfig) -> FastAPI:

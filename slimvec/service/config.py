@@ -10,7 +10,11 @@ from pathlib import Path
 from slimvec.errors import ConfigError
 from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
 
-__all__ = ["ServiceConfig", "is_loopback"]
+__all__ = ["ServiceConfig", "is_loopback", "REPORTS_DIR"]
+
+#: bench reports under the root: a hidden folder, so no index can be named so (index names start
+#: with a letter or digit) and the registry never opens it as an index
+REPORTS_DIR = ".reports"
 
 
 def is_loopback(host: str) -> bool:
@@ -50,8 +54,13 @@ class ServiceConfig:
         Default number of documents a new index collects before its reducer is fitted.
     allow_dirs : list of Path
         Folders whose files a job may ingest (none: jobs are refused).
+    allow_stores : list of str
+        Store locations outside the index folders that requests may name (``--allow-store``,
+        e.g. ``qdrant:http://qdrant:6333``); see :mod:`slimvec.service.stores`. The store of the
+        default ``recipe`` is the operator's choice and allowed too.
     reports : Path or None
-        Folder served at ``/reports/`` (bench reports).
+        Folder served at ``/reports/`` (bench reports; behind the read key when keys are set).
+        It may not be the root nor an index folder under it (``ROOT/.reports`` is the default).
     recipe : str or None
         Recipe of new indexes whose request names none of recipe, reducer, store, keep_full
         (default :data:`slimvec.recipe.DEFAULT_RECIPE`, as ``slimvec ingest``); None: ``pca:96``
@@ -70,6 +79,7 @@ class ServiceConfig:
     max_query_batch: int = 64
     fit_after: int = 1000
     allow_dirs: list[Path] = field(default_factory=list)
+    allow_stores: list[str] = field(default_factory=list)
     reports: Path | None = None
     job_checkpoint_seconds: float = 5.0
     recipe: str | None = DEFAULT_RECIPE
@@ -86,11 +96,37 @@ class ServiceConfig:
                 "write and delete indexes. Set the key in the environment variable named by "
                 "--api-key-env (default SLIMVEC_API_KEY), or bind to 127.0.0.1."
             )
+        if self.reports is not None:
+            self._check_reports()
         if self.read_only_key and not self.api_key:
             raise ConfigError("A read-only key needs a read-write key too (--api-key-env).")
+        from slimvec.service.stores import check_allow_entry
+
+        self.allow_stores = [check_allow_entry(s) for s in self.allow_stores]
         for name in ("max_body_bytes", "max_batch", "queue_size", "max_query_batch", "fit_after"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}.")
+
+    def _check_reports(self) -> None:
+        reports, root = Path(self.reports).resolve(), self.root.resolve()
+        if root.is_relative_to(reports) or (reports.is_relative_to(root) and
+                                            not reports.is_relative_to(root / REPORTS_DIR)):
+            raise ConfigError(
+                f"--reports {self.reports} would publish index data at /reports/: it is the root, "
+                f"holds it, or lies in the index namespace under it. Put bench reports in "
+                f"{self.root / REPORTS_DIR} (served by default) or a folder outside --root.")
+
+    def allowed_stores(self) -> list[str]:
+        """``allow_stores`` plus the store of the default recipe (chosen by the operator)."""
+        out = list(self.allow_stores)
+        if self.recipe is not None:
+            from slimvec.recipe import resolve_recipe
+            from slimvec.service.stores import external_location
+
+            store = resolve_recipe(self.recipe).store
+            if store and external_location(store) is not None:
+                out.append(store)
+        return out
 
     @staticmethod
     def key_from_env(var: str | None) -> str | None:

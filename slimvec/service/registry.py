@@ -134,8 +134,10 @@ class ServedIndex:
     """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job)."""
 
     def __init__(self, name: str, root: Path, encoders: Encoders,
-                 on_commit: Callable[[str, int, int], None]) -> None:
+                 on_commit: Callable[[str, int, int], None],
+                 allow_stores: Sequence[str] = ()) -> None:
         self.name, self.encoders, self._on_commit = name, encoders, on_commit
+        self.allow_stores = list(allow_stores)
         self.folder = index_folder(root, name)
         self.pending_dir = root / PENDING_DIR / name
         self.state = "closed"
@@ -171,8 +173,20 @@ class ServedIndex:
         if self._pending_lock is None:
             self._pending_lock = IndexLock(self.pending_dir, exclusive=True).acquire()
 
+    def _trusted_store(self) -> str | None:
+        """The existing manifest's store when it lies outside the folder at a location the
+        operator allowed (``--allow-store``): only then is it reopened."""
+        from slimvec.indexer.index import read_manifest
+        from slimvec.service.stores import store_allowed
+
+        try:
+            store = read_manifest(self.folder).store
+        except SlimvecError:
+            return None  # the builder reports the broken manifest
+        return store if store_allowed(store, self.allow_stores) else None
+
     def _open_builder(self, spec: IndexSpec | None, X: np.ndarray | None) -> None:
-        b = IndexBuilder(self.folder)
+        b = IndexBuilder(self.folder, trust_store=self._trusted_store() if spec is None else None)
         b.__enter__()
         try:
             if spec is None:
@@ -398,8 +412,11 @@ class Registry:
     """Every index under the root, by name."""
 
     def __init__(self, root: Path, encoders: Encoders,
-                 on_commit: Callable[[str, int, int], None] | None = None) -> None:
+                 on_commit: Callable[[str, int, int], None] | None = None,
+                 allow_stores: Sequence[str] = ()) -> None:
         self.root = root
+        #: store locations outside the index folders that requests may name (--allow-store)
+        self.allow_stores = list(allow_stores)
         self.encoders = encoders
         self._on_commit = on_commit or (lambda name, n, bad: None)
         self._indexes: dict[str, ServedIndex] = {}
@@ -432,7 +449,7 @@ class Registry:
 
     def open(self, name: str) -> ServedIndex:
         """Open (or reopen) index ``name``."""
-        served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+        served = ServedIndex(name, self.root, self.encoders, self._on_commit, self.allow_stores)
         served.open()
         with self._lock:
             self._indexes[name] = served
@@ -450,6 +467,14 @@ class Registry:
                               else "") + ". List them with GET /indexes.")
         return served
 
+    def check_store(self, spec: str | None) -> None:
+        """Refuse (403) a requested store outside the index folder unless the operator allowed
+        its location; see :mod:`slimvec.service.stores`."""
+        from slimvec.service.stores import check_store_allowed
+
+        if spec:
+            check_store_allowed(spec, self.allow_stores)
+
     def names(self) -> list[str]:
         with self._lock:
             return sorted(self._indexes)
@@ -461,6 +486,7 @@ class Registry:
         from slimvec.indexer.encoder import resolve_model
 
         folder = index_folder(self.root, name)
+        self.check_store(spec.store)  # before anything could connect to or write at it
         make_reducer(spec.reducer)
         store_spec = canonical_store_spec(spec.store)
         check_keep_full(spec.keep_full)
@@ -472,7 +498,7 @@ class Registry:
                 raise Busy(f"{name!r} exists under the root but is not served (a job, or a folder "
                            "that is not an index); choose another name.")
             if existing is None:
-                placeholder = ServedIndex(name, self.root, self.encoders, self._on_commit)
+                placeholder = ServedIndex(name, self.root, self.encoders, self._on_commit, self.allow_stores)
                 placeholder.state = "busy"
                 placeholder.busy_reason = "its creation"
                 self._indexes[name] = placeholder
@@ -487,7 +513,7 @@ class Registry:
                                     f"recipe {info.get('recipe')!r}; delete it first or choose another "
                                     "name.")
             return existing, False
-        served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+        served = ServedIndex(name, self.root, self.encoders, self._on_commit, self.allow_stores)
         served.spec = {"reducer": spec.reducer, "store": store_spec, "encoder": spec.encoder,
                        "keep_full": spec.keep_full, "fit_after": int(spec.fit_after),
                        "recipe": spec.recipe}
@@ -537,7 +563,7 @@ class Registry:
         with self._lock:
             served = self._indexes.get(name)
             if served is None:
-                served = ServedIndex(name, self.root, self.encoders, self._on_commit)
+                served = ServedIndex(name, self.root, self.encoders, self._on_commit, self.allow_stores)
                 self._indexes[name] = served
         with served.lock:
             if served.state == "busy":

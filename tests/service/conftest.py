@@ -35,9 +35,9 @@ def server(tmp_path):
 @pytest.fixture(scope="module")
 def shared_server(tmp_path_factory):
     """One server for the contract checks that neither stop it nor need other settings (each
-    test uses its own index names); a bench report under ``ROOT/reports``."""
+    test uses its own index names); a bench report under ``ROOT/.reports``."""
     root = tmp_path_factory.mktemp("shared") / "root"
-    (root / "reports" / "run1").mkdir(parents=True)
-    (root / "reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
+    (root / ".reports" / "run1").mkdir(parents=True)
+    (root / ".reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
     with Server(root, *LIMITS) as srv:
         yield srv
