@@ -145,6 +145,23 @@ class RemoteIndex:
         return self.client.request("POST", f"/indexes/{self.name}/vectors",
                                    params={"wait": str(wait).lower()}, json={"vectors": items})
 
+    def fit(self) -> dict[str, Any]:
+        """Fit the reducer now on the documents collected so far (an index created without a
+        sample is otherwise fitted once ``fit_after`` documents arrived); returns its info."""
+        return self.client.request("POST", f"/indexes/{self.name}/fit")
+
+    def calibrate(self, queries: str | Sequence[str] | np.ndarray) -> dict[str, Any]:
+        """Re-measure a ``rescore=auto`` index's depth on real queries (kept for its later
+        calibrations), as ``slimvec calibrate`` does."""
+        return self.client.request("POST", f"/indexes/{self.name}/calibrate",
+                                   json=_queries(queries))
+
+    def ingest(self, path: str, **options: Any) -> dict[str, Any]:
+        """Start a background job ingesting a file on the server (under ``--allow-dir``);
+        ``options`` as ``POST /indexes/NAME/jobs`` takes them. Poll it with ``Client.job``."""
+        return self.client.request("POST", f"/indexes/{self.name}/jobs",
+                                   json={"path": path, **options})
+
     def reduce(self, queries: str | Sequence[str] | np.ndarray) -> np.ndarray:
         """Reduced vectors of texts or full vectors."""
         out = self.client.request("POST", f"/indexes/{self.name}/reduce", json=_queries(queries))

@@ -285,16 +285,22 @@ def create_app(config: ServiceConfig) -> FastAPI:
         """Search with texts or full vectors; hits carry payloads."""
         served = st.registry.get(name)
         vecs = _queries(served, body.texts, body.vectors)
-        index = served.ready_index()
         if not np.isfinite(vecs).all():
             raise ConfigError("Query vectors hold NaN or inf.")
-        res = index.search(vecs, body.k, rescore=body.rescore)
-        ids = res.ids.tolist()
-        scores = [[float(s) if math.isfinite(s) else None for s in row] for row in res.scores.tolist()]
+        pending = served.search_pending(vecs, body.k)
+        if pending is None:
+            index = served.ready_index()
+            res = index.search(vecs, body.k, rescore=body.rescore)
+            found_ids, found_scores, payloads_of = res.ids, res.scores, index.payloads
+        else:  # no fitted reducer yet: exact search over the collected documents
+            found_ids, found_scores, payloads_of = pending
+        ids = found_ids.tolist()
+        scores = [[float(s) if math.isfinite(s) else None for s in row]
+                  for row in found_scores.tolist()]
         hits = []
         for qi, row in enumerate(ids):
             valid = [i for i in row if i >= 0]
-            pays = index.payloads(valid) if body.payloads and valid else [None] * len(valid)
+            pays = payloads_of(valid) if body.payloads and valid else [None] * len(valid)
             hits.append([{"id": i, "score": scores[qi][j], "source_id": (p or {}).get("source_id"),
                           "text": (p or {}).get("text"), "payload": p if body.payloads else None}
                          for j, (i, p) in enumerate(zip(valid, pays))])
@@ -317,6 +323,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
         out = served.ready_index().reducer.transform(vecs)
         return {"dim_in": int(vecs.shape[1]), "dim_out": int(out.shape[1]),
                 "vectors": np.asarray(out, dtype=np.float32).tolist()}
+
+    @app.post("/indexes/{name}/fit", dependencies=[write], tags=["write"])
+    def fit(name: str) -> dict[str, Any]:
+        """Fit the reducer now on the documents collected so far (an index created without a
+        sample is otherwise fitted once ``fit_after`` documents arrived); 409 when it is fitted."""
+        served = st.registry.get(name)
+        with st.slots:
+            return served.fit_now()
 
     @app.post("/indexes/{name}/calibrate", dependencies=[write], tags=["write"])
     def calibrate(name: str, body: CalibrateIn) -> dict[str, Any]:

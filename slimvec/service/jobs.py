@@ -11,14 +11,14 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.persistence import read_json, write_json_atomic
-from slimvec.service.registry import Registry
+from slimvec.service.registry import ConflictError, Registry
 
 __all__ = ["Jobs", "JOBS_DIR"]
 
@@ -74,6 +74,9 @@ class Jobs:
     def submit(self, name: str, path: str, options: IngestOptions) -> dict[str, Any]:
         """Start a job ingesting ``path`` into index ``name``; returns its record."""
         real = self.check_path(path)
+        spec = self.registry.pending_spec(name)
+        if spec is not None:
+            options = _pending_options(options, spec, name)
         self.registry.suspend(name, "an ingest job")
         rec = {"id": uuid.uuid4().hex[:16], "index": name, "input": str(real), "state": "queued",
                "options": asdict(options), "rows": 0, "ingested": 0, "rejected": 0,
@@ -147,3 +150,25 @@ class Jobs:
             threads = list(self._threads.values())
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _pending_options(options: IngestOptions, spec: dict[str, Any], name: str) -> IngestOptions:
+    """A job into an index still collecting its fit sample builds it with the index's creation
+    spec (the job's own file is the fit sample); naming another recipe, reducer, store or
+    encoder is a conflict. The rows collected before are written after the job's."""
+    asked = {"recipe": options.recipe, "reducer": options.reducer, "store": options.store,
+             "encoder": options.encoder}
+    clash = {k: v for k, v in asked.items() if v is not None and v != spec.get(k)}
+    if clash:
+        raise ConflictError(f"Index {name!r} was created with recipe {spec.get('recipe')!r}, "
+                            f"reducer {spec.get('reducer')!r}, store {spec.get('store')!r}, encoder "
+                            f"{spec.get('encoder')!r}; the job asks for {clash}. Leave them out "
+                            "(the job then uses the index's) or use another index name.")
+    if not spec.get("encoder"):
+        raise ConfigError(f"Index {name!r} is built from vectors (no encoder): a job ingests "
+                          "texts; add vectors with POST /indexes/NAME/vectors instead.")
+    if spec.get("recipe"):
+        return replace(options, recipe=spec["recipe"], reducer=None, store=None, keep_full=None,
+                       encoder=spec["encoder"])
+    return replace(options, recipe=None, reducer=spec.get("reducer"), store=spec.get("store"),
+                   keep_full=spec.get("keep_full"), encoder=spec["encoder"], default_recipe=None)

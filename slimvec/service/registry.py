@@ -37,6 +37,7 @@ from slimvec.indexer.writer import REJECTS, VectorBatch
 from slimvec.reducers import load_reducer, make_reducer
 from slimvec.service.batching import QueryBatcher
 from slimvec.service.names import check_name, index_folder
+from slimvec.service.pending import PendingSearch
 from slimvec.service.writer import (SERVICE_INPUT, IndexWriter, LiveIndex, LockedStore,
                                     WriterClosed)
 
@@ -147,6 +148,7 @@ class ServedIndex:
         self.spec: dict[str, Any] = {}
         self.pending_rows = 0
         self._pending_lock: IndexLock | None = None
+        self._pending_search = PendingSearch(self._pending_vectors)
         self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ open / close
@@ -156,8 +158,10 @@ class ServedIndex:
             try:
                 if (self.folder / MANIFEST).exists():
                     self._open_builder(None, None)
-                    if (self.pending_dir / PENDING).exists():  # crashed between fit and commit
-                        self._lock_pending()
+                    if (self.pending_dir / PENDING).exists():  # crashed between fit and commit,
+                        self._lock_pending()                     # or a job built the index
+                        self.spec = json.loads(
+                            (self.pending_dir / SERVICE_SPEC).read_text("utf-8"))
                         self._flush_pending()
                 else:
                     self._lock_pending()
@@ -238,6 +242,8 @@ class ServedIndex:
 
     def embed(self, texts: Sequence[str] | None, vectors: Any) -> np.ndarray:
         """Full query vectors from texts (through the dynamic batcher) or given vectors."""
+        if self.state == "pending":
+            return self._embed_pending(texts, vectors)
         index = self.ready_index()
         if texts is not None:
             if not index.manifest.encoder:
@@ -245,6 +251,68 @@ class ServedIndex:
                                   "send query vectors instead of texts.")
             return self.encoders.batcher(index.manifest.encoder).encode(list(texts))
         return index.embed(np.asarray(vectors, dtype=np.float32))
+
+    def _embed_pending(self, texts: Sequence[str] | None, vectors: Any) -> np.ndarray:
+        encoder = self.spec.get("encoder")
+        if texts is not None:
+            if not encoder:
+                raise ConfigError(f"Index {self.name!r} is built from vectors and has no encoder: "
+                                  "send query vectors instead of texts.")
+            return self.encoders.batcher(encoder).encode(list(texts))
+        vecs = np.asarray(vectors, dtype=np.float32)
+        dim = self.spec.get("dim_in") or (self.encoders.get(encoder).dim if encoder else None)
+        if dim is not None and (vecs.ndim != 2 or vecs.shape[1] != int(dim)):
+            raise ConfigError(f"Query vectors have dimension {vecs.shape[-1]}; index "
+                              f"{self.name!r} takes full vectors of dimension {dim}.")
+        return vecs
+
+    def search_pending(self, queries: np.ndarray, k: int
+                       ) -> tuple[np.ndarray, np.ndarray, Callable[[list[int]], list]] | None:
+        """Exact search over the documents collected before the reducer is fitted.
+
+        Returns
+        -------
+        tuple or None
+            ``(ids, scores, payloads_of)`` while the index collects its fit sample (cosine over
+            the full vectors, exact), None once it has a fitted reducer (search the
+            :meth:`ready_index` then).
+        """
+        with self.lock:
+            if self.state != "pending":
+                return None
+            self._pending_search.sync(_read_pending(self.pending_dir / PENDING))
+            ids, scores = self._pending_search.search(queries, k)
+            return ids, scores, self._pending_search.payloads
+
+    def fit_now(self) -> dict[str, Any]:
+        """Fit the reducer on the documents collected so far, without waiting for ``fit_after``.
+
+        Raises
+        ------
+        ConflictError
+            The index is not collecting its fit sample (already fitted, or written by a job).
+        ConfigError
+            Nothing collected yet, or too few documents for the reducer.
+        """
+        with self.lock:
+            if self.state != "pending":
+                raise ConflictError(f"Index {self.name!r} is {self.state}, not collecting its fit "
+                                    "sample: there is nothing to fit.")
+            rows = _read_pending(self.pending_dir / PENDING)
+            if not rows:
+                raise ConfigError(f"Index {self.name!r} has no documents yet: add some, then fit.")
+            self._fit_and_flush(rows)
+        return self.info()
+
+    def _fit_and_flush(self, rows: list[dict[str, Any]]) -> None:
+        try:
+            self.create_from_sample(self._pending_vectors(rows))
+        except BaseException:
+            if not (self.folder / MANIFEST).exists():  # nothing was created: stay pending
+                shutil.rmtree(self.folder, ignore_errors=True)
+                self.state = "pending"
+            raise
+        self._flush_pending(rows)
 
     def calibrate(self, queries: np.ndarray) -> Any:
         """Calibrate the ``rescore=auto`` depth on full query vectors through the writer (between
@@ -350,9 +418,7 @@ class ServedIndex:
         result = WriteResult(accepted=len(lines), rejected=[r.to_json() for r in rejects],
                              committed=True, pending_fit=True)
         if self.pending_rows >= int(self.spec.get("fit_after", 1)):
-            rows_all = _read_pending(self.pending_dir / PENDING)
-            self.create_from_sample(self._pending_vectors(rows_all))
-            self._flush_pending(rows_all)
+            self._fit_and_flush(_read_pending(self.pending_dir / PENDING))
             result.pending_fit = False
         return result
 
@@ -568,12 +634,15 @@ class Registry:
         with served.lock:
             if served.state == "busy":
                 raise Busy(f"Index {name!r} is being written by {served.busy_reason}.")
-            if served.state == "pending":
-                raise Busy(f"Index {name!r} is collecting documents to fit its reducer; run the "
-                           "job into another name or after the fit.")
-            served.close()
+            served.close()  # a pending index keeps its rows: they are written after the job
             served.state, served.busy_reason = "busy", reason
         return served
+
+    def pending_spec(self, name: str) -> dict[str, Any] | None:
+        """The creation spec of index ``name`` while it collects its fit sample, else None."""
+        with self._lock:
+            served = self._indexes.get(name)
+        return dict(served.spec) if served is not None and served.state == "pending" else None
 
     def resume(self, name: str) -> None:
         """Reopen index ``name`` after a job (drop it if the job created nothing)."""
@@ -582,9 +651,9 @@ class Registry:
             try:
                 self.open(name)  # replaces the busy placeholder
                 return
-            except SlimvecError as exc:
+            except Exception as exc:  # noqa: BLE001 - the job's thread must record its end
+                log.exception("reopening %s after its job failed", folder)
                 self.errors[name] = str(exc)
-                log.error("cannot reopen %s: %s", folder, exc)
         with self._lock:
             self._indexes.pop(name, None)
 
