@@ -354,13 +354,16 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
         check_name(name)
         st.registry.check_store(body.store)
+        recipe = None
         if body.recipe is not None:
-            from slimvec.recipe import merge_recipe
+            from slimvec.recipe import merge_recipe, parse_recipe
 
-            st.registry.check_store(merge_recipe(body.recipe, body.reducer, body.store,
+            # a recipe over HTTP is a string, never a file on the server's disk
+            recipe = str(parse_recipe(body.recipe))
+            st.registry.check_store(merge_recipe(recipe, body.reducer, body.store,
                                                  option="recipe").store)
         opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
-                             recipe=body.recipe, default_recipe=config.recipe,
+                             recipe=recipe, default_recipe=config.recipe,
                              text_column=body.text_column, id_column=body.id_column,
                              format=body.format, fit_sample=body.fit_sample,
                              batch_size=body.batch_size, progress=False)

@@ -78,13 +78,15 @@ class IndexSpecIn:
         """What a create request asks for, as ``slimvec ingest`` reads its options: a request
         naming none of recipe, reducer, store, keep_full gets the service's default recipe
         (``slimvec serve --recipe``); a recipe with separate options that disagree is refused."""
-        from slimvec.recipe import merge_recipe
+        from slimvec.recipe import merge_recipe, parse_recipe
 
         if recipe is None and reducer is None and store is None and keep_full is None:
             recipe = default_recipe
         if recipe is None:
             return cls(reducer or "pca:96", store or "qdrant-edge", encoder, keep_full, fit_after)
-        rec = merge_recipe(recipe, reducer, store, keep_full, option="recipe")
+        # a recipe is a string here, never a file on the server's disk (the operator's --recipe
+        # default was resolved to its string when the server started)
+        rec = merge_recipe(parse_recipe(recipe), reducer, store, keep_full, option="recipe")
         return cls(rec.reducer, rec.store, encoder, rec.keep_full, fit_after, str(rec))
 
 

@@ -212,3 +212,19 @@ def test_allow_store_matching(spec, allowed):
     from slimvec.service.stores import store_allowed
 
     assert store_allowed(spec, ["qdrant:http://127.0.0.1:6333", "qdrant-edge:/srv/st"]) is allowed
+
+
+def test_a_recipe_over_http_is_never_read_from_the_servers_disk(restarted, vectors, tmp_path):
+    """A recipe ending in .json used to be read as a file on the server, so a client could probe
+    for files anywhere; over HTTP a recipe is a string."""
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text('{"recipe": "rp:8|hnsw"}')
+    for recipe in (str(tuned), "/etc/hostname"):
+        r = httpx.put(f"{restarted.url}/indexes/probe", headers=RW, timeout=60,
+                      json=_body(vectors, recipe=recipe) | {"reducer": None})
+        assert r.status_code == 422, r.text
+        assert "expected at least a reducer and a store" in r.json()["detail"]  # parsed, not read
+        r = httpx.post(f"{restarted.url}/indexes/probe/jobs", headers=RW, timeout=60,
+                       json={"path": str(tuned), "recipe": recipe})
+        assert r.status_code in (403, 422), r.text  # jobs off (403) or the recipe refused
+    assert not (restarted.root / "probe").exists()
