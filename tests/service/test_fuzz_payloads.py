@@ -5,7 +5,8 @@ A fixed-seed generator builds a fixed list of raw HTTP bodies: payloads nested 0
 ``json.dumps(ensure_ascii=True)`` writes them), NUL, empty and very long keys, strings near the
 body limit, integers beyond 64 bits, ``1e308``, ``-0.0``, the ``NaN`` / ``Infinity`` literals
 Python's JSON parser accepts, duplicate keys, payloads and bodies that are not objects, ids of odd
-types, vectors of odd values, and searches with extreme ``k`` / ``rescore`` and filter fields.
+types, payload keys the service fills itself (``text``, ``source_id``), vectors of odd
+values, and searches with extreme ``k`` / ``rescore`` and filter fields.
 They go to one real ``slimvec serve`` serving vector-only indexes on Qdrant Edge, hnswlib and
 FAISS, and two indexes still collecting their fit sample (vectors, and documents of an encoder
 index: their rows go to ``pending.jsonl`` without any model being loaded).
@@ -287,6 +288,13 @@ class Gen:
                     out.append(self.document_case(target))  # vector-only index: a 422
                 else:
                     out.append(self.write_case(target))
+        for target in READY:  # payload keys the service fills itself, holding other types
+            rows = self.vector_rows(4, "none")
+            for row, payload in zip(rows, [{"text": 5}, {"text": None}, {"text": ["a"]},
+                                           {"source_id": "spoof", "text": {"n": 1}}]):
+                row["payload"] = payload
+            out.append(Case(target, "reserved-keys", "POST", f"/indexes/{target}/vectors",
+                            _raw({"vectors": rows}), "payload keys text / source_id"))
         self.rng.shuffle(out)  # interleave the indexes, as concurrent clients would
         return out
 
