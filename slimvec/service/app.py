@@ -301,8 +301,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         for qi, row in enumerate(ids):
             valid = [i for i in row if i >= 0]
             pays = payloads_of(valid) if body.payloads and valid else [None] * len(valid)
-            hits.append([{"id": i, "score": scores[qi][j], "source_id": (p or {}).get("source_id"),
-                          "text": (p or {}).get("text"), "payload": p if body.payloads else None}
+            hits.append([_hit(i, scores[qi][j], p, body.payloads)
                          for j, (i, p) in enumerate(zip(valid, pays))])
         return {"ids": ids, "scores": scores, "hits": hits}
 
@@ -408,6 +407,19 @@ def _redact(text: str, config: ServiceConfig) -> str:
 def _with_limit(app: FastAPI, config: ServiceConfig) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     return app
+
+
+def _hit(sid: int, score: float | None, payload: dict[str, Any] | None, with_payload: bool
+         ) -> dict[str, Any]:
+    """One search hit. ``text`` and ``source_id`` are what the service stored for a document;
+    a vector's own payload may hold those keys with other types, which stay in ``payload``
+    only (they made every search returning the row answer 500)."""
+    p = payload or {}
+    source_id, text = p.get("source_id"), p.get("text")
+    ok_id = isinstance(source_id, (int, str)) and not isinstance(source_id, bool)
+    return {"id": sid, "score": score, "source_id": source_id if ok_id else None,
+            "text": text if isinstance(text, str) else None,
+            "payload": payload if with_payload else None}
 
 
 def _regular(rows: list[list[float]]) -> bool:
