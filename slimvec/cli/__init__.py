@@ -62,12 +62,8 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug log
 _register()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning slimvec errors into a one-line message and exit code 2.
-
-    ``argv``: the arguments after ``slimvec`` [default: ``sys.argv[1:]``]. Always ends in
-    ``SystemExit`` (0 on success, 2 on a bad option or a slimvec error).
-    """
+def main(argv: list[str] | None = None) -> None:  # argv: after `slimvec` [default: sys.argv[1:]]
+    """Entry point: run the app, turning slimvec errors into a one-line message and exit code 2."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         app(args=argv)

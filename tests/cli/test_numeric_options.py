@@ -21,6 +21,11 @@ from slimvec.cli import main
 
 PLAN = ["plan", "--docs", "1000", "--dim", "384"]
 TUNE = ["tune", "--docs", "1000"]  # + --vectors FILE (the fixture)
+# "{tmp}": the fixture's folder; no data (bench), a missing input (ingest) and a missing root
+# (serve): had the bad number passed, each would fail fast on that instead (no server started)
+BENCH = ["bench", "--out", "{tmp}/bench"]
+INGEST = ["ingest", "{tmp}/missing.txt", "--index", "{tmp}/index"]
+SERVE = ["serve", "--root", "{tmp}/no-root"]
 
 #: (command, bad option and value, what the one-line message must say)
 CASES = [
@@ -54,6 +59,30 @@ CASES = [
     (TUNE, ["--top", "0"], ["--top", ">= 1", "got 0"]),
     (TUNE, ["--search", "greedy"], ["--search", "halving, exhaustive, auto", "'greedy'"]),
     (["tune", "--min-recall", "0.9", "--docs"], ["0"], ["--docs", ">= 1", "got 0"]),
+    # while there: bench, ingest, serve (search's -k and --rescore were already checked first thing)
+    (BENCH, ["--k", "0"], ["--k", ">= 1", "got 0"]),
+    (BENCH, ["--rescore", "4", "--rescore", "-2"], ["--rescore", ">= 1", "got -2"]),
+    (BENCH, ["--kmeans", "0"], ["--kmeans", ">= 1", "got 0"]),
+    (BENCH, ["--route-probes", "0"], ["--route-probes", ">= 1", "got 0"]),
+    (BENCH, ["--threads", "0"], ["--threads", ">= 1", "got 0"]),
+    (BENCH, ["--max-queries", "-1"], ["--max-queries", ">= 1", "got -1"]),
+    (BENCH, ["--latency-queries", "0"], ["--latency-queries", ">= 1", "got 0"]),
+    (BENCH, ["--fit-max", "1"], ["--fit-max", ">= 2", "got 1"]),
+    (BENCH, ["--dup-threshold", "nan"], ["--dup-threshold", "finite number", "got nan"]),
+    (BENCH, ["--seed", "-1"], ["--seed", ">= 0", "got -1"]),
+    (INGEST, ["--batch-size", "0"], ["--batch-size", ">= 1", "got 0"]),
+    (INGEST, ["--fit-sample", "-1"], ["--fit-sample", ">= 1", "got -1"]),
+    (INGEST, ["--checkpoint-seconds", "nan"], ["--checkpoint-seconds", ">= 0", "got nan"]),
+    (INGEST, ["--checkpoint-seconds", "-1"], ["--checkpoint-seconds", ">= 0", "got -1"]),
+    (INGEST, ["--checkpoint-batches", "-1"], ["--checkpoint-batches", ">= 0", "got -1"]),
+    (INGEST, ["--engine", "ray", "--workers", "0"], ["--workers", ">= 1", "got 0"]),
+    (SERVE, ["--port", "70000"], ["--port", "in [1, 65535]", "got 70000"]),
+    (SERVE, ["--port", "-1"], ["--port", "in [1, 65535]", "got -1"]),
+    (SERVE, ["--max-batch", "0"], ["--max-batch", ">= 1", "got 0"]),
+    (SERVE, ["--max-body-bytes", "0"], ["--max-body-bytes", ">= 1", "got 0"]),
+    (SERVE, ["--queue-size", "0"], ["--queue-size", ">= 1", "got 0"]),
+    (SERVE, ["--batch-wait-ms", "nan"], ["--batch-wait-ms", ">= 0", "got nan"]),
+    (SERVE, ["--batch-wait-ms", "-1"], ["--batch-wait-ms", ">= 0", "got -1"]),
 ]
 
 
@@ -69,7 +98,7 @@ def vectors(tmp_path_factory) -> Path:
 
 
 def _args(command: list[str], bad: list[str], vectors: Path) -> list[str]:
-    args = command + bad
+    args = [a.replace("{tmp}", str(vectors.parent)) for a in command + bad]
     if command[0] == "tune":  # --out: were the value accepted, nothing lands in the working folder
         args += ["--vectors", str(vectors), "--out", str(vectors.parent / "tuned.json")]
     return args
