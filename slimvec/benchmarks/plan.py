@@ -13,6 +13,7 @@ were not fitted on, so every plan prints its own prediction error::
 from __future__ import annotations
 
 import logging
+import math
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from slimvec.benchmarks.sizing import (SizeCheck, SizeModel, calibrate, check_mo
                                        sizing_sizes, sizing_spec)
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
+from slimvec.ranges import check_int, check_number
 from slimvec.benchmarks.analysis import finite
 
 __all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "candidates_for_recipes",
@@ -44,24 +46,28 @@ _UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "kb": 10**3, "m": 2**20, "mib
           "g": 2**30, "gib": 2**30, "gb": 10**9, "t": 2**40, "tib": 2**40, "tb": 10**12}
 
 
-def parse_bytes(text: str | int | float) -> int:
+def parse_bytes(text: str | int | float, what: str = "Memory budget") -> int:
     """``"2GiB"`` -> 2147483648. Binary units (KiB, MiB, GiB, TiB and bare K, M, G, T) and decimal
     ones (KB, MB, GB, TB).
+
+    ``what`` names the value in the error (``"--node-ram"``).
 
     Raises
     ------
     ConfigError
-        Not a positive number with a known unit.
+        Not a positive number with a known unit (at least one byte; NaN and infinities refused).
     """
+    if isinstance(text, bool):
+        raise ConfigError(f"{what} {text!r}: expected a size in bytes or a number with a unit, e.g. 2GiB.")
     if isinstance(text, (int, float)):
         value, unit = float(text), ""
     else:
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
         if not match:
-            raise ConfigError(f"Memory budget {text!r}: expected a number with a unit, e.g. 2GiB, 512MiB, 1.5GB.")
+            raise ConfigError(f"{what} {text!r}: expected a number with a unit, e.g. 2GiB, 512MiB, 1.5GB.")
         value, unit = float(match.group(1)), match.group(2).lower()
-    if unit not in _UNITS or value <= 0:
-        raise ConfigError(f"Memory budget {text!r}: expected a positive size with one of the units "
+    if unit not in _UNITS or not math.isfinite(value) or value * _UNITS.get(unit, 1) < 1:
+        raise ConfigError(f"{what} {text!r}: expected a positive size (at least 1 byte) with one of the units "
                           "B, KiB, MiB, GiB, TiB (binary, also K/M/G/T) or KB, MB, GB, TB (decimal).")
     return int(value * _UNITS[unit])
 
@@ -318,10 +324,24 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     Raises
     ------
     ConfigError
-        No target; a quality target without quality numbers; bad numbers.
+        No target; a quality target without quality numbers; a number out of range (``docs``,
+        ``dim`` >= 1, ``min_quality`` in [0, 1] ([-1, 1] for ``sts_spearman``), ``payload_bytes``
+        >= 0, ``memory_budget`` at least a byte), before any size build.
     """
-    if docs <= 0 or dim <= 0:
-        raise ConfigError(f"--docs and --dim must be positive, got docs={docs}, dim={dim}.")
+    docs = check_int("docs", docs, low=1)
+    dim = check_int("dim", dim, low=1)
+    if metric not in QUALITY_METRICS:
+        raise ConfigError(f"Unknown plan metric {metric!r}. Known: {', '.join(QUALITY_METRICS)}.")
+    if min_quality is not None:  # a correlation may be negative; recalls and MRR are in [0, 1]
+        min_quality = check_number(f"min_quality ({metric})", min_quality,
+                                   low=-1 if metric == "sts_spearman" else 0, high=1)
+    payload_bytes = check_int("payload_bytes", payload_bytes, low=0)
+    for size in calibrate_sizes:
+        check_int("calibrate_sizes", size, low=1)
+    if not calibrate_sizes:
+        raise ConfigError("calibrate_sizes must name at least one corpus size, got none.")
+    if check_size is not None:
+        check_int("check_size", check_size, low=1)
     if min_quality is None and memory_budget is None and not recipes:
         raise ConfigError("Give a target: --min-task-recall R (a quality floor) and/or --memory-budget SIZE.")
     budget = parse_bytes(memory_budget) if memory_budget is not None else None

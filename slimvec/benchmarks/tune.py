@@ -38,6 +38,7 @@ import numpy as np
 from slimvec.benchmarks.sizing import rescore_bytes_per_vector
 from slimvec.recipe import AUTO_LADDER, Recipe
 from slimvec.errors import ConfigError
+from slimvec.ranges import check_int, check_number
 
 __all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune"]
 
@@ -251,9 +252,29 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     Returns
     -------
     TuneResult
+
+    Raises
+    ------
+    ConfigError
+        A number out of range (``docs``, ``rungs``, ``n_queries``, ``k``, ``latency_queries`` >= 1,
+        ``seed`` >= 0, ``min_recall`` in [0, 1], ``max_p50_ms`` > 0, ``ram_budget`` >= 1 byte; NaN
+        refused), no target, or too few vectors: before any size build or search.
     """
-    if docs <= 0:
-        raise ConfigError(f"--docs must be positive, got {docs}.")
+    docs = check_int("docs (--docs)", docs, low=1)
+    if ram_budget is not None:
+        ram_budget = check_int("ram_budget (--ram-budget, bytes)", ram_budget, low=1)
+    if min_recall is not None:
+        min_recall = check_number("min_recall (--min-recall)", min_recall, low=0, high=1)
+    if max_p50_ms is not None:
+        max_p50_ms = check_number("max_p50_ms (--max-p50-ms)", max_p50_ms, low=0, low_open=True)
+    if not rungs:
+        raise ConfigError("rungs must name at least one sample size, got none.")
+    for r in rungs:
+        check_int("rungs (sample sizes)", r, low=1)
+    n_queries = check_int("n_queries (--queries)", n_queries, low=1)
+    k = check_int("k", k, low=1)
+    seed = check_int("seed (--seed)", seed, low=0)
+    latency_queries = check_int("latency_queries", latency_queries, low=1)
     if search not in ("halving", "exhaustive", "auto"):
         raise ConfigError(f"search must be 'halving', 'exhaustive' or 'auto', got {search!r}.")
     if min_recall is None and ram_budget is None:

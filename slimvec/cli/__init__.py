@@ -79,7 +79,7 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug log
 _register()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:  # argv: after `slimvec` [default: sys.argv[1:]]
     """Entry point: run the app, turning slimvec errors into a one-line message and exit code 2."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     missing = _missing_message()
@@ -87,7 +87,7 @@ def main() -> None:
         typer.secho(f"error: {missing}", fg=typer.colors.RED, err=True)
         sys.exit(2)
     try:
-        app()
+        app(args=argv)
     except SlimvecError as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         sys.exit(2)

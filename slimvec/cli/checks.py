@@ -4,14 +4,58 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import typer
 from rich.console import Console
 
 from slimvec.errors import ConfigError
+from slimvec.ranges import check_int, check_number
 
-__all__ = ["check_positive", "check_bench_inputs", "interrupt_message"]
+__all__ = ["check_positive", "check_bench_inputs", "interrupt_message", "int_range", "number_range",
+           "byte_size"]
+
+
+def _option_name(param: typer.CallbackParam) -> str:
+    longs = [o for o in param.opts if o.startswith("--")]
+    return longs[0] if longs else (param.opts[0] if param.opts else str(param.name))
+
+
+def int_range(low: int | None = None, high: int | None = None, hint: str = "") -> Callable[..., Any]:
+    """A typer option callback refusing an integer outside ``[low, high]`` while the options are
+    parsed (before the command does any work): a one-line :class:`ConfigError` naming the option,
+    the range and the value (``slimvec.cli.main`` prints it, exit code 2). ``None`` (an optional
+    option not given) passes; a list option (repeatable) is checked item by item."""
+    def callback(param: typer.CallbackParam, value: Any) -> Any:
+        name = _option_name(param)
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            if v is not None:
+                check_int(name, v, low=low, high=high, hint=hint)
+        return value
+    return callback
+
+
+def number_range(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+                 high_open: bool = False, hint: str = "") -> Callable[..., Any]:
+    """As :func:`int_range` for a float option; NaN and infinities are refused too."""
+    def callback(param: typer.CallbackParam, value: Any) -> Any:
+        name = _option_name(param)
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            if v is not None:
+                check_number(name, v, low=low, high=high, low_open=low_open, high_open=high_open, hint=hint)
+        return value
+    return callback
+
+
+def byte_size(param: typer.CallbackParam, value: Any) -> Any:
+    """Typer option callback: a size option (``2GiB``) must parse
+    (:func:`~slimvec.benchmarks.plan.parse_bytes`) while the options are parsed."""
+    if value is not None:
+        from slimvec.benchmarks.plan import parse_bytes
+
+        parse_bytes(value, what=_option_name(param))
+    return value
+
 
 def check_positive(option: str, value: int, hint: str = "") -> None:
     """Refuse ``value < 1`` for ``option`` with a one-line :class:`ConfigError`."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from slimvec.engines.plan import EngineConfig, EnginePlan, engine_plan, measure_cpu_rate
+from slimvec.engines.plan import EngineConfig, EnginePlan, check_engine_config, engine_plan, measure_cpu_rate
 
 __all__ = ["run_engine_plan"]
 
@@ -19,13 +20,16 @@ def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float
     from slimvec.benchmarks.plan import parse_bytes
 
     source = "given with --cpu-rate"
-    if cpu_rate is None and not gpus_per_worker:
-        err.print("measuring MiniLM docs/s on 1 CPU thread ...")
-        cpu_rate, source = measure_cpu_rate(1), "measured here now, 1 thread"
     cfg = EngineConfig(engine=engine, workers=workers, gpus_per_worker=gpus_per_worker,
-                       cpu_docs_per_s_per_core=cpu_rate or 0.0, node_ram_bytes=parse_bytes(node_ram),
-                       node_hour_price=node_hour_price, replication=replication,
-                       cpu_source=source)
+                       cpu_docs_per_s_per_core=cpu_rate or 0.0,
+                       node_ram_bytes=parse_bytes(node_ram, "--node-ram"),
+                       node_hour_price=node_hour_price, replication=replication, cpu_source=source)
+    measure = cpu_rate is None and not gpus_per_worker
+    # every number before the measurement (the rate to measure stands in as 1 doc/s)
+    check_engine_config(replace(cfg, cpu_docs_per_s_per_core=1.0) if measure else cfg)
+    if measure:
+        err.print("measuring MiniLM docs/s on 1 CPU thread ...")
+        cfg.cpu_docs_per_s_per_core, cfg.cpu_source = measure_cpu_rate(1), "measured here now, 1 thread"
     configs = [(c.label, c.dim_out, c.ram_bytes) for c in plan.candidates]
     return engine_plan(plan.docs, configs, cfg)
 

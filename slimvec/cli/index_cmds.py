@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from slimvec.cli.checks import check_positive, interrupt_message
+from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
 
 __all__ = ["ingest", "search", "info", "calibrate"]
 
@@ -28,19 +28,19 @@ def ingest(
     id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
     format: Optional[str] = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
     quoting: Optional[str] = typer.Option(None, "--quoting", help="TSV only: 'csv' reads quoted fields, which may span lines. Default: IANA TSV, where quotes are ordinary characters."),
-    fit_sample: int = typer.Option(10_000, help="Reservoir sample size the reducer is fitted on."),
-    batch_size: int = typer.Option(256, help="Documents per batch."),
+    fit_sample: int = typer.Option(10_000, callback=int_range(1), help="Reservoir sample size the reducer is fitted on."),
+    batch_size: int = typer.Option(256, callback=int_range(1), help="Documents per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row instead of recording it in rejects.jsonl."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index in --index and build it anew (to change reducer, store or encoder, or drop an unfinished ingest)."),
-    checkpoint_seconds: float = typer.Option(30.0, help="Commit (store flushed, progress recorded) at least this often."),
-    checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
+    checkpoint_seconds: float = typer.Option(30.0, callback=number_range(0), help="Commit (store flushed, progress recorded) at least this often."),
+    checkpoint_batches: int = typer.Option(0, callback=int_range(0), help="Also commit every N batches (0: by time only)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the full encoder vectors on disk (new index) for search --rescore."),
     full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
     train_pairs: Optional[Path] = typer.Option(None, "--train-pairs", help="Pairs TSV (sentence1, sentence2, score) a pair-learning reducer (mcr2) is also fitted on (new index)."),
     engine: str = typer.Option("local", "--engine", help="local (one process) or ray (Ray Data: INPUT may be a folder or a quoted glob; needs slimvec[ray])."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
-    workers: int = typer.Option(2, "--workers", help="--engine ray: encoder actors."),
+    workers: int = typer.Option(2, "--workers", callback=int_range(1), help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
 ) -> None:

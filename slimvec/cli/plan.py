@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from slimvec.cli.checks import byte_size, int_range, number_range
 from slimvec.errors import ConfigError
 
 __all__ = ["plan"]
@@ -23,27 +24,27 @@ def _human(n: float | None) -> str:
 
 
 def plan(
-    docs: int = typer.Option(..., "--docs", help="Number of documents to plan for."),
-    dim: int = typer.Option(..., "--dim", help="Encoder output dimension (384 for MiniLM)."),
+    docs: int = typer.Option(..., "--docs", callback=int_range(1), help="Number of documents to plan for."),
+    dim: int = typer.Option(..., "--dim", callback=int_range(1), help="Encoder output dimension (384 for MiniLM)."),
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: every store in the results]."),
-    min_task_recall: Optional[float] = typer.Option(None, "--min-task-recall", help="Target: task recall@10 at least this."),
-    min_neighbor_recall: Optional[float] = typer.Option(None, "--min-neighbor-recall", help="Target: neighbour recall@10 at least this."),
-    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", help="Target: predicted RAM at most this (2GiB, 512MiB, 1.5GB)."),
+    min_task_recall: Optional[float] = typer.Option(None, "--min-task-recall", callback=number_range(0, 1), help="Target: task recall@10 at least this."),
+    min_neighbor_recall: Optional[float] = typer.Option(None, "--min-neighbor-recall", callback=number_range(0, 1), help="Target: neighbour recall@10 at least this."),
+    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", callback=byte_size, help="Target: predicted RAM at most this (2GiB, 512MiB, 1.5GB)."),
     results: Optional[Path] = typer.Option(None, "--results", help="results.json of `slimvec bench` (the quality side)."),
     pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV of your data for a quick sweep (repeatable)."),
     vectors: Optional[Path] = typer.Option(None, "--vectors", help="Vectors file of your data for a quick sweep."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec for the quick sweep (repeatable) [default: pca at dim/2, dim/4, dim/8]."),
-    sample: int = typer.Option(2000, "--sample", help="Rows of --pairs / --vectors used by the quick sweep."),
-    payload_bytes: int = typer.Option(0, "--payload-bytes", help="Mean JSON payload bytes stored per document (ingest stores the text)."),
-    top: int = typer.Option(10, "--top", help="Candidates shown."),
+    sample: int = typer.Option(2000, "--sample", callback=int_range(1), help="Rows of --pairs / --vectors used by the quick sweep."),
+    payload_bytes: int = typer.Option(0, "--payload-bytes", callback=int_range(0), help="Mean JSON payload bytes stored per document (ingest stores the text)."),
+    top: int = typer.Option(10, "--top", callback=int_range(1), help="Candidates shown."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Also plan ingest on this engine (ray): workers, hours, shards, nodes."),
-    workers: int = typer.Option(8, "--workers", help="--engine: encoder workers."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine: GPUs per worker (published GPU rate)."),
-    cpu_rate: Optional[float] = typer.Option(None, "--cpu-rate", help="--engine: docs/s per CPU core [default: measured now]."),
-    node_ram: str = typer.Option("64GiB", "--node-ram", help="--engine: RAM per serving node."),
-    node_hour_price: float = typer.Option(0.0, "--node-hour-price", help="--engine: price of a node-hour, for savings."),
-    replication: int = typer.Option(1, "--replication", help="--engine: copies of each shard."),
+    workers: int = typer.Option(8, "--workers", callback=int_range(1), help="--engine: encoder workers."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", callback=number_range(0), help="--engine: GPUs per worker (published GPU rate)."),
+    cpu_rate: Optional[float] = typer.Option(None, "--cpu-rate", callback=number_range(0, low_open=True, hint="docs/s per CPU core; leave it out to measure it here"), help="--engine: docs/s per CPU core [default: measured now]."),
+    node_ram: str = typer.Option("64GiB", "--node-ram", callback=byte_size, help="--engine: RAM per serving node."),
+    node_hour_price: float = typer.Option(0.0, "--node-hour-price", callback=number_range(0), help="--engine: price of a node-hour, for savings."),
+    replication: int = typer.Option(1, "--replication", callback=int_range(1), help="--engine: copies of each shard."),
     recipe: list[str] = typer.Option([], "--recipe", help="Plan exactly this recipe (string or tuned.json; repeatable): sized at --docs with its full vectors on disk, quality from --results / the quick sweep (which then measures it)."),
 ) -> None:
     """Recommend reducer × store configurations for DOCS documents and predict RAM and disk.

@@ -7,23 +7,25 @@ from typing import List, Optional
 
 import typer
 
+from slimvec.cli.checks import int_range, number_range
+
 __all__ = ["serve"]
 
 
 def serve(
     root: Path = typer.Option(..., "--root", help="Folder whose sub-folders are index folders."),
     host: str = typer.Option("127.0.0.1", help="Address to bind (non-loopback needs an API key)."),
-    port: int = typer.Option(8000, help="Port."),
+    port: int = typer.Option(8000, callback=int_range(1, 65535), help="Port."),
     api_key_env: str = typer.Option("SLIMVEC_API_KEY", help="Environment variable holding the read-write API key."),
     read_only_key_env: str = typer.Option("SLIMVEC_READ_ONLY_KEY", help="Environment variable holding a read-only key."),
     reports: Optional[Path] = typer.Option(None, "--reports", help="Folder served at /reports/, behind the read key when keys are set; not the root nor an index folder under it [default: ROOT/.reports if it exists]."),
     allow_dir: List[Path] = typer.Option([], "--allow-dir", help="Folder whose files ingest jobs may read (repeatable)."),
     allow_store: List[str] = typer.Option([], "--allow-store", help="Store location outside the index folders that requests may name, e.g. qdrant:http://qdrant:6333 (gets $QDRANT_API_KEY) or qdrant-edge:/srv/stores (repeatable; none: every index keeps its store in its folder)."),
     fit_after: int = typer.Option(1000, help="Documents a new index collects before its reducer is fitted."),
-    max_body_bytes: int = typer.Option(32 * 1024 * 1024, help="Largest request body (413 above)."),
-    max_batch: int = typer.Option(4096, help="Most documents / vectors / queries per request (413 above)."),
-    queue_size: int = typer.Option(64, help="Write requests in flight before 429 + Retry-After."),
-    batch_wait_ms: float = typer.Option(2.0, help="Dynamic batching wait for query texts (0: off)."),
+    max_body_bytes: int = typer.Option(32 * 1024 * 1024, callback=int_range(1), help="Largest request body (413 above)."),
+    max_batch: int = typer.Option(4096, callback=int_range(1), help="Most documents / vectors / queries per request (413 above)."),
+    queue_size: int = typer.Option(64, callback=int_range(1), help="Write requests in flight before 429 + Retry-After."),
+    batch_wait_ms: float = typer.Option(2.0, callback=number_range(0), help="Dynamic batching wait for query texts (0: off)."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: pca:96|qdrant-edge|rescore=auto,keep_full=float16, as slimvec ingest]; 'none': pca:96 on qdrant-edge without rescoring."),
 ) -> None:

@@ -10,9 +10,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from slimvec.cli.checks import byte_size, int_range, number_range
 from slimvec.errors import ConfigError
 
 __all__ = ["tune"]
+
+_SEARCH_MODES = ("halving", "exhaustive", "auto")
 
 
 def _human(n: float) -> str:
@@ -23,21 +26,28 @@ def _human(n: float) -> str:
     return str(n)
 
 
+def _search_choice(value: str) -> str:
+    """``--search`` is one of halving, exhaustive, auto (checked before the vectors are read)."""
+    if value not in _SEARCH_MODES:
+        raise ConfigError(f"--search must be one of {', '.join(_SEARCH_MODES)}, got {value!r}.")
+    return value
+
+
 def tune(
-    docs: int = typer.Option(..., "--docs", help="Corpus size to plan for (RAM and disk are predicted at this N)."),
+    docs: int = typer.Option(..., "--docs", callback=int_range(1), help="Corpus size to plan for (RAM and disk are predicted at this N)."),
     vectors: Optional[Path] = typer.Option(None, "--vectors", help="A sample of your vectors: .npy or Parquet."),
     pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV whose sentences are encoded with MiniLM (repeatable)."),
-    ram_budget: Optional[str] = typer.Option(None, "--ram-budget", help="RAM the searchable index may use at --docs (2GiB, 512MiB)."),
-    min_recall: Optional[float] = typer.Option(None, "--min-recall", help="Neighbour recall@10 floor (e.g. 0.99)."),
-    max_p50_ms: Optional[float] = typer.Option(None, "--max-p50-ms", help="Single-query p50 latency ceiling, measured at the sample size."),
+    ram_budget: Optional[str] = typer.Option(None, "--ram-budget", callback=byte_size, help="RAM the searchable index may use at --docs (2GiB, 512MiB)."),
+    min_recall: Optional[float] = typer.Option(None, "--min-recall", callback=number_range(0, 1), help="Neighbour recall@10 floor (e.g. 0.99)."),
+    max_p50_ms: Optional[float] = typer.Option(None, "--max-p50-ms", callback=number_range(0, low_open=True), help="Single-query p50 latency ceiling, measured at the sample size."),
     out: Path = typer.Option(Path("tuned.json"), "--out", help="Where the winning recipe is written."),
-    sample: int = typer.Option(32000, "--sample", help="Largest rung of the successive halving (vectors)."),
-    queries: int = typer.Option(200, "--queries", help="Held-out sample queries."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the query / sample split."),
+    sample: int = typer.Option(32000, "--sample", callback=int_range(1), help="Largest rung of the successive halving (vectors)."),
+    queries: int = typer.Option(200, "--queries", callback=int_range(1), help="Held-out sample queries."),
+    seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of the query / sample split."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec to consider (repeatable) [default: none and pca at dim/2, /4, /8]."),
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8]."),
-    top: int = typer.Option(10, "--top", help="Runner-up rows shown."),
-    search: str = typer.Option("auto", "--search", help="halving: successive halving over builds on samples of 1/16, 1/4 and all of --sample; exhaustive: every candidate on the whole sample; auto: exhaustive when most builds within the budget train a quantizer (IVF/PQ: training costs the same at every rung), else halving."),
+    top: int = typer.Option(10, "--top", callback=int_range(1), help="Runner-up rows shown."),
+    search: str = typer.Option("auto", "--search", callback=_search_choice, help="halving: successive halving over builds on samples of 1/16, 1/4 and all of --sample; exhaustive: every candidate on the whole sample; auto: exhaustive when most builds within the budget train a quantizer (IVF/PQ: training costs the same at every rung), else halving."),
     table_out: Optional[Path] = typer.Option(None, "--table", help="Also write every candidate's row (JSON list) here."),
 ) -> None:
     """Choose reducer × store × rescoring depth for your budget (successive halving on a sample)."""

@@ -25,7 +25,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-__all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "measure_cpu_rate",
+from slimvec.ranges import check_int, check_number
+
+__all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "check_engine_config", "measure_cpu_rate",
            "GPU_DOCS_PER_S", "GPU_SOURCE"]
 
 #: all-MiniLM-L6-v2 sentences/s on one NVIDIA V100, from the sentence-transformers model table
@@ -84,12 +86,34 @@ class EnginePlan:
                 "rows": [asdict(r) for r in self.rows], "inputs": self.inputs}
 
 
+def check_engine_config(cfg: EngineConfig) -> None:
+    """Refuse numbers no cluster has (zero or negative workers, rates, RAM, replicas; NaN).
+
+    Raises
+    ------
+    ConfigError
+        One line naming the field (and its ``slimvec plan`` option), the allowed range and the
+        value given.
+    """
+    check_int("workers (--workers)", cfg.workers, low=1)
+    check_int("cores_per_worker", cfg.cores_per_worker, low=1)
+    check_number("gpus_per_worker (--gpus-per-worker)", cfg.gpus_per_worker, low=0)
+    if cfg.gpus_per_worker > 0:
+        check_number("gpu_docs_per_s", cfg.gpu_docs_per_s, low=0, low_open=True)
+    else:
+        check_number("cpu_docs_per_s_per_core (--cpu-rate)", cfg.cpu_docs_per_s_per_core, low=0,
+                     low_open=True, hint="measure it with measure_cpu_rate() or give it; GPUs use the "
+                     "published rate")
+    check_int("node_ram_bytes (--node-ram)", cfg.node_ram_bytes, low=1)
+    check_number("ram_fraction", cfg.ram_fraction, low=0, high=1, low_open=True)
+    check_number("node_hour_price (--node-hour-price)", cfg.node_hour_price, low=0)
+    check_int("replication (--replication)", cfg.replication, low=1)
+
+
 def _rate(cfg: EngineConfig) -> tuple[float, str]:
     if cfg.gpus_per_worker > 0:
         per = cfg.gpu_docs_per_s * cfg.gpus_per_worker
         return per * cfg.workers, f"{cfg.gpu_docs_per_s:,.0f} docs/s per GPU ({GPU_SOURCE})"
-    if cfg.cpu_docs_per_s_per_core <= 0:
-        raise ValueError("cpu_docs_per_s_per_core must be measured or given")
     per = cfg.cpu_docs_per_s_per_core * cfg.cores_per_worker
     return per * cfg.workers, f"{cfg.cpu_docs_per_s_per_core:,.1f} docs/s per CPU core ({cfg.cpu_source})"
 
@@ -104,7 +128,17 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
         Configurations from the size models; the one with the largest ``dim_out`` is the
         full-precision reference the savings are measured against.
     cfg : EngineConfig
+
+    Raises
+    ------
+    ConfigError
+        ``docs`` < 1, a configuration's RAM negative or not finite, or a number of ``cfg`` out of
+        range (:func:`check_engine_config`).
     """
+    docs = check_int("docs", docs, low=1)
+    check_engine_config(cfg)
+    for label, _, ram in configs:
+        check_number(f"RAM of {label}", ram, low=0)
     rate, rate_note = _rate(cfg)
     seconds = docs / rate
     plan = EnginePlan(docs, cfg, rate, seconds / 3600, seconds / 3600 * cfg.workers)

@@ -135,3 +135,27 @@ def test_recipes_are_planned_with_their_depth_and_full_vectors(tmp_path: Path) -
     assert sized.candidates[0].quality is None and sized.candidates[0].ram_bytes > 100_000 * 96 * 4
     with pytest.raises(ConfigError, match="needs measured quality"):
         make_plan(1000, 384, recipes=recipes[:1], min_quality=0.9, workdir=tmp_path)
+
+
+@pytest.mark.parametrize("kwargs,says", [
+    ({"docs": 0}, "docs must be an integer >= 1, got 0"),
+    ({"docs": -5}, "docs must be an integer >= 1, got -5"),
+    ({"docs": 1.5}, "docs must be an integer >= 1, got 1.5"),
+    ({"dim": 0}, "dim must be an integer >= 1, got 0"),
+    ({"min_quality": 1.5}, "min_quality (task_recall_at_10) must be a finite number in [0, 1], got 1.5"),
+    ({"min_quality": float("nan")}, "in [0, 1], got nan"),
+    ({"min_quality": -1.0}, "in [0, 1], got -1.0"),
+    ({"min_quality": -1.5, "metric": "sts_spearman"}, "in [-1, 1], got -1.5"),
+    ({"payload_bytes": -1}, "payload_bytes must be an integer >= 0, got -1"),
+    ({"memory_budget": "0.1B"}, "at least 1 byte"),
+    ({"calibrate_sizes": (1000, 0)}, "calibrate_sizes must be an integer >= 1, got 0"),
+])
+def test_make_plan_refuses_absurd_numbers_before_any_build(kwargs, says, tmp_path: Path) -> None:
+    """Issue 23 item 10: a Python caller gets a ConfigError naming the argument and the range, before
+    a size build starts (nothing written to the workdir)."""
+    args = {"docs": 1000, "dim": 384, "min_quality": 0.9, "rows": ROWS, "stores": ["hnsw"], **kwargs}
+    docs, dim = args.pop("docs"), args.pop("dim")
+    with pytest.raises(ConfigError) as info:
+        make_plan(docs, dim, workdir=tmp_path, **args)
+    assert says in str(info.value)
+    assert list(tmp_path.iterdir()) == []

@@ -53,7 +53,7 @@ def test_plan_cli_bad_input_is_one_line_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "needs measured quality" in proc.stderr and "Traceback" not in proc.stderr
     proc = _plan("--docs", "1000", "--dim", "384", "--memory-budget", "lots", "--store", "hnsw", cwd=tmp_path)
-    assert proc.returncode == 2 and "Memory budget 'lots'" in proc.stderr
+    assert proc.returncode == 2 and "--memory-budget 'lots'" in proc.stderr
 
 
 def test_plan_cli_recipe_quick_sweep_measures_the_recipe(tmp_path: Path) -> None:

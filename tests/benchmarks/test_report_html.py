@@ -333,3 +333,62 @@ def test_hostile_and_sparse_rows_render_as_text(browser, tmp_path):
         assert evil in page.inner_text("#rows-table")
     finally:
         opened.close()
+
+
+# --------------------------------------------------------------------------- template markers as data
+#: the template's own markers, and a row field that runs script if it ever lands outside the JSON
+MARKERS = ["__TITLE__", "/*__CSS__*/", "__DATA__", "/*__JS__*/"]
+IMG = "<img src=x onerror=window.__pwned=1>"
+
+
+def _marker_rows() -> list[dict]:
+    rows = [{"reducer": "pca:8", "store": IMG, "dataset": "d", "bytes_per_vector": 40.0,
+             "task_recall_at_10": 0.9, "latency_p50_ms": 0.1}]
+    for i, m in enumerate(MARKERS):  # each marker as a whole field, and one with U+2028 / U+2029 in it
+        rows.append({"reducer": f"rp:{8 + i}", "store": m, "dataset": m + "\u2028\u2029",
+                     "bytes_per_vector": 20.0 + i, "task_recall_at_10": 0.5 + i / 10, "latency_p50_ms": 0.1})
+    return rows
+
+
+def test_markers_in_values_are_substituted_once(tmp_path):
+    """Title, file name and row fields equal to the template's markers stay data: one pass, no
+    re-scanning, the JSON block holds neither '<' nor a raw U+2028."""
+    results = tmp_path / "__DATA__.json"
+    results.write_text(json.dumps(_marker_rows()), encoding="utf-8")
+    for title in ("__DATA__", None):  # None: the default title names the file stem, __DATA__
+        text = render_report_html([results], tmp_path / "r.html", planner=False, title=title).read_text("utf-8")
+        assert text.count("<script") == 2 and text.count("</script>") == 2
+        assert text.count('"use strict"') == 1  # report.js once, not again inside the data
+        want = "__DATA__" if title else "slimvec benchmark report: __DATA__"
+        assert re.search(r"<h1>(.*?)</h1>", text, re.S).group(1) == want
+        assert re.search(r"<title>(.*?)</title>", text, re.S).group(1) == want
+        block = re.search(r'<script id="report-data" type="application/json">(.*?)</script>', text, re.S).group(1)
+        assert "<" not in block and "\u2028" not in block and "\u2029" not in block
+        data = json.loads(block)
+        assert [r["store"] for r in data["rows"]] == [IMG] + MARKERS
+        assert data["rows"][1]["dataset"] == MARKERS[0] + "\u2028\u2029"
+
+
+def test_marker_names_render_as_text_in_chromium(browser, tmp_path):
+    """`--title __DATA__`, a results file `__DATA__.json`, an `<img onerror>` field and a field
+    `/*__JS__*/`: no script runs, every row renders, the title is literal text."""
+    results = tmp_path / "__DATA__.json"
+    rows = _marker_rows()
+    results.write_text(json.dumps(rows), encoding="utf-8")
+    for title in ("__DATA__", None):
+        page_path = render_report_html([results], tmp_path / "m.html", planner=False, title=title)
+        opened = Opened(browser, page_path)
+        try:
+            page = opened.page
+            assert opened.errors == [] and opened.requests == [opened.url]
+            assert page.evaluate("window.__pwned === undefined")
+            want = "__DATA__" if title else "slimvec benchmark report: __DATA__"
+            assert page.title() == want
+            assert page.inner_text("h1") == want
+            assert page.eval_on_selector_all("header h1 *", "e => e.length") == 0  # text, no elements
+            assert page.eval_on_selector_all("#rows-table tbody tr", "e => e.length") == len(rows)
+            table = page.inner_text("#rows-table")
+            assert IMG in table and all(m in table for m in MARKERS)
+            assert opened.marks() == len(rows)
+        finally:
+            opened.close()

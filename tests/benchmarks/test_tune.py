@@ -153,3 +153,33 @@ def test_auto_search_measures_trained_stores_exhaustively(minilm_vectors, tmp_pa
     assert hnsw.candidates[0].rung == 2 and any("search: halving" in n for n in hnsw.notes)
     with pytest.raises(ConfigError, match="search must be"):
         tune(minilm_vectors[:1300], docs=10, ram_budget=1 << 30, grid=grid, search="greedy")
+
+
+@pytest.mark.parametrize("kwargs,says", [
+    ({"min_recall": 1.5}, "min_recall (--min-recall) must be a finite number in [0, 1], got 1.5"),
+    ({"min_recall": float("nan")}, "in [0, 1], got nan"),
+    ({"min_recall": -1.0}, "in [0, 1], got -1.0"),
+    ({"max_p50_ms": 0.0}, "max_p50_ms (--max-p50-ms) must be a finite number > 0, got 0.0"),
+    ({"docs": 0}, "docs (--docs) must be an integer >= 1, got 0"),
+    ({"ram_budget": 0}, "ram_budget (--ram-budget, bytes) must be an integer >= 1, got 0"),
+    ({"rungs": (500, -1)}, "rungs (sample sizes) must be an integer >= 1, got -1"),
+    ({"n_queries": 0}, "n_queries (--queries) must be an integer >= 1, got 0"),
+    ({"seed": -1}, "seed (--seed) must be an integer >= 0, got -1"),
+    ({"k": 0}, "k must be an integer >= 1, got 0"),
+    ({"latency_queries": 0}, "latency_queries must be an integer >= 1, got 0"),
+])
+def test_tune_refuses_absurd_numbers_before_any_work(kwargs, says, tmp_path):
+    """Issue 23 item 10: ``min_recall=1.5`` used to run the whole search before failing; every bad
+    number is now a ConfigError before the size builds (the workdir stays empty), in well under a
+    second."""
+    import time
+
+    X = np.random.default_rng(0).standard_normal((400, 32)).astype(np.float32)
+    args = {"docs": 1000, "min_recall": 0.9, "grid": [Recipe("pca:8", "hnsw")], "rungs": (300,),
+            "n_queries": 50, **kwargs}
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as info:
+        tune(X, workdir=tmp_path, **args)
+    assert time.perf_counter() - start < 0.5
+    assert says in str(info.value)
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from slimvec.errors import ConfigError
+
 from slimvec.engines.plan import GPU_DOCS_PER_S, EngineConfig, engine_plan
 
 GiB = 2**30
@@ -34,3 +36,28 @@ def test_gpu_plan_uses_the_published_rate():
 def test_cpu_plan_needs_a_rate():
     with pytest.raises(ValueError):
         engine_plan(1000, CONFIGS, EngineConfig())
+
+
+@pytest.mark.parametrize("fields,says", [
+    ({"workers": 0}, "workers (--workers) must be an integer >= 1, got 0"),  # was ZeroDivisionError
+    ({"workers": -4}, "workers (--workers) must be an integer >= 1, got -4"),  # was -400 docs/s
+    ({"cpu_docs_per_s_per_core": -3.0}, "cpu_docs_per_s_per_core (--cpu-rate) must be a finite number > 0"),
+    ({"cpu_docs_per_s_per_core": float("nan")}, "> 0, got nan"),
+    ({"gpus_per_worker": -1.0}, "gpus_per_worker (--gpus-per-worker) must be a finite number >= 0, got -1.0"),
+    ({"replication": 0}, "replication (--replication) must be an integer >= 1, got 0"),
+    ({"node_ram_bytes": 0}, "node_ram_bytes (--node-ram) must be an integer >= 1, got 0"),
+    ({"node_hour_price": float("inf")}, "node_hour_price (--node-hour-price) must be a finite number >= 0"),
+    ({"ram_fraction": 0.0}, "ram_fraction must be a finite number in (0, 1], got 0.0"),
+    ({"cores_per_worker": 0}, "cores_per_worker must be an integer >= 1, got 0"),
+])
+def test_absurd_cluster_numbers_are_config_errors(fields, says):
+    """Issue 23 item 10: a Python caller gets one line naming the field, its option and the range."""
+    cfg = EngineConfig(**{"workers": 4, "cpu_docs_per_s_per_core": 50.0, **fields})
+    with pytest.raises(ConfigError) as info:
+        engine_plan(1_000_000, CONFIGS, cfg)
+    assert says in str(info.value)
+
+
+def test_plan_needs_documents():
+    with pytest.raises(ConfigError, match="docs must be an integer >= 1, got 0"):
+        engine_plan(0, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))

@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from importlib import resources
 from pathlib import Path
@@ -39,19 +40,33 @@ def _clean(value: Any) -> Any:
     return value
 
 
+#: what would let JSON end, open or confuse the ``<script type="application/json">`` element it sits
+#: in (``</script>``, ``<!--`` and ``<script`` need ``<``; ``>`` and ``&`` for good measure), or break
+#: a reader that takes it for JavaScript (U+2028 / U+2029): each as its JSON ``\\uXXXX`` escape,
+#: which ``JSON.parse`` reads back to the same string
+_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029]")
+
+#: the template's markers; substituted in one pass (:func:`render_html`)
+_MARKERS = re.compile(r"__TITLE__|/\*__CSS__\*/|__DATA__|/\*__JS__\*/")
+
+
 def _json_for_script(data: dict[str, Any]) -> str:
     text = json.dumps(_clean(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    # inside <script type="application/json"> only "</" (and "<!--") could end or confuse the element
-    return text.replace("<!--", "\\u003c!--").replace("</", "<\\/")
+    return _SCRIPT_UNSAFE.sub(lambda m: _SCRIPT_ESCAPES[m.group(0)], text)
 
 
 def render_html(data: dict[str, Any], title: str = "slimvec benchmark report") -> str:
-    """The page for ``data`` (:func:`~slimvec.benchmarks.html.data.build_page_data`) as one string."""
-    template = _asset("template.html")
-    return (template.replace("__TITLE__", html.escape(title))
-            .replace("/*__CSS__*/", _asset("report.css"))
-            .replace("__DATA__", _json_for_script(data))
-            .replace("/*__JS__*/", _asset("report.js")))
+    """The page for ``data`` (:func:`~slimvec.benchmarks.html.data.build_page_data`) as one string.
+
+    Every marker of the template is replaced in one regex pass: a replacement is never scanned
+    again, so a title, file name or row field that spells a marker (``__DATA__``, ``/*__JS__*/``)
+    stays text. Each value is escaped for where it goes: the title as HTML text, the data as JSON
+    inside ``<script>`` (no ``<``, ``>``, ``&``, U+2028 or U+2029 left raw).
+    """
+    values = {"__TITLE__": html.escape(title), "/*__CSS__*/": _asset("report.css"),
+              "__DATA__": _json_for_script(data), "/*__JS__*/": _asset("report.js")}
+    return _MARKERS.sub(lambda m: values[m.group(0)], _asset("template.html"))
 
 
 def render_report_html(results_paths: str | Path | Sequence[str | Path], out_path: str | Path, *,
