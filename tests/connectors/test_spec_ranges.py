@@ -183,3 +183,15 @@ def test_cli_refuses_bad_store_spec_in_one_line(tmp_path):
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "idx" / "manifest.json").exists()
+
+
+def test_builder_refuses_a_store_that_cannot_hold_the_reducer_output_before_the_fit(tmp_path):
+    """``rp:8`` into ``faiss:PQ3``: refused before the reducer is fitted and saved (it used to be
+    refused by FAISS at store creation, after the fit, leaving a reducer in a half index)."""
+    from slimvec.migrate.run import MigrateOptions, migrate
+
+    src = tmp_path / "v.npy"
+    np.save(src, np.random.default_rng(3).standard_normal((64, 16)).astype(np.float32))
+    with pytest.raises(ConfigError, match="PQ3.*8-d"):
+        migrate(str(src), tmp_path / "idx", MigrateOptions(reducer="rp:8", store="faiss:PQ3"))
+    assert not (tmp_path / "idx" / "reducer").exists()

@@ -21,6 +21,8 @@ BAD = [
     ("faiss:IVF100000000,PQ64", ["IVF100000000", "nlist", "1 to 1048576"]),
     ("faiss:HNSW1", ["HNSW1", "2 to 512"]),
     ("qdrant-edge:ef_construct=0", ["ef_construct=0", "4 to"]),
+    # fits no 8-d reducer output: known from rp:8 before any vector comes (fit_after too)
+    ("faiss:PQ3", ["PQ3", "8-d"]),
 ]
 
 
