@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class FactoryShape:
         return max((n for tok, n in self.lists if tok.startswith("IVF")), default=0)
 
 
-def _refuse(factory: str, token: str, what: str, lo: int, hi: int, got: Any, advice: str) -> None:
+def _refuse(factory: str, token: str, what: str, lo: int, hi: int, got: Any, advice: str) -> NoReturn:
     raise ConfigError(f"FAISS factory {factory!r}: {what} of {token} is out of range: expected a "
                       f"whole number from {lo} to {hi}, got {got}. {advice}")
 
