@@ -25,7 +25,7 @@ import numpy as np
 
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, number, parse_quantization, whole
-from slimvec.errors import MissingDependencyError, StoreError
+from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["QdrantStore", "API_KEY_ENV"]
 
@@ -117,7 +117,10 @@ class QdrantStore(VectorStore):
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
-        parse_quantization(self.options["quant"])
+        if parse_quantization(self.options["quant"])[0] == "tq":
+            raise ConfigError(f"Store 'qdrant': option quant={self.options['quant']} is not offered "
+                              "through qdrant-client: expected none, sq8, bq1/bq1.5/bq2 or pq4..pq64, "
+                              "got TurboQuant. Use the qdrant-edge store for tq1..tq4.")
         self.local = not _is_remote(self.location) and self.location != ":memory:"
         self._client = None
 

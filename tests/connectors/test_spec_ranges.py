@@ -76,6 +76,7 @@ BAD_STORE_SPECS = [
     ("qdrant::memory:,oversampling=0", ["oversampling=0", "1 to"]),
     ("qdrant::memory:,collection=", ["collection", "non-empty"]),
     ("qdrant::memory:,quant=bq9", ["bq9", "Known"]),
+    ("qdrant::memory:,quant=tq2", ["quant=tq2", "qdrant-edge"]),
 ]
 
 
