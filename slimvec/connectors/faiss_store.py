@@ -15,15 +15,17 @@ Indexes that need training (IVF, PQ) buffer vectors until ``train_size`` arrive 
 from __future__ import annotations
 
 import logging
+import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 import numpy as np
 
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
-from slimvec.connectors.options import check_options
+from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
 from slimvec.connectors.payloads import PayloadTable
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
@@ -34,6 +36,139 @@ log = logging.getLogger(__name__)
 DEFAULTS: dict[str, Any] = {"factory": "HNSW32", "ef": 64, "nprobe": 16, "train_size": 20000,
                             "gpu": False, "polysemous": False}
 INDEX_FILE, IDS_FILE, PENDING_FILE = "index.faiss", "ids.npy", "pending.npy"
+#: ranges of the options, checked when the spec is parsed
+RULES = {
+    "factory": TEXT,
+    "ef": whole(1, 100_000, "HNSW efSearch (default 64)."),
+    "nprobe": whole(1, 1 << 20, "IVF lists visited per query (default 16)."),
+    "train_size": whole(1, 10 ** 9, "Vectors buffered before training (default 20000)."),
+    "gpu": FLAG,
+    "polysemous": FLAG,
+}
+#: most IVF lists a factory may ask for: 2^20 is what FAISS's own guidelines use for a billion
+#: vectors; ``IVF100000000`` allocated 4.8 GB of empty lists and died in bad_alloc
+MAX_LISTS = 1 << 20
+#: bounds of the other numbers of a factory string
+MAX_HNSW_M, MAX_PQ_M, MAX_NBITS = 512, 4096, 16
+#: most bytes a factory may allocate before the first vector is stored (centroids, codebooks,
+#: empty lists); above it the factory is refused with advice instead of ending in bad_alloc
+MAX_STRUCTURE_BYTES = 2 << 30
+
+
+@dataclass
+class FactoryShape:
+    """The numbers of a FAISS factory string that size its allocations (see :func:`factory_shape`).
+
+    Attributes
+    ----------
+    lists : list of (token, int)
+        Inverted lists of each IVF / IMI coarse quantizer.
+    pq : list of (token, m, nbits)
+        Product (and residual) quantizers: sub-quantizers and bits per code.
+    out_dims : list of int
+        Output dimensions of pre-transforms (PCA, OPQ_d, RR, ITQ_d), in order.
+    """
+
+    lists: list[tuple[str, int]] = field(default_factory=list)
+    pq: list[tuple[str, int, int]] = field(default_factory=list)
+    out_dims: list[int] = field(default_factory=list)
+
+    @property
+    def nlist(self) -> int:
+        """Lists of the largest IVF coarse quantizer (each needs a training vector); an IMI
+        trains its sub-quantizers instead (see ``pq``)."""
+        return max((n for tok, n in self.lists if tok.startswith("IVF")), default=0)
+
+
+def _refuse(factory: str, token: str, what: str, lo: int, hi: int, got: Any, advice: str) -> NoReturn:
+    raise ConfigError(f"FAISS factory {factory!r}: {what} of {token} is out of range: expected a "
+                      f"whole number from {lo} to {hi}, got {got}. {advice}")
+
+
+def factory_shape(factory: str) -> FactoryShape:
+    """Range-check every number of a FAISS ``index_factory`` string, without building anything.
+
+    Checked: IVF nlist (1 to 2^20), IMI lists (at most 2^20), HNSW / NSG degree M (2 to 512: FAISS
+    aborts the process on HNSW1 and crashes on HNSW0), PQ / RQ sub-quantizers m (1 to 4096) and
+    bits (1 to 16), OPQ m and output dimension, PCA / RR output dimensions (1 to 65536).
+    Whether the string is a factory FAISS knows, and whether PQ m divides the dimension, is
+    FAISS's own answer (:meth:`FaissStore.dim_problem`).
+
+    Raises
+    ------
+    ConfigError
+        A number out of its range; the message names the token, the range and the value.
+    """
+    shape = FactoryShape()
+    text = str(factory)
+    for m in re.finditer(r"IVF(\d+)", text):
+        n = int(m.group(1))
+        if not 1 <= n <= MAX_LISTS:
+            _refuse(text, m.group(0), "the number of lists (nlist)", 1, MAX_LISTS, n,
+                    "Use about 4*sqrt(N) to 16*sqrt(N) lists for N vectors (IVF1024 for a million); "
+                    "every list needs training vectors and memory.")
+        shape.lists.append((m.group(0), n))
+    for m in re.finditer(r"IMI(\d+)x(\d+)", text):
+        splits, bits = int(m.group(1)), int(m.group(2))
+        if splits < 1 or bits < 1 or splits * bits > 20:
+            raise ConfigError(f"FAISS factory {text!r}: {m.group(0)} asks for 2^{splits * bits} lists; "
+                              f"expected splits x bits of at most 20 (2^20 lists), each at least 1. "
+                              "Use e.g. IMI2x8 (65,536 lists).")
+        shape.lists.append((m.group(0), 2 ** (splits * bits)))
+        shape.pq.append((m.group(0), splits, bits))
+    for m in re.finditer(r"(?:HNSW|NSG)(\d+)", text):
+        n = int(m.group(1))
+        if not 2 <= n <= MAX_HNSW_M:
+            _refuse(text, m.group(0), "the graph degree M", 2, MAX_HNSW_M, n,
+                    "FAISS crashes below 2 (HNSW1 aborts the process); 16-64 is usual (HNSW32).")
+    for m in re.finditer(r"(?<![A-Za-z])(PQ|RQ)(\d+)(?:x(\d+))?", text):
+        sub, bits = int(m.group(2)), int(m.group(3) or 8)
+        if not 1 <= sub <= MAX_PQ_M:
+            _refuse(text, m.group(0), "the number of sub-quantizers m", 1, MAX_PQ_M, sub,
+                    "m must divide the vector dimension (e.g. PQ16 for 96 or 384 dimensions).")
+        if not 1 <= bits <= MAX_NBITS:
+            _refuse(text, m.group(0), "the bits per code (nbits)", 1, MAX_NBITS, bits,
+                    f"Each sub-quantizer trains 2^nbits centroids; 8 is the default (PQ{sub}x8), "
+                    "4 the fast-scan size.")
+        shape.pq.append((m.group(0), sub, bits))
+    for m in re.finditer(r"OPQ(\d+)(?:_(\d+))?", text):
+        sub = int(m.group(1))
+        if not 1 <= sub <= MAX_PQ_M:
+            _refuse(text, m.group(0), "the number of sub-quantizers m", 1, MAX_PQ_M, sub,
+                    "Use the m of the PQ that follows (OPQ16,PQ16).")
+        if m.group(2) is not None:
+            out = int(m.group(2))
+            if not 1 <= out <= MAX_DIM:
+                _refuse(text, m.group(0), "the output dimension", 1, MAX_DIM, out,
+                        "OPQm_d rotates to d dimensions, a multiple of m.")
+            shape.out_dims.append(out)
+    for m in re.finditer(r"(?:PCAW?R?|RR|ITQ)(\d+)", text):
+        out = int(m.group(1))
+        if not 1 <= out <= MAX_DIM:
+            _refuse(text, m.group(0), "the output dimension", 1, MAX_DIM, out,
+                    "A pre-transform keeps at most as many dimensions as it gets.")
+        shape.out_dims.append(out)
+    return shape
+
+
+def structure_bytes(shape: FactoryShape, dim: int) -> int:
+    """Bytes a factory allocates for ``dim``-d vectors before storing any: coarse centroids and
+    empty inverted lists, and the codebooks of every product quantizer."""
+    d = min([int(dim), *shape.out_dims])
+    total = sum(n * (4 * d + 48) for _, n in shape.lists)
+    total += sum((2 ** bits) * 4 * d for _, _, bits in shape.pq)
+    return total
+
+
+def _probe_dim(shape: FactoryShape) -> int | None:
+    """A dimension every sub-quantizer count divides, at least every pre-transform's output, at
+    which FAISS can judge a factory string before the real dimension is known (None: too large)."""
+    d = 1
+    for _, sub, _ in shape.pq:
+        d = d * sub // math.gcd(d, sub)
+    need = max([64, *shape.out_dims])
+    d *= -(-need // d)
+    return d if d <= MAX_DIM else None
 
 
 def _faiss():
@@ -125,19 +260,41 @@ class FaissStore(VectorStore):
 
     @classmethod
     def min_train_vectors(cls, arg: str | None, options: Mapping[str, Any]) -> int:
-        """IVF needs a vector per list, PQ / SQ4 codebooks 256 (2^nbits) per sub-quantizer."""
-        factory = str(options.get("factory") or arg or cls.default_arg).upper()
-        need = 0
-        for m in re.finditer(r"IVF(\d+)", factory):
-            need = max(need, int(m.group(1)))
-        if "PQ" in factory:
-            need = max(need, 256)
+        """IVF needs a vector per list, each PQ / IMI sub-quantizer 2^nbits (256 by default):
+        FAISS's k-means refuses fewer training points than centroids."""
+        factory = str(options.get("factory") or arg or cls.default_arg)
+        shape = factory_shape(factory)
+        need = shape.nlist
+        for _, _, bits in shape.pq:
+            need = max(need, 2 ** bits)
+        if "OPQ" in factory.upper():
+            need = max(need, 256)  # OPQ trains its own 8-bit PQ
         return need
 
     @classmethod
     def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
-        """FAISS's own answer: the factory is built (empty, in memory) at ``dim``."""
+        """Why the factory cannot hold ``dim``-d vectors: a dimension outside 1..65536, an
+        allocation above :data:`MAX_STRUCTURE_BYTES` before any vector is stored, or FAISS's
+        own answer (the factory is built, empty, at ``dim``: PQ m must divide it...).
+
+        Raises
+        ------
+        ConfigError
+            A number of the factory out of range (:func:`factory_shape`), whatever the dimension.
+        """
         factory = str(options.get("factory") or arg or cls.default_arg)
+        shape = factory_shape(factory)
+        if not 1 <= int(dim) <= MAX_DIM:
+            return f"FAISS factory {factory!r}: vectors must have 1 to {MAX_DIM} dimensions, got {dim}"
+        need = structure_bytes(shape, int(dim))
+        if need > MAX_STRUCTURE_BYTES:
+            parts = ", ".join(f"{tok}: {n:,} lists" for tok, n in shape.lists) or \
+                ", ".join(f"{tok}: 2^{bits} centroids per sub-quantizer" for tok, _, bits in shape.pq)
+            return (f"FAISS factory {factory!r} at {dim} dimensions would allocate about "
+                    f"{need / 2 ** 30:.1f} GiB ({parts}) before a single vector is stored, above "
+                    f"the {MAX_STRUCTURE_BYTES / 2 ** 30:.0f} GiB slimvec allows; use fewer IVF lists "
+                    "(about 4*sqrt(N) to 16*sqrt(N) for N vectors), fewer PQ bits, or reduce the "
+                    "dimension first")
         try:
             _faiss().index_factory(int(dim), factory)
         except RuntimeError as exc:
@@ -145,8 +302,35 @@ class FaissStore(VectorStore):
             return f"FAISS factory {factory!r} cannot hold {dim}-d vectors ({reason})"
         return None
 
+    @classmethod
+    def _check_factory(cls, options: Mapping[str, Any]) -> None:
+        """Parse-time checks of a factory string and the options that depend on it: its numbers
+        (:func:`factory_shape`), FAISS's own parser at a dimension that fits it, and a
+        ``train_size`` large enough to train it."""
+        factory = str(options["factory"])
+        shape = factory_shape(factory)
+        probe = _probe_dim(shape)
+        if probe is not None and structure_bytes(shape, probe) <= MAX_STRUCTURE_BYTES:
+            try:
+                _faiss().index_factory(probe, factory)
+            except RuntimeError as exc:
+                reason = str(exc).strip().splitlines()[-1].split("Error: ")[-1].strip()
+                raise ConfigError(
+                    f"FAISS index_factory does not accept {factory!r} ({reason}). Check the "
+                    "spelling against the faiss index_factory documentation, e.g. HNSW32, Flat, "
+                    "IVF256,PQ16, HNSW32,SQ8, OPQ16,IVF256,PQ16.") from exc
+        need = cls.min_train_vectors(None, options)
+        if int(options["train_size"]) < need:
+            advice = max(need, 39 * shape.nlist, DEFAULTS["train_size"])
+            raise ConfigError(
+                f"Store 'faiss': option train_size={options['train_size']} is out of range for "
+                f"{factory!r}: expected a whole number from {need} (the fewest vectors it trains "
+                f"on) to {RULES['train_size'].hi:.0f}, got {options['train_size']}. Add "
+                f"train_size={advice} (FAISS advises 39 training vectors per IVF list).")
+
     def __init__(self, location: str, **options: Any) -> None:
-        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
+        self._check_factory(self.options)
         self._index = None
         self._ids = np.empty(0, dtype=np.int64)        # position -> document id
         self._pos: dict[int, int] | None = {}          # document id -> live position (None: not built)
@@ -162,8 +346,11 @@ class FaissStore(VectorStore):
         folder = self._folder(self.location)
         if (folder / INDEX_FILE).exists() or (folder / META_FILE).exists():
             raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
-        folder.mkdir(parents=True, exist_ok=True)
         fmetric = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        problem = self.dim_problem(None, self.options, self.dim)
+        if problem is not None:
+            raise ConfigError(f"{problem}. Nothing was created in {folder}.")
+        folder.mkdir(parents=True, exist_ok=True)
         try:
             self._index = faiss.index_factory(self.dim, str(self.options["factory"]), fmetric)
             if not self.options.get("polysemous"):
@@ -316,6 +503,18 @@ class FaissStore(VectorStore):
         if len(vecs) == 0:
             return
         index = self._require()
+        need = self.min_train_vectors(None, self.options)
+        if len(vecs) < need:
+            self._pending_ids, self._pending_vecs = [ids_arr], [vecs]
+            shape = factory_shape(str(self.options["factory"]))
+            what = ", ".join([f"{tok} has {n:,} lists" for tok, n in shape.lists]
+                             + [f"{tok} trains {2 ** bits:,} centroids per sub-quantizer"
+                                for tok, _, bits in shape.pq])
+            raise ConfigError(
+                f"FAISS factory {self.options['factory']!r} needs at least {need:,} training vectors "
+                f"({what}), got {len(vecs):,}. The vectors stay buffered: write more before "
+                f"finalizing, or use fewer IVF lists (about 4*sqrt(N) for N vectors) or fewer PQ "
+                "bits.")
         try:
             index.train(vecs)
         except RuntimeError as exc:
@@ -328,7 +527,7 @@ class FaissStore(VectorStore):
 
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
         index = self._require()
-        check_options(self.name, params, DEFAULTS)
+        check_options(self.name, params, DEFAULTS, RULES)
         if params:
             saved = dict(self.options)
             self.options.update(params)

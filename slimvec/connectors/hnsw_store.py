@@ -7,13 +7,13 @@ vector in place (hnswlib updates labels it already holds).
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
-from slimvec.connectors.options import check_options
+from slimvec.connectors.options import MAX_DIM, check_options, whole
 from slimvec.connectors.payloads import PayloadTable
 from slimvec.errors import MissingDependencyError, StoreError
 
@@ -22,6 +22,16 @@ __all__ = ["HnswStore"]
 log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {"M": 16, "ef_construction": 200, "ef": 64, "threads": 0}
+#: ranges checked when the spec is parsed. hnswlib itself checks none: M=0 dies in a segmentation
+#: fault at the first insert, M=1 fails to allocate its link lists, a negative M is a TypeError
+#: deep in pybind11; a huge M allocates 8*M bytes per element at once.
+RULES = {
+    "M": whole(2, 512, "hnswlib crashes below 2 (M=0 is a segmentation fault) and allocates "
+                       "8*M bytes of links per vector; 12-48 is usual (default 16)."),
+    "ef_construction": whole(1, 4096, "The build beam; 100-400 is usual (default 200)."),
+    "ef": whole(1, 100_000, "The search beam, raised to k when k is larger (default 64)."),
+    "threads": whole(0, 1024, "0 uses every core."),
+}
 INDEX_FILE = "index.hnsw"
 _INITIAL_CAPACITY = 1024
 
@@ -60,8 +70,15 @@ class HnswStore(VectorStore):
     def _component(cls, rel: str) -> str:
         return "index" if rel.rsplit("/", 1)[-1].startswith(INDEX_FILE) else "other"
 
+    @classmethod
+    def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
+        """A dimension outside 1..65536 (the limit every store shares)."""
+        if not 1 <= int(dim) <= MAX_DIM:
+            return f"hnswlib vectors must have 1 to {MAX_DIM} dimensions, got {dim}"
+        return None
+
     def __init__(self, location: str, **options: Any) -> None:
-        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
         self._index = None
         self._payloads: PayloadTable | None = None
 
@@ -134,7 +151,7 @@ class HnswStore(VectorStore):
 
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
         index = self._require()
-        check_options(self.name, params, DEFAULTS)
+        check_options(self.name, params, DEFAULTS, RULES)
         qs = check_vectors(queries, self.dim or 0, "queries")
         k = self._capped(k)
         out = SearchResult.empty(len(qs), k)

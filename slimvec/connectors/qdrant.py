@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
-from slimvec.connectors.options import check_options, parse_quantization
-from slimvec.errors import MissingDependencyError, StoreError
+from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, number, parse_quantization, whole
+from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["QdrantStore", "API_KEY_ENV"]
 
@@ -36,6 +36,22 @@ DEFAULTS: dict[str, Any] = {"collection": "slimvec", "batch": 256, "retries": 5,
                             "timeout": 60, "quant": "none", "rescore": True, "oversampling": 2.0,
                             "full_dim": 0, "shard_number": 0, "replication_factor": 0,
                             "write_consistency_factor": 0, "shard_key": "", "parallel": 1}
+#: ranges checked when the spec is parsed (batch=0 was a ZeroDivision-like range() error at the
+#: first upsert; a negative or zero timeout, retries or parallel made no sense)
+RULES = {
+    "collection": TEXT,
+    "batch": whole(1, 100_000, "Points per upload request (default 256)."),
+    "retries": whole(1, 100, "Attempts per request before giving up (default 5)."),
+    "ef": whole(1, 100_000, "The search beam hnsw_ef (default 64)."),
+    "timeout": whole(1, 86_400, "Seconds per request (default 60)."),
+    "rescore": FLAG,
+    "oversampling": number(1, 1000, "Candidates fetched per result before rescoring (default 2)."),
+    "full_dim": whole(0, MAX_DIM, "Set by --keep-full; 0 keeps no full vectors."),
+    "shard_number": whole(0, 65_536, "0 leaves it to the server."),
+    "replication_factor": whole(0, 1024, "0 leaves it to the server."),
+    "write_consistency_factor": whole(0, 1024, "0 leaves it to the server."),
+    "parallel": whole(1, 64, "Threads sending upsert batches (default 1)."),
+}
 #: create_collection arguments taken from the spec when set (0 / "": the server's default)
 CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor")
 #: named vectors of a collection that keeps full vectors (``full_dim`` > 0, set by --keep-full)
@@ -100,7 +116,11 @@ class QdrantStore(VectorStore):
         return location is None or not _is_remote(location)
 
     def __init__(self, location: str, **options: Any) -> None:
-        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
+        if parse_quantization(self.options["quant"])[0] == "tq":
+            raise ConfigError(f"Store 'qdrant': option quant={self.options['quant']} is not offered "
+                              "through qdrant-client: expected none, sq8, bq1/bq1.5/bq2 or pq4..pq64, "
+                              "got TurboQuant. Use the qdrant-edge store for tq1..tq4.")
         self.local = not _is_remote(self.location) and self.location != ":memory:"
         self._client = None
 
@@ -233,7 +253,7 @@ class QdrantStore(VectorStore):
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
         _, models = _client_models()
         client = self._require()
-        o = check_options(self.name, params, self.options)
+        o = check_options(self.name, params, self.options, RULES)
         qs = check_vectors(queries, self.dim or 0, "queries")
         k = self._capped(k)
         if k == 0:  # Qdrant refuses limit=0
@@ -266,7 +286,7 @@ class QdrantStore(VectorStore):
         if not self.keeps_full:
             raise StoreError(f"The Qdrant collection at {self.location} holds no full vectors "
                              "(create it with full_dim, i.e. --keep-full).")
-        o = check_options(self.name, params, self.options)
+        o = check_options(self.name, params, self.options, RULES)
         qs = check_vectors(queries, self.dim or 0, "queries")
         fq = check_vectors(full_queries, int(self.options["full_dim"]), "full queries")
         k, candidates = self._capped(k), self._capped(candidates, "candidates")

@@ -16,13 +16,13 @@ storage, no graph: HNSW ``m=0``). :meth:`QdrantEdgeStore.search_rescored` prefet
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
-from slimvec.connectors.options import check_options, parse_quantization
+from slimvec.connectors.options import FLAG, MAX_DIM, check_options, number, parse_quantization, whole
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["QdrantEdgeStore"]
@@ -33,6 +33,18 @@ DEFAULTS: dict[str, Any] = {"m": 16, "ef_construct": 100, "ef": 64, "quant": "no
                             "rescore": True, "oversampling": 2.0, "exact": False, "full_dim": 0,
                             "memory": "default"}
 MEMORY = ("default", "pinned", "cached", "cold")
+#: ranges checked when the spec is parsed (the engine panics on ef_construct=0 and overflows on
+#: a negative m; Qdrant's API takes ef_construct from 4 and vectors up to 65,536 dimensions)
+RULES = {
+    "m": whole(0, 512, "The HNSW graph degree: 0 builds no graph (exact scan), 16 is the default."),
+    "ef_construct": whole(4, 4096, "Qdrant's build beam starts at 4 (default 100)."),
+    "ef": whole(1, 100_000, "The search beam hnsw_ef (default 64)."),
+    "rescore": FLAG,
+    "oversampling": number(1, 1000, "Candidates fetched per result before rescoring; below 1 "
+                                    "there would be fewer candidates than results (default 2)."),
+    "exact": FLAG,
+    "full_dim": whole(0, MAX_DIM, "Set by --keep-full to the full vectors' dimension; 0 keeps none."),
+}
 REDUCED, FULL = "reduced", "full"
 _UPSERT_BATCH = 512
 
@@ -104,8 +116,15 @@ class QdrantEdgeStore(VectorStore):
                 return comp
         return "other"
 
+    @classmethod
+    def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
+        """Qdrant holds vectors of 1 to 65,536 dimensions."""
+        if not 1 <= int(dim) <= MAX_DIM:
+            return f"Qdrant vectors must have 1 to {MAX_DIM} dimensions, got {dim}"
+        return None
+
     def __init__(self, location: str, **options: Any) -> None:
-        super().__init__(location, **check_options(self.name, options, DEFAULTS))
+        super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
         parse_quantization(self.options["quant"])
         if str(self.options["memory"]).lower() not in MEMORY:
             raise ConfigError(f"qdrant-edge option memory={self.options['memory']!r} is not one of "
@@ -204,7 +223,7 @@ class QdrantEdgeStore(VectorStore):
         q = _edge()
         shard = self._require()
         qs = check_vectors(queries, self.dim or 0, "queries")
-        check_options(self.name, params, DEFAULTS)
+        check_options(self.name, params, DEFAULTS, RULES)
         sp = self._search_params(q, params)
         k = self._capped(k)
         if k == 0:
@@ -242,7 +261,7 @@ class QdrantEdgeStore(VectorStore):
                              "(create it with full_dim, i.e. --keep-full).")
         qs = check_vectors(queries, self.dim or 0, "queries")
         fq = check_vectors(full_queries, int(self.options["full_dim"]), "full queries")
-        check_options(self.name, params, DEFAULTS)
+        check_options(self.name, params, DEFAULTS, RULES)
         sp = self._search_params(q, params)
         k, candidates = self._capped(k), self._capped(candidates, "candidates")
         if k == 0 or candidates == 0:

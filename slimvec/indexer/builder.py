@@ -332,8 +332,10 @@ class IndexBuilder:
 
         named_store = spec.store
         spec = self.resolve(spec)
-        make_reducer(spec.reducer)  # fail fast on bad specs before the fit
+        unfitted = make_reducer(spec.reducer)  # fail fast on bad specs before the fit
         old = self.existing
+        if old is None:  # a store that cannot hold the reducer's output is refused before the fit
+            _refuse_store_dim(spec.store, getattr(unfitted, "n_components", None), self.folder)
         refuse_links_inside(self.folder)
         if old is not None:
             check_store_trusted(self.folder, old, True if named_store else self.trust_store)
@@ -761,3 +763,14 @@ def _map_io_error(folder: Path, exc: BaseException) -> PersistenceError | None:
             "command to resume.")
     return None
 
+
+def _refuse_store_dim(store_spec: Any, n_out: Any, folder: Path) -> None:
+    """:class:`ConfigError` when the store cannot hold ``n_out``-d vectors (FAISS ``PQ7`` at 8
+    dimensions, an IVF whose centroids alone would take gigabytes...), before anything is built."""
+    from slimvec.connectors import store_dim_problem
+
+    if isinstance(n_out, int) and not isinstance(n_out, bool):
+        problem = store_dim_problem(store_spec, n_out)
+        if problem:
+            raise ConfigError(f"{problem}. Nothing was created in {folder}: choose a reducer size "
+                              "and a store spec that fit together.")

@@ -9,7 +9,10 @@ from typing import Any
 from slimvec.errors import ConfigError
 from slimvec.specs import Spec, parse_spec
 
-__all__ = ["REDUCERS", "reducer_class", "make_reducer", "known_reducers"]
+__all__ = ["REDUCERS", "reducer_class", "make_reducer", "known_reducers", "MAX_COMPONENTS"]
+
+#: most output dimensions a reducer spec may ask for (the largest vector any store holds)
+MAX_COMPONENTS = 65536
 
 #: spec name -> "module:Class". Add one line per reducer.
 REDUCERS: dict[str, str] = {
@@ -69,6 +72,13 @@ def make_reducer(spec: str | Spec, **overrides: Any):
                 f"Reducer spec {str(parsed)!r}: {klass.spec_arg} must be an integer, got {parsed.arg!r}."
             ) from exc
     params.update(overrides)
+    n_out = params.get("n_components")
+    if n_out is not None and (isinstance(n_out, bool) or not isinstance(n_out, int)
+                              or not 1 <= n_out <= MAX_COMPONENTS):
+        raise ConfigError(
+            f"Reducer spec {str(parsed)!r}: n_components={n_out!r} is out of range: expected a whole "
+            f"number from 1 to {MAX_COMPONENTS} (the most dimensions a store holds), got {n_out!r}. "
+            "It is the reduced dimension, at most the input's (e.g. pca:96 for 384-d vectors).")
     accepted = [p for p in inspect.signature(klass.__init__).parameters if p != "self"]
     unknown = sorted(set(params) - set(accepted))
     if unknown:

@@ -550,13 +550,15 @@ class Registry:
     def create(self, name: str, spec: IndexSpecIn, sample: np.ndarray | None = None,
                sample_texts: list[str] | None = None) -> tuple[ServedIndex, bool]:
         """Create index ``name``; returns it and whether it is new (409 on other specs)."""
-        from slimvec.connectors import canonical_store_spec
+        from slimvec.connectors import canonical_store_spec, store_dim_problem
         from slimvec.indexer.encoder import resolve_model
 
         folder = index_folder(self.root, name)
         self.check_store(spec.store)  # before anything could connect to or write at it
-        make_reducer(spec.reducer)
+        n_out = getattr(make_reducer(spec.reducer), "n_components", None)
         store_spec = canonical_store_spec(spec.store)
+        if isinstance(n_out, int) and (problem := store_dim_problem(store_spec, n_out)):
+            raise ConfigError(f"{problem}. Choose a reducer size and a store spec that fit together.")
         check_keep_full(spec.keep_full)
         if spec.encoder:
             resolve_model(spec.encoder)

@@ -10,7 +10,7 @@ import pytest
 
 from slimvec.benchmarks.sizing import (SizeModel, calibrate, check_model, fit_model, measure_store,
                                        sizing_spec)
-from slimvec.errors import ConfigError, StoreError
+from slimvec.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +104,6 @@ def test_trained_stores_are_sized_above_what_they_need_to_train(tmp_path: Path) 
     assert sizing_sizes(spec) == (2000, 4000)
     model, measured = calibrate(spec, sizes=sizing_sizes(spec), dims=(16,), workdir=tmp_path)
     assert [m.n for m in measured] == [2000, 4000] and model.disk_bytes(4000, 16) > 4000 * 4
-    with pytest.raises(StoreError, match="could not train"):
-        calibrate(spec, sizes=(600,), dims=(16,), workdir=tmp_path)
+    with pytest.raises(ConfigError, match="needs at least 640 training vectors .*got 600"):
+        calibrate(spec, sizes=(600,), dims=(16,), workdir=tmp_path)  # refused before FAISS trains
     assert store_dim_problem("faiss:PQ32", 48) and store_dim_problem("faiss:PQ16", 48) is None
