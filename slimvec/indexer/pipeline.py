@@ -227,8 +227,8 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
                         opts.quoting)
     defaulted = apply_default_recipe(opts, old)
-    if old is None:
-        if defaulted is not opts:
+    if old is None and opts.recipe is None:
+        if defaulted.recipe is not None:
             defaulted = _small_corpus(defaulted, source, b.say)
         else:
             _say_partial_recipe(opts, b.say)

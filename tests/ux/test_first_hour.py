@@ -95,3 +95,108 @@ def test_one_part_of_a_recipe_says_loudly_the_rest_of_the_default_is_not_applied
            "so no rescoring" in out, out
     assert "--recipe 'pca:16|qdrant-edge|rescore=auto,keep_full=float16'" in out, out
     assert json.loads(result.stdout)["recipe"] == "pca:16|qdrant-edge"
+
+
+# ---------------------------------------------------------------------------- item 4
+@pytest.fixture(scope="module")
+def rescored_index(runner, tmp_path_factory):
+    """120 sentences, PCA-16 in hnswlib, float16 side file, depth 4: what info must describe."""
+    tmp = tmp_path_factory.mktemp("rescored")
+    docs = write_docs(tmp / "docs.jsonl", bundled_sentences(120))
+    folder = tmp / "idx"
+    result = runner.invoke(app, ["ingest", str(docs), "--index", str(folder), "--recipe",
+                                 "pca:16|hnsw|rescore=4,keep_full=float16"])
+    assert result.exit_code == 0, result.output
+    return folder, result
+
+
+@pytest.mark.parametrize("command,expected", [
+    ("ingest", ["[default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16",
+                "needs slimvec[ray])", "[default: 'id' if present, else a hash of the text]"]),
+    ("search", ["[default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]",
+                "0: no re-ranking", "A score is the cosine similarity"]),
+])
+def test_help_shows_the_hand_written_defaults(runner, command, expected):
+    result = runner.invoke(app, [command, "--help"], terminal_width=200, max_content_width=200)
+    assert result.exit_code == 0
+    text = flat(result.output)
+    for phrase in expected:
+        assert phrase in text, (phrase, text)
+
+
+def test_ingest_prints_the_recipe_it_used(small_index, rescored_index):
+    assert "recipe: none|qdrant-edge" in flat(small_index[1].output)
+    assert "recipe: pca:16|hnsw|rescore=4,keep_full=float16" in flat(rescored_index[1].output)
+
+
+def test_info_says_what_was_saved(runner, rescored_index):
+    folder, _ = rescored_index
+    data = json.loads(runner.invoke(app, ["info", "--index", str(folder), "--json"]).stdout)
+    assert data["full_vector_bytes"] == 384 * 4 and data["reduced_vector_bytes"] == 16 * 4
+    assert data["full_file"] == "full/vectors.f16" and data["full_dtype"] == "float16"
+    assert data["full_bytes"] >= 120 * 384 * 2
+    assert data["rescore"] == "x4"
+    # hnswlib holds its graph file in RAM, plus the 16 B/vector id lookup of the side file
+    graph = sum(p.stat().st_blocks * 512 for p in (folder / "store").iterdir()
+                if p.name.startswith("index.hnsw"))
+    assert data["ram_bytes"] == graph + 16 * 120 and graph > 0, data
+    text = flat(runner.invoke(app, ["info", "--index", str(folder)]).output)
+    assert "against 1,536 B for one full 384-d float32 vector" in text, text
+    assert "full vectors for rescoring: full/vectors.f16 (float16" in text, text
+    assert "rescoring: x4 by default" in text, text
+    assert "RAM while serving:" in text, text
+
+
+# ---------------------------------------------------------------------------- item 5
+def search_json(runner, folder: Path, *args: str) -> dict:
+    text = bundled_sentences(120)[11]
+    result = runner.invoke(app, ["search", text, "--index", str(folder), "-k", "5", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)[0]
+
+
+def test_search_rescore_0_means_no_re_ranking_and_says_which_space(runner, rescored_index):
+    folder, _ = rescored_index
+    default = search_json(runner, folder)
+    plain = search_json(runner, folder, "--rescore", "0")
+    assert default["rescore"] == 4 and plain["rescore"] == 0
+    assert default["score"].startswith("cosine similarity of the full 384-d encoder vectors (float16)")
+    assert plain["score"].startswith("cosine similarity of the reduced 16-d vectors (pca:16)")
+    assert default["hits"][0]["source_id"] == "d11" and abs(default["hits"][0]["score"] - 1) < 1e-3
+    # the same documents score differently in the two spaces
+    re_ranked = {h["source_id"]: h["score"] for h in default["hits"]}
+    reduced = {h["source_id"]: h["score"] for h in plain["hits"]}
+    shared = [s for s in re_ranked if s in reduced and s != "d11"]
+    assert shared and any(abs(re_ranked[s] - reduced[s]) > 1e-3 for s in shared)
+    as_none = search_json(runner, folder, "--recipe", "none")
+    assert {k: v for k, v in as_none.items() if k != "timings_ms"} == \
+        {k: v for k, v in plain.items() if k != "timings_ms"}
+
+
+def test_search_json_has_payload_fields_and_timings(runner, rescored_index):
+    folder, _ = rescored_index
+    item = search_json(runner, folder)
+    hit = item["hits"][0]
+    assert hit["payload"] == {"id": "d11", "lang": "en", "n": 11}  # every field of the row
+    t = item["timings_ms"]
+    assert t["queries"] == 1 and t["total_ms"] >= t["search_ms"] > 0 and t["encode_ms"] > 0
+
+
+def test_search_negative_rescore_gives_true_advice(runner, rescored_index):
+    folder, _ = rescored_index
+    result = runner.invoke(app, ["search", "x", "--index", str(folder), "--rescore", "-1"])
+    assert result.exit_code != 0
+    message = flat(str(result.exception))
+    assert "--rescore must be 0 (no re-ranking) or a positive depth R" in message, message
+    assert "omit --rescore to search without re-ranking" not in message
+
+
+def test_ingest_recipe_none_builds_without_a_recipe(runner, small_docs, tmp_path):
+    folder = tmp_path / "idx"
+    result = runner.invoke(app, ["ingest", str(small_docs), "--index", str(folder), "--recipe",
+                                 "none", "--reducer", "pca:16", "--store", "hnsw", "--json"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["reducer"] == "pca:16" and manifest.get("recipe") is None
+    assert manifest.get("full") is None and not (folder / "full").exists()
+    assert "the rest of the default recipe" not in flat(result.stderr)
