@@ -317,7 +317,10 @@ class FaissStore(VectorStore):
             return
         index = self._require()
         try:
-            index.train(vecs)
+            from slimvec.ui import quiet_faiss
+
+            with quiet_faiss():  # its clustering warnings are counted, not printed
+                index.train(vecs)
         except RuntimeError as exc:
             self._pending_ids, self._pending_vecs = [ids_arr], [vecs]
             raise StoreError(f"FAISS could not train {self.options['factory']!r} on {len(vecs)} vectors: "
