@@ -42,6 +42,7 @@ def ingest(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
     workers: int = typer.Option(2, "--workers", help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: one fewer than the machine's cores, at least 1; on a busy shared machine 1 was 3x faster than 2]."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else pca:96 in qdrant-edge, no rescoring); see docs/recipes.md."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
@@ -62,7 +63,9 @@ def ingest(
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None,
-                         recipe=recipe)
+                         recipe=recipe, threads=threads)
+    if threads is not None:
+        check_positive("--threads", threads)
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest

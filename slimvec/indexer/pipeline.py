@@ -85,6 +85,9 @@ class IngestOptions:
     default_recipe : str or None
         Recipe of a new index when none of ``recipe``, ``reducer``, ``store``, ``keep_full`` is
         given (:func:`slimvec.recipe.apply_default_recipe`); None: ``pca:96`` without rescoring.
+    threads : int or None
+        Torch CPU threads of the encoder during the run (restored after); None:
+        :func:`default_encoder_threads`.
     """
 
     reducer: str | None = None
@@ -106,6 +109,7 @@ class IngestOptions:
     train_pairs: str | None = None
     recipe: str | None = None
     default_recipe: str | None = DEFAULT_RECIPE
+    threads: int | None = None
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -249,7 +253,8 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
               f"({old.progress.next_row:,} rows); nothing to do. Pass --rebuild to build the "
               "index anew.")
         return b.done_summary(str(input_path))
-    with _progress(opts.progress, None, "ingest") as progress:
+    with _progress(opts.progress, None, "ingest") as progress, \
+            _torch_threads(opts.threads or default_encoder_threads()):
         encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, INGEST_ENCODE_BATCH))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
         cached: dict[int, np.ndarray] = {}
@@ -329,6 +334,38 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
              summary.rejected, b.folder, summary.total_seconds)
     return summary
+
+
+def default_encoder_threads() -> int:
+    """Torch threads for the ingest encoder: one core fewer than the machine has (at least 1).
+
+    The encoder runs beside the thread that reduces and writes each batch, and torch's default
+    (every core) oversubscribes: on the 2-core development VM with other jobs running, MiniLM
+    encoded 83-96 docs/s on one thread and 22-31 on two (issue 27 item 8; measured with
+    ``torch.set_num_threads`` alternated on 768 bundled sentences, docs/benchmarks/ingest.md).
+    """
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+class _torch_threads:
+    """Set torch's intra-op threads for a block and restore them after."""
+
+    def __init__(self, n: int) -> None:
+        self.n = max(1, int(n))
+        self.old: int | None = None
+
+    def __enter__(self) -> "_torch_threads":
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        if self.old is not None:
+            torch.set_num_threads(self.old)
 
 
 def _small_corpus(opts: IngestOptions, source: SourceSpec, say: Callable[[str], None]

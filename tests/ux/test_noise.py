@@ -85,3 +85,36 @@ def test_demo_uses_the_default_recipe_and_hides_setup_chatter():
     assert len(ingest) == 1 and "--reducer" not in ingest[0] and "--store" not in ingest[0]
     assert 'bash scripts/setup.sh >"$SETUP_LOG" 2>&1' in demo
     assert "python scripts/latency.py" in demo
+
+
+def test_ingest_threads_default_leaves_a_core_and_is_restored(tmp_path):
+    """ingest --threads: the encoder ran 3x slower on two busy threads than on one; the default
+    is one fewer than the cores (1 on the 2-core VM), set for the run and restored after."""
+    import json
+    import os
+
+    import torch
+
+    from slimvec.indexer.pipeline import IngestOptions, default_encoder_threads, ingest
+    from tests.conftest import bundled_sentences
+
+    assert default_encoder_threads() == max(1, (os.cpu_count() or 1) - 1)
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
+                            for i, t in enumerate(bundled_sentences(60))))
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        seen: list[int] = []
+        ingest(docs, tmp_path / "a", IngestOptions(reducer="rp:8", store="hnsw", progress=False,
+                                                   batch_size=20),
+               on_batch=lambda _row: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {default_encoder_threads()}, seen
+        assert torch.get_num_threads() == 3  # restored
+        seen.clear()
+        ingest(docs, tmp_path / "b", IngestOptions(reducer="rp:8", store="hnsw", progress=False,
+                                                   batch_size=20, threads=2),
+               on_batch=lambda _row: seen.append(torch.get_num_threads()))
+        assert set(seen) == {2}, seen
+    finally:
+        torch.set_num_threads(before)
