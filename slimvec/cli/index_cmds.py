@@ -145,10 +145,10 @@ def search(
         depth = int(depth or 0)
         space = score_space(idx.manifest, depth)
         t_load = time.perf_counter()
-        encoder = idx.encoder  # load the model now, so the search time below is the search alone
+        idx.encoder  # load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
-        vectors = encoder.encode(list(query))
+        vectors = idx.embed(list(query))  # a vector-only index says how to search it
         t1 = time.perf_counter()
         res = idx.search(vectors, k, rescore=depth)
         t2 = time.perf_counter()

@@ -200,3 +200,19 @@ def test_ingest_recipe_none_builds_without_a_recipe(runner, small_docs, tmp_path
     assert manifest["reducer"] == "pca:16" and manifest.get("recipe") is None
     assert manifest.get("full") is None and not (folder / "full").exists()
     assert "the rest of the default recipe" not in flat(result.stderr)
+
+
+def test_search_text_on_a_vector_only_index_says_what_to_do(runner, tmp_path):
+    """The timed search encodes through Index.embed, which names the way out for an index
+    migrated from vectors (it has no encoder)."""
+    import numpy as np
+
+    from slimvec.migrate.run import MigrateOptions, migrate
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "v.npy", rng.standard_normal((60, 384)).astype(np.float32))
+    migrate(f"npy:{tmp_path / 'v.npy'}", tmp_path / "idx",
+            MigrateOptions(reducer="rp:8", store="hnsw", progress=False))
+    result = runner.invoke(app, ["search", "a text", "--index", str(tmp_path / "idx")])
+    assert result.exit_code != 0
+    assert "has no encoder: pass query vectors instead of texts" in flat(str(result.exception))
