@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# The main job: build the environment, ingest the bundled real corpus (5,000 STS-B sentences) into
-# Qdrant Edge with PCA-96, run a few searches, and print sizes and latency.
+# The main job: build the environment, ingest the bundled real corpus (5,000 STS-B sentences) with
+# the default recipe (PCA-96 in Qdrant Edge, float16 full vectors on disk, rescoring depth
+# calibrated at build time: what the README describes), run a few searches, and print what was
+# saved and the end-to-end search latency.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# setup's pip / setuptools chatter goes to a log; it is shown only when setup fails
+SETUP_LOG=${SETUP_LOG:-.demo-setup.log}
+if ! bash scripts/setup.sh >"$SETUP_LOG" 2>&1; then
+  cat "$SETUP_LOG" >&2
+  echo "setup failed (log above, also in $SETUP_LOG)" >&2
+  exit 1
+fi
+echo "environment ready (setup log: $SETUP_LOG)"
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 INDEX=${INDEX:-demo-index}
 rm -rf "$INDEX"
-slimvec ingest slimvec/data/sentences.jsonl --index "$INDEX" --reducer pca:96 --store qdrant-edge
+slimvec ingest slimvec/data/sentences.jsonl --index "$INDEX"     # the default recipe
 slimvec search --index "$INDEX" -k 5 "A man is playing a guitar." "A plane is taking off."
 slimvec info --index "$INDEX"
 python scripts/latency.py "$INDEX"

@@ -345,7 +345,11 @@ def apply_default_recipe(opts: Any, existing: Any) -> Any:
     """``opts`` with their ``default_recipe`` (:data:`DEFAULT_RECIPE` unless the caller chose
     another, e.g. ``slimvec serve --recipe``; None: no default) when they create a new index
     (``existing`` is None) and name none of ``recipe``, ``reducer``, ``store`` or ``keep_full``;
-    else ``opts`` as given (an existing index keeps what it was built with)."""
+    else ``opts`` as given (an existing index keeps what it was built with). ``recipe="none"``
+    (``--recipe none``) means no recipe: the separate options alone, no default, no rescoring."""
+    given = getattr(opts, "recipe", None)
+    if isinstance(given, str) and given.strip().lower() == "none":  # --recipe none: no recipe
+        return replace(opts, recipe=None)
     default = getattr(opts, "default_recipe", DEFAULT_RECIPE)
     if default is None or existing is not None or any(
             getattr(opts, key, None) is not None for key in ("recipe", "reducer", "store", "keep_full")):

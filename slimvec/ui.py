@@ -211,6 +211,8 @@ def make_progress(enabled: bool = True, *, unit: str = "items", console: Any = N
         return PlainProgress(unit, stream, interval, disable=True)
     if not is_terminal(stream):
         return PlainProgress(unit, stream, interval)
+    if _LIVE:  # a bar is already on screen (e.g. bench's while its report builds): add rows to it
+        return _Nested(_LIVE[-1])
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
@@ -224,6 +226,109 @@ def make_progress(enabled: bool = True, *, unit: str = "items", console: Any = N
             speed = task.finished_speed or task.speed
             return Text(f"{speed:,.0f} {unit}/s" if speed else "")
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+    class _Tracked(Progress):
+        def __enter__(self) -> "_Tracked":
+            out = super().__enter__()
+            _LIVE.append(self)
+            return out
+
+        def __exit__(self, *exc: Any) -> None:
+            if self in _LIVE:
+                _LIVE.remove(self)
+            super().__exit__(*exc)
+
+    return _Tracked(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     _Rate(), TimeElapsedColumn(), TimeRemainingColumn(),
                     console=console or Console(stderr=True), transient=False)
+
+
+#: rich bars of :func:`make_progress` on screen now (one live display per terminal)
+_LIVE: list[Any] = []
+
+
+class _Nested:
+    """A progress made while another rich bar is live: its tasks are rows of that bar (rich
+    allows one live display at a time); they are removed when it exits."""
+
+    def __init__(self, outer: Any) -> None:
+        self._outer = outer
+        self._tasks: list[Any] = []
+
+    def __enter__(self) -> "_Nested":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for task in self._tasks:
+            try:
+                self._outer.remove_task(task)
+            except KeyError:
+                pass
+
+    def add_task(self, description: str, **kwargs: Any) -> Any:
+        task = self._outer.add_task(description, **kwargs)
+        self._tasks.append(task)
+        return task
+
+    def update(self, task: Any, **kwargs: Any) -> None:
+        self._outer.update(task, **kwargs)
+
+    def advance(self, task: Any, advance: float = 1) -> None:
+        self._outer.advance(task, advance)
+
+
+# ---------------------------------------------------------------------------- FAISS's C++ noise
+#: FAISS clustering warnings swallowed by :func:`quiet_faiss` in this process (issue 27 item 8)
+_FAISS_WARNINGS = [0]
+_FAISS_PREFIX = "WARNING clustering "
+
+
+def faiss_warning_count() -> int:
+    """How many FAISS "WARNING clustering N points to K centroids" lines :func:`quiet_faiss` has
+    swallowed in this process (``slimvec bench`` prints them as one summary line)."""
+    return _FAISS_WARNINGS[0]
+
+
+class quiet_faiss:
+    """Context manager around a FAISS training call: its C++ ``WARNING clustering N points to K
+    centroids`` lines (written straight to file descriptor 2, one per IVF / PQ sub-quantizer /
+    k-means training on fewer than 39 points per centroid) are counted instead of printed.
+
+    File descriptor 2 is pointed at a temporary file for the duration of the call; anything else
+    written there meanwhile is written back to stderr afterwards, so no other message is lost.
+    A small corpus trained on fewer points than FAISS recommends is expected in benchmarks and
+    tests; ``slimvec bench`` prints the count once (:func:`faiss_warning_count`).
+    """
+
+    def __enter__(self) -> "quiet_faiss":
+        import tempfile
+
+        self._saved: int | None = None
+        try:
+            sys.stderr.flush()
+            self._tmp = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._tmp.fileno(), 2)
+        except (OSError, ValueError, AttributeError):  # no fd 2 (embedded): leave it alone
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._saved is None:
+            return
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._tmp.seek(0)
+        text = self._tmp.read().decode("utf-8", errors="replace")
+        self._tmp.close()
+        other = []
+        for line in text.splitlines(keepends=True):
+            if line.startswith(_FAISS_PREFIX):
+                _FAISS_WARNINGS[0] += 1
+            else:
+                other.append(line)
+        if other:
+            os.write(2, "".join(other).encode("utf-8", errors="replace"))

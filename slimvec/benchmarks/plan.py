@@ -288,7 +288,8 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
               memory_budget: int | str | None = None, metric: str = "task_recall_at_10",
               payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
               check_size: int | None = None, workdir: str | Path | None = None,
-              models: dict[str, SizeModel] | None = None, recipes: Sequence[Any] = ()) -> Plan:
+              models: dict[str, SizeModel] | None = None, recipes: Sequence[Any] = (),
+              progress: bool = False) -> Plan:
     """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
 
     Parameters
@@ -320,6 +321,9 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     recipes : list of Recipe, optional
         Plan exactly these recipes (:func:`candidates_for_recipes`) instead of every
         configuration of the rows; without rows they are sized only.
+    progress : bool
+        Show the size builds' progress (:func:`slimvec.ui.make_progress`: a bar on a terminal,
+        joined to a bar already on screen; plain lines in a log).
 
     Raises
     ------
@@ -371,18 +375,24 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     check_n = check_size or 2 * max(calibrate_sizes)
     pays = (payload_bytes,)
     fitted: dict[str, SizeModel] = {}
-    for spec in sorted({c.store for c in cands}):
-        if models and spec in models:
-            fitted[spec] = models[spec]
-            continue
-        dims_here = sorted({c.dim_out for c in cands if c.store == spec})
-        fit_dims = sorted({dims_here[0], dims_here[-1]})
-        sizes = sizing_sizes(spec, calibrate_sizes)
-        model, _ = calibrate(spec, sizes, fit_dims, pays, workdir=workdir)
-        fitted[spec] = model
-        check_dim = dims_here[len(dims_here) // 2]
-        checks.append(check_model(model, max(check_n, 2 * max(sizes)), check_dim, payload_bytes,
-                                  workdir=workdir))
+    to_fit = [spec for spec in sorted({c.store for c in cands}) if not (models and spec in models)]
+    fitted.update({spec: models[spec] for spec in sorted({c.store for c in cands})
+                   if models and spec in models})
+    from slimvec.ui import make_progress  # the size builds are most of a bench run's report
+
+    with make_progress(progress and bool(to_fit), unit="stores") as bar:
+        task = bar.add_task("size models (real store builds)", total=len(to_fit))
+        for spec in to_fit:
+            bar.update(task, description=f"size model of {spec} (real builds)")
+            dims_here = sorted({c.dim_out for c in cands if c.store == spec})
+            fit_dims = sorted({dims_here[0], dims_here[-1]})
+            sizes = sizing_sizes(spec, calibrate_sizes)
+            model, _ = calibrate(spec, sizes, fit_dims, pays, workdir=workdir)
+            fitted[spec] = model
+            check_dim = dims_here[len(dims_here) // 2]
+            checks.append(check_model(model, max(check_n, 2 * max(sizes)), check_dim,
+                                      payload_bytes, workdir=workdir))
+            bar.advance(task, 1)
     for c in cands:
         model = fitted[c.store]
         c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes  # reducer loaded to query

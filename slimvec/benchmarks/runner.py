@@ -479,7 +479,10 @@ class _Runner:
         sources: list[tuple[str, np.ndarray, np.ndarray]] = []
         km = faiss.Kmeans(Z.shape[1], K, niter=20, seed=self.cfg.seed + 1,
                           spherical=ds.metric == "cosine", verbose=False)
-        km.train(np.ascontiguousarray(Z, dtype=np.float32))
+        from slimvec.ui import quiet_faiss
+
+        with quiet_faiss():  # its clustering warnings are counted, not printed
+            km.train(np.ascontiguousarray(Z, dtype=np.float32))
         labels = km.index.search(np.ascontiguousarray(Z, dtype=np.float32), 1)[1][:, 0]
         cent = np.asarray(km.centroids, dtype=np.float32)
         sources.append((f"kmeans:{K}", labels, Q @ cent.T))

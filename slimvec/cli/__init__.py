@@ -23,6 +23,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help texts are plain text: rich markup would eat every hand-written "[default: ...]" and
+    # "slimvec[ray]" (issue 27 item 4)
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 
 #: (module, function, command name); an absent module makes every command fail (see _MISSING)

@@ -135,6 +135,17 @@ def bench(
             rows, meta, results = bench_to_folder(inputs, config, out, progress=step, on_encode=on_encode,
                                                   on_datasets=on_datasets, command=command,
                                                   extra_meta=extra_meta)
+    from slimvec.ui import faiss_warning_count
+
+    html_page = Path(out) / "report.html"
     console.print(f"{len(rows)} rows in {results}; report {Path(out) / 'report.md'}"
+                  + (f" and {html_page} (open it in a browser: plots and the capacity planner)"
+                     if html_page.is_file() else "")
                   + (f"; {len(meta['skipped'])} configuration(s) skipped (see the report's notes)"
-                     if meta["skipped"] else ""))
+                     if meta["skipped"] else "")
+                  + f"; {meta.get('wall_s', 0):,.1f} s wall", markup=False)
+    warned = faiss_warning_count()
+    if warned:
+        console.print(f"FAISS: {warned:,} clustering warning(s) not shown (IVF / PQ / k-means "
+                      "trained on fewer than 39 points per centroid, as small corpora are; "
+                      "their rows are measured as trained)", markup=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -42,7 +42,8 @@ def ingest(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
     workers: int = typer.Option(2, "--workers", callback=int_range(1), help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: one fewer than the machine's cores, at least 1; on a busy shared machine 1 was 3x faster than 2]."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else pca:96 in qdrant-edge, no rescoring); see docs/recipes.md."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -62,7 +63,9 @@ def ingest(
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None,
-                         recipe=recipe)
+                         recipe=recipe, threads=threads)
+    if threads is not None:
+        check_positive("--threads", threads)
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
@@ -92,6 +95,9 @@ def ingest(
         f"(see {index / 'rejects.jsonl'}), {summary.count:,} in the index; "
         f"{summary.docs_per_s:,.0f} docs/s."
     )
+    if summary.recipe:
+        console.print(f"  recipe: {summary.recipe} (slimvec info --index {index}: what it saved)",
+                      markup=False)
     for reason, n in sorted(summary.reject_reasons.items(), key=lambda kv: -kv[1]):
         console.print(f"  rejected {n:,}: {reason}")
     if summary.warnings:
@@ -109,47 +115,69 @@ def search(
     query: list[str] = typer.Argument(..., help="Query text(s)."),
     index: Path = typer.Option(..., "--index", help="Index folder."),
     k: int = typer.Option(10, "-k", help="Results per query."),
-    json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
-    rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full) [default: the depth recorded by the index's --recipe, else none]."),
+    json_out: bool = typer.Option(False, "--json", help="Print results as JSON: per query the hits (id, score, source_id, text and the other payload fields), the space the scores were computed in, the rescoring depth used and timings."),
+    rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
     trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; none: no re-ranking). Not with --rescore."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
 ) -> None:
-    """Search the index with query texts (encoded, then reduced like the documents)."""
+    """Search the index with query texts (encoded, then reduced like the documents).
+
+    A score is the cosine similarity of query and document (higher is closer) in the space it was
+    computed in: the full encoder vectors when the hits were re-ranked (--rescore R, or the
+    index's default depth), else the reduced vectors the store holds. Scores of the two spaces are
+    not comparable: the same document can score 0.77 re-ranked and 0.89 from a PCA-96 store.
+    """
+    from slimvec.errors import ConfigError
     from slimvec.indexer.index import open_index
 
     check_positive("-k", k)
     if rescore is not None:
-        check_positive("--rescore", rescore,
-                       "(candidates per result; omit --rescore to search without re-ranking)")
+        if rescore < 0:
+            raise ConfigError(f"--rescore must be 0 (no re-ranking) or a positive depth R (k x R "
+                              f"candidates re-ranked with the full vectors), got {rescore}. Omit "
+                              "--rescore to use the index's default depth (slimvec info).")
         if recipe is not None:
-            from slimvec.errors import ConfigError
-
             raise ConfigError("Give --rescore R or --recipe, not both (the recipe carries its depth).")
     with open_index(index, trust_store=trust_store) as idx:
         if recipe is not None:
-            rescore = idx.recipe_depth(recipe)
+            rescore = idx.recipe_depth(recipe)  # 'none': 0, no re-ranking
+        depth = idx.manifest.rescore.depth if rescore is None and idx.manifest.rescore else rescore
+        depth = int(depth or 0)
+        space = score_space(idx.manifest, depth)
         t_load = time.perf_counter()
         idx.encoder  # load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
-        res = idx.search(query, k, rescore=rescore)
-        elapsed_ms = (time.perf_counter() - t0) * 1000
+        vectors = idx.embed(list(query))  # a vector-only index says how to search it
+        t1 = time.perf_counter()
+        res = idx.search(vectors, k, rescore=depth)
+        t2 = time.perf_counter()
+        timings = {"encode_ms": round((t1 - t0) * 1000, 3),
+                   "search_ms": round((t2 - t1) * 1000, 3),
+                   "total_ms": round((t2 - t0) * 1000, 3),
+                   "queries": len(query), "model_load_s": round(load_s, 3)}
         out = []
         for qi, q in enumerate(query):
             ids = [int(i) for i in res.ids[qi] if i >= 0]
             payloads = idx.payloads(ids)
             hits = [{"id": i, "score": float(s), "text": (p or {}).get("text"),
-                     "source_id": (p or {}).get("source_id")}
+                     "source_id": (p or {}).get("source_id"),
+                     "payload": {key: v for key, v in (p or {}).items()
+                                 if key not in ("text", "source_id")}}
                     for i, s, p in zip(ids, res.scores[qi], payloads)]
-            out.append({"query": q, "hits": hits})
+            out.append({"query": q, "hits": hits, "score": space, "rescore": depth,
+                        "timings_ms": timings})
     if json_out:
         typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
-    console.print(f"search: {elapsed_ms:.1f} ms for {len(query)} quer{'y' if len(query) == 1 else 'ies'} "
-                  f"(encoding + reduction + store); model loading {load_s:.2f} s, not included")
+    console.print(f"search: {timings['total_ms']:.1f} ms for {len(query)} "
+                  f"quer{'y' if len(query) == 1 else 'ies'}, end to end (encoding "
+                  f"{timings['encode_ms']:.1f} ms + reduction, store and re-ranking "
+                  f"{timings['search_ms']:.1f} ms); model loading {load_s:.2f} s, not included",
+                  markup=False)
+    console.print(f"score: {space}", markup=False)
     for item in out:
-        table = Table(title=f"{item['query']}  ({elapsed_ms:.1f} ms for {len(query)} queries, "
-                            f"model loading {load_s:.2f} s apart)")
+        table = Table(title=item["query"])
         table.add_column("#", justify="right")
         table.add_column("score", justify="right")
         table.add_column("id")
@@ -157,6 +185,20 @@ def search(
         for rank, hit in enumerate(item["hits"], 1):
             table.add_row(str(rank), f"{hit['score']:.4f}", str(hit["source_id"]), hit["text"] or "")
         Console().print(table)
+
+
+def score_space(manifest: Any, depth: int) -> str:
+    """What a search score is, for ``slimvec search`` (issue 27 item 5): cosine similarity in
+    the full encoder space when re-ranked, else in the space the store holds."""
+    if depth and manifest.full is not None:
+        return (f"cosine similarity of the full {manifest.dim_in}-d encoder vectors "
+                f"({manifest.full.dtype}), re-ranked from k x {depth} candidates")
+    if manifest.reducer in (None, "none") or manifest.dim_out == manifest.dim_in:
+        return (f"cosine similarity of the {manifest.dim_in}-d vectors in the store "
+                f"({manifest.store}); no re-ranking")
+    return (f"cosine similarity of the reduced {manifest.dim_out}-d vectors ({manifest.reducer}) "
+            f"in the store ({manifest.store}); no re-ranking, so not comparable with re-ranked "
+            "scores")
 
 
 def info(
@@ -172,9 +214,14 @@ def info(
     if json_out:
         typer.echo(json.dumps(data, indent=2))
         return
+    from slimvec.indexer.saved import saved_lines
+
     for key, value in data.items():
         typer.echo(f"{key:>14}: {value:,}" if isinstance(value, int) and not isinstance(value, bool)
                    else f"{key:>14}: {value}")
+    typer.echo("")
+    for line in saved_lines(data):
+        typer.echo(line)
 
 
 def calibrate(

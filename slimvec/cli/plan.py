@@ -81,7 +81,8 @@ def plan(
         if not json_out:
             err.print("fitting store size models on real builds at 1,000 and 2,000 vectors ...")
         result = make_plan(docs, dim, store, rows=rows, min_quality=floor, memory_budget=memory_budget,
-                           metric=metric, payload_bytes=payload_bytes, workdir=tmp, recipes=recipes)
+                           metric=metric, payload_bytes=payload_bytes, workdir=tmp, recipes=recipes,
+                           progress=not json_out)
     engine_result = None
     if engine:  # the engine model lives in slimvec.engines.plan
         from slimvec.cli.engine_plan import run_engine_plan

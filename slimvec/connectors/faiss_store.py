@@ -516,7 +516,10 @@ class FaissStore(VectorStore):
                 f"finalizing, or use fewer IVF lists (about 4*sqrt(N) for N vectors) or fewer PQ "
                 "bits.")
         try:
-            index.train(vecs)
+            from slimvec.ui import quiet_faiss
+
+            with quiet_faiss():  # its clustering warnings are counted, not printed
+                index.train(vecs)
         except RuntimeError as exc:
             self._pending_ids, self._pending_vecs = [ids_arr], [vecs]
             raise StoreError(f"FAISS could not train {self.options['factory']!r} on {len(vecs)} vectors: "

@@ -56,7 +56,10 @@ def train_ivf(factory: str, sample: np.ndarray, metric: str = "cosine") -> np.nd
     kind = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
     index = faiss.index_factory(X.shape[1], factory, kind)
     _ivf(index)
-    index.train(X)
+    from slimvec.ui import quiet_faiss
+
+    with quiet_faiss():  # its clustering warnings are counted, not printed
+        index.train(X)
     return faiss.serialize_index(index)
 
 

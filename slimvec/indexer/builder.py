@@ -163,6 +163,8 @@ class IndexBuilder:
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "IndexBuilder":
         self._made_lock = not os.path.lexists(self.folder / LOCK_NAME)
+        self._made_folder = not os.path.lexists(self.folder)
+        self._marked_new = False  # set when this run wrote NEW_MARKER (a new index begins)
         try:
             self._lock = IndexLock(self.folder, exclusive=True).acquire()
         except OSError as exc:
@@ -174,14 +176,40 @@ class IndexBuilder:
             self.close()
         finally:
             if self._lock is not None:
-                if self._refused and self._made_lock:  # leave a refused folder as it was
+                failed_new = exc is not None and self._marked_new and \
+                    os.path.lexists(self.folder / NEW_MARKER)
+                if failed_new:  # a first build that failed before its first commit
+                    self._remove_failed_new()
+                if (self._refused or failed_new) and self._made_lock:  # leave the folder as it was
                     (self.folder / LOCK_NAME).unlink(missing_ok=True)
                 self._lock.release()
                 self._lock = None
+                if failed_new and self._made_folder:
+                    try:
+                        self.folder.rmdir()  # only when empty
+                    except OSError:
+                        pass
         if exc is not None and not isinstance(exc, SlimvecError):
             mapped = _map_io_error(self.folder, exc)
             if mapped is not None:
                 raise mapped from exc
+
+    def _remove_failed_new(self) -> None:
+        """Delete what this run created for a new index that failed before its first commit
+        (the entries its ``.slimvec-new`` marker lists, the marker last): a failed first build
+        leaves the folder as it found it (issue 27 item 6). A killed run still leaves the marker,
+        and the next run cleans up after it."""
+        try:
+            for p in _crash_leftovers(self.folder):
+                if p.name == NEW_MARKER:
+                    continue
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                elif os.path.lexists(p):
+                    p.unlink()
+            (self.folder / NEW_MARKER).unlink(missing_ok=True)
+        except (OSError, SlimvecError) as exc:  # never hide the error that stopped the build
+            log.warning("could not remove the failed build's files from %s: %s", self.folder, exc)
 
     def close(self) -> None:
         """Close the rejects file and the store (idempotent; uncommitted batches are not lost
@@ -423,6 +451,7 @@ class IndexBuilder:
             json.dump({"created_by": "slimvec", "names": names}, fh)
             fh.flush()
             os.fsync(fh.fileno())
+        self._marked_new = True
         self._doomed = []
 
     # ------------------------------------------------------------------ writing

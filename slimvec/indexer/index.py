@@ -244,6 +244,8 @@ class Index:
         """
         from slimvec.recipe import Recipe, resolve_recipe
 
+        if isinstance(recipe, str) and recipe.strip().lower() == "none":
+            return 0  # no recipe stage: no re-ranking (``--recipe none``)
         rec = recipe if isinstance(recipe, Recipe) else resolve_recipe(recipe)
         m = self.manifest
         built = m.reducer if m.reducer else "none"
@@ -321,17 +323,20 @@ class Index:
     def info(self) -> dict[str, Any]:
         """Count, dims, specs, bytes on disk, the recipe and the default rescoring depth
         (``rescore_recall``: neighbour recall@10 measured at that depth when ``auto`` calibrated it)."""
+        from slimvec.indexer.saved import saved_summary
+
         rescore = self.manifest.rescore
+        count, store_bytes = int(self.store.count()), int(self.store.size_bytes())
         return {
             "index": str(self.folder),
-            "count": int(self.store.count()),
+            "count": count,
             "dim_in": self.dim_in,
             "dim_out": self.dim_out,
             "encoder": self.manifest.encoder,
             "reducer": self.manifest.reducer,
             "store": self.manifest.store,
             "bytes": allocated_bytes(self.folder) + (0 if self.store.local else 0),
-            "store_bytes": int(self.store.size_bytes()),
+            "store_bytes": store_bytes,
             "reducer_bytes": allocated_bytes(self.folder / REDUCER_DIR),
             "recipe": self.manifest.recipe,
             "rescore_depth": rescore.depth if rescore else None,
@@ -341,6 +346,7 @@ class Index:
             "rescore_calibrated_on": (None if rescore is None or not rescore.calibrated
                                       else f"{rescore.n_queries} given queries" if rescore.queries
                                       else f"{rescore.n_queries} corpus vectors"),
+            **saved_summary(self, count, store_bytes),  # issue 27 item 4: what was saved
         }
 
     def close(self) -> None:

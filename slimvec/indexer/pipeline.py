@@ -85,6 +85,9 @@ class IngestOptions:
     default_recipe : str or None
         Recipe of a new index when none of ``recipe``, ``reducer``, ``store``, ``keep_full`` is
         given (:func:`slimvec.recipe.apply_default_recipe`); None: ``pca:96`` without rescoring.
+    threads : int or None
+        Torch CPU threads of the encoder during the run (restored after); None:
+        :func:`default_encoder_threads`.
     """
 
     reducer: str | None = None
@@ -106,6 +109,7 @@ class IngestOptions:
     train_pairs: str | None = None
     recipe: str | None = None
     default_recipe: str | None = DEFAULT_RECIPE
+    threads: int | None = None
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -224,13 +228,21 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     from slimvec.indexer.encoder import Encoder
 
     old = b.existing
-    opts = apply_recipe(apply_default_recipe(opts, old))
+    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
+                        opts.quoting)
+    defaulted = apply_default_recipe(opts, old)
+    if old is None and opts.recipe is None:
+        if defaulted.recipe is not None:
+            defaulted = _small_corpus(defaulted, source, b.say)
+        else:
+            _say_partial_recipe(opts, b.say)
+    opts = apply_recipe(defaulted)
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or (
         old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
         opts.keep_full if old is None else None, opts.text_column, opts.id_column,
         recipe=opts.recipe))
-    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
-                        opts.quoting)
+    b.summary.recipe = spec.recipe or f"{spec.reducer}|{spec.store}" + (
+        f"|keep_full={spec.keep_full}" if spec.keep_full else "")
     iter_records(source)  # fail fast on a missing file / unknown format
     resolved = input_path.resolve()
     columns = {"text_column": opts.text_column, "id_column": opts.id_column, "format": opts.format}
@@ -241,7 +253,8 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
               f"({old.progress.next_row:,} rows); nothing to do. Pass --rebuild to build the "
               "index anew.")
         return b.done_summary(str(input_path))
-    with _progress(opts.progress, None, "ingest") as progress:
+    with _progress(opts.progress, None, "ingest") as progress, \
+            _torch_threads(opts.threads or default_encoder_threads()):
         encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, INGEST_ENCODE_BATCH))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
         cached: dict[int, np.ndarray] = {}
@@ -321,6 +334,97 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
              summary.rejected, b.folder, summary.total_seconds)
     return summary
+
+
+def default_encoder_threads() -> int:
+    """Torch threads for the ingest encoder: one core fewer than the machine has (at least 1).
+
+    The encoder runs beside the thread that reduces and writes each batch, and torch's default
+    (every core) oversubscribes: on the 2-core development VM with other jobs running, MiniLM
+    encoded 83-96 docs/s on one thread and 22-31 on two (issue 27 item 8; measured with
+    ``torch.set_num_threads`` alternated on 768 bundled sentences, docs/benchmarks/ingest.md).
+    """
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+class _torch_threads:
+    """Set torch's intra-op threads for a block and restore them after."""
+
+    def __init__(self, n: int) -> None:
+        self.n = max(1, int(n))
+        self.old: int | None = None
+
+    def __enter__(self) -> "_torch_threads":
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        if self.old is not None:
+            torch.set_num_threads(self.old)
+
+
+def _small_corpus(opts: IngestOptions, source: SourceSpec, say: Callable[[str], None]
+                  ) -> IngestOptions:
+    """The default recipe for a corpus too small to fit its reducer: full vectors, no reducer.
+
+    A reducer of D components cannot be fitted on fewer than D documents (PCA-96 on 50 failed).
+    Capping D at the document count would fit a basis on a handful of vectors that every later
+    document is then reduced with; below D documents the full vectors cost little (1,536 B each
+    for MiniLM) and are searched exactly, and they stay right whatever is added later. Only the
+    first D documents of the input are counted, so a large input costs nothing here.
+    """
+    from contextlib import closing
+
+    from slimvec.recipe import Recipe, resolve_recipe
+
+    rec = resolve_recipe(opts.recipe)
+    if rec.reducer == "none":
+        return opts
+    need = rec.dim_out(0)
+    if need <= 1:
+        return opts
+    n = 0
+    with closing(iter_records(source)) as records:
+        for item in records:
+            if isinstance(item, Document):
+                n += 1
+                if n >= need:
+                    return opts
+    small = Recipe(reducer="none", store=rec.store)
+    say(f"small corpus: {source.path} holds {n:,} document(s), fewer than the {need} that the "
+        f"default recipe's reducer {rec.reducer} needs to be fitted; this index keeps the full "
+        f"encoder vectors instead (recipe {small}: exact search, nothing to rescore). When the "
+        f"corpus has grown past {need} documents, rebuild it (--rebuild) to get the default "
+        f"recipe {rec}; see docs/recipes.md.")
+    return replace(opts, recipe=str(small))
+
+
+def _say_partial_recipe(opts: IngestOptions, say: Callable[[str], None]) -> None:
+    """Say loudly what a new index built from some of ``--reducer`` / ``--store`` /
+    ``--keep-full`` gets: only what was named (no rescoring unless full vectors were asked for),
+    not the rest of the default recipe (issue 27 item 6)."""
+    if opts.recipe is not None or getattr(opts, "default_recipe", None) is None:
+        return
+    from slimvec.recipe import parse_recipe
+
+    given = [f"--{k.replace('_', '-')}" for k in ("reducer", "store", "keep_full")
+             if getattr(opts, k) is not None]
+    if not given:
+        return
+    default = parse_recipe(opts.default_recipe)
+    reducer = opts.reducer or DEFAULT_REDUCER
+    store = opts.store or DEFAULT_STORE
+    kept = (f"full vectors kept as {opts.keep_full} (search with --rescore R)" if opts.keep_full
+            else "no full vectors kept, so no rescoring")
+    say(f"recipe: {' and '.join(given)} given, so this index is {reducer} in {store} with {kept}; "
+        f"the rest of the default recipe ({default}) is not applied. To keep its calibrated "
+        f"rescoring, give the whole recipe instead: --recipe '{reducer}|{store}|rescore=auto,"
+        f"keep_full=float16' (docs/recipes.md).")
 
 
 #: documents encoded in one call in the stream (several batches; each is committed on its own)

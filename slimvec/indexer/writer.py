@@ -57,6 +57,7 @@ class IngestSummary:
     already_done: bool = False
     reject_reasons: dict[str, int] = field(default_factory=dict)
     warning_reasons: dict[str, int] = field(default_factory=dict)
+    recipe: str | None = None  # what the index was built with (reducer|store[|options])
 
     @property
     def docs_per_s(self) -> float:

@@ -92,7 +92,7 @@ def test_search_reports_search_time_apart_from_model_loading(ingested, tmp_path)
 @pytest.mark.parametrize("args, needle", [
     (["-k", "0"], "-k must be a positive integer, got 0"),
     (["-k", "-1"], "-k must be a positive integer, got -1"),
-    (["--rescore", "0"], "--rescore must be a positive integer, got 0"),
+    (["--rescore", "-1"], "--rescore must be 0 (no re-ranking) or a positive depth R"),
 ])
 def test_bad_k_and_rescore_are_one_line_errors(ingested, tmp_path, args, needle):
     index, _ = ingested

@@ -232,7 +232,7 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
         for dim in dims:
             at_dim = [r for r in rows if _num(r.get("dim_in")) == dim]
             try:
-                plan = make_plan(1, dim, rows=at_dim, memory_budget=2**60, workdir=tmp)
+                plan = make_plan(1, dim, rows=at_dim, memory_budget=2**60, workdir=tmp, progress=True)
                 ordered = candidates_from_results(at_dim, dim)
             except SlimvecError as exc:
                 log.warning("report.html planner: no size models for dimension %d: %s", dim, exc)

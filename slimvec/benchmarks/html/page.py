@@ -71,7 +71,7 @@ def render_html(data: dict[str, Any], title: str = "slimvec benchmark report") -
 
 def render_report_html(results_paths: str | Path | Sequence[str | Path], out_path: str | Path, *,
                        planner: bool = True, title: str | None = None,
-                       workdir: str | Path | None = None) -> Path:
+                       workdir: str | Path | None = None, run_started: float | None = None) -> Path:
     """Render one self-contained ``report.html`` from one or more ``results.json`` files.
 
     Rows of several files (different runs, encoders or datasets) are combined; each row is
@@ -92,6 +92,9 @@ def render_report_html(results_paths: str | Path | Sequence[str | Path], out_pat
         Page title (default: "slimvec benchmark report" and the run labels).
     workdir : path, optional
         Parent of the temporary size builds.
+    run_started : float, optional
+        ``time.time()`` when the run writing this page began (``slimvec bench``): the page's wall
+        time of the (single) run is then counted up to its data, size builds included.
 
     Returns
     -------
@@ -109,6 +112,8 @@ def render_report_html(results_paths: str | Path | Sequence[str | Path], out_pat
     started = time.perf_counter()
     sources = load_sources(paths)
     data = build_page_data(sources, planner=planner, workdir=workdir)
+    if run_started is not None and len(data["sources"]) == 1:
+        data["sources"][0]["wall_s"] = round(time.time() - run_started, 1)
     page_title = title or "slimvec benchmark report: " + ", ".join(s.label for s in sources)
     text = render_html(data, page_title)
     out = Path(out_path)
