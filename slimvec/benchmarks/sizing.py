@@ -34,6 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from slimvec.connectors.fullvectors import FULL_ID_RAM, rescore_bytes_per_vector
 from slimvec.connectors import parse_store_spec, store_class, store_min_train_vectors, store_names
 from slimvec.errors import ConfigError
 from slimvec.specs import format_spec
@@ -58,18 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: RAM per vector of a rescored index's full-vector id lookup (sorted ids + rows, int64 each); the
-#: full vectors themselves are memory-mapped from disk (``slimvec tune`` and ``plan`` count them
-#: on disk)
-FULL_ID_RAM = 16
-
-
-def rescore_bytes_per_vector(dim: int, keep_full: str | None = "float32") -> tuple[int, int]:
-    """(RAM, disk) bytes per vector that rescoring from full vectors adds: the id lookup in RAM
-    (:data:`FULL_ID_RAM`) and, on disk, the ``dim``-dimensional vector at ``keep_full``'s dtype
-    plus its int64 id. ``slimvec tune``, ``slimvec plan`` and report.html's planner use it."""
-    return FULL_ID_RAM, int(dim) * np.dtype(keep_full or "float32").itemsize + 8
 
 #: the terms of the linear size form, in order
 FEATURES = ("fixed", "fixed_per_dim", "per_vector", "per_dim", "per_payload_byte")

@@ -29,7 +29,8 @@ from slimvec.connectors.base import MAX_PADDED_K, SearchResult, check_k
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError
 from slimvec.persistence import read_json, write_json_atomic
 
-__all__ = ["FullVectors", "FULL_DIR", "FULL_DTYPES"]
+__all__ = ["FullVectors", "FULL_DIR", "FULL_DTYPES", "FULL_ID_RAM", "rescore_bytes_per_vector",
+           "vectors_file_name"]
 
 FULL_DIR = "full"
 STATE = "state.json"
@@ -53,8 +54,23 @@ def _as_float32(rows: np.ndarray) -> np.ndarray:
     return np.take(_F16_LUT, np.ascontiguousarray(rows).view(np.uint16))
 
 
-def _vec_name(dtype: str) -> str:
+def vectors_file_name(dtype: str) -> str:
+    """File name of the full vectors kept at ``dtype`` inside the full-vector folder."""
     return "vectors.f32" if dtype == "float32" else "vectors.f16"
+
+
+#: RAM per vector of a rescored index's full-vector id lookup (sorted ids + rows, int64 each); the
+#: full vectors themselves are memory-mapped from disk (``slimvec tune`` and ``plan`` count them
+#: on disk)
+FULL_ID_RAM = 16
+
+
+def rescore_bytes_per_vector(dim: int, keep_full: str | None = "float32") -> tuple[int, int]:
+    """(RAM, disk) bytes per vector that rescoring from full vectors adds: the id lookup in RAM
+    (:data:`FULL_ID_RAM`) and, on disk, the ``dim``-dimensional vector at ``keep_full``'s dtype
+    plus its int64 id. ``slimvec tune``, ``slimvec plan``, report.html's planner and
+    ``slimvec info`` use it."""
+    return FULL_ID_RAM, int(dim) * np.dtype(keep_full or "float32").itemsize + 8
 
 
 class FullVectors:
@@ -94,7 +110,7 @@ class FullVectors:
         if (folder / STATE).exists():
             raise PersistenceError(f"{folder} already holds full vectors; open it instead.")
         folder.mkdir(parents=True, exist_ok=True)
-        for name in (_vec_name(dtype), IDS):
+        for name in (vectors_file_name(dtype), IDS):
             (folder / name).write_bytes(b"")
         out = cls(folder, int(dim), dtype, metric, 0)
         out._write_state()
@@ -113,7 +129,7 @@ class FullVectors:
         if out.dtype not in FULL_DTYPES:
             raise PersistenceError(f"{folder / STATE}: dtype {out.dtype!r} unknown.")
         item = np.dtype(out.dtype).itemsize
-        for name, need in ((_vec_name(out.dtype), out.rows * out.dim * item), (IDS, out.rows * 8)):
+        for name, need in ((vectors_file_name(out.dtype), out.rows * out.dim * item), (IDS, out.rows * 8)):
             size = (folder / name).stat().st_size if (folder / name).exists() else -1
             if size < need:
                 raise PersistenceError(f"{folder / name} holds {size} bytes, fewer than the {need} "
@@ -127,7 +143,7 @@ class FullVectors:
     def truncate_to_committed(self) -> None:
         """Cut rows appended after the last commit (a crashed or killed writer)."""
         item = np.dtype(self.dtype).itemsize
-        for name, size in ((_vec_name(self.dtype), self.rows * self.dim * item), (IDS, self.rows * 8)):
+        for name, size in ((vectors_file_name(self.dtype), self.rows * self.dim * item), (IDS, self.rows * 8)):
             with open(self.folder / name, "r+b") as fh:
                 fh.truncate(size)
                 fh.flush()
@@ -147,7 +163,7 @@ class FullVectors:
             vecs = vecs / np.where(norms > 0, norms, 1.0)
         if self._vec_fh is None:
             self.truncate_to_committed()
-            self._vec_fh = open(self.folder / _vec_name(self.dtype), "ab")
+            self._vec_fh = open(self.folder / vectors_file_name(self.dtype), "ab")
             self._ids_fh = open(self.folder / IDS, "ab")
         self._vec_fh.write(np.ascontiguousarray(vecs, dtype=self.dtype).tobytes())
         self._ids_fh.write(ids_arr.tobytes())
@@ -177,7 +193,7 @@ class FullVectors:
             last[:-1] = sid[1:] != sid[:-1]
             self._sorted_ids, self._sorted_rows = sid[last], order[last]
             # a plain ndarray over the read-only mapping: no copy, no memmap per-call overhead
-            self._map = (np.asarray(np.memmap(self.folder / _vec_name(self.dtype), dtype=self.dtype,
+            self._map = (np.asarray(np.memmap(self.folder / vectors_file_name(self.dtype), dtype=self.dtype,
                                               mode="r", shape=(self.rows, self.dim)))
                          if self.rows else None)
         return self._map, self._sorted_ids, self._sorted_rows  # type: ignore[return-value]

@@ -5,7 +5,7 @@ the full-vector side file kept for rescoring (by name), and the rescoring depth 
 not a new formula: it is the allocated bytes of the store files in the components its class holds
 in memory (``resident_components`` / ``file_component``, the same split the size models of
 :mod:`slimvec.benchmarks.sizing` are fitted on), plus the id lookup rescoring keeps in RAM
-(:func:`slimvec.benchmarks.sizing.rescore_bytes_per_vector`); the full vectors themselves are
+(:func:`slimvec.connectors.fullvectors.rescore_bytes_per_vector`); the full vectors themselves are
 memory-mapped from disk.
 """
 
@@ -61,8 +61,7 @@ def saved_summary(idx: Any, count: int, store_bytes: int) -> dict[str, Any]:
         or ``in store`` for a Qdrant named vector), ``rescore`` (``"x8"``: k × 8 candidates
         re-ranked by default; None: no re-ranking).
     """
-    from slimvec.benchmarks.sizing import rescore_bytes_per_vector
-    from slimvec.connectors.fullvectors import _vec_name
+    from slimvec.connectors.fullvectors import rescore_bytes_per_vector, vectors_file_name
 
     m = idx.manifest
     n = max(int(count), 0)
@@ -80,7 +79,7 @@ def saved_summary(idx: Any, count: int, store_bytes: int) -> dict[str, Any]:
         if full.in_store:
             out.update(full_file="in store (named vector)", full_dtype=full.dtype, full_bytes=None)
         else:
-            path = idx.folder / (full.dir or "full") / _vec_name(full.dtype)
+            path = idx.folder / (full.dir or "full") / vectors_file_name(full.dtype)
             out.update(full_file=str(path.relative_to(idx.folder)), full_dtype=full.dtype,
                        full_bytes=allocated_bytes(path),
                        full_bytes_per_vector=disk_per_vector)
