@@ -28,7 +28,7 @@ import numpy as np
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
-from slimvec.indexer.manifest import RescoreInfo
+from slimvec.indexer.manifest import RescoreInfo, shortfall_message
 
 __all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids",
            "tie_tolerance", "shortfall_message"]
@@ -93,16 +93,6 @@ class RescoreCalibration:
         out["ladder"] = {str(r): round(v, 6) for r, v in self.ladder.items()}
         out["recall"] = round(self.recall, 6)
         return out
-
-
-def shortfall_message(recall: float, depth: int, target: float, k: int = 10) -> str:
-    """``target not met: reached 0.9225 at depth cap 64 (target 0.99, neighbour recall@10)`` and
-    what to do about it. The same text is shown by ``slimvec info``, the ingest / calibrate
-    summaries and the service's index status."""
-    return (f"target not met: reached {recall:.4f} at depth cap {depth} (target {target:g}, "
-            f"neighbour recall@{k}); searches use depth {depth}, no deeper depth is tried. To meet "
-            "it: a larger reducer dimension (e.g. --recipe 'pca:192|...'), a fixed deeper "
-            "rescore=R, or a lower target (rescore=auto,target=0.95)")
 
 
 def _kept_dtype(full: Any) -> str:
