@@ -102,11 +102,17 @@ def plan(
         target.append(f"RAM ≤ {_human(result.memory_budget)}")
     table = Table(title=f"Plan for {docs:,} documents of dimension {dim} "
                         f"({' and '.join(target) or 'no target: the recipes sized'})")
-    for col in ("#", "reducer", "dim", "store", short, "RAM", "disk", "meets target", "measured on"):
+    from slimvec.benchmarks.rows import metric_title
+
+    ranked = result.ranked_by if result.ranked_by and result.ranked_by != metric.replace("_at_10", "_at_k") else None
+    cols = ["#", "reducer", "dim", "store", short] + ([metric_title(ranked) + " (ranks)"] if ranked else [])
+    for col in cols + ["RAM", "disk", "meets target", "measured on"]:
         table.add_column(col, justify="right" if col in ("#", "dim", "RAM", "disk") else "left")
     for i, c in enumerate(result.candidates[:top], 1):
-        table.add_row(str(i), c.reducer, str(c.dim_out), c.recipe or (c.store + (" +rescore" if c.rescore else "")),
-                      "—" if c.quality is None else f"{c.quality:.3f}", _human(c.ram_bytes),
+        rank_cell = ["—" if c.rank_quality is None else f"{c.rank_quality:.3f}"] if ranked else []
+        table.add_row(str(i), c.reducer, str(c.dim_out),
+                      c.recipe or (c.store + (f" +rescore×{c.depth}" if c.depth else " +rescore" if c.rescore else "")),
+                      "—" if c.quality is None else f"{c.quality:.3f}", *rank_cell, _human(c.ram_bytes),
                       _human(c.disk_bytes), "[green]yes[/]" if c.meets_target else "[red]no[/]",
                       ", ".join(sorted(set(c.datasets))) or "—")
     out.print(table)
@@ -120,6 +126,7 @@ def plan(
         best = result.recommendations[0]
         out.print(f"[bold green]recommended[/]: {best.label} — RAM {_human(best.ram_bytes)}, "
                   f"disk {_human(best.disk_bytes)}")
+        out.print(f"build it: {best.command}", highlight=False, soft_wrap=True)
     if engine_result is not None:
         from slimvec.cli.engine_plan import render
 

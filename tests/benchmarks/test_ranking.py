@@ -85,3 +85,31 @@ def test_rank_key_is_one_rule_for_a_floor_and_a_budget():
     assert rank_key(True, 0.99, 900.0) < rank_key(True, 0.96, 100.0)  # a budget alone: the best
     assert rank_key(True, 0.5, 1.0, buildable=False) > rank_key(False, 0.1, 1e9)  # unbuildable last
     assert rank_key(False, 0.94, 50.0, floor=0.95) < rank_key(False, 0.90, 10.0, floor=0.95)
+
+
+def test_plan_on_a_saturated_target_ranks_by_a_metric_that_discriminates(tmp_path):
+    """Before: `plan --min-task-recall 0.95` ranked by the saturated task recall, so the smallest
+    row meeting it won whatever its neighbour recall. Now the floor still filters, the ranking is
+    by neighbour recall, the flag is printed, and the winner comes with the command that builds it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from slimvec.cli import app
+
+    res = CliRunner().invoke(app, ["plan", "--docs", "100000", "--dim", "384", "--results", str(DEV),
+                                   "--min-task-recall", "0.95", "--store", "faiss:SQ8",
+                                   "--store", "faiss:PQ48np", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert plan["ranked_by"] == "neighbor_recall_at_k"
+    assert plan["flagged_metrics"][0]["reason"].startswith("saturated: 16 of 16 rows")
+    best = plan["recommendation"]
+    # PQ48np is smaller and meets task recall 0.95 (0.998), but its neighbour recall is 0.808
+    assert best["store"] == "faiss:SQ8" and best["neighbor_recall_at_k"] > 0.99
+    assert best["command"] == "slimvec ingest DOCS.jsonl --index INDEX --recipe 'none|faiss:SQ8'"
+    assert any("task_recall_at_k is not used for ranking: saturated" in n for n in plan["notes"])
+    text = CliRunner().invoke(app, ["plan", "--docs", "100000", "--dim", "384", "--results", str(DEV),
+                                    "--min-task-recall", "0.95", "--store", "faiss:SQ8",
+                                    "--store", "faiss:PQ48np"])
+    assert "build it: slimvec ingest DOCS.jsonl --index INDEX --recipe 'none|faiss:SQ8'" in text.output
