@@ -113,3 +113,20 @@ def test_plan_on_a_saturated_target_ranks_by_a_metric_that_discriminates(tmp_pat
                                     "--min-task-recall", "0.95", "--store", "faiss:SQ8",
                                     "--store", "faiss:PQ48np"])
     assert "build it: slimvec ingest DOCS.jsonl --index INDEX --recipe 'none|faiss:SQ8'" in text.output
+
+
+def test_tune_orders_its_candidates_by_the_same_rule():
+    """tune's objective is rank_key: under a floor the smallest RAM meeting it (not the best
+    recall), p50 only breaking ties; a candidate missing the floor ranks by its recall."""
+    from slimvec.benchmarks.tune import TuneCandidate, _objective
+    from slimvec.recipe import Recipe
+
+    small = TuneCandidate(Recipe("pca:48", "hnsw"), 48, ram_bytes=100.0, recall=0.96, p50_ms=0.5, meets=True)
+    big = TuneCandidate(Recipe("none", "hnsw"), 384, ram_bytes=900.0, recall=0.999, p50_ms=0.1, meets=True)
+    near = TuneCandidate(Recipe("pca:96", "hnsw"), 96, ram_bytes=50.0, recall=0.94, meets=False)
+    far = TuneCandidate(Recipe("pca:24", "hnsw"), 24, ram_bytes=10.0, recall=0.80, meets=False)
+    ranked = sorted([far, big, near, small], key=lambda c: _objective(c, 0.95))
+    assert ranked == [small, big, near, far]
+    for c in ranked:
+        assert _objective(c, 0.95) == rank_key(c.meets, c.recall, c.ram_bytes, floor=0.95, tiebreak=c.p50_ms)
+    assert sorted([small, big], key=lambda c: _objective(c, None)) == [big, small]  # a budget alone
