@@ -130,3 +130,26 @@ def test_tune_orders_its_candidates_by_the_same_rule():
     for c in ranked:
         assert _objective(c, 0.95) == rank_key(c.meets, c.recall, c.ram_bytes, floor=0.95, tiebreak=c.p50_ms)
     assert sorted([small, big], key=lambda c: _objective(c, None)) == [big, small]  # a budget alone
+
+
+def test_report_html_planner_ranks_like_plan_and_shows_what_rescoring_costs(dev, tmp_path):
+    """report.html's planner data says which metric each target ranks by (task recall is flagged
+    on the dev pairs), carries the command of each candidate, and every rescored row carries the
+    RAM (id lookup) and disk (full vectors read) its rescoring adds beyond its plain twin."""
+    from slimvec.benchmarks.html.data import planner_data, row_facets
+    from slimvec.benchmarks.sizing import rescore_bytes_per_vector
+
+    rows, _ = dev
+    some = [r.to_json() for r in rows if r.store in ("faiss:SQ8", "faiss:PQ48np", "st:binary")]
+    data = planner_data(some, workdir=tmp_path)
+    block = data["dims"]["384"]
+    assert block["ranked_by"]["task_recall_at_10"] == "neighbor_recall_at_10"
+    assert block["flagged"]["task_recall_at_10"][0]["reason"].startswith("saturated")
+    sq8 = next(c for c in block["candidates"] if c["store"] == "faiss:SQ8")
+    assert sq8["buildable"] and sq8["command"].endswith("--recipe 'none|faiss:SQ8'")
+    rescored = next(r for r in rows if r.store == "st:binary" and r.rescore)
+    facets = row_facets(rescored.to_json())
+    assert (facets["rescore_ram_per_vector"], facets["rescore_disk_per_vector"]) == rescore_bytes_per_vector(384)
+    assert facets["rescore_ram_per_vector"] > 0 and facets["build"] is None and "st:binary" in facets["why_not"]
+    plain = row_facets(next(r for r in rows if r.store == "faiss:SQ8").to_json())
+    assert plain["rescore_ram_per_vector"] == 0 and plain["build"].startswith("slimvec ingest")

@@ -197,11 +197,14 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "neighbor_recall_at_10")
         page.select_option("#metric", "task_recall_at_10")
 
-        # hovering a mark shows the full row
+        # hovering a mark shows a short card (issue 27: not a 40-field dump over half the plot):
+        # bytes, both recalls, p50 and the command that builds it
         page.eval_on_selector("#plot-bytes", "e => e.scrollIntoView({block: 'center'})")
         page.hover("#plot-bytes .marks .mark:last-child")  # drawn last: on top of any overlap
         tip = page.inner_text("#tooltip")
-        assert "bytes_per_vector" in tip and "task_recall_at_10" in tip and "latency_p95_ms" in tip
+        assert "bytes/vec" in tip and "nbr R@10 / task R@10" in tip and "p50 ms" in tip
+        assert "build it\tslimvec ingest" in tip or "not buildable" in tip
+        assert page.eval_on_selector_all("#tooltip tr", "trs => trs.length") <= 6
 
         # a filter changes the count: only the pca family
         page.click("[data-filter='family'] .chip[data-value='pca'] .only")
@@ -224,7 +227,8 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
             sum(1 for r in rows if row_facets(r)["role"] == "full")
         page.click("#rows-table th[data-key='task_recall_at_10']")
         col = page.eval_on_selector_all(
-            "#rows-table tbody tr", "trs => trs.map(tr => tr.children[9].textContent)")
+            # (columns 7 and 8: the RAM and disk per vector that rescoring adds, issue 27)
+            "#rows-table tbody tr", "trs => trs.map(tr => tr.children[11].textContent)")
         values = [float(v) for v in col if v != "—"]
         assert values and values == sorted(values, reverse=True)
 

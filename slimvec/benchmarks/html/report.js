@@ -284,13 +284,17 @@
     const r = ROWS[i];
     tip.textContent = "";
     tip.append(el("div", { class: "tt-title" }, `${FAC[i].label}  (${FAC[i].role})`));
+    // a short card, not every field (the table below has them all; click the mark to go there)
     const t = el("table");
-    for (const k of Object.keys(r)) {
-      const v = r[k];
-      let s = typeof v === "number" && !Number.isInteger(v) ? String(+v.toPrecision(5)) : fmt(v);
-      if ((k === "index_bytes" || k === "reducer_bytes") && v !== null) s += ` (${humanBytes(v)})`;
-      const tr = el("tr"); tr.append(el("td", null, k), el("td", null, s)); t.append(tr);
-    }
+    const f = FAC[i];
+    const n3 = (v) => (v === null || v === undefined ? NULL : Number(v).toFixed(3));
+    const lines = [["run / dataset", `${r.source} / ${r.dataset}`],
+                   ["bytes/vec", r.bytes_per_vector === null ? NULL : Number(r.bytes_per_vector).toFixed(1)
+                     + (f.rescore_ram_per_vector ? ` + rescoring ${f.rescore_ram_per_vector} B RAM, ${f.rescore_disk_per_vector} B disk` : "")],
+                   ["nbr R@10 / task R@10", `${n3(r.neighbor_recall_at_10)} / ${n3(r.task_recall_at_10)}`],
+                   ["p50 ms", r.latency_p50_ms === null || r.latency_p50_ms === undefined ? NULL : Number(r.latency_p50_ms).toFixed(3)],
+                   ["build it", f.build || ("not buildable: " + (f.why_not || "?"))]];
+    for (const [k, s] of lines) { const tr = el("tr"); tr.append(el("td", null, k), el("td", null, s)); t.append(tr); }
     tip.append(t);
     tip.hidden = false;
     moveTip(ev);
@@ -308,6 +312,7 @@
   const COLS = [
     ["source", "run", "s"], ["dataset", "dataset", "s"], ["_role", "kind", "s"], ["reducer", "reducer", "s"],
     ["dim_out", "dim", 0], ["store", "store", "s"], ["_quant", "quant", "s"], ["_rescoring", "rescoring", "s"],
+    ["_rescore_ram", "+RAM B/vec (rescore ids)", 0], ["_rescore_disk", "+disk B/vec (rescore reads)", 0],
     ["bytes_per_vector", "bytes/vec", 1], ["index_bytes", "index", "bytes"], ["task_recall_at_10", "task R@10", 3],
     ["task_mrr_at_10", "MRR@10", 3], ["neighbor_recall_at_10", "nbr R@10", 3], ["sts_spearman", "STS ρ", 3],
     ["cluster_accuracy", "cluster acc", 3], ["routed_recall_at_10", "routed R@10", 3],
@@ -318,6 +323,8 @@
     if (k === "_role") return FAC[i].role;
     if (k === "_quant") return FAC[i].quant;
     if (k === "_rescoring") return FAC[i].rescoring;
+    if (k === "_rescore_ram") return FAC[i].rescore_ram_per_vector || null;
+    if (k === "_rescore_disk") return FAC[i].rescore_disk_per_vector || null;
     return ROWS[i][k];
   }
   let sortKey = "bytes_per_vector", sortDir = -1;
@@ -417,22 +424,30 @@
   function makePlan(docs, dim, minQuality, budget, metric, maxP50) {
     const block = P.dims[String(dim)];
     const pay = P.payload_bytes || 0;
+    const rankBy = (block.ranked_by || {})[metric] || metric;
     const cands = block.candidates.map((c, pos) => {
       const model = block.models[c.store];
       const rs = c.rescore_bytes || [0, 0];  // full vectors: id lookup in RAM, vectors on disk
       const ram = ramBytes(model, docs, c.dim_out, pay) + c.reducer_bytes + rs[0] * docs;
       const disk = diskBytes(model, docs, c.dim_out, pay) + c.reducer_bytes + rs[1] * docs;
       const q = c.quality[metric];
+      const rq = c.quality[rankBy];
       let ok = true;
       if (minQuality !== null) ok = q !== null && q !== undefined && q >= minQuality;
       if (budget !== null) ok = ok && ram <= budget;
       if (maxP50 !== null) ok = ok && c.p50_ms !== null && c.p50_ms <= maxP50;
-      return { c, pos, ram, disk, q: q === undefined ? null : q, meets: ok };
+      const built = c.buildable !== false;
+      return { c, pos, ram, disk, q: q === undefined ? null : q, rq: rq === undefined ? null : rq,
+               built, meets: ok && built };
     });
+    // benchmarks.ranking.rank_key: buildable first, then meeting the target; a floor on a metric
+    // that cannot discriminate filters but ranks nothing (the metric it ranks by does)
+    const floor = rankBy === metric ? minQuality : null;
     const key = (x) => {
-      const quality = x.q !== null ? x.q : -1.0;
-      if (x.meets) return minQuality !== null ? [0, x.ram, -quality] : [0, -quality, x.ram];
-      return minQuality !== null ? [1, -quality, x.ram] : [1, x.ram, -quality];
+      const quality = x.rq !== null ? x.rq : -1.0;
+      const head = [x.built ? 0 : 1, x.meets ? 0 : 1];
+      if (x.meets) return head.concat(floor !== null ? [x.ram, -quality] : [-quality, x.ram]);
+      return head.concat(floor !== null ? [-quality, x.ram] : [x.ram, -quality]);
     };
     cands.sort((a, b) => cmpTuple(key(a), key(b)) || (a.pos - b.pos));
     return cands;
@@ -487,7 +502,7 @@
     table.setAttribute("data-state", "ok");
     if (fitting.length) {
       const best = fitting[0];
-      msg.textContent = `${fitting.length} of ${plan.length} configurations fit. Recommended: ${best.c.label} — RAM ${humanBytes(best.ram)}, disk ${humanBytes(best.disk)}.`;
+      msg.textContent = `${fitting.length} of ${plan.length} configurations fit. Recommended: ${best.c.label} — RAM ${humanBytes(best.ram)}, disk ${humanBytes(best.disk)}. Build it: ${best.c.command}`;
       msg.classList.add("ok");
     } else {
       msg.textContent = `No configuration meets the target; the closest of ${plan.length} are listed first.`;
@@ -511,6 +526,7 @@
     table.append(body);
     const block = P.dims[dim];
     const ul = el("ul", { class: "notes" });
+    for (const f of (block.flagged || {})[metric] || []) ul.append(el("li", { class: "flag" }, `${f.metric} is not used for ranking: ${f.reason}; ranked by ${(block.ranked_by || {})[metric]}`));
     for (const n of block.notes) ul.append(el("li", null, n));
     for (const k of block.checks) ul.append(el("li", null, `size model of ${k.store} checked at n=${fmt(k.n, 0)}, dim ${k.dim} (not fitted on): predicted ${humanBytes(k.predicted_bytes)}, measured ${humanBytes(k.measured_bytes)}, error ${(k.error * 100).toFixed(1)}%`));
     notes.append(ul);
