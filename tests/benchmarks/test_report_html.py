@@ -197,6 +197,10 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "neighbor_recall_at_10")
         page.select_option("#metric", "task_recall_at_10")
 
+        # the Pareto front's marks are labelled with their configuration
+        front_labels = page.eval_on_selector_all("#plot-bytes text.mark-label", "ts => ts.map(t => t.textContent)")
+        assert front_labels and all("→" in t for t in front_labels)
+
         # hovering a mark shows a short card (issue 27: not a 40-field dump over half the plot):
         # bytes, both recalls, p50 and the command that builds it
         page.eval_on_selector("#plot-bytes", "e => e.scrollIntoView({block: 'center'})")

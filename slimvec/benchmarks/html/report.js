@@ -244,8 +244,14 @@
     const groups = {};
     for (const i of idx) { const k = ROWS[i].source + " / " + ROWS[i].dataset; (groups[k] = groups[k] || []).push(i); }
     const dashes = ["", "6 3", "2 3", "8 3 2 3"];
+    const labels = sv("g", { class: "labels", "clip-path": `url(#${clipId})` });
     Object.keys(groups).forEach((k, gi) => {
       const f = front(groups[k], xk, yk);
+      // the marks of the front carry their configuration's name (at most 8, so the plot stays readable)
+      if (f.length <= 8) for (const i of f) {
+        labels.append(sv("text", { x: X(num(ROWS[i][xk])) + 6, y: Y(num(ROWS[i][yk])) - 6, class: "mark-label",
+                                   "font-size": "10" }, FAC[i].label.replace(" → ", "→")));
+      }
       let d = "";
       f.forEach((i, j) => {
         const px = X(num(ROWS[i][xk])), py = Y(num(ROWS[i][yk]));
@@ -261,7 +267,7 @@
     // full-dimension and peer marks on top
     const order = idx.slice().sort((a, b) => (FAC[a].role === "reduced" ? 0 : 1) - (FAC[b].role === "reduced" ? 0 : 1));
     for (const i of order) markShape(marks, FAC[i].role, X(num(ROWS[i][xk])), Y(num(ROWS[i][yk])), familyColor[FAC[i].family], i);
-    svg.append(marks);
+    svg.append(marks, labels);
     const below = ys.filter((v) => v < y0).length;
     if (below) svg.append(sv("text", { x: W - R, y: H - B - 6, "text-anchor": "end", class: "title" }, `${below} mark(s) below ${y0.toFixed(2)} hidden`));
     return idx.length;
