@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from slimvec.benchmarks.analysis import value_of
+from slimvec.benchmarks.latency import latency_at
 from slimvec.benchmarks.ranking import rank_key
 from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.sizing import (SizeCheck, SizeModel, calibrate, check_model, rescore_bytes_per_vector,
@@ -111,6 +112,10 @@ class Candidate:
     rank_metric: str | None = None
     buildable: bool = True
     why_not: str = ""
+    p50_ms: float | None = None
+    p50_n: int | None = None
+    p50_at_docs: float | None = None
+    p50_note: str = ""
 
     @property
     def command(self) -> str | None:
@@ -165,6 +170,8 @@ class Plan:
             return {"reducer": c.reducer, "dim_out": c.dim_out, "store": c.store, "rescore": c.rescore,
                     "recipe": c.recipe, "depth": c.depth, "command": c.command,
                     "why_not": c.why_not or None,
+                    "p50_ms_measured": c.p50_ms, "p50_measured_at_n": c.p50_n,
+                    "p50_ms_at_docs": c.p50_at_docs, "p50_note": c.p50_note,
                     **({c.rank_metric: c.rank_quality} if c.rank_metric and c.rank_metric != self.metric else {}),
                     self.metric: c.quality, "datasets": c.datasets, "reducer_bytes": c.reducer_bytes,
                     "ram_bytes": int(c.ram_bytes), "disk_bytes": int(c.disk_bytes),
@@ -245,6 +252,9 @@ def candidates_from_results(rows: Sequence[Row | dict[str, Any]], dim: int, stor
             cand.quality = value if cand.quality is None else min(cand.quality, value)
             cand.datasets.append(str(r.get("dataset", "?")))
         cand.reducer_bytes = max(cand.reducer_bytes, int(_num(r.get("reducer_bytes")) or 0))
+        p50 = _num(r.get("latency_p50_ms"))
+        if p50 is not None and (cand.p50_ms is None or p50 > cand.p50_ms):  # the slowest dataset
+            cand.p50_ms, cand.p50_n = p50, int(_num(r.get("n_corpus")) or 0) or None
     if skipped_remote:
         notes.append(f"no local size model for {', '.join(sorted(skipped_remote))}: left out")
     if at_dim and not groups:
@@ -408,6 +418,7 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         if budget is not None:
             ok = ok and c.ram_bytes <= budget
         c.meets_target = ok and c.buildable  # nothing is recommended that ingest cannot build
+        c.p50_at_docs, c.p50_note = latency_at(c.store, c.p50_ms, c.p50_n, docs)
 
     # the one ranking rule (benchmarks.ranking.rank_key): a floor on a metric that cannot
     # discriminate still filters, but ranks nothing: the discriminating metric does, best first

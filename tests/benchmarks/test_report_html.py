@@ -249,7 +249,8 @@ def _planner_rows(page) -> list[dict]:
     return page.eval_on_selector_all(
         "#plan-table tbody tr",
         "trs => trs.map(tr => ({label: tr.dataset.label, ram: +tr.dataset.ram, disk: +tr.dataset.disk, "
-        "meets: tr.dataset.meets === '1', ramText: tr.children[7].textContent}))")
+        "meets: tr.dataset.meets === '1', ramText: tr.children[7].textContent, "
+        "p50Text: tr.children[6].textContent}))")
 
 
 @pytest.mark.parametrize("docs,min_quality,budget", [
@@ -287,6 +288,13 @@ def test_planner_matches_make_plan(small_run, browser, docs, min_quality, budget
         assert g["ram"] == pytest.approx(c.ram_bytes, rel=1e-12)
         assert g["disk"] == pytest.approx(c.disk_bytes, rel=1e-12)
         assert g["ramText"] == human_bytes(c.ram_bytes)
+        # latency at the planned N says where it was measured (issue 27 item 2)
+        if c.p50_ms is not None:
+            assert f"at n = {c.p50_n:,}" in g["p50Text"]
+            if c.p50_at_docs is None:
+                assert "not extrapolated" in g["p50Text"]
+            else:
+                assert g["p50Text"].startswith(f"{c.p50_at_docs:.3f}")
 
 
 def test_page_model_is_what_slimvec_plan_fits(small_run, tmp_path):

@@ -219,6 +219,17 @@ def _group_key(row: dict[str, Any]) -> tuple[str, str, bool, int] | None:
     return (str(row.get("reducer") or "none"), store, bool(rescore), depth)
 
 
+def _growth(store: str) -> str:
+    """``linear`` or ``graph`` (:meth:`slimvec.connectors.base.VectorStore.search_growth`)."""
+    try:
+        from slimvec.connectors import parse_store_spec, store_class
+
+        parsed = parse_store_spec(store)
+        return store_class(parsed).search_growth(parsed.arg, dict(parsed.options or {}))
+    except SlimvecError:
+        return "graph"
+
+
 def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None = None) -> dict[str, Any]:
     """Size models and candidates of :func:`~slimvec.benchmarks.plan.make_plan`, per encoder dimension.
 
@@ -263,11 +274,13 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
                 ranked_by[metric] = by.replace("_at_k", "_at_10") if metric.endswith("_at_10") else by
                 flagged[metric] = [c.to_json() for c in passed]
             p50: dict[tuple[str, str, bool, int], float] = {}
+            p50_n: dict[tuple[str, str, bool, int], int | None] = {}
             for r in at_dim:
                 key = _group_key(r)
                 value = _num(r.get("latency_p50_ms"))
-                if key is not None and value is not None:
-                    p50[key] = max(p50.get(key, value), value)
+                if key is not None and value is not None and value >= p50.get(key, value):
+                    p50[key] = value
+                    p50_n[key] = int(_num(r.get("n_corpus")) or 0) or None
             cands = []
             for c in ordered:
                 key = (c.reducer, c.store, c.rescore, c.depth)
@@ -276,7 +289,9 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
                               "buildable": c.buildable, "command": c.command, "why_not": c.why_not or None,
                               "quality": {m: quality[m].get(key) for m in QUALITY_METRICS},
                               "datasets": sorted(set(c.datasets)), "reducer_bytes": c.reducer_bytes,
-                              "p50_ms": p50.get(key),
+                              "p50_ms": p50.get(key), "p50_n": p50_n.get(key),
+                              # how its latency grows with N (benchmarks.latency.latency_at)
+                              "growth": _growth(c.store),
                               # per vector, what rescoring adds (plan.Candidate.rescore_bytes_per_vector)
                               "rescore_bytes": list(c.rescore_bytes_per_vector(dim))})
             out["dims"][str(dim)] = {

@@ -426,6 +426,13 @@
     for (let j = 0; j < a.length; j++) { if (a[j] < b[j]) return -1; if (a[j] > b[j]) return 1; }
     return 0;
   }
+  // benchmarks.latency.latency_at: a scan grows linearly with N; a graph is quoted as measured up
+  // to twice the measured n and refused (null) beyond
+  function p50At(c, docs) {
+    if (c.p50_ms === null || c.p50_ms === undefined || !c.p50_n) return null;
+    if (c.growth === "linear") return docs <= c.p50_n ? c.p50_ms : c.p50_ms * docs / c.p50_n;
+    return docs <= 2 * c.p50_n ? c.p50_ms : null;
+  }
   // as plan.make_plan: predicted sizes, meets_target, and its ordering
   function makePlan(docs, dim, minQuality, budget, metric, maxP50) {
     const block = P.dims[String(dim)];
@@ -441,10 +448,11 @@
       let ok = true;
       if (minQuality !== null) ok = q !== null && q !== undefined && q >= minQuality;
       if (budget !== null) ok = ok && ram <= budget;
-      if (maxP50 !== null) ok = ok && c.p50_ms !== null && c.p50_ms <= maxP50;
+      const p50 = p50At(c, docs);
+      if (maxP50 !== null) ok = ok && p50 !== null && p50 <= maxP50;
       const built = c.buildable !== false;
       return { c, pos, ram, disk, q: q === undefined ? null : q, rq: rq === undefined ? null : rq,
-               built, meets: ok && built };
+               built, meets: ok && built, p50 };
     });
     // benchmarks.ranking.rank_key: buildable first, then meeting the target; a floor on a metric
     // that cannot discriminate filters but ranks nothing (the metric it ranks by does)
@@ -515,7 +523,7 @@
       msg.classList.add("err");
     }
     const head = el("thead"), hr = el("tr");
-    for (const [t, c] of [["#", "num"], ["fits", ""], ["reducer", ""], ["dim", "num"], ["store", ""], [metric, "num"], ["p50 ms", "num"], ["RAM", "num"], ["disk", "num"], ["measured on", ""]])
+    for (const [t, c] of [["#", "num"], ["fits", ""], ["reducer", ""], ["dim", "num"], ["store", ""], [metric, "num"], ["p50 ms at " + fmt(docs, 0), "num"], ["RAM", "num"], ["disk", "num"], ["measured on", ""]])
       hr.append(el("th", { class: c }, t));
     head.append(hr); table.append(head);
     const body = el("tbody");
@@ -524,7 +532,9 @@
       const tr = el("tr", { class: x.meets ? "fits" : "nofit", "data-label": x.c.label, "data-ram": String(x.ram), "data-disk": String(x.disk), "data-meets": x.meets ? "1" : "0" });
       const cells = [[String(j + 1), "num"], [x.meets ? "yes" : "no", ""], [x.c.reducer, ""], [String(x.c.dim_out), "num"],
                      [x.c.store + (x.c.rescore ? " +rescore" : ""), ""], [x.q === null ? NULL : x.q.toFixed(3), "num"],
-                     [x.c.p50_ms === null ? NULL : x.c.p50_ms.toFixed(3), "num"], [humanBytes(x.ram), "num"], [humanBytes(x.disk), "num"],
+                     [x.c.p50_ms === null || x.c.p50_ms === undefined ? NULL
+                       : (x.p50 === null ? `${NULL} (${x.c.p50_ms.toFixed(3)} at n = ${fmt(x.c.p50_n, 0)}, not extrapolated)`
+                          : `${x.p50.toFixed(3)} (measured at n = ${fmt(x.c.p50_n, 0)})`), "num"], [humanBytes(x.ram), "num"], [humanBytes(x.disk), "num"],
                      [x.c.datasets.join(", ") || NULL, ""]];
       for (const [t, c] of cells) tr.append(el("td", { class: c }, t));
       body.append(tr);
