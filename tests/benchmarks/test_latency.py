@@ -64,3 +64,22 @@ def test_report_html_planner_carries_where_latency_was_measured(tmp_path):
     cands = {c["store"]: c for c in data["dims"]["384"]["candidates"]}
     assert cands["faiss:SQ8"]["growth"] == "linear" and cands["hnsw"]["growth"] == "graph"
     assert cands["faiss:SQ8"]["p50_n"] == 2910 and cands["hnsw"]["p50_n"] == 2910
+
+
+def test_plan_and_plan_engine_say_why_they_differ_on_a_row():
+    """Issue 27 item 2: `plan` said a configuration fits the memory budget, `plan --engine ray` that
+    it needs 2 nodes, with nothing connecting the two. The engine part now says why."""
+    from typer.testing import CliRunner
+
+    from slimvec.cli import app
+
+    res = CliRunner().invoke(app, ["plan", "--docs", "10000000", "--dim", "384", "--results", str(DEV),
+                                   "--memory-budget", "64GiB", "--store", "hnsw", "--engine", "ray",
+                                   "--cpu-rate", "100", "--node-ram", "16GiB", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    best = data["recommendation"]
+    row = next(r for r in data["engine"]["rows"] if r["label"].startswith("none → hnsw"))
+    assert best["meets_target"] and row["nodes"] > 1
+    why = [line for line in data["engine"]["inputs"] if line.startswith("why they differ")]
+    assert why and f"needs {row['shards']} shards" in why[0] and "--node-ram" in why[0]
