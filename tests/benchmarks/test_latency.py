@@ -53,6 +53,8 @@ def test_plan_quotes_latency_at_its_n_with_where_it_was_measured():
     text = CliRunner().invoke(app, args)
     said = " ".join(text.output.split())
     assert "p50 at 10,000,000: " in said and "measured at n = 2,910" in said
+    # issue 27 item 1: the recommendation comes with the one command that builds it
+    assert "build it: slimvec ingest DOCS.jsonl --index INDEX --recipe 'none|hnsw'" in said
 
 
 def test_report_html_planner_carries_where_latency_was_measured(tmp_path):
