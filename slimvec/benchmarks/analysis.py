@@ -132,24 +132,31 @@ def budget_ladder(rows: Sequence[RowLike], key: str = "bytes_per_vector") -> lis
 
 def best_per_budget(rows: Sequence[RowLike], budgets: Sequence[float], metric: str = "task_recall_at_k",
                     key: str = "bytes_per_vector") -> list[tuple[float, Any]]:
-    """For each budget, the row with the highest ``metric`` among rows with ``key`` <= budget.
-
-    Ties go to the smaller ``key``. ``None`` when no row fits the budget (or none has the metric).
+    """For each budget, the best row by ``metric`` among rows with ``key`` <= budget that
+    ``slimvec ingest`` can build (:func:`slimvec.benchmarks.ranking.buildable`), ranked by
+    :func:`slimvec.benchmarks.ranking.rank_key` (the rule plan and tune use): highest ``metric``,
+    ties to the smaller ``key``. ``None`` when no row fits the budget (or none has the metric).
     """
+    from slimvec.benchmarks.ranking import buildable, rank_key
+
     out: list[tuple[float, Any]] = []
+    usable = [r for r in rows if num(r, metric) is not None and num(r, key) is not None and buildable(r)[0]]
     for budget in budgets:
-        fitting = [r for r in rows if num(r, key) is not None and num(r, key) <= budget  # type: ignore[operator]
-                   and num(r, metric) is not None]
-        best = max(fitting, key=lambda r: (num(r, metric), -num(r, key)), default=None)  # type: ignore[operator]
+        fitting = [r for r in usable if num(r, key) <= budget]  # type: ignore[operator]
+        best = min(fitting, key=lambda r: rank_key(True, num(r, metric), num(r, key)), default=None)
         out.append((budget, best))
     return out
 
 
 def quality_metric(rows: Sequence[RowLike]) -> str:
-    """``task_recall_at_k`` when any row has it, else ``neighbor_recall_at_k``."""
-    if any(num(r, "task_recall_at_k") is not None for r in rows):
-        return "task_recall_at_k"
-    return "neighbor_recall_at_k"
+    """The metric rows are ranked by: task recall@k when it can tell the rows apart, else the
+    next that can (:func:`slimvec.benchmarks.ranking.ranking_metric`: a saturated metric, or
+    one on too few positives, is not used)."""
+    from slimvec.benchmarks.ranking import ranking_metric
+
+    if not any(num(r, "task_recall_at_k") is not None for r in rows):
+        return "neighbor_recall_at_k"
+    return ranking_metric(rows, "task_recall_at_k")[0]
 
 
 def by_dataset(rows: Sequence[Any]) -> dict[str, list[Any]]:

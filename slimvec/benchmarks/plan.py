@@ -23,6 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from slimvec.benchmarks.analysis import value_of
+from slimvec.benchmarks.latency import latency_at
+from slimvec.benchmarks.ranking import rank_key
 from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.sizing import (SizeCheck, SizeModel, calibrate, check_model, rescore_bytes_per_vector,
                                        sizing_sizes, sizing_spec)
@@ -111,6 +113,26 @@ class Candidate:
     meets_target: bool = False
     recipe: str | None = None
     keep_full: str = "float32"
+    depth: int = 0
+    rank_quality: float | None = None
+    rank_metric: str | None = None
+    buildable: bool = True
+    why_not: str = ""
+    p50_ms: float | None = None
+    p50_n: int | None = None
+    p50_at_docs: float | None = None
+    p50_note: str = ""
+
+    @property
+    def command(self) -> str | None:
+        """The one command that builds this candidate (``slimvec ingest ... --recipe ...``), or
+        ``None`` when ``slimvec ingest`` cannot build it (:attr:`why_not`)."""
+        from slimvec.benchmarks.ranking import ingest_command
+
+        if not self.buildable:
+            return None
+        return ingest_command({"reducer": self.reducer, "store": self.store, "recipe": self.recipe,
+                               "rescore": self.depth or self.rescore})
 
     def rescore_bytes_per_vector(self, dim: int) -> tuple[int, int]:
         """(RAM, disk) bytes per vector a rescored candidate adds
@@ -122,7 +144,8 @@ class Candidate:
         """``pca:96 → hnsw`` (``+rescore`` when rescored), or the recipe string."""
         if self.recipe is not None:
             return self.recipe
-        return f"{self.reducer} → {self.store}" + (" +rescore" if self.rescore else "")
+        return f"{self.reducer} → {self.store}" + (f" +rescore×{self.depth}" if self.depth
+                                                   else " +rescore" if self.rescore else "")
 
 
 @dataclass
@@ -139,6 +162,8 @@ class Plan:
     checks: list[SizeCheck]
     models: dict[str, SizeModel]
     notes: list[str]
+    ranked_by: str | None = None
+    flagged: list[Any] = field(default_factory=list)
 
     @property
     def recommendations(self) -> list[Candidate]:
@@ -149,7 +174,11 @@ class Plan:
         """JSON-serialisable plan (``slimvec plan --json``)."""
         def cand(c: Candidate) -> dict[str, Any]:
             return {"reducer": c.reducer, "dim_out": c.dim_out, "store": c.store, "rescore": c.rescore,
-                    "recipe": c.recipe,
+                    "recipe": c.recipe, "depth": c.depth, "command": c.command,
+                    "why_not": c.why_not or None,
+                    "p50_ms_measured": c.p50_ms, "p50_measured_at_n": c.p50_n,
+                    "p50_ms_at_docs": c.p50_at_docs, "p50_note": c.p50_note,
+                    **({c.rank_metric: c.rank_quality} if c.rank_metric and c.rank_metric != self.metric else {}),
                     self.metric: c.quality, "datasets": c.datasets, "reducer_bytes": c.reducer_bytes,
                     "ram_bytes": int(c.ram_bytes), "disk_bytes": int(c.disk_bytes),
                     "meets_target": c.meets_target}
@@ -162,6 +191,8 @@ class Plan:
                              "measured_bytes": k.measured, "error": round(k.error, 4)} for k in self.checks],
             "size_models": {k: m.to_json() for k, m in self.models.items()},
             "notes": self.notes,
+            "ranked_by": self.ranked_by,
+            "flagged_metrics": [f.to_json() for f in self.flagged],
         }
 
 
@@ -200,7 +231,7 @@ def candidates_from_results(rows: Sequence[Row | dict[str, Any]], dim: int, stor
         raise ConfigError(f"The results were measured with encoder dimension(s) {dims}, not --dim {dim}: "
                           "quality does not carry over between encoders. Pass the matching --dim or "
                           "bench your encoder first.")
-    groups: dict[tuple[str, str, bool], Candidate] = {}
+    groups: dict[tuple[str, str, bool, int], Candidate] = {}
     skipped_remote: set[str] = set()
     for r in at_dim:
         store_text = str(r.get("store") or "")
@@ -212,14 +243,24 @@ def candidates_from_results(rows: Sequence[Row | dict[str, Any]], dim: int, stor
         if stores and not _store_matches(store_text, stores):
             continue
         reducer = str(r.get("reducer") or "none")
-        key = (reducer, store, bool(r.get("rescore")))
+        depth = int(_num(r.get("rescore")) or 0) if not isinstance(r.get("rescore"), bool) else 0
+        key = (reducer, store, bool(r.get("rescore")), depth)
         dim_out = int(_num(r.get("dim_out")) or dim)
-        cand = groups.setdefault(key, Candidate(reducer, dim_out, store, bool(r.get("rescore"))))
+        if key not in groups:
+            from slimvec.benchmarks.ranking import buildable
+
+            ok, why = buildable(r)
+            groups[key] = Candidate(reducer, dim_out, store, bool(r.get("rescore")), depth=depth,
+                                    buildable=ok, why_not=why)
+        cand = groups[key]
         value = _num(value_of(r, metric))
         if value is not None:
             cand.quality = value if cand.quality is None else min(cand.quality, value)
             cand.datasets.append(str(r.get("dataset", "?")))
         cand.reducer_bytes = max(cand.reducer_bytes, int(_num(r.get("reducer_bytes")) or 0))
+        p50 = _num(r.get("latency_p50_ms"))
+        if p50 is not None and (cand.p50_ms is None or p50 > cand.p50_ms):  # the slowest dataset
+            cand.p50_ms, cand.p50_n = p50, int(_num(r.get("n_corpus")) or 0) or None
     if skipped_remote:
         notes.append(f"no local size model for {', '.join(sorted(skipped_remote))}: left out")
     if at_dim and not groups:
@@ -370,6 +411,7 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         notes.append("quality not measured (no --results): sizes only; PCA dimensions shown as options")
     if not cands:
         raise ConfigError("The results hold no usable rows to plan from.")
+    ranked_by, flagged = _rank_quality(cands, rows or (), dim, stores, metric, recipes, notes)
 
     checks: list[SizeCheck] = []
     check_n = check_size or 2 * max(calibrate_sizes)
@@ -405,24 +447,57 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
             ok = c.quality is not None and c.quality >= min_quality
         if budget is not None:
             ok = ok and c.ram_bytes <= budget
-        c.meets_target = ok
+        c.meets_target = ok and c.buildable  # nothing is recommended that ingest cannot build
+        c.p50_at_docs, c.p50_note = latency_at(c.store, c.p50_ms, c.p50_n, docs)
 
-    def order(c: Candidate) -> tuple:
-        # meeting the target: smallest RAM first under a quality floor, best quality first under
-        # a budget alone; missing it: closest to the target first (best quality / smallest RAM)
-        quality = c.quality if c.quality is not None else -1.0
-        if c.meets_target:
-            return (0, c.ram_bytes, -quality) if min_quality is not None else (0, -quality, c.ram_bytes)
-        return (1, -quality, c.ram_bytes) if min_quality is not None else (1, c.ram_bytes, -quality)
-
-    cands.sort(key=order)
+    # the one ranking rule (benchmarks.ranking.rank_key): a floor on a metric that cannot
+    # discriminate still filters, but ranks nothing: the discriminating metric does, best first
+    floor = min_quality if ranked_by == _alias(metric) else None
+    cands.sort(key=lambda c: rank_key(c.meets_target, c.rank_quality, c.ram_bytes, floor=floor,
+                                      buildable=c.buildable))
+    left_out = sorted({c.label for c in cands if not c.buildable})
+    if left_out:
+        notes.append(f"not recommended, slimvec ingest cannot build them: {', '.join(left_out[:6])}"
+                     + (f" and {len(left_out) - 6} more" if len(left_out) > 6 else ""))
     if not any(c.meets_target for c in cands):
         notes.append("no configuration meets the target; the closest are listed")
     if checks:
         worst = max(checks, key=lambda k: abs(k.error))
         notes.append(f"size models checked at n={check_n} (not fitted on): worst disk error {worst.error:+.1%} "
                      f"({worst.spec}); predictions at {docs:,} extrapolate the same linear form")
-    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, fitted, notes)
+    return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, fitted, notes,
+                ranked_by, flagged)
+
+
+def _alias(metric: str) -> str:
+    return metric.replace("_at_10", "_at_k")
+
+
+def _rank_quality(cands: list[Candidate], rows: Sequence[Any], dim: int, stores: Sequence[str],
+                  metric: str, recipes: Sequence[Any], notes: list[str]) -> tuple[str | None, list[Any]]:
+    """Set each candidate's ranking quality: ``metric`` when it discriminates on the rows at
+    ``dim`` (:func:`slimvec.benchmarks.ranking.ranking_metric`), else the first metric that
+    does (noted). Returns (the metric ranked by, the checks of the metrics passed over)."""
+    from slimvec.benchmarks.ranking import ranking_metric
+
+    at_dim = [r for r in rows if _num(r.get("dim_in")) in (None, dim)]
+    for c in cands:
+        c.rank_quality, c.rank_metric = c.quality, _alias(metric)
+    if not at_dim:
+        return None, []
+    ranked_by, flagged = ranking_metric(at_dim, _alias(metric))
+    for check in flagged:
+        notes.append(f"{check.metric} is not used for ranking: {check.reason}")
+    if ranked_by == _alias(metric):
+        return ranked_by, flagged
+    other = (candidates_for_recipes(recipes, dim, at_dim, ranked_by) if recipes
+             else candidates_from_results(at_dim, dim, stores, ranked_by))
+    by_key = {(o.reducer, o.store, o.rescore, o.depth, o.recipe): o.quality for o in other}
+    for c in cands:
+        c.rank_quality = by_key.get((c.reducer, c.store, c.rescore, c.depth, c.recipe))
+        c.rank_metric = ranked_by
+    notes.append(f"ranked by {ranked_by} instead (the target on {_alias(metric)} still filters)")
+    return ranked_by, flagged
 
 
 # --------------------------------------------------------------------------- quick sweep

@@ -162,17 +162,29 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
 
     out += _reducer_costs(rows) + _routed(rows)
 
+    from slimvec.benchmarks.ranking import buildable, ingest_command, ranking_metric
+
     metrics = [quality_metric(rows)]
+    _, flagged = ranking_metric(rows, "task_recall_at_k")
+    for check in flagged:
+        out += [f"**{_title(check.metric, k)} is not used for ranking**: {check.reason}; it cannot "
+                "tell these configurations apart.", ""]
     if metrics[0] != "neighbor_recall_at_k" and any(num(r, "neighbor_recall_at_k") is not None for r in rows):
         metrics.append("neighbor_recall_at_k")
+    unbuildable = sorted({config_label(r) for r in rows if not buildable(r)[0]
+                          and num(r, "bytes_per_vector") is not None})
     for metric in metrics:
         title = _title(metric, k)
         out += [f"### Best configuration per bytes/vector budget ({title})", ""]
         picks = best_per_budget(rows, budget_ladder(rows), metric)
-        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", title],
+        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", title, "build it"],
                       [[format_value(b, 0), config_label(r) if r else NULL,
                         format_value(r.bytes_per_vector, 1) if r else NULL,
-                        format_value(r.get(metric), 3) if r else NULL] for b, r in picks]) + [""]
+                        format_value(r.get(metric), 3) if r else NULL,
+                        f"`{ingest_command(r)}`" if r else NULL] for b, r in picks]) + [""]
+        if unbuildable:
+            out += [_cut(f"Not recommended (slimvec ingest cannot build them, measured for comparison): "
+                         f"{', '.join(unbuildable)}", MAX_LINE - 10), ""]
 
         out += [f"### Pareto front: {title} against bytes per vector", ""]
         front = pareto_front(rows, "bytes_per_vector", metric)

@@ -92,6 +92,7 @@ class TuneResult:
         b = self.best
         measured = {k: v for k, v in b.row().items() if k not in ("recipe", "note")}
         measured["notes"] = self.notes
+        measured["ranked_by"] = "neighbor_recall_at_10 (benchmarks.ranking.rank_key)"
         rescore, target = b.recipe.rescore, b.recipe.target_recall
         if rescore is not None and self.min_recall is not None:
             measured["rescore_at_sample"] = rescore
@@ -117,10 +118,11 @@ def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] =
 
 
 def _objective(c: TuneCandidate, min_recall: float | None) -> tuple:
-    recall = c.recall if c.recall is not None else -1.0
-    if min_recall is not None:
-        return (0 if c.meets else 1, c.ram_bytes if c.meets else -recall, c.p50_ms or 0.0)
-    return (0 if c.meets else 1, -recall, c.ram_bytes)
+    """The one ranking rule (:func:`slimvec.benchmarks.ranking.rank_key`, as plan and report.md):
+    under a recall floor the smallest RAM meeting it, else the best recall; p50 breaks ties."""
+    from slimvec.benchmarks.ranking import rank_key
+
+    return rank_key(c.meets, c.recall, c.ram_bytes, floor=min_recall, tiebreak=c.p50_ms)
 
 
 def _survivors(alive: list[TuneCandidate], min_recall: float | None,

@@ -31,7 +31,28 @@ def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float
         err.print("measuring MiniLM docs/s on 1 CPU thread ...")
         cfg.cpu_docs_per_s_per_core, cfg.cpu_source = measure_cpu_rate(1), "measured here now, 1 thread"
     configs = [(c.label, c.dim_out, c.ram_bytes) for c in plan.candidates]
-    return engine_plan(plan.docs, configs, cfg)
+    result = engine_plan(plan.docs, configs, cfg)
+    if source.startswith("measured"):
+        result.inputs.append("the measured rate is the encoder alone on short bundled sentences; a whole "
+                             "ingest (reading, longer texts, store writes) runs slower: take the docs/s "
+                             "`slimvec ingest` prints on a sample of your data and pass --cpu-rate")
+    return _agree(plan, result, cfg)
+
+
+def _agree(plan: Any, result: EnginePlan, cfg: EngineConfig) -> EnginePlan:
+    """Say why `plan` and `plan --engine` differ on a row instead of contradicting each other:
+    the plan checks a configuration's RAM against --memory-budget, the engine splits it into
+    shards of the usable part of --node-ram (issue 27 item 2)."""
+    usable = cfg.node_ram_bytes * cfg.ram_fraction
+    for cand, row in zip(plan.candidates, result.rows):
+        if cand.meets_target and plan.memory_budget is not None and row.shards > 1:
+            result.inputs.append(
+                f"why they differ: {row.label} fits --memory-budget {plan.memory_budget / 2**30:,.1f} GiB "
+                f"as one index, but needs {row.shards} shards at {usable / 2**30:,.1f} GiB usable per "
+                f"node ({cfg.ram_fraction:.0%} of --node-ram {cfg.node_ram_bytes / 2**30:,.0f} GiB); one node "
+                f"serves it with --node-ram {row.ram_bytes / cfg.ram_fraction / 2**30:,.1f}GiB or more")
+            break
+    return result
 
 
 def render(result: EnginePlan, out: Console, human: Any) -> None:

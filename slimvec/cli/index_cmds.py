@@ -246,7 +246,7 @@ def calibrate(
            "skipped_rows": len(qf.rejects), "depth": info.depth,
            "previous_depth": before.depth if before else None, "recall": info.recall,
            "target": info.target, "k": info.k, "reached": info.reached,
-           "n_corpus": info.n_corpus}
+           "n_corpus": info.n_corpus, "status": info.status}
     if json_out:
         typer.echo(json.dumps(out, indent=2))
         return
@@ -256,6 +256,4 @@ def calibrate(
                   f"recall@{info.k} {info.recall:.4f} on {len(qf.texts):,} queries "
                   f"({len(qf.rejects):,} of {qf.rows:,} rows skipped), target {info.target}")
     if not info.reached:
-        console.print("  [yellow]warning[/]: the largest depth tried does not reach the target on "
-                      "these queries; use a larger reducer dimension (e.g. --recipe "
-                      "'pca:128|...') or search with a fixed larger --rescore.")
+        console.print(f"  [yellow]warning[/]: {info.status}", highlight=False)

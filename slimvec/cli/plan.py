@@ -23,6 +23,16 @@ def _human(n: float | None) -> str:
     return human_bytes(n)
 
 
+def _p50_cell(c) -> str:
+    """p50 at the plan's N with where it was measured (benchmarks.latency.latency_at)."""
+    if c.p50_ms is None:
+        return "—"
+    at = f"n={c.p50_n:,}" if c.p50_n else "n=?"
+    if c.p50_at_docs is None:
+        return f"— (measured {c.p50_ms:.3f} at {at}; not extrapolated)"
+    return f"{c.p50_at_docs:.3f} (measured at {at})"
+
+
 def plan(
     docs: int = typer.Option(..., "--docs", callback=int_range(1), help="Number of documents to plan for."),
     dim: int = typer.Option(..., "--dim", callback=int_range(1), help="Encoder output dimension (384 for MiniLM)."),
@@ -104,12 +114,18 @@ def plan(
         target.append(f"RAM ≤ {_human(result.memory_budget)}")
     table = Table(title=f"Plan for {docs:,} documents of dimension {dim} "
                         f"({' and '.join(target) or 'no target: the recipes sized'})")
-    for col in ("#", "reducer", "dim", "store", short, "RAM", "disk", "meets target", "measured on"):
+    from slimvec.benchmarks.rows import metric_title
+
+    ranked = result.ranked_by if result.ranked_by and result.ranked_by != metric.replace("_at_10", "_at_k") else None
+    cols = ["#", "reducer", "dim", "store", short] + ([metric_title(ranked) + " (ranks)"] if ranked else [])
+    for col in cols + ["RAM", "disk", f"p50 ms at {docs:,}", "meets target", "measured on"]:
         table.add_column(col, justify="right" if col in ("#", "dim", "RAM", "disk") else "left")
     for i, c in enumerate(result.candidates[:top], 1):
-        table.add_row(str(i), c.reducer, str(c.dim_out), c.recipe or (c.store + (" +rescore" if c.rescore else "")),
-                      "—" if c.quality is None else f"{c.quality:.3f}", _human(c.ram_bytes),
-                      _human(c.disk_bytes), "[green]yes[/]" if c.meets_target else "[red]no[/]",
+        rank_cell = ["—" if c.rank_quality is None else f"{c.rank_quality:.3f}"] if ranked else []
+        table.add_row(str(i), c.reducer, str(c.dim_out),
+                      c.recipe or (c.store + (f" +rescore×{c.depth}" if c.depth else " +rescore" if c.rescore else "")),
+                      "—" if c.quality is None else f"{c.quality:.3f}", *rank_cell, _human(c.ram_bytes),
+                      _human(c.disk_bytes), _p50_cell(c), "[green]yes[/]" if c.meets_target else "[red]no[/]",
                       ", ".join(sorted(set(c.datasets))) or "—")
     out.print(table)
     checks = Table(title="Size models: prediction at a size not fitted on")
@@ -122,6 +138,10 @@ def plan(
         best = result.recommendations[0]
         out.print(f"[bold green]recommended[/]: {best.label} — RAM {_human(best.ram_bytes)}, "
                   f"disk {_human(best.disk_bytes)}")
+        out.print(f"build it: {best.command}", highlight=False, soft_wrap=True)
+        if best.p50_ms is not None:
+            at = "—" if best.p50_at_docs is None else f"{best.p50_at_docs:.3f} ms"
+            out.print(f"p50 at {docs:,}: {at} ({best.p50_note})", highlight=False, soft_wrap=True)
     if engine_result is not None:
         from slimvec.cli.engine_plan import render
 

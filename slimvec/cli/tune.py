@@ -100,3 +100,7 @@ def tune(
     recipe = result.recipe()
     path = save_recipe(out, recipe)
     console.print(f"winner: [bold]{recipe}[/] written to {path} (see docs/recipes.md)")
+    import shlex
+
+    console.print(f"build it: slimvec ingest DOCS.jsonl --index INDEX --recipe {shlex.quote(str(path))}",
+                  highlight=False, soft_wrap=True)

@@ -183,6 +183,14 @@ class VectorStore(abc.ABC):
         return str(options.get("quant", "float32"))
 
     @classmethod
+    def search_growth(cls, arg: str | None, options: Mapping[str, Any]) -> str:
+        """How one query's latency grows with the number of vectors N: ``"linear"`` (a scan of
+        every vector, or of a fixed share of them as IVF's nprobe / nlist) or ``"graph"`` (a
+        proximity graph: sub-linear, a curve that must be measured; the default). Planners scale
+        a linear latency with N and never extrapolate a graph's (benchmarks.latency)."""
+        return "graph"
+
+    @classmethod
     def min_train_vectors(cls, arg: str | None, options: Mapping[str, Any]) -> int:
         """Fewest vectors a store of this spec can be built from (trained quantizers need some;
         default 0). Size models (:mod:`slimvec.benchmarks.sizing`) build above it."""

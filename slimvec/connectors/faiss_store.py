@@ -255,6 +255,12 @@ class FaissStore(VectorStore):
         return "float32"
 
     @classmethod
+    def search_growth(cls, arg: str | None, options: Mapping[str, Any]) -> str:
+        """``graph`` for HNSW factories; every other factory scans: flat codes (Flat, SQ8, PQ)
+        all N vectors, IVF nprobe / nlist of them (linear in N at a fixed nlist)."""
+        return "graph" if "HNSW" in (arg or cls.default_arg).upper() else "linear"
+
+    @classmethod
     def _component(cls, rel: str) -> str:
         return {INDEX_FILE: "index", IDS_FILE: "ids"}.get(rel.rsplit("/", 1)[-1], "other")
 

@@ -633,6 +633,8 @@ class IndexBuilder:
                      + ("given queries" if queries is not None else
                         "corpus vectors (queries unlike the corpus may need more: "
                         "slimvec calibrate --queries FILE, docs/recipes.md)"))
+            if rescore.reached is False:
+                self.say(f"warning: rescore=auto {rescore.status}")
         m.rescore = rescore
         if write:
             m.write(self.folder)

@@ -28,9 +28,10 @@ import numpy as np
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
-from slimvec.indexer.manifest import RescoreInfo
+from slimvec.indexer.manifest import RescoreInfo, shortfall_message
 
-__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids"]
+__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids",
+           "tie_tolerance", "shortfall_message"]
 
 log = logging.getLogger(__name__)
 #: corpus vectors used as calibration queries by :func:`rescore_for_recipe`
@@ -80,12 +81,27 @@ class RescoreCalibration:
     reached: bool
     ladder: dict[int, float] = field(default_factory=dict)
 
+    @property
+    def message(self) -> str | None:
+        """``None`` when the target was reached, else what happened and what to do
+        (:func:`shortfall_message`)."""
+        return None if self.reached else shortfall_message(self.recall, self.depth, self.target, self.k)
+
     def to_json(self) -> dict[str, Any]:
         """JSON form for the manifest (``ladder`` keys as strings)."""
         out = asdict(self)
         out["ladder"] = {str(r): round(v, 6) for r, v in self.ladder.items()}
         out["recall"] = round(self.recall, 6)
         return out
+
+
+def _kept_dtype(full: Any) -> str:
+    """The dtype the full vectors are kept at (``float16`` or ``float32``)."""
+    if isinstance(full, FullVectors):
+        return str(full.dtype)
+    if isinstance(full, tuple) and len(full) == 2:
+        return "float16" if np.asarray(full[1]).dtype == np.float16 else "float32"
+    return "float32"
 
 
 def depth_ladder(max_depth: int) -> list[int]:
@@ -160,20 +176,37 @@ def exact_neighbours_of(full: FullVectors | tuple[np.ndarray, np.ndarray], queri
 def _exact_top(corpus: tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]], queries: np.ndarray,
                k: int, metric: str, block: int, own: np.ndarray | None) -> np.ndarray:
     """:func:`exact_neighbours_of` over an already read corpus (ids, lookup)."""
-    all_ids, lookup = corpus
-    q = np.asarray(queries, dtype=np.float32)
+    return _exact_top_scored(corpus, queries, k, metric, block, own)[0]
+
+
+def _prepared(q: np.ndarray, metric: str) -> np.ndarray:
+    q = np.asarray(q, dtype=np.float32)
     if metric == "cosine":
         q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+    return q
+
+
+def _scores(q: np.ndarray, x: np.ndarray, metric: str) -> np.ndarray:
+    """Exact similarity of prepared queries ``q`` to corpus rows ``x`` (the truth's formula)."""
+    if metric == "cosine":
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    s = q @ x.T
+    if metric == "l2":
+        s = 2.0 * s - np.einsum("ij,ij->i", x, x)[None, :]
+    return s
+
+
+def _exact_top_scored(corpus: tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]], queries: np.ndarray,
+                      k: int, metric: str, block: int, own: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Ids (q, k) and exact scores (q, k) of the exact top k, in no particular order."""
+    all_ids, lookup = corpus
+    q = _prepared(queries, metric)
     best_s = np.full((len(q), k), -np.inf, dtype=np.float32)
     best_i = np.full((len(q), k), -1, dtype=np.int64)
     for lo in range(0, len(all_ids), block):
         ids = all_ids[lo:lo + block]
-        x = lookup(ids)
-        if metric == "cosine":
-            x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        s = q @ x.T
-        if metric == "l2":
-            s = 2.0 * s - np.einsum("ij,ij->i", x, x)[None, :]
+        s = _scores(q, lookup(ids), metric)
         if own is not None:
             s[ids[None, :] == np.asarray(own)[:, None]] = -np.inf  # a query is not its own neighbour
         cat_s = np.concatenate([best_s, s.astype(np.float32)], axis=1)
@@ -181,15 +214,62 @@ def _exact_top(corpus: tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]], qu
         top = np.argpartition(-cat_s, k - 1, axis=1)[:, :k]
         best_s = np.take_along_axis(cat_s, top, axis=1)
         best_i = np.take_along_axis(cat_i, top, axis=1)
-    return best_i
+    return best_i, best_s
 
 
-def _recall(found: np.ndarray, truth: np.ndarray, own: np.ndarray, k: int) -> float:
+#: float32 ulps of slack when the full vectors are float32: the truth and the re-ranking sum the
+#: same products in another order (BLAS blocking), so exact duplicates can differ in the last bits
+_F32_ULPS = 16
+
+
+def tie_tolerance(scores: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """How far below the k-th true score a candidate may score and still count as a hit.
+
+    The full vectors are kept at ``dtype``: two scores closer than that precision's spacing at
+    the score (``float16``: 4.9e-4 near 0.8) cannot be told apart by the re-ranking, which sees
+    only the kept vectors. So a candidate within one spacing of the k-th true score is a tie,
+    not a miss (duplicate texts give exact ties; near-duplicates give gaps of 1e-5 that float16
+    cannot hold). ``float32`` allows :data:`_F32_ULPS` spacings (summation order).
+    """
+    s = np.abs(np.asarray(scores, dtype=np.float64))
+    if dtype == "float16":
+        return np.spacing(s.astype(np.float16)).astype(np.float64)
+    return _F32_ULPS * np.spacing(s.astype(np.float32)).astype(np.float64)
+
+
+def _recall(found: np.ndarray, truth: np.ndarray, own: np.ndarray, k: int,
+            found_scores: np.ndarray | None = None, floor: np.ndarray | None = None) -> float:
+    """Neighbour recall@k; with ``found_scores`` and ``floor`` (per query: the k-th true score
+    minus :func:`tie_tolerance`), a found candidate scoring at least the floor counts as a hit
+    even when the truth kept another of the tied candidates."""
     hits = 0
-    for res, tru, me in zip(found, truth, own):
-        res = res[(res >= 0) & (res != me)][:k]
-        hits += len(set(res.tolist()) & set(tru.tolist()))
+    for i, (res, tru, me) in enumerate(zip(found, truth, own)):
+        keep = (res >= 0) & (res != me)
+        res = res[keep][:k]
+        hit = set(res.tolist()) & set(tru.tolist())
+        if found_scores is not None and floor is not None:
+            scored = found_scores[i][keep][:k]
+            hit |= {int(r) for r, sc in zip(res.tolist(), scored.tolist()) if sc >= floor[i]}
+        hits += min(len(hit), k)
     return hits / (len(truth) * k)
+
+
+def _found_scores(found: np.ndarray, full_q: np.ndarray, lookup: Callable[[np.ndarray], np.ndarray],
+                  metric: str) -> np.ndarray:
+    """Exact scores (truth's formula) of the found ids; -inf for padding (-1)."""
+    out = np.full(found.shape, -np.inf, dtype=np.float64)
+    valid = found >= 0
+    if not valid.any():
+        return out
+    uniq, inv = np.unique(found[valid], return_inverse=True)
+    x = lookup(uniq)
+    q = _prepared(full_q, metric)
+    rows = np.nonzero(valid)[0]
+    flat = np.einsum("ij,ij->i", q[rows], _prepared(x, "cosine")[inv] if metric == "cosine" else x[inv])
+    if metric == "l2":
+        flat = 2.0 * flat - np.einsum("ij,ij->i", x[inv], x[inv])
+    out[valid] = flat
+    return out
 
 
 def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVectors | tuple[np.ndarray, np.ndarray],
@@ -256,14 +336,14 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
             raise ConfigError(f"calibrate_rescore needs query vectors of shape (n > 0, dim), got "
                               f"{full_q.shape}.")
         own = np.full(len(full_q), -1, dtype=np.int64)  # real queries: no own id to drop
-        truth = _exact_top(corpus, full_q, k, metric, _TRUTH_BLOCK, None)
+        truth, truth_s = _exact_top_scored(corpus, full_q, k, metric, _TRUTH_BLOCK, None)
         extra = 0
     else:
         own = np.asarray(sample_ids if sample_ids is not None else [], dtype=np.int64).ravel()
         if len(own) == 0:
             raise ConfigError("calibrate_rescore needs a non-empty sample of corpus ids.")
         full_q = lookup(own)
-        truth = _exact_top(corpus, full_q, k, metric, _TRUTH_BLOCK, own)
+        truth, truth_s = _exact_top_scored(corpus, full_q, k, metric, _TRUTH_BLOCK, own)
         extra = 1  # the query's own id is found and dropped
     to_query = getattr(reducer, "transform_query", reducer.transform)
     reduced_q = to_query(full_q)
@@ -274,12 +354,17 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         def search(rq: np.ndarray, fq: np.ndarray, kk: int, n_cand: int) -> SearchResult:
             return full_vectors.rerank(fq, store.search(rq, n_cand, **params), kk)
 
+    # ties within the kept precision count as hits: a candidate scoring within tie_tolerance of
+    # the k-th true score is as near as the truth's own k-th (duplicates, near-duplicates)
+    kth = np.min(np.where(np.isfinite(truth_s), truth_s, np.inf), axis=1)
+    kth = np.where(np.isfinite(kth), kth, np.inf)
+    floor = kth - tie_tolerance(np.where(np.isfinite(kth), kth, 0.0), _kept_dtype(full_vectors))
     measured: dict[int, float] = {}
     chosen = ladder[-1]
     steps_left: int | None = None  # ladder steps still to take once the target is reached
     for R in ladder:
         found = search(reduced_q, full_q, k + extra, k * R + extra).ids
-        measured[R] = _recall(found, truth, own, k)
+        measured[R] = _recall(found, truth, own, k, _found_scores(found, full_q, lookup, metric), floor)
         log.debug("rescore depth %d: recall@%d %.4f", R, k, measured[R])
         if steps_left is None and measured[R] >= target:
             steps_left = int(headroom)
@@ -289,12 +374,12 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
                 break
             steps_left -= 1
     reached = measured[chosen] >= target
-    if not reached:
-        log.warning("rescoring depth %d reaches neighbour recall@%d %.4f, below the target %.4f; "
-                    "use a larger reducer dimension or a larger max_depth", chosen, k, measured[chosen], target)
-    return RescoreCalibration(depth=int(chosen), recall=float(measured[chosen]), target=float(target), k=int(k),
+    out = RescoreCalibration(depth=int(chosen), recall=float(measured[chosen]), target=float(target), k=int(k),
                               n_queries=int(len(full_q)), n_corpus=int(len(all_ids)), reached=reached,
                               ladder=measured)
+    if not reached:
+        log.warning("%s", out.message)
+    return out
 
 
 def rescore_for_recipe(recipe: str | None, store: VectorStore, reducer: Any,

@@ -343,6 +343,7 @@ class Index:
             "rescore_calibrated": rescore.calibrated if rescore else None,
             "rescore_recall": rescore.recall if rescore else None,
             "rescore_target": rescore.target if rescore else None,
+            "rescore_status": rescore.status if rescore else None,
             "rescore_calibrated_on": (None if rescore is None or not rescore.calibrated
                                       else f"{rescore.n_queries} given queries" if rescore.queries
                                       else f"{rescore.n_queries} corpus vectors"),

@@ -139,6 +139,16 @@ class FullInfo:
 CALIBRATION_QUERIES_FILE = "calibration-queries.safetensors"
 
 
+def shortfall_message(recall: float, depth: int, target: float, k: int = 10) -> str:
+    """``target not met: reached 0.9225 at depth cap 64 (target 0.99, neighbour recall@10)`` and
+    what to do about it. The same text is shown by ``slimvec info``, the ingest / calibrate
+    summaries and the service's index status."""
+    return (f"target not met: reached {recall:.4f} at depth cap {depth} (target {target:g}, "
+            f"neighbour recall@{k}); searches use depth {depth}, no deeper depth is tried. To meet "
+            "it: a larger reducer dimension (e.g. --recipe 'pca:192|...'), a fixed deeper "
+            "rescore=R, or a lower target (rescore=auto,target=0.95)")
+
+
 @dataclass
 class RescoreInfo:
     """The rescoring depth searches use by default (from the index's recipe).
@@ -169,6 +179,17 @@ class RescoreInfo:
     n_corpus: int = 0
     reached: bool | None = None
     queries: str | None = None
+
+    @property
+    def status(self) -> str | None:
+        """What a calibrated depth achieved, for ``info``, the CLI summaries and the service's
+        index status: ``target met: 0.9940 at depth 8 (target 0.99)`` or ``target not met:
+        reached 0.9225 at depth cap 64 ...`` with what to do; ``None`` for a fixed depth."""
+        if not self.calibrated or self.recall is None or self.target is None:
+            return None
+        if self.reached is False:
+            return shortfall_message(float(self.recall), self.depth, float(self.target), self.k or 10)
+        return f"target met: {float(self.recall):.4f} at depth {self.depth} (target {float(self.target):g})"
 
     @classmethod
     def from_json(cls, path: Path, raw: Any) -> "RescoreInfo | None":

@@ -53,6 +53,9 @@ class UMAPReducer(Reducer):
 
     name: ClassVar[str] = "umap"
 
+    #: no artifact (``save`` refuses): benchmarked, never built into an index (benchmarks.ranking)
+    persistable = False
+
     def __init__(
         self,
         n_components: int = 96,

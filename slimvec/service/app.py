@@ -343,7 +343,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         info = served.calibrate(vecs)
         return {"depth": info.depth, "previous_depth": before.depth if before else None,
                 "recall": info.recall, "target": info.target, "k": info.k,
-                "n_queries": info.n_queries, "n_corpus": info.n_corpus, "reached": info.reached}
+                "n_queries": info.n_queries, "n_corpus": info.n_corpus, "reached": info.reached,
+                "status": info.status}
 
     # ------------------------------------------------------------------ jobs
     @app.post("/indexes/{name}/jobs", dependencies=[write], tags=["jobs"], status_code=202)

@@ -197,11 +197,18 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "neighbor_recall_at_10")
         page.select_option("#metric", "task_recall_at_10")
 
-        # hovering a mark shows the full row
+        # the Pareto front's marks are labelled with their configuration
+        front_labels = page.eval_on_selector_all("#plot-bytes text.mark-label", "ts => ts.map(t => t.textContent)")
+        assert front_labels and all("→" in t for t in front_labels)
+
+        # hovering a mark shows a short card (issue 27: not a 40-field dump over half the plot):
+        # bytes, both recalls, p50 and the command that builds it
         page.eval_on_selector("#plot-bytes", "e => e.scrollIntoView({block: 'center'})")
         page.hover("#plot-bytes .marks .mark:last-child")  # drawn last: on top of any overlap
         tip = page.inner_text("#tooltip")
-        assert "bytes_per_vector" in tip and "task_recall_at_10" in tip and "latency_p95_ms" in tip
+        assert "bytes/vec" in tip and "nbr R@10 / task R@10" in tip and "p50 ms" in tip
+        assert "build it\tslimvec ingest" in tip or "not buildable" in tip
+        assert page.eval_on_selector_all("#tooltip tr", "trs => trs.length") <= 6
 
         # a filter changes the count: only the pca family
         page.click("[data-filter='family'] .chip[data-value='pca'] .only")
@@ -224,7 +231,8 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
             sum(1 for r in rows if row_facets(r)["role"] == "full")
         page.click("#rows-table th[data-key='task_recall_at_10']")
         col = page.eval_on_selector_all(
-            "#rows-table tbody tr", "trs => trs.map(tr => tr.children[9].textContent)")
+            # (columns 7 and 8: the RAM and disk per vector that rescoring adds, issue 27)
+            "#rows-table tbody tr", "trs => trs.map(tr => tr.children[11].textContent)")
         values = [float(v) for v in col if v != "—"]
         assert values and values == sorted(values, reverse=True)
 
@@ -241,7 +249,8 @@ def _planner_rows(page) -> list[dict]:
     return page.eval_on_selector_all(
         "#plan-table tbody tr",
         "trs => trs.map(tr => ({label: tr.dataset.label, ram: +tr.dataset.ram, disk: +tr.dataset.disk, "
-        "meets: tr.dataset.meets === '1', ramText: tr.children[7].textContent}))")
+        "meets: tr.dataset.meets === '1', ramText: tr.children[7].textContent, "
+        "p50Text: tr.children[6].textContent}))")
 
 
 @pytest.mark.parametrize("docs,min_quality,budget", [
@@ -279,6 +288,13 @@ def test_planner_matches_make_plan(small_run, browser, docs, min_quality, budget
         assert g["ram"] == pytest.approx(c.ram_bytes, rel=1e-12)
         assert g["disk"] == pytest.approx(c.disk_bytes, rel=1e-12)
         assert g["ramText"] == human_bytes(c.ram_bytes)
+        # latency at the planned N says where it was measured (issue 27 item 2)
+        if c.p50_ms is not None:
+            assert f"at n = {c.p50_n:,}" in g["p50Text"]
+            if c.p50_at_docs is None:
+                assert "not extrapolated" in g["p50Text"]
+            else:
+                assert g["p50Text"].startswith(f"{c.p50_at_docs:.3f}")
 
 
 def test_page_model_is_what_slimvec_plan_fits(small_run, tmp_path):

@@ -69,6 +69,8 @@ def test_cli_writes_a_loadable_recipe(minilm_vectors, tmp_path):
     recipe = load_recipe(out)
     data = json.loads(out.read_text())
     assert data["recipe"] == str(recipe) and data["measured"]["ram_bytes"] <= 1 << 30
+    # issue 27 item 1: the winner comes with the one command that builds it
+    assert f"build it: slimvec ingest DOCS.jsonl --index INDEX --recipe {out}" in " ".join(proc.stderr.split())
     bad = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--docs", "10", "--min-recall", "0.9"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--vectors" in bad.stderr and "Traceback" not in bad.stderr

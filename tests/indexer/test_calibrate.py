@@ -136,3 +136,66 @@ def test_headroom_takes_ladder_steps_past_the_target_and_the_writer_takes_one(tm
                                             queries=minilm_vectors[2500:2700]).depth
     store.close()
     full.close()
+
+
+def _build_kept(tmp_path, vectors, reducer_spec, dtype):
+    """Like :func:`_build`, with the full vectors kept at ``dtype`` (the default recipe: float16)."""
+    n = len(vectors)
+    ids = np.arange(1, n + 1)
+    reducer = make_reducer(reducer_spec).fit(vectors[: n // 2])
+    store = make_store("hnsw:threads=1", tmp_path / "store").create(reducer.n_components_)
+    store.upsert(ids, reducer.transform(vectors))
+    store.finalize()
+    full = FullVectors.create(tmp_path / "full", vectors.shape[1], dtype=dtype)
+    full.append(ids, vectors)
+    full.commit()
+    return reducer, store, full, pick_sample(ids, 200, seed=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_duplicate_texts_count_as_ties_and_do_not_inflate_the_depth(tmp_path, minilm_vectors, dtype):
+    """Issue 27 item 3: every text four times (ids differ, vectors equal). The truth keeps one of
+    the tied copies at rank 10 and the re-ranking another, which used to count as a miss at every
+    depth: depth 64, recall 0.92, target never met. Ties now count: the depth of the same corpus
+    without duplicates (8), target met."""
+    dup = np.repeat(minilm_vectors[:600], 4, axis=0)
+    reducer, store, full, sample = _build_kept(tmp_path, dup, "pca:48", dtype)
+    cal = calibrate_rescore(store, reducer, full, sample, k=10, target=0.99, max_depth=64)
+    assert cal.reached and cal.recall >= 0.99, cal.ladder
+    assert cal.depth <= 16, cal.ladder
+    assert cal.message is None
+    store.close()
+    full.close()
+
+
+def test_near_ties_below_float16_resolution_count_as_hits(tmp_path, minilm_vectors):
+    """A tie-heavy corpus: five copies of each sentence vector moved by noise of 2e-5, below what
+    float16 full vectors keep. Scores at rank 10 differ by less than the kept precision, so which
+    copy the truth ranks 10th is noise; a copy within float16 rounding of the 10th true score counts."""
+    rng = np.random.default_rng(0)
+    near = np.repeat(minilm_vectors[:500], 5, axis=0) + rng.normal(0, 2e-5, (2500, 384)).astype(np.float32)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    reducer, store, full, sample = _build_kept(tmp_path, near, "pca:48", "float16")
+    cal = calibrate_rescore(store, reducer, full, sample, k=10, target=0.99, max_depth=64)
+    assert cal.reached and cal.depth <= 16, cal.ladder
+    store.close()
+    full.close()
+
+
+def test_tie_tolerance_is_the_kept_precision():
+    from slimvec.indexer.calibrate import tie_tolerance
+
+    tol16 = float(tie_tolerance(np.array([0.8]), "float16")[0])
+    tol32 = float(tie_tolerance(np.array([0.8]), "float32")[0])
+    assert tol16 == pytest.approx(2.0 ** -11)  # float16 spacing in [0.5, 1)
+    assert 0 < tol32 < 1e-5 and tol32 < tol16 / 100
+
+
+def test_a_capped_depth_says_what_it_reached_at_which_cap(tmp_path, minilm_vectors):
+    reducer, store, full, sample = _build(tmp_path, minilm_vectors[:1500], "pca:2", "hnsw:threads=1")
+    cal = calibrate_rescore(store, reducer, full, sample, target=0.99, max_depth=16)
+    assert not cal.reached and cal.depth == 16
+    assert cal.message.startswith(f"target not met: reached {cal.recall:.4f} at depth cap 16")
+    assert "larger reducer dimension" in cal.message
+    store.close()
+    full.close()

@@ -215,3 +215,40 @@ def test_a_run_stopped_before_calibration_warns_and_the_rerun_calibrates(npy, tm
     migrate(str(npy), folder, MigrateOptions(recipe=AUTO, progress=False))
     m = Manifest.read(folder)
     assert m.count == count and m.rescore is not None and m.rescore.calibrated
+
+
+def test_a_depth_capped_short_of_the_target_shows_in_the_summary_and_info(minilm_vectors, tmp_path):
+    """Issue 27 item 3: rescore=auto that hits its depth cap below the target says so where the
+    user looks (the migrate / ingest summary and `info`), not only in a log warning."""
+    from typer.testing import CliRunner
+
+    from slimvec.cli import app
+
+    src = tmp_path / "v.npy"
+    np.save(src, minilm_vectors[:1500])
+    folder = tmp_path / "idx"
+    run = CliRunner().invoke(app, ["migrate", "--from", str(src), "--index", str(folder),
+                                   "--recipe", "pca:2|hnsw|rescore=auto"])
+    assert run.exit_code == 0, run.output
+    m = Manifest.read(folder)
+    assert m.rescore.reached is False and m.rescore.depth == 64
+    said = " ".join(run.output.split())
+    assert f"target not met: reached {m.rescore.recall:.4f} at depth cap 64" in said
+    info = CliRunner().invoke(app, ["info", "--index", str(folder), "--json"])
+    assert info.exit_code == 0, info.output
+    status = json.loads(info.stdout)["rescore_status"]
+    assert status.startswith(f"target not met: reached {m.rescore.recall:.4f} at depth cap 64 (target 0.99")
+    assert "larger reducer dimension" in status
+    text = CliRunner().invoke(app, ["info", "--index", str(folder)])
+    assert "target not met" in text.stdout
+
+
+def test_info_says_a_met_target(auto_index):
+    from typer.testing import CliRunner
+
+    from slimvec.cli import app
+
+    out = CliRunner().invoke(app, ["info", "--index", str(auto_index), "--json"])
+    status = json.loads(out.stdout)["rescore_status"]
+    m = Manifest.read(auto_index)
+    assert status == f"target met: {m.rescore.recall:.4f} at depth {m.rescore.depth} (target 0.99)"

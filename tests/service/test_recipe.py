@@ -39,6 +39,8 @@ def test_default_recipe_put_recipe_and_calibration_while_serving(tmp_path, vecto
             info = httpx.get(f"{url}/indexes/d").json()
             # calibrated on the committed rows: once at 150, again when the index doubled
             assert info["rescore_calibrated"] is True and info["rescore_depth"] >= 1
+            # the index status says what the calibrated depth achieved (issue 27 item 3)
+            assert info["rescore_status"].startswith(("target met: ", "target not met: reached "))
             assert info["count"] == hi
         manifest = srv.root / "d" / "manifest.json"
         import json
@@ -55,6 +57,7 @@ def test_default_recipe_put_recipe_and_calibration_while_serving(tmp_path, vecto
                        timeout=60)
         assert c.status_code == 200, c.text
         assert c.json()["n_queries"] == 40 and c.json()["previous_depth"] == before
+        assert str(c.json()["depth"]) in c.json()["status"]
         assert httpx.get(f"{url}/indexes/d").json()["rescore_calibrated_on"] == "40 given queries"
         assert json.loads(manifest.read_text())["rescore"]["queries"] == "calibration-queries.safetensors"
         w = httpx.post(f"{url}/indexes/d/vectors", json={"vectors": _items(vectors, 340, 400)},

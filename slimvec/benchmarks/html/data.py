@@ -143,9 +143,20 @@ def row_facets(row: dict[str, Any]) -> dict[str, Any]:
         rescoring = "store"
     else:
         rescoring = "none"
+    from slimvec.benchmarks.ranking import buildable, ingest_command
+    from slimvec.benchmarks.sizing import rescore_bytes_per_vector
+
+    # what x R rescoring costs beyond the plain twin's bytes (sizing.rescore_bytes_per_vector):
+    # the id lookup in RAM and the full vectors read from disk
+    dim_in = _num(row.get("dim_in"))
+    extra_ram, extra_disk = (rescore_bytes_per_vector(int(dim_in), "float32")
+                             if rescoring.startswith("×") and dim_in else (0, 0))
+    ok, why = buildable(row)
     return {"family": reducer.split(":", 1)[0], "store_name": "routed" if routed else name,
             "quant": "—" if routed else _quantization(name, arg, options), "rescoring": rescoring,
-            "role": role, "label": config_label(row)}
+            "role": role, "label": config_label(row), "rescore_ram_per_vector": extra_ram,
+            "rescore_disk_per_vector": extra_disk,
+            "build": ingest_command(row) if ok else None, "why_not": why or None}
 
 
 # --------------------------------------------------------------------------- notes
@@ -196,14 +207,27 @@ def null_metric_notes(rows: Sequence[dict[str, Any]], roles: Sequence[str]) -> l
 
 
 # --------------------------------------------------------------------------- planner
-def _group_key(row: dict[str, Any]) -> tuple[str, str, bool] | None:
+def _group_key(row: dict[str, Any]) -> tuple[str, str, bool, int] | None:
     from slimvec.benchmarks.sizing import sizing_spec
 
     try:
         store = sizing_spec(str(row.get("store") or ""))
     except (SlimvecError, ValueError):
         return None
-    return (str(row.get("reducer") or "none"), store, bool(row.get("rescore")))
+    rescore = row.get("rescore")
+    depth = int(_num(rescore) or 0) if not isinstance(rescore, bool) else 0
+    return (str(row.get("reducer") or "none"), store, bool(rescore), depth)
+
+
+def _growth(store: str) -> str:
+    """``linear`` or ``graph`` (:meth:`slimvec.connectors.base.VectorStore.search_growth`)."""
+    try:
+        from slimvec.connectors import parse_store_spec, store_class
+
+        parsed = parse_store_spec(store)
+        return store_class(parsed).search_growth(parsed.arg, dict(parsed.options or {}))
+    except SlimvecError:
+        return "graph"
 
 
 def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None = None) -> dict[str, Any]:
@@ -225,6 +249,7 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
         "errors": {dim: reason}}``.
     """
     from slimvec.benchmarks.plan import QUALITY_METRICS, candidates_from_results, make_plan
+    from slimvec.benchmarks.ranking import ranking_metric
 
     dims = sorted({int(_num(r.get("dim_in")) or 0) for r in rows if _num(r.get("dim_in"))})
     out: dict[str, Any] = {"metrics": list(QUALITY_METRICS), "payload_bytes": 0, "dims": {}, "errors": {}}
@@ -238,29 +263,42 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
                 log.warning("report.html planner: no size models for dimension %d: %s", dim, exc)
                 out["errors"][str(dim)] = str(exc)
                 continue
-            quality: dict[str, dict[tuple[str, str, bool], float | None]] = {}
+            quality: dict[str, dict[tuple[str, str, bool, int], float | None]] = {}
             for metric in QUALITY_METRICS:
-                quality[metric] = {(c.reducer, c.store, c.rescore): c.quality
+                quality[metric] = {(c.reducer, c.store, c.rescore, c.depth): c.quality
                                    for c in candidates_from_results(at_dim, dim, (), metric)}
-            p50: dict[tuple[str, str, bool], float] = {}
+            # the metric each plan metric ranks by (benchmarks.ranking: a saturated one does not)
+            ranked_by, flagged = {}, {}
+            for metric in QUALITY_METRICS:
+                by, passed = ranking_metric(at_dim, metric.replace("_at_10", "_at_k"))
+                ranked_by[metric] = by.replace("_at_k", "_at_10") if metric.endswith("_at_10") else by
+                flagged[metric] = [c.to_json() for c in passed]
+            p50: dict[tuple[str, str, bool, int], float] = {}
+            p50_n: dict[tuple[str, str, bool, int], int | None] = {}
             for r in at_dim:
                 key = _group_key(r)
                 value = _num(r.get("latency_p50_ms"))
-                if key is not None and value is not None:
-                    p50[key] = max(p50.get(key, value), value)
+                if key is not None and value is not None and value >= p50.get(key, value):
+                    p50[key] = value
+                    p50_n[key] = int(_num(r.get("n_corpus")) or 0) or None
             cands = []
             for c in ordered:
-                key = (c.reducer, c.store, c.rescore)
+                key = (c.reducer, c.store, c.rescore, c.depth)
                 cands.append({"reducer": c.reducer, "dim_out": c.dim_out, "store": c.store,
-                              "rescore": c.rescore, "label": c.label,
+                              "rescore": c.rescore, "depth": c.depth, "label": c.label,
+                              "buildable": c.buildable, "command": c.command, "why_not": c.why_not or None,
                               "quality": {m: quality[m].get(key) for m in QUALITY_METRICS},
                               "datasets": sorted(set(c.datasets)), "reducer_bytes": c.reducer_bytes,
-                              "p50_ms": p50.get(key),
+                              "p50_ms": p50.get(key), "p50_n": p50_n.get(key),
+                              # how its latency grows with N (benchmarks.latency.latency_at)
+                              "growth": _growth(c.store),
                               # per vector, what rescoring adds (plan.Candidate.rescore_bytes_per_vector)
                               "rescore_bytes": list(c.rescore_bytes_per_vector(dim))})
             out["dims"][str(dim)] = {
                 "models": {spec: m.to_json() for spec, m in plan.models.items()},
                 "candidates": cands,
+                "ranked_by": ranked_by,
+                "flagged": flagged,
                 "checks": [{"store": k.spec, "n": k.n, "dim": k.dim, "predicted_bytes": int(k.predicted),
                             "measured_bytes": k.measured, "error": k.error} for k in plan.checks],
                 "notes": [n for n in plan.notes if not n.startswith("size models checked")],

@@ -244,8 +244,14 @@
     const groups = {};
     for (const i of idx) { const k = ROWS[i].source + " / " + ROWS[i].dataset; (groups[k] = groups[k] || []).push(i); }
     const dashes = ["", "6 3", "2 3", "8 3 2 3"];
+    const labels = sv("g", { class: "labels", "clip-path": `url(#${clipId})` });
     Object.keys(groups).forEach((k, gi) => {
       const f = front(groups[k], xk, yk);
+      // the marks of the front carry their configuration's name (at most 8, so the plot stays readable)
+      if (f.length <= 8) for (const i of f) {
+        labels.append(sv("text", { x: X(num(ROWS[i][xk])) + 6, y: Y(num(ROWS[i][yk])) - 6, class: "mark-label",
+                                   "font-size": "10" }, FAC[i].label.replace(" → ", "→")));
+      }
       let d = "";
       f.forEach((i, j) => {
         const px = X(num(ROWS[i][xk])), py = Y(num(ROWS[i][yk]));
@@ -261,7 +267,7 @@
     // full-dimension and peer marks on top
     const order = idx.slice().sort((a, b) => (FAC[a].role === "reduced" ? 0 : 1) - (FAC[b].role === "reduced" ? 0 : 1));
     for (const i of order) markShape(marks, FAC[i].role, X(num(ROWS[i][xk])), Y(num(ROWS[i][yk])), familyColor[FAC[i].family], i);
-    svg.append(marks);
+    svg.append(marks, labels);
     const below = ys.filter((v) => v < y0).length;
     if (below) svg.append(sv("text", { x: W - R, y: H - B - 6, "text-anchor": "end", class: "title" }, `${below} mark(s) below ${y0.toFixed(2)} hidden`));
     return idx.length;
@@ -284,13 +290,17 @@
     const r = ROWS[i];
     tip.textContent = "";
     tip.append(el("div", { class: "tt-title" }, `${FAC[i].label}  (${FAC[i].role})`));
+    // a short card, not every field (the table below has them all; click the mark to go there)
     const t = el("table");
-    for (const k of Object.keys(r)) {
-      const v = r[k];
-      let s = typeof v === "number" && !Number.isInteger(v) ? String(+v.toPrecision(5)) : fmt(v);
-      if ((k === "index_bytes" || k === "reducer_bytes") && v !== null) s += ` (${humanBytes(v)})`;
-      const tr = el("tr"); tr.append(el("td", null, k), el("td", null, s)); t.append(tr);
-    }
+    const f = FAC[i];
+    const n3 = (v) => (v === null || v === undefined ? NULL : Number(v).toFixed(3));
+    const lines = [["run / dataset", `${r.source} / ${r.dataset}`],
+                   ["bytes/vec", r.bytes_per_vector === null ? NULL : Number(r.bytes_per_vector).toFixed(1)
+                     + (f.rescore_ram_per_vector ? ` + rescoring ${f.rescore_ram_per_vector} B RAM, ${f.rescore_disk_per_vector} B disk` : "")],
+                   ["nbr R@10 / task R@10", `${n3(r.neighbor_recall_at_10)} / ${n3(r.task_recall_at_10)}`],
+                   ["p50 ms", r.latency_p50_ms === null || r.latency_p50_ms === undefined ? NULL : Number(r.latency_p50_ms).toFixed(3)],
+                   ["build it", f.build || ("not buildable: " + (f.why_not || "?"))]];
+    for (const [k, s] of lines) { const tr = el("tr"); tr.append(el("td", null, k), el("td", null, s)); t.append(tr); }
     tip.append(t);
     tip.hidden = false;
     moveTip(ev);
@@ -308,6 +318,7 @@
   const COLS = [
     ["source", "run", "s"], ["dataset", "dataset", "s"], ["_role", "kind", "s"], ["reducer", "reducer", "s"],
     ["dim_out", "dim", 0], ["store", "store", "s"], ["_quant", "quant", "s"], ["_rescoring", "rescoring", "s"],
+    ["_rescore_ram", "+RAM B/vec (rescore ids)", 0], ["_rescore_disk", "+disk B/vec (rescore reads)", 0],
     ["bytes_per_vector", "bytes/vec", 1], ["index_bytes", "index", "bytes"], ["task_recall_at_10", "task R@10", 3],
     ["task_mrr_at_10", "MRR@10", 3], ["neighbor_recall_at_10", "nbr R@10", 3], ["sts_spearman", "STS ρ", 3],
     ["cluster_accuracy", "cluster acc", 3], ["routed_recall_at_10", "routed R@10", 3],
@@ -318,6 +329,8 @@
     if (k === "_role") return FAC[i].role;
     if (k === "_quant") return FAC[i].quant;
     if (k === "_rescoring") return FAC[i].rescoring;
+    if (k === "_rescore_ram") return FAC[i].rescore_ram_per_vector || null;
+    if (k === "_rescore_disk") return FAC[i].rescore_disk_per_vector || null;
     return ROWS[i][k];
   }
   let sortKey = "bytes_per_vector", sortDir = -1;
@@ -413,26 +426,42 @@
     for (let j = 0; j < a.length; j++) { if (a[j] < b[j]) return -1; if (a[j] > b[j]) return 1; }
     return 0;
   }
+  // benchmarks.latency.latency_at: a scan grows linearly with N; a graph is quoted as measured up
+  // to twice the measured n and refused (null) beyond
+  function p50At(c, docs) {
+    if (c.p50_ms === null || c.p50_ms === undefined || !c.p50_n) return null;
+    if (c.growth === "linear") return docs <= c.p50_n ? c.p50_ms : c.p50_ms * docs / c.p50_n;
+    return docs <= 2 * c.p50_n ? c.p50_ms : null;
+  }
   // as plan.make_plan: predicted sizes, meets_target, and its ordering
   function makePlan(docs, dim, minQuality, budget, metric, maxP50) {
     const block = P.dims[String(dim)];
     const pay = P.payload_bytes || 0;
+    const rankBy = (block.ranked_by || {})[metric] || metric;
     const cands = block.candidates.map((c, pos) => {
       const model = block.models[c.store];
       const rs = c.rescore_bytes || [0, 0];  // full vectors: id lookup in RAM, vectors on disk
       const ram = ramBytes(model, docs, c.dim_out, pay) + c.reducer_bytes + rs[0] * docs;
       const disk = diskBytes(model, docs, c.dim_out, pay) + c.reducer_bytes + rs[1] * docs;
       const q = c.quality[metric];
+      const rq = c.quality[rankBy];
       let ok = true;
       if (minQuality !== null) ok = q !== null && q !== undefined && q >= minQuality;
       if (budget !== null) ok = ok && ram <= budget;
-      if (maxP50 !== null) ok = ok && c.p50_ms !== null && c.p50_ms <= maxP50;
-      return { c, pos, ram, disk, q: q === undefined ? null : q, meets: ok };
+      const p50 = p50At(c, docs);
+      if (maxP50 !== null) ok = ok && p50 !== null && p50 <= maxP50;
+      const built = c.buildable !== false;
+      return { c, pos, ram, disk, q: q === undefined ? null : q, rq: rq === undefined ? null : rq,
+               built, meets: ok && built, p50 };
     });
+    // benchmarks.ranking.rank_key: buildable first, then meeting the target; a floor on a metric
+    // that cannot discriminate filters but ranks nothing (the metric it ranks by does)
+    const floor = rankBy === metric ? minQuality : null;
     const key = (x) => {
-      const quality = x.q !== null ? x.q : -1.0;
-      if (x.meets) return minQuality !== null ? [0, x.ram, -quality] : [0, -quality, x.ram];
-      return minQuality !== null ? [1, -quality, x.ram] : [1, x.ram, -quality];
+      const quality = x.rq !== null ? x.rq : -1.0;
+      const head = [x.built ? 0 : 1, x.meets ? 0 : 1];
+      if (x.meets) return head.concat(floor !== null ? [x.ram, -quality] : [-quality, x.ram]);
+      return head.concat(floor !== null ? [-quality, x.ram] : [x.ram, -quality]);
     };
     cands.sort((a, b) => cmpTuple(key(a), key(b)) || (a.pos - b.pos));
     return cands;
@@ -487,14 +516,14 @@
     table.setAttribute("data-state", "ok");
     if (fitting.length) {
       const best = fitting[0];
-      msg.textContent = `${fitting.length} of ${plan.length} configurations fit. Recommended: ${best.c.label} — RAM ${humanBytes(best.ram)}, disk ${humanBytes(best.disk)}.`;
+      msg.textContent = `${fitting.length} of ${plan.length} configurations fit. Recommended: ${best.c.label} — RAM ${humanBytes(best.ram)}, disk ${humanBytes(best.disk)}. Build it: ${best.c.command}`;
       msg.classList.add("ok");
     } else {
       msg.textContent = `No configuration meets the target; the closest of ${plan.length} are listed first.`;
       msg.classList.add("err");
     }
     const head = el("thead"), hr = el("tr");
-    for (const [t, c] of [["#", "num"], ["fits", ""], ["reducer", ""], ["dim", "num"], ["store", ""], [metric, "num"], ["p50 ms", "num"], ["RAM", "num"], ["disk", "num"], ["measured on", ""]])
+    for (const [t, c] of [["#", "num"], ["fits", ""], ["reducer", ""], ["dim", "num"], ["store", ""], [metric, "num"], ["p50 ms at " + fmt(docs, 0), "num"], ["RAM", "num"], ["disk", "num"], ["measured on", ""]])
       hr.append(el("th", { class: c }, t));
     head.append(hr); table.append(head);
     const body = el("tbody");
@@ -503,7 +532,9 @@
       const tr = el("tr", { class: x.meets ? "fits" : "nofit", "data-label": x.c.label, "data-ram": String(x.ram), "data-disk": String(x.disk), "data-meets": x.meets ? "1" : "0" });
       const cells = [[String(j + 1), "num"], [x.meets ? "yes" : "no", ""], [x.c.reducer, ""], [String(x.c.dim_out), "num"],
                      [x.c.store + (x.c.rescore ? " +rescore" : ""), ""], [x.q === null ? NULL : x.q.toFixed(3), "num"],
-                     [x.c.p50_ms === null ? NULL : x.c.p50_ms.toFixed(3), "num"], [humanBytes(x.ram), "num"], [humanBytes(x.disk), "num"],
+                     [x.c.p50_ms === null || x.c.p50_ms === undefined ? NULL
+                       : (x.p50 === null ? `${NULL} (${x.c.p50_ms.toFixed(3)} at n = ${fmt(x.c.p50_n, 0)}, not extrapolated)`
+                          : `${x.p50.toFixed(3)} (measured at n = ${fmt(x.c.p50_n, 0)})`), "num"], [humanBytes(x.ram), "num"], [humanBytes(x.disk), "num"],
                      [x.c.datasets.join(", ") || NULL, ""]];
       for (const [t, c] of cells) tr.append(el("td", { class: c }, t));
       body.append(tr);
@@ -511,6 +542,7 @@
     table.append(body);
     const block = P.dims[dim];
     const ul = el("ul", { class: "notes" });
+    for (const f of (block.flagged || {})[metric] || []) ul.append(el("li", { class: "flag" }, `${f.metric} is not used for ranking: ${f.reason}; ranked by ${(block.ranked_by || {})[metric]}`));
     for (const n of block.notes) ul.append(el("li", null, n));
     for (const k of block.checks) ul.append(el("li", null, `size model of ${k.store} checked at n=${fmt(k.n, 0)}, dim ${k.dim} (not fitted on): predicted ${humanBytes(k.predicted_bytes)}, measured ${humanBytes(k.measured_bytes)}, error ${(k.error * 100).toFixed(1)}%`));
     notes.append(ul);

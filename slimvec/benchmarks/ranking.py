@@ -1,0 +1,202 @@
+"""The one ranking rule of slimvec's decisions: bench's ``report.md``, ``report.html``'s planner,
+``slimvec plan`` and ``slimvec tune`` all rank configurations here, so they recommend the same
+configuration for the same target and budget (issue 27).
+
+Three parts::
+
+    checks = check_metrics(rows)            # can each quality metric tell the rows apart?
+    metric = ranking_metric(rows, "task_recall_at_k")   # the requested one, or the next that can
+    ok, why = buildable(row)                # can `slimvec ingest` build it with one command?
+    ingest_command(row)                     # slimvec ingest DOCS --index INDEX --recipe '...'
+    sorted(cands, key=lambda c: rank_key(c.meets, c.quality, c.ram, floor=0.95))
+
+A metric **cannot discriminate** when it is saturated (at least half the rows measure
+:data:`SATURATED` or more, or at least half lie within one standard error of the best row, so
+the order among them is noise) or when it rests on too few positives (fewer than
+:data:`MIN_POSITIVES` queries). Such a metric is flagged in every output and not used to rank.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from slimvec.errors import ConfigError, SlimvecError
+
+__all__ = ["MetricCheck", "check_metric", "check_metrics", "ranking_metric", "buildable", "row_recipe",
+           "ingest_command", "rank_key", "SATURATED", "MIN_POSITIVES", "RANKABLE_METRICS"]
+
+#: a recall at or above this is "at the ceiling" (1.000 on 30 of 36 STS-B dev rows, issue 27)
+SATURATED = 0.99
+#: fewer queries (positives) than this cannot rank configurations
+MIN_POSITIVES = 50
+#: the metrics tried, in order, when the requested one cannot discriminate
+RANKABLE_METRICS = ("task_recall_at_k", "neighbor_recall_at_k", "task_mrr_at_k")
+
+_ALIASES = {"task_recall_at_10": "task_recall_at_k", "neighbor_recall_at_10": "neighbor_recall_at_k",
+            "task_mrr_at_10": "task_mrr_at_k"}
+
+
+def _value(row: Any, metric: str) -> float | None:
+    from slimvec.benchmarks.analysis import num
+
+    return num(row, metric)
+
+
+@dataclass
+class MetricCheck:
+    """Whether a metric can rank the rows.
+
+    Attributes
+    ----------
+    metric : str
+    usable : bool
+        False when saturated or based on too few positives (or no row has it).
+    reason : str
+        Why not (empty when usable), with the counts: ``saturated: 30 of 36 rows >= 0.99``.
+    n_rows : int
+        Rows with a value.
+    """
+
+    metric: str
+    usable: bool
+    reason: str
+    n_rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"metric": self.metric, "usable": self.usable, "reason": self.reason, "n_rows": self.n_rows}
+
+
+def _scored(row: Any, metric: str) -> int:
+    """Binary outcomes behind one row's metric (its standard error's n)."""
+    from slimvec.benchmarks.analysis import num, row_k
+
+    n = int(num(row, "n_queries") or 0)
+    return n * row_k(row) if metric.startswith("neighbor") else n
+
+
+def check_metric(rows: Sequence[Any], metric: str) -> MetricCheck:
+    """Can ``metric`` tell the ``rows`` apart? See the module docstring for the rule."""
+    metric = _ALIASES.get(metric, metric)
+    pairs = [(v, r) for r in rows if (v := _value(r, metric)) is not None]
+    n = len(pairs)
+    if n == 0:
+        return MetricCheck(metric, False, "no row measures it", 0)
+    if n < 2:
+        return MetricCheck(metric, True, "", n)
+    positives = [int(_value(r, "n_queries") or 0) for _, r in pairs]
+    if metric.startswith("task") and positives and max(positives) and max(positives) < MIN_POSITIVES:
+        return MetricCheck(metric, False, f"too few positives: {max(positives)} queries "
+                           f"(< {MIN_POSITIVES})", n)
+    at_top = sum(v >= SATURATED for v, _ in pairs)
+    if metric != "task_mrr_at_k" and 2 * at_top >= n:
+        return MetricCheck(metric, False, f"saturated: {at_top} of {n} rows >= {SATURATED}", n)
+    best_v, best_r = max(pairs, key=lambda p: p[0])
+    scored = _scored(best_r, metric)
+    if scored > 0 and 0.0 <= best_v <= 1.0:
+        se = math.sqrt(max(best_v * (1.0 - best_v), 1e-12) / scored)
+        close = sum(best_v - v <= se for v, _ in pairs)
+        if 2 * close >= n:
+            return MetricCheck(metric, False, f"cannot discriminate: {close} of {n} rows within one "
+                               f"standard error ({se:.4f}) of the best {best_v:.4f}", n)
+    return MetricCheck(metric, True, "", n)
+
+
+def check_metrics(rows: Sequence[Any]) -> dict[str, MetricCheck]:
+    """:func:`check_metric` for each of :data:`RANKABLE_METRICS`."""
+    return {m: check_metric(rows, m) for m in RANKABLE_METRICS}
+
+
+def ranking_metric(rows: Sequence[Any], preferred: str | None = None) -> tuple[str, list[MetricCheck]]:
+    """The metric to rank by: ``preferred`` (default task recall) when it can discriminate, else
+    the first of :data:`RANKABLE_METRICS` that can; with the checks of those passed over (to print).
+    When none can, ``preferred`` is kept and every check is returned."""
+    order = [_ALIASES.get(preferred, preferred)] if preferred else []
+    order += [m for m in RANKABLE_METRICS if m not in order]
+    flagged: list[MetricCheck] = []
+    for m in order:
+        c = check_metric(rows, m)
+        if c.usable:
+            return m, flagged
+        if c.n_rows:
+            flagged.append(c)
+    return (order[0] if order else RANKABLE_METRICS[0]), flagged
+
+
+def _get(row: Any, key: str) -> Any:
+    if isinstance(row, Mapping) or hasattr(row, "get"):
+        return row.get(key)
+    return getattr(row, key, None)
+
+
+def row_recipe(row: Any) -> str:
+    """The recipe string of a row or candidate (``pca:96|hnsw|rescore=8``).
+
+    Raises
+    ------
+    ConfigError
+        Not buildable (see :func:`buildable`).
+    """
+    from slimvec.recipe import Recipe
+
+    ok, why = buildable(row)
+    if not ok:
+        raise ConfigError(f"{_get(row, 'reducer')} → {_get(row, 'store')}: {why}")
+    rescore = _get(row, "rescore")
+    depth = int(rescore) if rescore and not isinstance(rescore, bool) else (4 if rescore else None)
+    recipe = _get(row, "recipe")
+    if isinstance(recipe, str) and recipe:
+        return recipe
+    return str(Recipe(str(_get(row, "reducer") or "none"), str(_get(row, "store")), depth))
+
+
+def buildable(row: Any) -> tuple[bool, str]:
+    """Can ``slimvec ingest ... --recipe ...`` build this configuration? ``(True, "")`` or
+    ``(False, why)``: peer labels that are not stores (``st:binary``), cluster-routed rows,
+    reducers without an artifact (UMAP), specs a recipe does not accept."""
+    from slimvec.recipe import Recipe
+    from slimvec.reducers import make_reducer
+
+    kind = str(_get(row, "kind") or "")
+    reducer = str(_get(row, "reducer") or "none")
+    store = str(_get(row, "store") or "")
+    if kind == "routed":
+        return False, "cluster-routed retrieval is measured, not built by slimvec ingest"
+    if store.startswith("st:"):
+        return False, (f"{store} is sentence-transformers quantization measured as a peer, not a "
+                       "store slimvec ingest builds")
+    try:
+        if reducer != "none" and not getattr(type(make_reducer(reducer)), "persistable", True):
+            return False, f"{reducer} cannot be saved (no artifact), so no index can keep it"
+        rescore = _get(row, "rescore")
+        Recipe(reducer, store, int(rescore) if rescore and not isinstance(rescore, bool) else None)
+    except (SlimvecError, ValueError, TypeError) as exc:
+        return False, f"not a recipe slimvec ingest takes: {exc}"
+    return True, ""
+
+
+def ingest_command(row: Any, docs: str = "DOCS.jsonl", index: str = "INDEX") -> str:
+    """The one command that builds ``row``: ``slimvec ingest DOCS.jsonl --index INDEX --recipe '...'``."""
+    return f"slimvec ingest {docs} --index {index} --recipe {shlex.quote(row_recipe(row))}"
+
+
+def rank_key(meets: bool, quality: float | None, cost: float | None, *, floor: float | None = None,
+             buildable: bool = True, tiebreak: float | None = None) -> tuple:
+    """Sort key of the one ranking rule (ascending = better).
+
+    Buildable configurations first; then those meeting the target. Under a quality floor the
+    ones meeting it go smallest ``cost`` (RAM, bytes) first, best quality next; without a
+    floor (a budget alone, or a budget per row) best quality first, smallest cost next. Missing
+    the target: under a floor closest quality first, else smallest cost first. ``tiebreak``
+    (e.g. p50 latency) orders what is still equal. An unknown quality ranks as the worst.
+    """
+    q = quality if quality is not None and math.isfinite(quality) else -1.0
+    c = cost if cost is not None and math.isfinite(cost) else math.inf
+    t = tiebreak if tiebreak is not None else 0.0
+    if meets:
+        body = (c, -q, t) if floor is not None else (-q, c, t)
+    else:
+        body = (-q, c, t) if floor is not None else (c, -q, t)
+    return (0 if buildable else 1, 0 if meets else 1) + body
