@@ -1,0 +1,130 @@
+"""Issue 23 A1, A2, 11 over HTTP: a row no store can hold is a reject of its own request.
+
+Before: a payload nesting 130 levels was acknowledged, then searches answered 500 and the Qdrant
+Edge index could never be opened again after a restart (clean or kill -9); a payload key with a
+lone surrogate answered 500 and killed the index's writer (every later write 503, every search
+500 until a restart), on hnswlib leaving its vector behind; integers beyond int64 became floats on
+Qdrant Edge. Real ``slimvec serve`` processes, real stores.
+"""
+from __future__ import annotations
+
+import threading
+
+import httpx
+import numpy as np
+import pytest
+
+from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.writer import VectorBatch
+from slimvec.service.writer import IndexWriter, WriterClosed
+from tests.service.server import Server
+
+BIG = 10 ** 29
+
+
+def _deep(levels: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"n": value}
+    return value
+
+
+def _vectors(n: int, seed: int = 0) -> np.ndarray:
+    X = np.random.default_rng(seed).standard_normal((n, 16)).astype(np.float32)
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def _raw_vectors_body(X: np.ndarray, ids: list[int], payload_json: list[str]) -> bytes:
+    """A JSON body written by hand: ``payload_json`` may hold ``\\udc00`` escapes, which a
+    client's JSON encoder would refuse to produce."""
+    items = ",".join(f'{{"id": {i}, "vector": {list(map(float, x))}, "payload": {p}}}'
+                     for i, x, p in zip(ids, X, payload_json))
+    return ('{"vectors": [' + items + "]}").encode()
+
+
+def _check_index(http: httpx.Client, url: str, X: np.ndarray, good: list[int]) -> None:
+    info = http.get(f"{url}/indexes/c")
+    assert info.status_code == 200, info.text
+    assert info.json()["count"] == len(good)
+    r = http.post(f"{url}/indexes/c/search", json={"vectors": X[good[:3]].tolist(), "k": 3})
+    assert r.status_code == 200, r.text
+    got = http.post(f"{url}/indexes/c/payloads", json=good).json()["payloads"]
+    assert [p["source_id"] for p in got] == good
+    (big,) = http.post(f"{url}/indexes/c/payloads", json=[2]).json()["payloads"]
+    assert big["big"] == str(BIG) and big["list"] == [str(BIG)]
+
+
+@pytest.mark.parametrize("store", ["qdrant-edge", "hnsw"])
+def test_unstorable_payloads_are_rejects_and_the_index_survives_restart_and_kill9(tmp_path,
+                                                                                   store):
+    X = _vectors(40)
+    root = tmp_path / "root"
+    root.mkdir()
+    with httpx.Client(timeout=60) as http:
+        srv = Server(root).start()
+        url = srv.url
+        try:
+            body = {"reducer": "rp:4", "encoder": None, "store": store,
+                    "sample_vectors": X[:20].tolist()}
+            assert http.put(f"{url}/indexes/c", json=body).status_code == 201
+            payloads = ['{"i": 0}', '{"i": 1}', '{"big": %d, "list": [%d]}' % (BIG, BIG),
+                        '{"deep": %s}' % str(_deep(130)).replace("'", '"'),
+                        '{"k\\udc00": 1}', '{"v": "x\\ud800"}', '{"i": 6}']
+            r = http.post(f"{url}/indexes/c/vectors", content=_raw_vectors_body(
+                X[:7], list(range(7)), payloads), headers={"content-type": "application/json"})
+            assert r.status_code == 200, r.text
+            out = r.json()
+            assert out["committed"] and out["accepted"] == 4
+            rej = {x["row"]: x for x in out["rejected"]}
+            assert sorted(rej) == [3, 4, 5]
+            assert rej[3]["reason"].startswith("payload nests deeper than 32 levels")
+            assert rej[3]["field"].startswith("deep.n.n")
+            assert "lone surrogate" in rej[4]["reason"] and rej[4]["field"] == "k\\udc00"
+            assert "lone surrogate" in rej[5]["reason"] and rej[5]["field"] == "v"
+            assert [w["row"] for w in out["warnings"]] == [2, 2]
+            # a request of only a bad row fails alone; the writer, later writes, searches go on
+            r = http.post(f"{url}/indexes/c/vectors", content=_raw_vectors_body(
+                X[7:8], [7], ['{"k\\udc00": 1}']), headers={"content-type": "application/json"})
+            assert r.status_code == 200 and r.json()["accepted"] == 0, r.text
+            r = http.post(f"{url}/indexes/c/vectors", json={"vectors": [
+                {"id": 8, "vector": X[8].tolist(), "payload": {"i": 8}}]})
+            assert r.status_code == 200 and r.json()["committed"], r.text
+            good = [0, 1, 2, 6, 8]
+            _check_index(http, url, X, good)
+            assert srv.terminate() == 0
+            srv = Server(root).start()  # clean restart
+            url = srv.url
+            _check_index(http, url, X, good)
+            srv.kill()  # kill -9
+            srv = Server(root).start()
+            url = srv.url
+            _check_index(http, url, X, good)
+            assert "c" not in http.get(f"{url}/readyz").json().get("errors", {})
+        finally:
+            srv.kill()
+
+
+def test_a_failing_batch_fails_its_own_request_and_the_writer_goes_on(tmp_path):
+    """A batch the builder cannot write (here a producer's bug: 5 ids for 4 vectors) used to stop
+    the writer thread: every later request failed until a restart. Queued together with a good
+    batch (group commit), it must fail alone."""
+    X = _vectors(40)
+    b = IndexBuilder(tmp_path / "idx")
+    b.__enter__()
+    b.open(IndexSpec(reducer="rp:4", store="hnsw", source="t"), 16, fit=lambda: X)
+    b.commit()
+    lock = threading.RLock()
+    writer = IndexWriter(b, lock)
+    try:
+        with lock:  # the writer waits: both batches queue and are merged into one commit
+            bad = writer.submit(VectorBatch(np.arange(5), X[:4], [{}] * 5, [], 0), 5)
+            good = writer.submit(VectorBatch(np.arange(5, 10), X[5:10], [{}] * 5, [], 0), 5)
+        with pytest.raises(Exception) as err:
+            bad.result(60)
+        assert not isinstance(err.value, WriterClosed)
+        assert good.result(60) > 0
+        later = writer.submit(VectorBatch(np.arange(10, 15), X[10:15], [{}] * 5, [], 0), 5)
+        later.result(60)
+        assert b.manifest.count == 10 and b.store.count() == 10
+    finally:
+        writer.close(60)
