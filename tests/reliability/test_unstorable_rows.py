@@ -54,13 +54,16 @@ def test_cli_ingest_rejects_a_130_deep_row_and_the_index_reopens(tmp_path, sente
     rows[5]["payload"] = deep(130)
     rows[9]["ok_nested"] = deep(8)
     docs = tmp_path / "docs.jsonl"
-    docs.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    far = 50_000  # over Python's recursion limit: the JSON reader itself used to crash
+    docs.write_text("".join(json.dumps(r) + "\n" for r in rows)
+                    + '{"id": "far", "text": "x", "p": ' + "[" * far + "]" * far + "}\n", "utf-8")
     index = tmp_path / "idx"
     out = _cli("ingest", str(docs), "--index", str(index), "--reducer", "rp:16", "--store", store,
                "--batch-size", "8", "--json")
     summary = json.loads(out.stdout)
-    assert summary["ingested"] == 23 and summary["rejected"] == 1 and summary["count"] == 23
-    (rej,) = [r for r in _rejects(index) if not r["kept"]]
+    assert summary["ingested"] == 23 and summary["rejected"] == 2 and summary["count"] == 23
+    rej, far_rej = [r for r in _rejects(index) if not r["kept"]]
+    assert far_rej["line"] == 25 and far_rej["reason"] == "JSON nests too deeply to parse"
     assert rej["row"] == 5 and rej["line"] == 6 and rej["reason"].startswith(DEEP_REASON)
     assert rej["field"] == "payload.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n.n"
     with slimvec.open(index) as idx:  # reopens (a Qdrant Edge shard with the row did not)
