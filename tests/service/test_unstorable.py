@@ -128,3 +128,76 @@ def test_a_failing_batch_fails_its_own_request_and_the_writer_goes_on(tmp_path):
         assert b.manifest.count == 10 and b.store.count() == 10
     finally:
         writer.close(60)
+
+
+def _nested(depth: int, kind: str) -> str:
+    s = "1"
+    for _ in range(depth):
+        s = ('{"n": %s}' % s) if kind == "o" else f"[{s}]"
+    return s
+
+
+#: payload shapes: depths around the limit and far beyond, key encodings, numeric extremes
+_KEYS = ['"k"', '"k\\udc00"', '"\\ud800"', '""', '"a.b"', '"\\u0000"', '"' + "x" * 5000 + '"',
+         '"\\ud83d\\ude00"', '"\\ud83d"']
+_VALUES = ["1", "9223372036854775807", "9223372036854775808", "18446744073709551616",
+           "-9223372036854775809", "1" + "0" * 300, "1e308", "-0.0", "NaN", "Infinity",
+           "-Infinity", '"x\\udc00"', '"\\u0000"', "null", "true", "[]", "{}"]
+_DEPTHS = [1, 5, 31, 32, 33, 64, 127, 128, 130, 200, 3000]
+
+
+def _shape(rng) -> str:
+    kind = rng.random()
+    if kind < 0.3:
+        return '{"d": %s}' % _nested(rng.choice(_DEPTHS), rng.choice("ol"))
+    if kind < 0.6:
+        return "{%s: %s}" % (rng.choice(_KEYS), rng.choice(_VALUES))
+    if kind < 0.65:
+        return '{"big": "%s"}' % ("y" * 1_100_000)  # over the 1 MiB payload limit
+    return "{%s}" % ", ".join('"f%d": %s' % (i, rng.choice(_VALUES)) for i in range(rng.randint(1, 4)))
+
+
+def test_payload_shape_sweep_finds_no_5xx_and_the_index_reopens_after_kill9(tmp_path):
+    """A seeded sweep over payload shapes on Qdrant Edge (before: the first NaN payload answered
+    500 and stopped the writer; 130-deep ones made the shard unopenable)."""
+    import random
+
+    rng = random.Random(3)
+    n_requests = 60
+    X = _vectors(n_requests * 3 + 20)
+    root = tmp_path / "root"
+    root.mkdir()
+    statuses: dict[int, int] = {}
+    fives: list[str] = []
+    with httpx.Client(timeout=60) as http:
+        srv = Server(root, "--max-body-bytes", "4000000").start()
+        try:
+            body = {"reducer": "rp:4", "encoder": None, "store": "qdrant-edge",
+                    "sample_vectors": X[:20].tolist()}
+            assert http.put(f"{srv.url}/indexes/c", json=body).status_code == 201
+            nid = 0
+            for _ in range(n_requests):
+                items = []
+                for _ in range(rng.randint(1, 3)):
+                    items.append('{"id": %d, "vector": %s, "payload": %s}'
+                                 % (nid, list(map(float, X[nid])), _shape(rng)))
+                    nid += 1
+                r = http.post(f"{srv.url}/indexes/c/vectors",
+                              content=('{"vectors": [%s]}' % ",".join(items)).encode(),
+                              headers={"content-type": "application/json"})
+                statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+                s = http.post(f"{srv.url}/indexes/c/search",
+                              json={"vectors": [X[0].tolist()], "k": 5})
+                if r.status_code >= 500 or s.status_code != 200:
+                    fives.append(f"{r.status_code} {r.text[:200]} / search {s.status_code}")
+            assert not fives, fives[:3]
+            assert statuses.get(200, 0) >= n_requests // 2, statuses
+            count = http.get(f"{srv.url}/indexes/c").json()["count"]
+            assert count > 0
+            srv.kill()
+            srv = Server(root).start()
+            assert http.get(f"{srv.url}/indexes/c").json()["count"] == count
+            r = http.post(f"{srv.url}/indexes/c/search", json={"vectors": [X[0].tolist()], "k": 5})
+            assert r.status_code == 200 and len(r.json()["ids"][0]) == 5
+        finally:
+            srv.kill()
