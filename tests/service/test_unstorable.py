@@ -201,3 +201,36 @@ def test_payload_shape_sweep_finds_no_5xx_and_the_index_reopens_after_kill9(tmp_
             assert r.status_code == 200 and len(r.json()["ids"][0]) == 5
         finally:
             srv.kill()
+
+
+def test_rows_waiting_for_the_fit_are_checked_too(tmp_path):
+    """``fit_after``: rows are kept in a pending file until enough arrive to fit the reducer.
+    Before: a surrogate key answered 500 (the pending file is UTF-8), a 130-deep payload waited
+    there and poisoned the Qdrant Edge shard at the fit."""
+    X = _vectors(20)
+    root = tmp_path / "root"
+    root.mkdir()
+    with httpx.Client(timeout=60) as http:
+        srv = Server(root).start()
+        try:
+            body = {"reducer": "rp:4", "encoder": None, "store": "qdrant-edge", "fit_after": 6}
+            assert http.put(f"{srv.url}/indexes/c", json=body).status_code == 201
+            payloads = ['{"i": 0}', '{"deep": %s}' % _nested(130, "o"), '{"k\\udc00": 1}',
+                        '{"big": %d, "list": [%d]}' % (BIG, BIG)]
+            r = http.post(f"{srv.url}/indexes/c/vectors", content=_raw_vectors_body(
+                X[:4], [0, 1, 2, 3], payloads), headers={"content-type": "application/json"})
+            assert r.status_code == 200, r.text
+            assert r.json()["pending_fit"] and r.json()["accepted"] == 2
+            assert [x["row"] for x in r.json()["rejected"]] == [1, 2]
+            r = http.post(f"{srv.url}/indexes/c/vectors", json={"vectors": [
+                {"id": i, "vector": X[i].tolist(), "payload": {"i": i}} for i in range(4, 8)]})
+            assert r.status_code == 200 and not r.json()["pending_fit"], r.text
+            srv.kill()
+            srv = Server(root).start()
+            assert http.get(f"{srv.url}/indexes/c").json()["count"] == 6
+            (p,) = http.post(f"{srv.url}/indexes/c/payloads", json=[3]).json()["payloads"]
+            assert p["big"] == str(BIG)
+            r = http.post(f"{srv.url}/indexes/c/search", json={"vectors": [X[4].tolist()], "k": 3})
+            assert r.status_code == 200 and r.json()["ids"][0][0] == 4
+        finally:
+            srv.kill()
