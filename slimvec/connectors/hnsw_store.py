@@ -138,6 +138,10 @@ class HnswStore(VectorStore):
         vecs = check_vectors(vectors, self.dim or 0)
         if len(ids_arr) != len(vecs):
             raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        rows = None
+        if payloads is not None:  # encoded before any vector is added: all or nothing
+            assert self._payloads is not None
+            rows = self._payloads.encode(ids_arr.tolist(), list(payloads))
         needed = index.get_current_count() + len(ids_arr)
         capacity = index.get_max_elements()
         if needed > capacity:
@@ -145,9 +149,9 @@ class HnswStore(VectorStore):
             log.debug("growing hnswlib capacity %d -> %d", capacity, new_capacity)
             index.resize_index(new_capacity)
         index.add_items(vecs, ids_arr.astype(np.uint64))
-        if payloads is not None:
+        if rows is not None:
             assert self._payloads is not None
-            self._payloads.put(ids_arr.tolist(), list(payloads))
+            self._payloads.put_rows(rows)
 
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
         index = self._require()

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from slimvec.errors import StoreError
+
 __all__ = ["PayloadTable"]
 
 
@@ -22,11 +24,34 @@ class PayloadTable:
         self._db.execute("CREATE TABLE IF NOT EXISTS payloads (id INTEGER PRIMARY KEY, doc TEXT)")
         self._db.commit()
 
-    def put(self, ids: Sequence[int], payloads: Sequence[dict[str, Any] | None]) -> None:
-        """Insert or replace payloads (committed on :meth:`commit`)."""
-        rows = [(int(i), json.dumps(p, ensure_ascii=False)) for i, p in zip(ids, payloads) if p is not None]
+    @staticmethod
+    def encode(ids: Sequence[int], payloads: Sequence[dict[str, Any] | None]
+               ) -> list[tuple[int, str]]:
+        """The rows :meth:`put_rows` writes; raises :class:`StoreError` before anything is written
+        when a payload is not UTF-8 JSON (a store encodes first, then adds its vectors, so a
+        refused batch leaves no vector without its payload)."""
+        rows = []
+        for i, p in zip(ids, payloads):
+            if p is None:
+                continue
+            try:
+                doc = json.dumps(p, ensure_ascii=False, allow_nan=False)
+                doc.encode("utf-8")
+            except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError included
+                raise StoreError(f"The payload of id {int(i)} cannot be stored as UTF-8 JSON "
+                                 f"({type(exc).__name__}: {str(exc)[:200]}); nothing of this "
+                                 "batch was written. Fix or drop that payload.") from exc
+            rows.append((int(i), doc))
+        return rows
+
+    def put_rows(self, rows: list[tuple[int, str]]) -> None:
+        """Insert or replace rows of :meth:`encode` (committed on :meth:`commit`)."""
         with self._lock:
             self._db.executemany("INSERT OR REPLACE INTO payloads (id, doc) VALUES (?, ?)", rows)
+
+    def put(self, ids: Sequence[int], payloads: Sequence[dict[str, Any] | None]) -> None:
+        """Insert or replace payloads (committed on :meth:`commit`)."""
+        self.put_rows(self.encode(ids, payloads))
 
     def get(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Payloads of ids in order; ``None`` when absent."""

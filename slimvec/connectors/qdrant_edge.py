@@ -200,6 +200,7 @@ class QdrantEdgeStore(VectorStore):
                                  "upsert(..., full=original_vectors).")
             full = check_vectors(full, int(self.options["full_dim"]), "full vectors")
         pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
+        chunks = []  # every point is built (payloads converted) before the first update
         for start in range(0, len(ids_arr), _UPSERT_BATCH):
             end = start + _UPSERT_BATCH
             if full is None:
@@ -207,8 +208,14 @@ class QdrantEdgeStore(VectorStore):
             else:
                 named = [{REDUCED: v.tolist(), FULL: f.tolist()}
                          for v, f in zip(vecs[start:end], full[start:end])]
-            points = [q.Point(int(i), v, p or {})
-                      for i, v, p in zip(ids_arr[start:end], named, pl[start:end])]
+            try:
+                chunks.append([q.Point(int(i), v, p or {})
+                               for i, v, p in zip(ids_arr[start:end], named, pl[start:end])])
+            except Exception as exc:  # noqa: BLE001 - the engine's conversion error, any type
+                raise StoreError(f"Qdrant Edge at {self.location} cannot hold a payload of this "
+                                 f"batch ({type(exc).__name__}: {str(exc)[:200]}); nothing of it "
+                                 "was written. Fix or drop that payload.") from exc
+        for points in chunks:
             shard.update(q.UpdateOperation.upsert_points(points))
 
     def _search_params(self, q, params: dict[str, Any]):

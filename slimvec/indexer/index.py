@@ -435,6 +435,11 @@ def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
     if reducer.n_features_in_ != manifest.dim_in:
         raise DimensionMismatchError(f"reducer input of {folder}", manifest.dim_in,
                                      reducer.n_features_in_)
+    if reducer.spec != manifest.reducer:  # a hand edit: info and searches would disagree
+        raise PersistenceError(
+            f"{folder}: the manifest says reducer {manifest.reducer!r:.80} but the saved reducer "
+            f"is {reducer.spec!r}. The manifest was edited or mixed with another index's files; "
+            "restore it from a backup or rebuild the index.")
     if reducer.n_components_ != manifest.dim_out:
         raise DimensionMismatchError(f"reducer output vs stored vectors of {folder}",
                                      manifest.dim_out, reducer.n_components_)

@@ -107,6 +107,8 @@ class Progress:
             _check(path, f"progress.inputs[{i}].path", item.get("path"), (str,), False)
             _check(path, f"progress.inputs[{i}].fingerprint", item.get("fingerprint"), (dict,),
                    False)
+        for key in ("next_row", "rejects_bytes"):
+            _at_least(path, f"progress.{key}", getattr(out, key), 0)
         if out.state not in ("running", "done"):
             raise PersistenceError(f"{path}: key 'progress.state' should be 'running' or 'done', "
                                    f"got {out.state!r}. " + _REBUILD)
@@ -131,6 +133,7 @@ class FullInfo:
                   in_store=_check(path, "full.in_store", raw.get("in_store", False), (bool,), False))
         if out.dir is not None:
             _check_relative(path, "full.dir", out.dir)
+        _one_of(path, "full.dtype", out.dtype, FULL_DTYPES)
         return out
 
 
@@ -207,9 +210,9 @@ class RescoreInfo:
             raise PersistenceError(f"{path}: key 'rescore.queries' should be "
                                    f"{CALIBRATION_QUERIES_FILE!r} or absent, got {out.queries!r}. "
                                    + _REBUILD)
-        if out.depth < 1:
-            raise PersistenceError(f"{path}: key 'rescore.depth' should be >= 1, got {out.depth}. "
-                                   + _REBUILD)
+        _at_least(path, "rescore.depth", out.depth, 1)
+        for key in ("k", "n_queries", "n_corpus"):
+            _at_least(path, f"rescore.{key}", getattr(out, key), 0)
         for key in ("recall", "target"):
             value = getattr(out, key)
             if value is not None and not 0.0 <= float(value) <= 1.0:
@@ -328,6 +331,7 @@ class Manifest:
             versions=c("versions", (dict,), default={}),
             format_version=INDEX_FORMAT_VERSION,
         )
+        _check_ranges(path, out)
         known = {f.name for f in fields(cls)} | {"manifest_sha256"}
         out.extra = {k: v for k, v in raw.items() if k not in known}
         return out
@@ -400,6 +404,49 @@ class Manifest:
 
     def __getitem__(self, key: str) -> Any:
         return self.to_json()[key]
+
+
+#: precisions of ``full.dtype`` (slimvec.connectors.fullvectors.FULL_DTYPES)
+FULL_DTYPES = ("float32", "float16")
+#: similarity of the stored vectors (slimvec.connectors.base.METRICS)
+METRICS = ("cosine", "ip", "l2")
+#: how source ids became store ids (slimvec.ids: rule 1 before issue 12, rule 2 since)
+ID_RULES = (1, 2)
+#: keys shown by ``slimvec info`` and written into messages: no terminal control characters
+_PRINTED = ("encoder", "encoder_name", "reducer", "store", "metric", "created", "updated",
+            "text_column", "id_column", "recipe")
+
+
+def _at_least(path: Path, key: str, value: int, low: int) -> None:
+    if value < low:
+        raise PersistenceError(f"{path}: key {key!r} should be >= {low}, got {value!r}. "
+                               + _REBUILD)
+
+
+def _one_of(path: Path, key: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    if value not in allowed:
+        raise PersistenceError(f"{path}: key {key!r} should be one of "
+                               f"{', '.join(map(repr, allowed))}, got {value!r:.60}. " + _REBUILD)
+
+
+def _check_ranges(path: Path, m: "Manifest") -> None:
+    """Values every reader relies on, beyond their types (issue 23: hand-edited fields such as a
+    negative count or a control character in a spec were shown by ``slimvec info`` unchecked)."""
+    _at_least(path, "dim_in", m.dim_in, 1)
+    _at_least(path, "dim_out", m.dim_out, 1)
+    _at_least(path, "count", m.count, 0)
+    _one_of(path, "metric", m.metric, METRICS)
+    _one_of(path, "id_rule", m.id_rule, ID_RULES)
+    for key in _PRINTED:
+        value = getattr(m, key)
+        if value is None:
+            continue
+        if not value.isprintable() and any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in value):
+            raise PersistenceError(f"{path}: key {key!r} holds control characters "
+                                   f"({value!r:.60}); a manifest written by slimvec never does. "
+                                   + _REBUILD)
+        if key in ("encoder", "reducer", "store", "metric") and not value.strip():
+            raise PersistenceError(f"{path}: key {key!r} is empty. " + _REBUILD)
 
 
 def _committed(path: Path, raw: Any) -> dict[str, list[int]] | None:

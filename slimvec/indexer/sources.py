@@ -348,6 +348,10 @@ def _iter_jsonl(spec: SourceSpec) -> Iterator[Document | Reject]:
             yield Reject(checker.source, row, lineno, None, f"malformed JSON: {exc}",
                          _snippet(line))
             continue
+        except RecursionError:  # thousands of nested brackets: no store could hold it anyway
+            yield Reject(checker.source, row, lineno, None, "JSON nests too deeply to parse",
+                         _snippet(line))
+            continue
         if not isinstance(record, dict):
             yield Reject(checker.source, row, lineno, None,
                          f"JSON line is a {type(record).__name__}, expected an object", _snippet(line))

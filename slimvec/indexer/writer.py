@@ -16,6 +16,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.indexer.checks import dedupe_last, split_bad_vectors
+from slimvec.indexer.rowcheck import split_bad_payloads
 from slimvec.indexer.sources import Reject
 
 __all__ = ["IngestSummary", "VectorBatch", "write_batch", "strict_error", "REJECTS"]
@@ -130,8 +131,22 @@ def write_batch(batch: VectorBatch, store: Any, reducer: Any, dim_in: int, rejec
     ids = np.asarray(batch.ids, dtype=np.int64)
     payloads = list(batch.payloads)
     if len(ids):
-        good, vectors, bad = split_bad_vectors(batch.vectors, dim_in, batch.rows, batch.source,
-                                               batch.lines)
+        vectors, rows, lines = batch.vectors, batch.rows, batch.lines
+        # what no store can hold (too deep, not UTF-8, too large) is rejected here, where every
+        # producer passes, before anything is upserted (issue 23 A1, A2, 11)
+        ok = np.ones(len(ids), dtype=bool)
+        if len(payloads) == len(ids):
+            ok, payloads, bad_payloads = split_bad_payloads(payloads, rows, lines, batch.source)
+            rejects.extend(bad_payloads)
+        if not ok.all():
+            keep_rows = np.flatnonzero(ok)
+            ids = ids[keep_rows]
+            vectors = vectors[keep_rows] if isinstance(vectors, np.ndarray) \
+                else [vectors[i] for i in keep_rows]
+            rows = [rows[i] for i in keep_rows] if rows is not None else keep_rows.tolist()
+            lines = [lines[i] for i in keep_rows] if lines is not None else None
+    if len(ids):
+        good, vectors, bad = split_bad_vectors(vectors, dim_in, rows, batch.source, lines)
         if bad:
             rejects.extend(bad)
             ids = ids[good]
@@ -153,7 +168,12 @@ def write_batch(batch: VectorBatch, store: Any, reducer: Any, dim_in: int, rejec
         store.upsert(ids, reduced, payloads)
         summary.ingested += len(ids)
     for rej in rejects:
-        rejects_fh.write(json.dumps(rej.to_json(), ensure_ascii=False) + "\n")
+        line = json.dumps(rej.to_json(), ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a snippet: escaped, never a failed write
+            line = json.dumps(rej.to_json())
+        rejects_fh.write(line + "\n")
         if rej.kept:
             if rej.reason.startswith("duplicate id"):
                 summary.duplicates += 1

@@ -32,6 +32,7 @@ from slimvec.indexer.index import Index
 from slimvec.indexer.keepfull import check_keep_full
 from slimvec.indexer.locking import IndexLock
 from slimvec.indexer.manifest import MANIFEST
+from slimvec.indexer.rowcheck import RowProblem, check_payload, safe_text
 from slimvec.indexer.sources import Document, Reject
 from slimvec.indexer.writer import REJECTS, VectorBatch
 from slimvec.reducers import load_reducer, make_reducer
@@ -361,10 +362,10 @@ class ServedIndex:
             if not index.manifest.encoder:
                 raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
                                   "add vectors (POST /indexes/NAME/vectors) instead of documents.")
-        good, rejects = _check_docs(docs, source)
+        good, rejects, changed = _check_docs(docs, source)
         result = WriteResult(rejected=[r.to_json() for r in rejects])
         encoder = self.encoders.get(index.manifest.encoder)
-        warnings = truncation_rejects(encoder, good, source, "text") if good else []
+        warnings = changed + (truncation_rejects(encoder, good, source, "text") if good else [])
         result.warnings = [w.to_json() for w in warnings]
         vecs = encoder.encode([d.text for d in good]) if good else np.zeros((0, index.dim_in), np.float32)
         ids = doc_ids([d.id for d in good])
@@ -380,11 +381,12 @@ class ServedIndex:
             if self.state == "pending":
                 return self._add_pending(items, "vector", source), None
             index = self.ready_index()
-        good, vecs, rejects = _check_vectors(items, index.dim_in, source)
+        good, vecs, rejects, payloads, changed = _check_vectors(items, index.dim_in, source)
         ids = doc_ids([items[i]["id"] for i in good])
-        payloads = [{**(items[i].get("payload") or {}), "source_id": items[i]["id"]} for i in good]
-        batch = VectorBatch(ids, vecs, payloads, rejects, 0, good, [None] * len(good), source)
-        return WriteResult(accepted=len(good), rejected=[r.to_json() for r in rejects]), \
+        batch = VectorBatch(ids, vecs, payloads, rejects + changed, 0, good, [None] * len(good),
+                            source)
+        return WriteResult(accepted=len(good), rejected=[r.to_json() for r in rejects],
+                           warnings=[w.to_json() for w in changed]), \
             self._submit(batch, len(items))
 
     def _submit(self, batch: VectorBatch, rows: int) -> Any:
@@ -406,19 +408,22 @@ class ServedIndex:
             raise ConfigError(f"Index {self.name!r} encodes texts with {encoder}: add documents "
                               "(its reducer is fitted on its encoder's vectors).")
         if kind == "text":
-            good_docs, rejects = _check_docs(rows, source)
+            good_docs, rejects, changed = _check_docs(rows, source)
             lines = [{"id": d.id, "text": d.text, "payload": d.payload} for d in good_docs]
         else:
             dim = self.spec.get("dim_in") or _first_dim(rows)
-            good, vecs, rejects = _check_vectors(rows, dim, source)
+            good, vecs, rejects, payloads, changed = _check_vectors(rows, dim, source)
             self.spec["dim_in"] = dim
             lines = [{"id": rows[i]["id"], "vector": vecs[j].tolist(),
-                      "payload": rows[i].get("payload") or {}} for j, i in enumerate(good)]
-        _append_fsync(self.pending_dir / REJECTS, [json.dumps(r.to_json()) for r in rejects])
+                      "payload": {k: v for k, v in payloads[j].items() if k != "source_id"}}
+                     for j, i in enumerate(good)]
+        _append_fsync(self.pending_dir / REJECTS,
+                      [json.dumps(r.to_json()) for r in rejects + changed])
         _append_fsync(self.pending_dir / PENDING, [json.dumps(x, ensure_ascii=False) for x in lines])
         self.pending_rows += len(lines)
         result = WriteResult(accepted=len(lines), rejected=[r.to_json() for r in rejects],
-                             committed=True, pending_fit=True)
+                             warnings=[w.to_json() for w in changed], committed=True,
+                             pending_fit=True)
         if self.pending_rows >= int(self.spec.get("fit_after", 1)):
             self._fit_and_flush(_read_pending(self.pending_dir / PENDING))
             result.pending_fit = False
@@ -678,21 +683,56 @@ class ConflictError(StoreError):
 
 
 # ---------------------------------------------------------------------- row checks
-def _check_docs(docs: list[dict[str, Any]], source: str) -> tuple[list[Document], list[Reject]]:
+def _storable(payload: dict[str, Any], source: str, row: int, rejects: list[Reject],
+              changed: list[Reject]) -> dict[str, Any] | None:
+    """``payload`` as every store holds it (:func:`slimvec.indexer.rowcheck.check_payload`), or
+    ``None`` after adding the row's reject: checked when the request arrives, so its answer lists
+    the row and the writer never sees it."""
+    notes: list[str] = []
+    try:
+        clean = check_payload(payload, notes)
+    except RowProblem as bad:
+        rejects.append(Reject(source, row, None, bad.field, bad.reason, bad.snippet))
+        return None
+    changed.extend(Reject(source, row, None, None, n, "", kept=True) for n in notes)
+    return clean
+
+
+def _check_docs(docs: list[dict[str, Any]], source: str
+                ) -> tuple[list[Document], list[Reject], list[Reject]]:
+    """Good documents (payloads made storable), rejects, and kept warnings of changed values."""
     good: list[Document] = []
     rejects: list[Reject] = []
+    changed: list[Reject] = []
     for i, d in enumerate(docs):
         text = d.get("text")
         if not isinstance(text, str) or not text.strip():
             rejects.append(Reject(source, i, None, "text", "missing or empty text",
-                                  repr(text)[:80]))
+                                  safe_text(text)))
             continue
         did = d.get("id")
         if did is None or (isinstance(did, str) and not did.strip()):
+            if _surrogates(text):  # the default id is the text's hash: the text must be UTF-8
+                rejects.append(Reject(source, i, None, "text", "invalid UTF-8 (lone surrogate) "
+                                      "in text", safe_text(text)))
+                continue
             did = text_key(text)
-        payload = d.get("payload") or {}
-        good.append(Document(did, text, dict(payload), row=i))
-    return good, rejects
+        payload = _storable({**(d.get("payload") or {}), "text": text, "source_id": did}, source,
+                            i, rejects, changed)
+        if payload is None:
+            continue
+        payload.pop("text")
+        payload.pop("source_id")
+        good.append(Document(did, text, payload, row=i))
+    return good, rejects, changed
+
+
+def _surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _first_dim(items: list[dict[str, Any]]) -> int:
@@ -704,11 +744,24 @@ def _first_dim(items: list[dict[str, Any]]) -> int:
 
 
 def _check_vectors(items: list[dict[str, Any]], dim: int, source: str
-                   ) -> tuple[list[int], np.ndarray, list[Reject]]:
-    rows = list(range(len(items)))
-    ok, clean, rejects = split_bad_vectors([it.get("vector") or [] for it in items], dim, rows,
-                                           source)
-    return [i for i in rows if ok[i]], clean, rejects
+                   ) -> tuple[list[int], np.ndarray, list[Reject], list[dict[str, Any]],
+                              list[Reject]]:
+    """Rows to write, their vectors, rejects, their storable payloads (with ``source_id``) and
+    kept warnings of changed payload values."""
+    rejects: list[Reject] = []
+    changed: list[Reject] = []
+    payloads: dict[int, dict[str, Any]] = {}
+    for i, it in enumerate(items):
+        p = _storable({**(it.get("payload") or {}), "source_id": it.get("id")}, source, i,
+                      rejects, changed)
+        if p is not None:
+            payloads[i] = p
+    rows = sorted(payloads)
+    ok, clean, bad = split_bad_vectors([items[i].get("vector") or [] for i in rows], dim, rows,
+                                       source)
+    good = [i for i, g in zip(rows, ok) if g]
+    rejects = sorted(rejects + bad, key=lambda r: r.row)
+    return good, clean, rejects, [payloads[i] for i in good], changed
 
 
 def _append_fsync(path: Path, lines: list[str]) -> None:

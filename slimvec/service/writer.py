@@ -9,7 +9,8 @@ request answered with ``committed: true`` survives a kill -9. On close it calls 
 is calibrated after the first commit and again each time it has doubled, so its searches rescore
 at a measured depth while it grows (:meth:`IndexBuilder.calibration_due`); a calibration on the
 user's own queries (``POST /indexes/NAME/calibrate``) is queued like a batch and runs between
-commits.
+commits. A batch that fails (group-committed batches are then retried one by one) fails its own
+request only: the writer goes on.
 
 Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
 cannot be opened twice in one process, and its writes and reads are not documented as
@@ -187,6 +188,42 @@ class IndexWriter:
             log.warning("%s: rescore=auto calibration failed (%s); searches keep the previous "
                         "depth", b.folder.name, exc)
 
+    def _write_group(self, items: list[Any]) -> None:
+        """Write + commit the queued batches together; when that fails, each alone, so a bad
+        batch fails its own request and nothing else. A batch's failure goes to its request
+        only: the writer lives on (one bad batch used to stop it, and every later write answered
+        503 until a restart)."""
+        try:
+            next_row = self._commit(items)
+        except Exception as exc:  # noqa: BLE001 - handed to the requests, never stops the writer
+            if len(items) > 1:
+                for item in items:
+                    self._write_group([item])
+                return
+            log.error("%s: a write request failed (%s); the writer goes on",
+                      self.builder.folder.name, exc)
+            items[0][2].set_exception(exc)
+            return
+        except BaseException as exc:  # noqa: BLE001 - interpreter exit: no request left waiting
+            for _, _, fut in items:
+                if not fut.done():
+                    fut.set_exception(exc)
+            raise
+        for _, _, fut in items:
+            fut.set_result(next_row)
+
+    def _commit(self, items: list[Any]) -> int:
+        b = self.builder
+        with self.lock:
+            start = b.summary.next_row
+            batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
+            b.write(batch)
+            b.commit()
+            self._wrote = True
+            self._on_commit()
+            self._maybe_calibrate()
+        return int(batch.next_row)
+
     def _run(self) -> None:
         b = self.builder
         exc_info: Any = (None, None, None)
@@ -212,21 +249,7 @@ class IndexWriter:
                         calibration = more
                         break
                     items.append(more)
-                try:
-                    with self.lock:
-                        start = b.summary.next_row
-                        batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
-                        b.write(batch)
-                        b.commit()
-                        self._wrote = True
-                        self._on_commit()
-                        self._maybe_calibrate()
-                except BaseException as exc:  # noqa: BLE001 - handed to every waiting request
-                    for _, _, fut in items:
-                        fut.set_exception(exc)
-                    raise
-                for _, _, fut in items:
-                    fut.set_result(batch.next_row)
+                self._write_group(items)
                 if calibration is not None:
                     self._calibrate(calibration)
                 if stop:

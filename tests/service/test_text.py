@@ -38,6 +38,16 @@ def test_documents_and_8_searchers_during_an_ingest(tmp_path, sentences):
         assert rejects[0]["reason"] == "missing or empty text"
         again = http.post(f"{url}/indexes/t/documents", json={"documents": docs[:50]}).json()
         assert again["accepted"] == 49 and http.get(f"{url}/indexes/t").json()["count"] == 149
+        # issue 23 A2: a text with a lone surrogate is a row reject (it was a 500)
+        raw = ('{"documents": [{"text": "lone \\udc00 surrogate"}, '
+               '{"id": "s2", "text": "also \\ud800 bad"}, {"id": "s\\udc00", "text": "ok"}]}')
+        r = http.post(f"{url}/indexes/t/documents", content=raw.encode(),
+                      headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert [(x["row"], x["field"]) for x in r.json()["rejected"]] == [
+            (0, "text"), (1, "text"), (2, "source_id")]
+        assert all("lone surrogate" in x["reason"] for x in r.json()["rejected"])
+        assert http.get(f"{url}/indexes/t").json()["count"] == 149
 
         errors: list[str] = []
         rounds = [0] * 8
