@@ -407,6 +407,15 @@ def _redact(text: str, config: ServiceConfig) -> str:
 
 def _with_limit(app: FastAPI, config: ServiceConfig) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if config.cors_origins:
+        # outermost: a preflight carries no key, so it is answered before the key gate; the
+        # request that follows still needs its key. No credentials: keys travel in headers.
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
+                           allow_credentials=False, allow_methods=["*"],
+                           allow_headers=["authorization", "api-key", "content-type"],
+                           max_age=600)
     return app
 
 
