@@ -128,44 +128,56 @@ def browser():
         b.close()
 
 
+def _render(browser, srv: Server, path: str, ready: str) -> tuple[str, list[str]]:
+    """Open ``path`` with the read key, every request off the server refused; the page's text
+    once ``ready`` (a CSS selector) is on it, and the URLs it asked for."""
+    ctx = browser.new_context(extra_http_headers={"api-key": RO_KEY})
+    page = ctx.new_page()
+    requests: list[str] = []
+    refused: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def gate(route) -> None:  # noqa: ANN001
+        if route.request.url.startswith(srv.url + "/"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", gate)
+    try:
+        t0 = time.perf_counter()
+        page.goto(srv.url + path)
+        page.wait_for_selector(ready, timeout=20000)
+        log.info("%s rendered offline in %.2f s (%d requests)", path, time.perf_counter() - t0,
+                 len(requests))
+        text = page.inner_text("body")
+    finally:
+        ctx.close()
+    assert refused == [] and errors == [], (path, refused, errors)
+    assert all(u.startswith(srv.url + "/") for u in requests), requests
+    return text, requests
+
+
 def test_docs_render_offline(tmp_path, browser):
-    """/docs was blank without internet: FastAPI's page loads Swagger UI from a CDN. Now the
-    server ships the assets (swagger-ui-bundle): the operations list renders in Chromium with
-    every request off the server refused, and nothing asks for another host."""
+    """/docs and /redoc were blank without internet: FastAPI's pages load Swagger UI and ReDoc
+    from a CDN. Now the server ships the assets (fastapi-offline's files): the operations render
+    in Chromium with every request off the server refused, behind the read key."""
     root = tmp_path / "root"
     root.mkdir()
     with Server(root, env=KEYS, ready_timeout=60) as srv:
-        html = httpx.get(srv.url + "/docs", headers=RW)
-        assert html.status_code == 200 and "https://" not in html.text, html.text[:2000]
-        assert httpx.get(srv.url + "/docs").status_code == 401  # behind the read key
-        ctx = browser.new_context(extra_http_headers={"api-key": RO_KEY})
-        page = ctx.new_page()
-        requests: list[str] = []
-        refused: list[str] = []
-        errors: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
-        page.on("pageerror", lambda e: errors.append(str(e)))
-
-        def gate(route) -> None:  # noqa: ANN001
-            if route.request.url.startswith(srv.url + "/"):
-                route.continue_()
-            else:
-                refused.append(route.request.url)
-                route.abort()
-
-        page.route("**/*", gate)
-        try:
-            t0 = time.perf_counter()
-            page.goto(srv.url + "/docs")
-            page.wait_for_selector(".opblock", timeout=20000)
-            log.info("/docs rendered offline in %.2f s (%d requests)", time.perf_counter() - t0,
-                     len(requests))
-            text = page.inner_text("body")
-        finally:
-            ctx.close()
-        assert refused == [] and errors == [], (refused, errors)
-        assert all(u.startswith(srv.url + "/") for u in requests), requests
-        assert "/indexes/{name}/search" in text and "/healthz" in text
+        for path in ("/docs", "/redoc"):
+            html = httpx.get(srv.url + path, headers=RW)
+            assert html.status_code == 200 and "https://" not in html.text, html.text[:2000]
+            assert httpx.get(srv.url + path).status_code == 401  # behind the read key
+            assert "img-src 'self'" in html.headers["content-security-policy"]
+        assert '"validatorUrl": null' in httpx.get(srv.url + "/docs", headers=RW).text
+        assert httpx.get(srv.url + "/docs-assets/swagger-ui.css").status_code == 401
+        text, requests = _render(browser, srv, "/docs", ".opblock")
+        assert "/indexes/{name}/search" in text and "/healthz" in text, text[:3000]
         assert any(u.endswith("/openapi.json") for u in requests)
-        # ReDoc loads from a CDN and no package ships it here: off rather than blank
-        assert httpx.get(srv.url + "/redoc", headers=RW).status_code == 404
+        text, requests = _render(browser, srv, "/redoc", "[data-section-id^='tag/search']")
+        assert "/indexes/{name}/search" in text, text[:3000]
+        assert any(u.endswith("/openapi.json") for u in requests)
