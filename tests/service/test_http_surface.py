@@ -36,10 +36,10 @@ def _body(X: np.ndarray) -> dict:
 
 
 # --------------------------------------------------------------------------- paths
-def test_index_infos_carry_no_absolute_paths(server, vectors):
+def test_index_infos_carry_no_absolute_paths(shared_server, vectors):
     """GET /indexes, GET /indexes/NAME and PUT answered ``"index": "/abs/root/NAME"``: the
     server's file layout, to any reader. Now the folder relative to the root."""
-    url, root = server.url, server.root
+    url, root = shared_server.url, shared_server.root
     made = httpx.put(url + "/indexes/ready", json=_body(vectors), timeout=60)
     assert made.status_code == 201, made.text
     pending = httpx.put(url + "/indexes/waiting", json={"reducer": "rp:8", "encoder": None})
@@ -63,11 +63,11 @@ def _preflight(url: str, origin: str) -> httpx.Response:
         "Access-Control-Request-Headers": "authorization, content-type"})
 
 
-def test_cors_off_by_default(server):
+def test_cors_off_by_default(shared_server):
     """With no --cors-origin no response carries a CORS header (a browser page elsewhere may not
     read the answers)."""
-    for r in (_preflight(server.url, APP), httpx.get(server.url + "/healthz",
-                                                     headers={"Origin": APP})):
+    url = shared_server.url
+    for r in (_preflight(url, APP), httpx.get(url + "/healthz", headers={"Origin": APP})):
         assert not any(h.lower().startswith("access-control-") for h in r.headers), r.headers
 
 
