@@ -416,8 +416,9 @@ def _offline_docs(app: FastAPI, read: Any) -> None:
     static = Path(package.__file__).parent / "static"
     missing = [f for f in _DOCS_FILES if not (static / f).is_file()]
     if missing:
-        raise ConfigError(f"The docs assets {missing} are missing from {static} (expected the files "
-                          "of fastapi-offline 1.7): reinstall it with pip install 'slimvec[serve]'.")
+        raise ConfigError(f"The docs assets {missing} are missing from {static} (expected the "
+                          "files of fastapi-offline 1.7): reinstall it with "
+                          "pip install 'slimvec[serve]'.")
     # ReDoc always draws Redocly's logo from its CDN: the script is served with that image made
     # an empty data: URL (registered before the mount, so this route answers for the file)
     redoc_js = (static / "redoc.standalone.js").read_bytes().replace(_REDOC_LOGO, b"data:,")

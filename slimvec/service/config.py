@@ -29,7 +29,8 @@ def is_loopback(host: str) -> bool:
 
 def check_origin(origin: str) -> str:
     """``origin`` as a browser sends it in its ``Origin`` header (``scheme://host[:port]``; one
-    trailing ``/`` dropped), or a :class:`ConfigError` saying what an origin looks like."""
+    trailing ``/`` dropped, lower-cased), or a :class:`ConfigError` saying what an origin looks
+    like."""
     from urllib.parse import urlsplit
 
     text = origin[:-1] if origin.endswith("/") and not origin.endswith("//") else origin
@@ -38,14 +39,15 @@ def check_origin(origin: str) -> str:
         port_ok = parts.port is None or parts.port > 0
     except ValueError:
         parts, port_ok = None, False
-    if (parts is None or not port_ok or text != text.strip() or parts.scheme not in ("http", "https")
-            or not parts.hostname or "@" in parts.netloc or parts.path or parts.query
+    if (parts is None or not port_ok or text != text.strip()
+            or parts.scheme not in ("http", "https") or not parts.hostname
+            or "@" in parts.netloc or parts.path or parts.query
             or parts.fragment or "*" in text or any(c.isspace() for c in text)):
         raise ConfigError(
             f"--cors-origin {origin!r} is not an origin: expected scheme://host[:port] as a "
             "browser sends it, e.g. https://app.example or http://localhost:5173 (no path, no "
             "'*': name each site whose pages may call the service, one --cors-origin each).")
-    return text
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"  # browsers send it lower-case
 
 
 @dataclass

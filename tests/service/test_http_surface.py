@@ -97,6 +97,17 @@ def test_cors_for_named_origins(tmp_path, vectors):
         assert httpx.get(srv.url + "/indexes", headers={"Origin": APP}).status_code == 401
 
 
+def test_cors_origin_is_written_as_browsers_send_it(tmp_path):
+    """CORSMiddleware compares origins as strings: 'https://App.Example/' would never match the
+    'https://app.example' a browser sends, so it is stored so."""
+    from slimvec.service.config import ServiceConfig
+
+    config = ServiceConfig(root=tmp_path, cors_origins=["https://App.Example/",
+                                                        "http://localhost:5173"])
+    config.check()
+    assert config.cors_origins == ["https://app.example", "http://localhost:5173"]
+
+
 @pytest.mark.parametrize("origin", ["*", "app.example", "https://app.example/path", "ftp://x",
                                     "https://", "https://app.example "])
 def test_cors_origin_must_be_an_origin(tmp_path, origin):
