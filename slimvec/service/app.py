@@ -107,7 +107,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
         yield
         await anyio.to_thread.run_sync(st.shutdown)
 
-    app = FastAPI(title="slimvec", version=_version(), lifespan=lifespan,
+    # docs_url / redoc_url off: FastAPI's pages load their scripts from a CDN (blank offline);
+    # /docs and /redoc are served below from assets the server ships (_offline_docs)
+    app = FastAPI(title="slimvec", version=_version(), lifespan=lifespan, docs_url=None,
+                  redoc_url=None,
                   description="Fitted dimension reducers in front of vector stores, as a service.")
     app.state.slimvec = st
 
@@ -377,6 +380,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(404, f"No job {job_id[:40]!r}.")
         return rec
 
+    _offline_docs(app, read)
+
     if config.reports is not None and Path(config.reports).is_dir():
         from fastapi.staticfiles import StaticFiles
 
@@ -384,6 +389,71 @@ def create_app(config: ServiceConfig) -> FastAPI:
                   name="reports")
 
     return _with_limit(app, config)
+
+
+#: where the Swagger UI and ReDoc assets are served (behind the read key, as every path but
+#: OPEN_PATHS)
+DOCS_ASSETS = "/docs-assets"
+#: what the docs pages may load from where: images, data, fonts only from this server
+DOCS_CSP = "img-src 'self' data:; connect-src 'self'; font-src 'self' data:; frame-src 'none'"
+#: the one outside URL in ReDoc 2's script (an image drawn on every page)
+_REDOC_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+#: the files of ``fastapi_offline/static`` the pages load
+_DOCS_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js", "favicon.png")
+
+
+def _offline_docs(app: FastAPI, read: Any) -> None:
+    """``/docs`` (Swagger UI 5) and ``/redoc`` from the assets shipped by the ``fastapi-offline``
+    package, mounted at :data:`DOCS_ASSETS`, so both render without internet. (Only its files are
+    used; swagger-ui-bundle 1.1.0 ships Swagger UI 4, which refuses an OpenAPI 3.1 schema.)"""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse, Response
+    from fastapi.staticfiles import StaticFiles
+
+    from slimvec.extras import require
+
+    package = require("serve", "fastapi_offline", "the offline /docs and /redoc pages")
+    static = Path(package.__file__).parent / "static"
+    missing = [f for f in _DOCS_FILES if not (static / f).is_file()]
+    if missing:
+        raise ConfigError(f"The docs assets {missing} are missing from {static} (expected the "
+                          "files of fastapi-offline 1.7): reinstall it with "
+                          "pip install 'slimvec[serve]'.")
+    # ReDoc always draws Redocly's logo from its CDN: the script is served with that image made
+    # an empty data: URL (registered before the mount, so this route answers for the file)
+    redoc_js = (static / "redoc.standalone.js").read_bytes().replace(_REDOC_LOGO, b"data:,")
+
+    @app.get(f"{DOCS_ASSETS}/redoc.standalone.js", dependencies=[read], include_in_schema=False)
+    def redoc_script() -> Response:
+        return Response(redoc_js, media_type="text/javascript; charset=utf-8")
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
+    openapi = app.openapi_url or "/openapi.json"
+
+    def offline(page: HTMLResponse) -> HTMLResponse:
+        # the scripts still name outside hosts (ReDoc's logo on cdn.redoc.ly, Swagger UI's
+        # validator badge): the browser may fetch images, data and fonts from this server only
+        page.headers["Content-Security-Policy"] = DOCS_CSP
+        return page
+
+    @app.get("/docs", dependencies=[read], include_in_schema=False)
+    def docs() -> HTMLResponse:
+        from fastapi.openapi.docs import swagger_ui_default_parameters
+
+        return offline(get_swagger_ui_html(
+            openapi_url=openapi, title=f"{app.title} - API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            # no badge from validator.swagger.io (it would send it the schema's URL)
+            swagger_ui_parameters={**swagger_ui_default_parameters, "validatorUrl": None}))
+
+    @app.get("/redoc", dependencies=[read], include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return offline(get_redoc_html(openapi_url=openapi, title=f"{app.title} - ReDoc",
+                                      redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+                                      redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+                                      with_google_fonts=False))
 
 
 #: the only paths that answer without a key when keys are set
@@ -407,6 +477,15 @@ def _redact(text: str, config: ServiceConfig) -> str:
 
 def _with_limit(app: FastAPI, config: ServiceConfig) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if config.cors_origins:
+        # outermost: a preflight carries no key, so it is answered before the key gate; the
+        # request that follows still needs its key. No credentials: keys travel in headers.
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
+                           allow_credentials=False, allow_methods=["*"],
+                           allow_headers=["authorization", "api-key", "content-type"],
+                           max_age=600)
     return app
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from slimvec.errors import ConfigError
 from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
 
-__all__ = ["ServiceConfig", "is_loopback", "REPORTS_DIR"]
+__all__ = ["ServiceConfig", "is_loopback", "check_origin", "REPORTS_DIR"]
 
 #: bench reports under the root: a hidden folder, so no index can be named so (index names start
 #: with a letter or digit) and the registry never opens it as an index
@@ -25,6 +25,29 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def check_origin(origin: str) -> str:
+    """``origin`` as a browser sends it in its ``Origin`` header (``scheme://host[:port]``; one
+    trailing ``/`` dropped, lower-cased), or a :class:`ConfigError` saying what an origin looks
+    like."""
+    from urllib.parse import urlsplit
+
+    text = origin[:-1] if origin.endswith("/") and not origin.endswith("//") else origin
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if (parts is None or not port_ok or text != text.strip()
+            or parts.scheme not in ("http", "https") or not parts.hostname
+            or "@" in parts.netloc or parts.path or parts.query
+            or parts.fragment or "*" in text or any(c.isspace() for c in text)):
+        raise ConfigError(
+            f"--cors-origin {origin!r} is not an origin: expected scheme://host[:port] as a "
+            "browser sends it, e.g. https://app.example or http://localhost:5173 (no path, no "
+            "'*': name each site whose pages may call the service, one --cors-origin each).")
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"  # browsers send it lower-case
 
 
 @dataclass
@@ -65,6 +88,10 @@ class ServiceConfig:
         Recipe of new indexes whose request names none of recipe, reducer, store, keep_full
         (default :data:`slimvec.recipe.DEFAULT_RECIPE`, as ``slimvec ingest``); None: ``pca:96``
         on ``qdrant-edge`` without rescoring.
+    cors_origins : list of str
+        Origins (``scheme://host[:port]``) whose browser pages may call the service
+        (``--cors-origin``); none: no CORS headers. Never ``*``, never credentials (keys travel
+        in headers).
     """
 
     root: Path
@@ -83,6 +110,7 @@ class ServiceConfig:
     reports: Path | None = None
     job_checkpoint_seconds: float = 5.0
     recipe: str | None = DEFAULT_RECIPE
+    cors_origins: list[str] = field(default_factory=list)
 
     def check(self) -> None:
         """Refuse unsafe or impossible settings with a message saying what to do."""
@@ -103,6 +131,7 @@ class ServiceConfig:
         from slimvec.service.stores import check_allow_entry
 
         self.allow_stores = [check_allow_entry(s) for s in self.allow_stores]
+        self.cors_origins = [check_origin(o) for o in self.cors_origins]
         for name in ("max_body_bytes", "max_batch", "queue_size", "max_query_batch", "fit_after"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}.")

@@ -338,18 +338,20 @@ class ServedIndex:
         return self.writer.calibrate(queries).result()
 
     def info(self) -> dict[str, Any]:
-        """The fields of ``slimvec info --json`` (plus ``name`` and ``state``)."""
+        """The fields of ``slimvec info --json`` (plus ``name`` and ``state``); ``index`` is the
+        folder relative to the root, never an absolute server path."""
         with self.lock:
             if self.state == "ready" and self.index is not None:
                 out = self.index.info()
             else:
-                out = {"index": str(self.folder), "count": 0, "encoder": self.spec.get("encoder"),
+                out = {"index": self.folder.name, "count": 0, "encoder": self.spec.get("encoder"),
                        "reducer": self.spec.get("reducer"), "store": self.spec.get("store"),
                        "recipe": self.spec.get("recipe")}
                 out["pending"] = self.pending_rows
                 if self.state == "pending":
                     out["fit_after"] = self.spec.get("fit_after")
-            out.update(name=self.name, state=self.state)
+            # the folder relative to the served root: a client never learns the server's layout
+            out.update(index=self.folder.name, name=self.name, state=self.state)
             return out
 
     # ------------------------------------------------------------------ writes

@@ -63,7 +63,9 @@ def test_readme_service_quickstart_runs_as_written(tmp_path):
             "--port 8000", f"--port {port}").replace("/data/corpora", str(data))
         if cmd.startswith("slimvec serve"):
             cmd = cmd.split("#")[0].strip()
-            lines += [f"{cmd} > serve.log 2>&1 &", "SERVER=$!", "trap 'kill $SERVER' EXIT",
+            lines += [f"{cmd} > serve.log 2>&1 &", "SERVER=$!",
+                      # wait for its exit: it holds the index's writer lock until then
+                      "trap 'kill $SERVER; wait $SERVER || true' EXIT",
                       f"for i in $(seq 1 400); do command curl -s 127.0.0.1:{port}/healthz "
                       "> /dev/null && break; sleep 0.25; done"]
         else:
