@@ -356,10 +356,30 @@ class Ledger:
             return None
         ids = doc_ids([rows[i]["id"] for i in kept]).tolist()
         book = self.payloads[case.target]
+        warned = {r["row"] for r in answer.get("warnings", []) + answer.get("rejected", [])
+                  if r.get("kept")}
         for sid, i in zip(ids, kept):
-            expect = {**(rows[i].get("payload") or {}), "source_id": rows[i]["id"]}
+            sent = {**(rows[i].get("payload") or {}), "source_id": rows[i]["id"]}
+            expect = _storable(sent)
+            if expect != sent and i not in warned:
+                return f"row {i}: a value was made storable without a warning: {_raw(sent)[:160]}"
             book[int(sid)] = None if int(sid) in book else expect  # rewritten: check presence only
         return None
+
+
+def _storable(value: Any) -> Any:
+    """A payload as every store keeps it (the README's rule): NaN / +-Infinity become null,
+    integers outside int64 their decimal string."""
+    if isinstance(value, dict):
+        return {k: _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+            -(1 << 63) <= value < (1 << 63)):
+        return str(value)
+    return value
 
 
 # ---------------------------------------------------------------------- the run
