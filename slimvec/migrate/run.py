@@ -115,18 +115,20 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
         The index folder cannot be written.
     """
     opts = options or MigrateOptions()
-    with IndexBuilder(index_dir, rebuild=opts.rebuild, notify=notify or log.info,
-                      strict=opts.strict, checkpoint_seconds=opts.checkpoint_seconds,
-                      checkpoint_batches=opts.checkpoint_batches) as builder:
-        with open_source(source) as src:
+    # the source first: an unreadable or refused source (strings, complex, mixed lengths) must
+    # not leave an index folder behind
+    with open_source(source) as src:
+        _check_not_empty(src)
+        with IndexBuilder(index_dir, rebuild=opts.rebuild, notify=notify or log.info,
+                          strict=opts.strict, checkpoint_seconds=opts.checkpoint_seconds,
+                          checkpoint_batches=opts.checkpoint_batches) as builder:
             return _migrate_into(builder, src, opts, on_batch)
 
 
 def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
                   on_batch: Callable[[int], None] | None) -> IngestSummary:
     """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
-    if src.dim <= 0 or src.count() == 0:
-        raise ConfigError(f"{src.spec} holds no vectors: nothing to migrate.")
+    _check_not_empty(src)
     opts = apply_recipe(apply_default_recipe(opts, b.existing))
     spec = b.resolve(IndexSpec(opts.reducer, opts.store, None, opts.keep_full, None, None,
                                source=src.spec, recipe=opts.recipe))
@@ -176,6 +178,11 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
              summary.rejected, src.spec, b.folder, summary.total_seconds)
     return summary
+
+
+def _check_not_empty(src: VectorSource) -> None:
+    if src.dim <= 0 or src.count() == 0:
+        raise ConfigError(f"{src.spec} holds no vectors: nothing to migrate.")
 
 
 def _vector_batch(b: SourceBatch, spec: str) -> VectorBatch:

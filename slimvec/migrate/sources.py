@@ -17,6 +17,13 @@ spec                                    source
 ======================================  ===========================================================
 
 Every source has a fixed row order, so a migration resumes from a row number.
+
+Vector files are untrusted: a ``.npy`` or a Parquet vector column must hold real numbers (float or
+integer dtypes; bool, complex, strings, objects, structured and nested lists are refused in one
+line before anything is written, and an object ``.npy`` is never unpickled: its dtype is read from
+the header). A Parquet file's dimension is the most common vector length of a sample spread over
+the file, not row 0's; rows of other lengths are rejected, and a file where no length holds
+:data:`DOMINANT_SHARE` of the sample is refused.
 """
 
 from __future__ import annotations
@@ -140,11 +147,78 @@ def _require_file(path: Path, what: str) -> Path:
 
 
 # --------------------------------------------------------------------------- files
+#: Share of the sampled vectors the most common length must hold to be taken as the dimension of
+#: a source whose rows may differ (Parquet); the other rows become wrong-dimension rejects. Below
+#: it the file mixes two collections and is refused (one migration per dimension).
+DOMINANT_SHARE = 0.75
+_DIM_SAMPLE_GROUPS = 16  # row groups read to find the dominant length (spread over the file)
+_DIM_SAMPLE_ROWS = 2048  # first rows of each of those row groups
+
+
+def _dtype_hint(dtype: np.dtype) -> str:
+    kind = dtype.kind
+    if kind == "c":
+        return ("Complex numbers would lose their imaginary part: save np.real(X) or np.abs(X) "
+                "as float32 if that is what you mean.")
+    if kind == "b":
+        return ("A bool array is a mask, not vectors: save X.astype(np.float32) if 0/1 vectors "
+                "are meant.")
+    if kind in "US":
+        return "Numbers stored as text: convert them (X.astype(np.float32)) and save again."
+    if kind == "O":
+        return ("An object array holds pickled Python objects, which slimvec never unpickles: "
+                "save np.asarray(X, dtype=np.float32).")
+    if kind == "V":
+        return "A structured array: save the vector field alone (X['FIELD'])."
+    return "Save the vectors as float32."
+
+
+def check_vector_dtype(dtype: np.dtype, where: str) -> None:
+    """Refuse anything but real numbers: float or (signed / unsigned) integer dtypes.
+
+    Bool is refused too (a mask saved by mistake is likelier than 0/1 vectors, and the fix is one
+    ``astype``); so are complex (the imaginary part would be dropped), strings, objects, structured
+    and date types.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+    where : str
+        What holds it, e.g. ``"FILE: dtype"``; the message reads ``WHERE DTYPE found, expected ...``.
+
+    Raises
+    ------
+    ConfigError
+        One line naming ``where``, the dtype found, what is expected and what to do.
+    """
+    if dtype.kind in "fiu" and dtype.fields is None and not dtype.subdtype:
+        return
+    raise ConfigError(f"{where} {dtype} found, expected float or integer numbers (float32, "
+                      f"float16, float64 or int). {_dtype_hint(dtype)}")
+
+
+def _npy_dtype(path: Path) -> np.dtype:
+    """The dtype in a ``.npy`` header, read without loading (or unpickling) the array."""
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as fh:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                return fmt.read_array_header_1_0(fh)[2]
+            if version == (2, 0):
+                return fmt.read_array_header_2_0(fh)[2]
+            return np.load(path, mmap_mode="r", allow_pickle=False).dtype
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{path} is not a readable .npy array ({str(exc).splitlines()[0]}). "
+                          "Save it with numpy.save(FILE, X) of a 2-D float32 array.") from exc
+
+
 class NpySource(VectorSource):
     """A 2-D ``.npy`` array read memory-mapped (never with pickle); id = row number."""
 
     def __init__(self, path: Path, spec: str) -> None:
         self.spec, self.path = spec, _require_file(path, "vectors file")
+        check_vector_dtype(_npy_dtype(path), f"{path}: dtype")  # before np.load: no object array
         try:
             self._arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError) as exc:
@@ -187,25 +261,79 @@ class ParquetSource(VectorSource):
         if missing:
             raise ConfigError(f"{path} has no column {missing[0]!r} (columns: {', '.join(names)}). "
                               "Name them with parquet:FILE,id=COLUMN,vector=COLUMN.")
-        self.dim = self._first_dim(vector)
+        self._check_vector_type(vector)
+        self.dim = self._dominant_dim(vector)
         self._seen: dict[int, int] = {}  # store id -> row, to report repeated ids
 
-    def _first_dim(self, vector: str) -> int:
-        """Dimension of the first non-null vector (a null first row must not make it 0)."""
+    def _check_vector_type(self, vector: str) -> None:
+        """Refuse a vector column that is not one flat list of real numbers per row."""
+        import pyarrow as pa
+
+        typ = self._file.schema_arrow.field(vector).type
+        flat = pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
+        item = typ.value_type if flat else None
+        if item is not None and (pa.types.is_integer(item) or pa.types.is_floating(item)):
+            return
+        if item is not None and (pa.types.is_list(item) or pa.types.is_large_list(item)
+                                 or pa.types.is_fixed_size_list(item)):
+            hint = "Flatten each row to one list of numbers."
+        elif item is not None and pa.types.is_boolean(item):
+            hint = "Bools are a mask, not vectors: cast the column to list<float> if 0/1 vectors are meant."
+        elif pa.types.is_string(typ) or pa.types.is_large_string(typ) or (
+                item is not None and (pa.types.is_string(item) or pa.types.is_large_string(item))):
+            hint = "Numbers stored as text: cast the column to list<float> and write the file again."
+        else:
+            hint = "Cast the column to list<float>."
+        raise ConfigError(f"{self.path}: column {vector!r} is {typ}, expected a list of float or "
+                          f"integer numbers per row (one flat vector). {hint} Name another "
+                          "column with parquet:FILE,vector=COLUMN.")
+
+    def _dominant_dim(self, vector: str) -> int:
+        """The most common vector length in a sample spread over the file (not row 0's).
+
+        Reads the first rows of up to ``_DIM_SAMPLE_GROUPS`` row groups evenly spaced over the
+        file. Rows of other lengths are rejected as wrong dimension when streamed; when the most
+        common length holds less than :data:`DOMINANT_SHARE` of the sampled vectors the file is
+        refused (it mixes collections: which one is meant is not ours to guess).
+        """
         import pyarrow.compute as pc
 
-        for rb in self._file.iter_batches(batch_size=4096, columns=[vector]):
-            col = rb.column(0)
-            valid = pc.drop_null(col)
-            if len(valid):
-                first = valid[0].as_py()
-                try:
-                    return len(first)
-                except TypeError:
-                    raise ConfigError(f"{self.path}: column {vector!r} holds {type(first).__name__} "
-                                      "values, expected lists of floats. Name the vector column "
-                                      "with parquet:FILE,vector=COLUMN.") from None
-        return 0
+        meta = self._file.metadata
+        starts = np.concatenate([[0], np.cumsum([meta.row_group(g).num_rows
+                                                 for g in range(meta.num_row_groups)])])
+        groups = sorted({int(g) for g in np.linspace(0, meta.num_row_groups - 1,
+                                                     min(_DIM_SAMPLE_GROUPS, meta.num_row_groups))})
+        rows_by_len: dict[int, list[int]] = {}
+        for g in groups if meta.num_row_groups else []:
+            for rb in self._file.iter_batches(batch_size=_DIM_SAMPLE_ROWS, row_groups=[g],
+                                              columns=[vector]):
+                lengths = pc.list_value_length(rb.column(0)).to_numpy(zero_copy_only=False)
+                for i, n in enumerate(lengths.tolist()):
+                    if n == n and n is not None:  # null vectors (NaN here) are rejected later
+                        rows_by_len.setdefault(int(n), []).append(int(starts[g]) + i)
+                break  # the first batch of each sampled group
+        if not rows_by_len:
+            return 0
+        ranked = sorted(rows_by_len.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        total = sum(len(r) for _, r in ranked)
+        dim, rows = ranked[0]
+        if len(ranked) == 1:
+            return dim
+
+        def lengths(items: list[tuple[int, list[int]]]) -> str:
+            return ", ".join(f"{len(r):,} have {n} values (rows {', '.join(map(str, r[:5]))}"
+                             f"{', ...' if len(r) > 5 else ''})" for n, r in items[:4])
+
+        if len(rows) < DOMINANT_SHARE * total:
+            raise ConfigError(
+                f"{self.path}: column {vector!r} holds vectors of mixed lengths: of {total:,} "
+                f"sampled rows, {lengths(ranked)}; no length holds {DOMINANT_SHARE:.0%} of them, "
+                "so the file looks like several collections. Split it by vector length and run "
+                "one migration per dimension, or fix the rows.")
+        log.warning("%s: column %r: %d of %d sampled vectors have %d values; the others are "
+                    "rejected as wrong dimension: %s", self.path, vector, len(rows), total, dim,
+                    lengths(ranked[1:]))
+        return dim
 
     def count(self) -> int:
         return int(self._file.metadata.num_rows)
