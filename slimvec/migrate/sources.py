@@ -543,16 +543,17 @@ def _payloads_of(table: Any, ids: np.ndarray) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- Qdrant
-def _point_vector(vector: Any, name: str | None, where: str) -> list[float]:
+def _point_vector(vector: Any, name: str | None, where: str) -> list[float] | None:
+    """The chosen vector of a point; ``None`` when the point lacks it (a reject, not a crash)."""
     if isinstance(vector, dict):
-        if name is None and len(vector) == 1:
-            return list(next(iter(vector.values())))
-        if name is None or name not in vector:
+        if name is None and len(vector) <= 1:
+            return list(next(iter(vector.values()))) if vector else None
+        if name is None:
             raise ConfigError(f"{where} has named vectors ({', '.join(vector)}): choose one with "
                               ",vector=NAME in the --from spec.")
-        return list(vector[name])
+        return list(vector[name]) if vector.get(name) is not None else None
     if vector is None:
-        raise StoreError(f"{where} returned a point without a vector.")
+        return None
     return list(vector)
 
 
@@ -564,6 +565,21 @@ class _ScrollSource(VectorSource):
     @abc.abstractmethod
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
         """One page: records and the next offset (None at the end)."""
+
+    def _scan_dim(self, limit: int = 4096) -> int:
+        """Length of the chosen vector of the first point that has it (the engine enforces one
+        size per vector name; a first point without the named vector must not make it 0)."""
+        offset, seen = None, 0
+        while seen < limit:
+            page, offset = self._scroll(offset, 256, True)
+            for p in page:
+                vec = _point_vector(p.vector, self.vector_name, self.spec)
+                if vec is not None:
+                    return len(vec)
+            seen += len(page)
+            if offset is None or not page:
+                break
+        return 0
 
     def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
         offset, row = None, 0
@@ -577,16 +593,26 @@ class _ScrollSource(VectorSource):
             if not page:
                 return
             row += len(page)
-            raw_ids = [p.id for p in page]
-            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids], self.id_rule)
-            vecs = [np.asarray(_point_vector(p.vector, self.vector_name, self.spec), np.float32) for p in page]
-            payloads = []
-            for p, rid in zip(page, raw_ids):
+            first = row - len(page)
+            vecs, payloads, raw_ids, kept_rows, rejects = [], [], [], [], []
+            for j, p in enumerate(page):
+                vec = _point_vector(p.vector, self.vector_name, self.spec)
+                if vec is None:  # e.g. a point without the chosen named vector
+                    rejects.append(Reject(self.spec, first + j, None, "vector",
+                                          f"point {p.id} has no vector"
+                                          f"{f' {self.vector_name!r}' if self.vector_name else ''}",
+                                          ""))
+                    continue
+                vecs.append(np.asarray(vec, np.float32))
                 pl = dict(p.payload or {})
-                if not isinstance(rid, int):
-                    pl.setdefault("source_id", str(rid))  # UUID ids are hashed: keep the original
+                if not isinstance(p.id, int):
+                    pl.setdefault("source_id", str(p.id))  # UUID ids are hashed: keep the original
                 payloads.append(pl)
-            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row)
+                raw_ids.append(p.id)
+                kept_rows.append(first + j)
+            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids], self.id_rule)
+            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row, rejects,
+                              kept_rows if rejects else None)
             if offset is None:
                 return
 
@@ -606,8 +632,7 @@ class QdrantEdgeSource(_ScrollSource):
         except Exception as exc:  # the engine raises its own types
             raise ConfigError(f"{path} is not a loadable Qdrant Edge shard: {exc}.") from exc
         self.path = path
-        first, _ = self._scroll(None, 1, True)
-        self.dim = len(_point_vector(first[0].vector, vector, spec)) if first else 0
+        self.dim = self._scan_dim()  # Qdrant Edge does not expose its vector config
 
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
         q = self._q
@@ -642,8 +667,30 @@ class QdrantSource(_ScrollSource):
             self._client.close()
             raise ConfigError(f"No collection {collection!r} at {location} (collections: "
                               f"{', '.join(names) or 'none'}).")
-        first, _ = self._scroll(None, 1, True)
-        self.dim = len(_point_vector(first[0].vector, vector, spec)) if first else 0
+        self.dim = self._config_dim(location) or self._scan_dim()
+
+    def _config_dim(self, location: str) -> int:
+        """The chosen vector's size from the collection config (not from the first point)."""
+        try:
+            params = self._client.get_collection(self.collection).config.params.vectors
+        except Exception as exc:  # noqa: BLE001 - the client raises transport-specific types
+            log.debug("no vector config for %s at %s: %s", self.collection, location, exc)
+            return 0
+        if not isinstance(params, dict):
+            return int(getattr(params, "size", 0) or 0)
+        sizes = ", ".join(f"{n or '(unnamed)'} ({getattr(v, 'size', '?')})" for n, v in params.items())
+        name = self.vector_name
+        if name is None and len(params) == 1:
+            name = self.vector_name = next(iter(params))
+        if name is None:
+            self._client.close()
+            raise ConfigError(f"{self.spec}: collection {self.collection!r} has named vectors "
+                              f"{sizes}: choose one with ,vector=NAME in the --from spec.")
+        if name not in params:
+            self._client.close()
+            raise ConfigError(f"{self.spec}: collection {self.collection!r} has no vector "
+                              f"{name!r}; its vectors: {sizes}. Name one of them with ,vector=NAME.")
+        return int(params[name].size)
 
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
         vectors: Any = with_data if not (with_data and self.vector_name) else [self.vector_name]

@@ -208,3 +208,37 @@ def test_garbage_faiss_and_hnsw_files_are_refused_in_one_line(tmp_path):
             migrate(spec, tmp_path / "idx", _opts())
         assert "\n" not in str(err.value) and "x." in str(err.value), err.value
         assert not (tmp_path / "idx").exists()
+
+
+def test_qdrant_dimension_comes_from_the_collection_not_its_first_point(tmp_path):
+    """A collection with two named vectors whose first point has only one of them: the chosen
+    vector's size comes from the collection config, and points without it are rejects (before:
+    'has named vectors (): choose one' although one was chosen)."""
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as m
+
+    rng = np.random.default_rng(0)
+    text = _vectors(100)
+    client = QdrantClient(path=str(tmp_path / "qd"))
+    client.create_collection("docs", vectors_config={
+        "text": m.VectorParams(size=DIM, distance=m.Distance.COSINE),
+        "image": m.VectorParams(size=8, distance=m.Distance.COSINE)})
+    missing = {0, 40, 41}
+    client.upsert("docs", [m.PointStruct(
+        id=i, payload={"n": i},
+        vector={"image": rng.normal(size=8).tolist(),
+                **({} if i in missing else {"text": text[i].tolist()})}) for i in range(100)])
+    client.close()
+    summary = migrate(f"qdrant:{tmp_path / 'qd'}/docs,vector=text", tmp_path / "idx",
+                      _opts(batch_size=16))
+    assert (summary.ingested, summary.rejected) == (97, 3)
+    rej = _rejects(tmp_path / "idx")
+    assert sorted(r["row"] for r in rej) == sorted(missing)
+    assert all("no vector 'text'" in r["reason"] for r in rej), rej
+    with slimvec.open(tmp_path / "idx") as idx:
+        assert idx.dim_in == DIM
+        assert idx.payloads([5])[0]["n"] == 5
+    with pytest.raises(ConfigError) as err:  # no name among several: the names and sizes listed
+        migrate(f"qdrant:{tmp_path / 'qd'}/docs", tmp_path / "idx2", _opts())
+    assert "text (48)" in str(err.value) and "image (8)" in str(err.value), err.value
+    assert not (tmp_path / "idx2").exists()
