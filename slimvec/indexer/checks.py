@@ -7,8 +7,9 @@
 - :func:`truncation_rejects` counts tokens only for texts long enough to possibly exceed the
   model's maximum (a token is at least one UTF-8 byte), so short corpora pay nothing.
 - :func:`split_bad_vectors` turns rows of a :class:`VectorBatch` with NaN / inf values, the
-  wrong dimension or a norm far outside the batch's (:func:`norm_outliers`) into rejects (used by
-  ingest and migrate alike).
+  wrong dimension, values that are not real numbers (strings, bools, complex, nested lists: never
+  cast) or a norm far outside the batch's (:func:`norm_outliers`) into rejects (used by ingest,
+  migrate and the service alike).
 - :func:`norm_outliers` flags finite vectors whose norm is more than :data:`NORM_FACTOR` times
   above or below the median norm: one 1e10 row in a PCA fit sample ruins the projection, and
   3e38 overflows every score. Used on the migrate fit sample and on every streamed batch.
@@ -165,7 +166,7 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
     lines = [None] * n if lines is None else list(lines)
     good = np.ones(n, dtype=bool)
     rejects: list[Reject] = []
-    arr = np.asarray(vectors, dtype=np.float32) if _is_regular(vectors) else None
+    arr = _regular_array(vectors)
     if arr is not None and arr.ndim == 2 and arr.shape[1] == dim:
         finite = np.isfinite(arr).all(axis=1)
         for i in np.flatnonzero(~finite):
@@ -182,11 +183,10 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
         return good, np.ascontiguousarray(arr[good]), rejects
     clean = []
     for i, vec in enumerate(vectors):
-        try:
-            v = np.asarray(vec, dtype=np.float32).ravel()
-        except (TypeError, ValueError):
+        v, problem = _real_row(vec)
+        if v is None:
             good[i] = False
-            rejects.append(Reject(source, rows[i], lines[i], "vector", "vector is not numeric",
+            rejects.append(Reject(source, rows[i], lines[i], "vector", problem,
                                   repr(vec)[:SNIPPET]))
             continue
         if v.shape[0] != dim:
@@ -227,11 +227,59 @@ def _norm_check(arr: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.nda
     return far, norms, median
 
 
-def _is_regular(vectors: Any) -> bool:
+_REAL_KINDS = "fiu"  # float, signed and unsigned integers: the only vector values taken
+_NOT_REAL = "expected float or integer numbers"
+
+
+def _regular_array(vectors: Any) -> np.ndarray | None:
+    """float32 (n, d) when every row holds d real numbers, else ``None`` (checked row by row)."""
     if isinstance(vectors, np.ndarray):
-        return vectors.dtype != object
-    lengths = {len(v) for v in vectors} if len(vectors) else {0}
-    return len(lengths) == 1
+        arr = vectors
+    else:
+        try:
+            lengths = {len(v) for v in vectors} if len(vectors) else {0}
+        except TypeError:
+            return None
+        if len(lengths) != 1:
+            return None
+        try:
+            arr = np.asarray(vectors)
+        except (TypeError, ValueError):
+            return None
+    if arr.dtype.kind not in _REAL_KINDS:  # strings, bools, complex, objects: row by row
+        return None
+    return np.asarray(arr, dtype=np.float32)
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return {"U": "str", "S": "bytes", "b": "bool"}.get(dtype.kind, str(dtype))
+
+
+def _real_row(vec: Any) -> tuple[np.ndarray | None, str]:
+    """One row as a flat float32 vector, or ``None`` and why not.
+
+    Only real numbers are taken: numpy would turn ``"0.5"`` into 0.5, ``True`` into 1.0 and
+    ``1+2j`` into 1.0 (dropping the imaginary part); ``None`` becomes NaN (rejected as such).
+    """
+    try:
+        a = np.asarray(vec)
+    except (TypeError, ValueError):
+        return None, "vector is not numeric (nested lists of different lengths?)"
+    if a.dtype == object:
+        odd = sorted({type(x).__name__ for x in a.ravel().tolist()
+                      if x is not None and (isinstance(x, bool)
+                                            or not isinstance(x, (int, float, np.integer, np.floating)))})
+        if odd:
+            return None, f"vector holds {', '.join(odd)} values, {_NOT_REAL}"
+        try:
+            a = np.asarray(vec, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError):
+            return None, f"vector is not numeric, {_NOT_REAL}"
+    elif a.dtype.kind not in _REAL_KINDS:
+        return None, f"vector holds {_dtype_name(a.dtype)} values, {_NOT_REAL}"
+    if a.ndim != 1:
+        return None, (f"vector is nested (shape {a.shape}), expected one flat list of numbers")
+    return a.astype(np.float32), ""
 
 
 def _vec_snippet(v: np.ndarray) -> str:
