@@ -39,6 +39,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 from slimvec.ids import ID_RULE, doc_ids
+from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
 from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
@@ -155,70 +156,12 @@ _DIM_SAMPLE_GROUPS = 16  # row groups read to find the dominant length (spread o
 _DIM_SAMPLE_ROWS = 2048  # first rows of each of those row groups
 
 
-def _dtype_hint(dtype: np.dtype) -> str:
-    kind = dtype.kind
-    if kind == "c":
-        return ("Complex numbers would lose their imaginary part: save np.real(X) or np.abs(X) "
-                "as float32 if that is what you mean.")
-    if kind == "b":
-        return ("A bool array is a mask, not vectors: save X.astype(np.float32) if 0/1 vectors "
-                "are meant.")
-    if kind in "US":
-        return "Numbers stored as text: convert them (X.astype(np.float32)) and save again."
-    if kind == "O":
-        return ("An object array holds pickled Python objects, which slimvec never unpickles: "
-                "save np.asarray(X, dtype=np.float32).")
-    if kind == "V":
-        return "A structured array: save the vector field alone (X['FIELD'])."
-    return "Save the vectors as float32."
-
-
-def check_vector_dtype(dtype: np.dtype, where: str) -> None:
-    """Refuse anything but real numbers: float or (signed / unsigned) integer dtypes.
-
-    Bool is refused too (a mask saved by mistake is likelier than 0/1 vectors, and the fix is one
-    ``astype``); so are complex (the imaginary part would be dropped), strings, objects, structured
-    and date types.
-
-    Parameters
-    ----------
-    dtype : numpy dtype
-    where : str
-        What holds it, e.g. ``"FILE: dtype"``; the message reads ``WHERE DTYPE found, expected ...``.
-
-    Raises
-    ------
-    ConfigError
-        One line naming ``where``, the dtype found, what is expected and what to do.
-    """
-    if dtype.kind in "fiu" and dtype.fields is None and not dtype.subdtype:
-        return
-    raise ConfigError(f"{where} {dtype} found, expected float or integer numbers (float32, "
-                      f"float16, float64 or int). {_dtype_hint(dtype)}")
-
-
-def _npy_dtype(path: Path) -> np.dtype:
-    """The dtype in a ``.npy`` header, read without loading (or unpickling) the array."""
-    fmt = np.lib.format
-    try:
-        with open(path, "rb") as fh:
-            version = fmt.read_magic(fh)
-            if version == (1, 0):
-                return fmt.read_array_header_1_0(fh)[2]
-            if version == (2, 0):
-                return fmt.read_array_header_2_0(fh)[2]
-            return np.load(path, mmap_mode="r", allow_pickle=False).dtype
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"{path} is not a readable .npy array ({str(exc).splitlines()[0]}). "
-                          "Save it with numpy.save(FILE, X) of a 2-D float32 array.") from exc
-
-
 class NpySource(VectorSource):
     """A 2-D ``.npy`` array read memory-mapped (never with pickle); id = row number."""
 
     def __init__(self, path: Path, spec: str) -> None:
         self.spec, self.path = spec, _require_file(path, "vectors file")
-        check_vector_dtype(_npy_dtype(path), f"{path}: dtype")  # before np.load: no object array
+        check_vector_dtype(npy_dtype(path), f"{path}: dtype")  # before np.load: no object array
         try:
             self._arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError) as exc:
@@ -267,26 +210,8 @@ class ParquetSource(VectorSource):
 
     def _check_vector_type(self, vector: str) -> None:
         """Refuse a vector column that is not one flat list of real numbers per row."""
-        import pyarrow as pa
-
-        typ = self._file.schema_arrow.field(vector).type
-        flat = pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ)
-        item = typ.value_type if flat else None
-        if item is not None and (pa.types.is_integer(item) or pa.types.is_floating(item)):
-            return
-        if item is not None and (pa.types.is_list(item) or pa.types.is_large_list(item)
-                                 or pa.types.is_fixed_size_list(item)):
-            hint = "Flatten each row to one list of numbers."
-        elif item is not None and pa.types.is_boolean(item):
-            hint = "Bools are a mask, not vectors: cast the column to list<float> if 0/1 vectors are meant."
-        elif pa.types.is_string(typ) or pa.types.is_large_string(typ) or (
-                item is not None and (pa.types.is_string(item) or pa.types.is_large_string(item))):
-            hint = "Numbers stored as text: cast the column to list<float> and write the file again."
-        else:
-            hint = "Cast the column to list<float>."
-        raise ConfigError(f"{self.path}: column {vector!r} is {typ}, expected a list of float or "
-                          f"integer numbers per row (one flat vector). {hint} Name another "
-                          "column with parquet:FILE,vector=COLUMN.")
+        check_vector_column(self._file.schema_arrow.field(vector).type, f"{self.path}: column {vector!r}",
+                            "Name another column with parquet:FILE,vector=COLUMN.")
 
     def _dominant_dim(self, vector: str) -> int:
         """The most common vector length in a sample spread over the file (not row 0's).

@@ -242,3 +242,29 @@ def test_qdrant_dimension_comes_from_the_collection_not_its_first_point(tmp_path
         migrate(f"qdrant:{tmp_path / 'qd'}/docs", tmp_path / "idx2", _opts())
     assert "text (48)" in str(err.value) and "image (8)" in str(err.value), err.value
     assert not (tmp_path / "idx2").exists()
+
+
+def test_bench_and_tune_vector_files_refuse_the_same_dtypes(tmp_path):
+    """`slimvec bench/tune --vectors` and `--dataset FILE.hdf5` read untrusted files too: a
+    complex .npy lost its imaginary part, HDF5 string / compound datasets ended in tracebacks."""
+    h5py = pytest.importorskip("h5py")
+    from slimvec.benchmarks.datasets import from_hdf5, load_vector_file
+
+    _complex_npy(tmp_path / "c.npy")
+    with pytest.raises(ConfigError, match=r"c\.npy: dtype complex64 found, expected float or integer"):
+        load_vector_file(tmp_path / "c.npy")
+    _string_list_parquet(tmp_path / "s.parquet")
+    with pytest.raises(ConfigError, match=r"s\.parquet: column 'vector' is list<element: string>, "
+                                          "expected a list of float or integer numbers"):
+        load_vector_file(tmp_path / "s.parquet")
+    good = _vectors(30, 8)
+    for name, train in {"str": np.array([[b"0.1"] * 8] * 30),
+                        "compound": np.zeros((30, 8), dtype=[("a", "f4"), ("b", "i4")])}.items():
+        with h5py.File(tmp_path / f"{name}.hdf5", "w") as fh:
+            fh["train"], fh["test"] = train, good[:5]
+            fh["neighbors"] = np.zeros((5, 10), dtype=np.int64)
+        with pytest.raises(ConfigError) as err:
+            from_hdf5(tmp_path / f"{name}.hdf5")
+        msg = str(err.value)
+        assert "\n" not in msg and f"{name}.hdf5: dataset 'train' dtype" in msg, msg
+        assert "expected float or integer numbers" in msg
