@@ -106,8 +106,9 @@ def ingest(
 
 
 def search(
-    query: list[str] = typer.Argument(..., help="Query text(s)."),
+    query: Optional[list[str]] = typer.Argument(None, help="Query text(s)."),
     index: Path = typer.Option(..., "--index", help="Index folder."),
+    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Query vectors instead of texts: .npy (n, dim) or JSONL (one [0.1, ...] or {\"vector\": [...]} per line), from the index's original encoder (a migrated index without --encoder is searched this way)."),
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors (index built with --keep-full) [default: the depth recorded by the index's --recipe, else none]."),
@@ -125,14 +126,27 @@ def search(
             from slimvec.errors import ConfigError
 
             raise ConfigError("Give --rescore R or --recipe, not both (the recipe carries its depth).")
+    from slimvec.errors import ConfigError
+    from slimvec.migrate.queries import read_query_vectors
+
+    if bool(query) == (vectors is not None):
+        raise ConfigError("Give query texts or --vectors FILE (one of them).")
     with open_index(index, trust_store=trust_store) as idx:
         if recipe is not None:
             rescore = idx.recipe_depth(recipe)
+        searched: object = query
+        if vectors is not None:
+            searched = read_query_vectors(vectors, idx.dim_in)
+            query = [f"{vectors} row {i}" for i in range(len(searched))]
+        elif not idx.manifest.encoder:
+            raise ConfigError(f"{index} was built from vectors and records no encoder: search it "
+                              "with --vectors FILE (.npy or JSONL query vectors of the original "
+                              "encoder), or migrate with --encoder SPEC to search with texts.")
         t_load = time.perf_counter()
         idx.encoder  # load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
-        res = idx.search(query, k, rescore=rescore)
+        res = idx.search(searched, k, rescore=rescore)
         elapsed_ms = (time.perf_counter() - t0) * 1000
         out = []
         for qi, q in enumerate(query):

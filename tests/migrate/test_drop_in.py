@@ -1,0 +1,58 @@
+"""Issue 27 item 7: drop-in round trips of a migrated index (search it from the CLI with query
+vectors from a file, ...). Random vectors, a few hundred rows, FAISS Flat: no model loaded."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from slimvec.migrate import MigrateOptions, migrate
+
+DIM = 32
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dropin")
+    x = np.random.default_rng(3).normal(size=(300, DIM)).astype(np.float32)
+    np.save(tmp / "v.npy", x)
+    migrate(str(tmp / "v.npy"), tmp / "idx", MigrateOptions(reducer="pca:16", store="faiss:Flat",
+                                                            progress=False))
+    return tmp, x
+
+
+def _slimvec(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "slimvec", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cli_searches_a_migrated_index_with_query_vectors_from_npy_and_jsonl(migrated):
+    tmp, x = migrated
+    np.save(tmp / "q.npy", x[[5, 17]])
+    (tmp / "q.jsonl").write_text(json.dumps(x[5].tolist()) + "\n"
+                                 + json.dumps({"vector": x[17].tolist()}) + "\n")
+    for qfile in ("q.npy", "q.jsonl"):
+        proc = _slimvec("search", "--index", str(tmp / "idx"), "--vectors", str(tmp / qfile),
+                        "-k", "3", "--json")
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert [o["hits"][0]["id"] for o in out] == [5, 17]
+        assert out[0]["query"] == f"{tmp / qfile} row 0"
+
+
+def test_cli_search_refuses_bad_query_vectors_in_one_line(migrated):
+    tmp, x = migrated
+    np.save(tmp / "wrong.npy", x[:2, :10])
+    (tmp / "bad.jsonl").write_text(json.dumps(x[0].tolist()) + "\n" + '["a", "b"]\n')
+    np.save(tmp / "c.npy", x[:2] + 1j)
+    for qfile, expected in (("wrong.npy", "expected dimension 32, got 10"),
+                            ("bad.jsonl", "bad.jsonl line 2"),
+                            ("c.npy", "dtype complex")):
+        proc = _slimvec("search", "--index", str(tmp / "idx"), "--vectors", str(tmp / qfile))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert expected in proc.stderr, proc.stderr
+    proc = _slimvec("search", "--index", str(tmp / "idx"), "some text")
+    assert proc.returncode == 2 and "--vectors" in proc.stderr, proc.stderr
