@@ -61,6 +61,10 @@ class MigrateOptions:
     recipe : str or None
         A recipe string or JSON file (:mod:`slimvec.recipe`): reducer, store, ``keep_full`` and
         the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
+    encoder : str or None
+        Encoder spec of the model that made the source's vectors, recorded in the manifest so the
+        index is searched with texts too; its output dimension must be the source's. ``None``:
+        the existing index's (a migration records none by default).
     """
 
     reducer: str | None = None
@@ -75,6 +79,7 @@ class MigrateOptions:
     strict: bool = False
     rebuild: bool = False
     recipe: str | None = None
+    encoder: str | None = None
 
 
 def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOptions | None = None,
@@ -119,19 +124,23 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
     # not leave an index folder behind
     with open_source(source) as src:
         _check_not_empty(src)
+        encoder_name = _check_encoder(opts.encoder, src) if opts.encoder else None
         with IndexBuilder(index_dir, rebuild=opts.rebuild, notify=notify or log.info,
                           strict=opts.strict, checkpoint_seconds=opts.checkpoint_seconds,
                           checkpoint_batches=opts.checkpoint_batches) as builder:
-            return _migrate_into(builder, src, opts, on_batch)
+            return _migrate_into(builder, src, opts, on_batch, encoder_name)
 
 
 def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
-                  on_batch: Callable[[int], None] | None) -> IngestSummary:
+                  on_batch: Callable[[int], None] | None,
+                  encoder_name: str | None = None) -> IngestSummary:
     """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
     _check_not_empty(src)
     opts = apply_recipe(apply_default_recipe(opts, b.existing))
-    spec = b.resolve(IndexSpec(opts.reducer, opts.store, None, opts.keep_full, None, None,
-                               source=src.spec, recipe=opts.recipe))
+    encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
+    spec = b.resolve(IndexSpec(opts.reducer, opts.store, encoder, opts.keep_full, None, None,
+                               source=src.spec, recipe=opts.recipe,
+                               encoder_name=encoder_name))
     old = b.existing
     if old is not None and old.dim_in != src.dim:
         raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",
@@ -178,6 +187,20 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
              summary.rejected, src.spec, b.folder, summary.total_seconds)
     return summary
+
+
+def _check_encoder(spec: str, src: VectorSource) -> str:
+    """Load the encoder named by ``--encoder`` and check it makes vectors of the source's
+    dimension (before any index folder is made); return its model name."""
+    from slimvec.indexer.encoder import Encoder
+
+    encoder = Encoder(spec)
+    if encoder.dim != src.dim:
+        raise DimensionMismatchError(
+            f"--encoder {spec} output vs vectors of {src.spec}", src.dim, encoder.dim,
+            "Record the encoder that made these vectors, or migrate without --encoder (search "
+            "then takes query vectors: slimvec search --vectors FILE).")
+    return str(encoder.name)
 
 
 def _check_not_empty(src: VectorSource) -> None:

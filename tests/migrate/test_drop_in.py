@@ -56,3 +56,27 @@ def test_cli_search_refuses_bad_query_vectors_in_one_line(migrated):
         assert expected in proc.stderr, proc.stderr
     proc = _slimvec("search", "--index", str(tmp / "idx"), "some text")
     assert proc.returncode == 2 and "--vectors" in proc.stderr, proc.stderr
+
+
+def test_migrate_records_an_encoder_checked_against_the_vector_dimension(tmp_path, encoder,
+                                                                          minilm_vectors, sentences):
+    """--encoder SPEC at migrate: the index is then searched with texts; an encoder of another
+    dimension than the source's vectors is refused before anything is written."""
+    import slimvec
+    from slimvec.errors import DimensionMismatchError
+
+    np.save(tmp_path / "v.npy", minilm_vectors[:300])
+    opts = MigrateOptions(reducer="pca:32", store="faiss:Flat", progress=False, encoder=encoder.spec)
+    migrate(str(tmp_path / "v.npy"), tmp_path / "idx", opts)
+    with slimvec.open(tmp_path / "idx") as idx:
+        assert idx.manifest.encoder == encoder.spec
+        res = idx.search([sentences[7], sentences[250]], 1)
+        assert res.ids[:, 0].tolist() == [7, 250]
+    resumed = migrate(str(tmp_path / "v.npy"), tmp_path / "idx",  # rerun without --encoder: done
+                      MigrateOptions(progress=False))
+    assert resumed.already_done
+    np.save(tmp_path / "w.npy", minilm_vectors[:50, :100])
+    with pytest.raises(DimensionMismatchError) as err:
+        migrate(str(tmp_path / "w.npy"), tmp_path / "idx2", opts)
+    assert "expected dimension 100, got 384" in str(err.value) and "--encoder" in str(err.value)
+    assert not (tmp_path / "idx2").exists()
