@@ -138,7 +138,8 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     _check_not_empty(src)
     opts = apply_recipe(apply_default_recipe(opts, b.existing))
     encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
-    spec = b.resolve(IndexSpec(opts.reducer, opts.store, encoder, opts.keep_full, None, None,
+    store = _keep_collection_name(opts.store, src) if b.existing is None else opts.store
+    spec = b.resolve(IndexSpec(opts.reducer, store, encoder, opts.keep_full, None, None,
                                source=src.spec, recipe=opts.recipe,
                                encoder_name=encoder_name))
     old = b.existing
@@ -187,6 +188,28 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
              summary.rejected, src.spec, b.folder, summary.total_seconds)
     return summary
+
+
+def _keep_collection_name(store: str | None, src: VectorSource) -> str | None:
+    """A store that names collections (Qdrant) gets the source collection's name unless the spec
+    names one: migrating ``qdrant:URL/docs`` into ``qdrant:URL2`` made a collection ``slimvec``.
+    Whether a store names collections is asked of the store (does its spec take ``collection=``),
+    not read from its name."""
+    from dataclasses import replace as dc_replace
+
+    from slimvec.connectors import canonical_store_spec, parse_store_spec
+
+    name = getattr(src, "collection", None)
+    if not store or not name:
+        return store
+    parsed = parse_store_spec(store)
+    if "collection" in parsed.options:
+        return store
+    try:
+        return canonical_store_spec(dc_replace(parsed, options={**parsed.options,
+                                                                "collection": str(name)}))
+    except ConfigError:  # the store takes no collection option
+        return store
 
 
 def _check_encoder(spec: str, src: VectorSource) -> str:

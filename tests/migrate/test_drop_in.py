@@ -80,3 +80,26 @@ def test_migrate_records_an_encoder_checked_against_the_vector_dimension(tmp_pat
         migrate(str(tmp_path / "w.npy"), tmp_path / "idx2", opts)
     assert "expected dimension 100, got 384" in str(err.value) and "--encoder" in str(err.value)
     assert not (tmp_path / "idx2").exists()
+
+
+def test_migrating_a_qdrant_collection_into_qdrant_keeps_its_name(tmp_path):
+    """qdrant:SRC/docs -> qdrant:DST made a collection named 'slimvec' (the store default)."""
+    import slimvec
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as m
+
+    x = np.random.default_rng(4).normal(size=(120, DIM)).astype(np.float32)
+    client = QdrantClient(path=str(tmp_path / "src"))
+    client.create_collection("docs", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE))
+    client.upsert("docs", [m.PointStruct(id=i, vector=x[i].tolist(), payload={"n": i}) for i in range(120)])
+    client.close()
+    migrate(f"qdrant:{tmp_path / 'src'}/docs", tmp_path / "idx",
+            MigrateOptions(reducer="pca:8", store=f"qdrant:{tmp_path / 'dst'}", progress=False))
+    with slimvec.open(tmp_path / "idx", trust_store=f"qdrant:{tmp_path / 'dst'},collection=docs") as idx:
+        assert "collection=docs" in idx.manifest.store
+        assert idx.search(x[9], 1).ids[0, 0] == 9
+    dst = QdrantClient(path=str(tmp_path / "dst"))
+    try:
+        assert [c.name for c in dst.get_collections().collections] == ["docs"]
+    finally:
+        dst.close()
