@@ -69,12 +69,12 @@ def migrate(
 
 def export(
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    format: str = typer.Option(..., "--format", help="npy, faiss or sentence-transformers."),
-    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss)."),
+    format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers."),
+    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform)."),
     model: Optional[str] = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
 ) -> None:
     """Export the index's (linear) reducer to reduce queries outside slimvec."""
     from slimvec.migrate.export import export_reducer
 
     path = export_reducer(index, format, out, model)
-    console.print(f"wrote {format} export of {index}'s reducer to {path}")
+    console.print(f"wrote {format} export of {index} to {path}")

@@ -103,3 +103,22 @@ def test_migrating_a_qdrant_collection_into_qdrant_keeps_its_name(tmp_path):
         assert [c.name for c in dst.get_collections().collections] == ["docs"]
     finally:
         dst.close()
+
+
+def test_export_faiss_writes_a_complete_index_with_the_vectors_and_ids(migrated, tmp_path):
+    """--format faiss wrote the reducer alone (ntotal=0); it is now the reducer in front of the
+    index's reduced vectors under their ids, searched with full-size queries."""
+    import faiss
+
+    import slimvec
+    from slimvec.migrate.export import export_reducer
+
+    tmp, x = migrated
+    path = export_reducer(tmp / "idx", "faiss", tmp_path / "all.faiss")
+    index = faiss.read_index(str(path))
+    assert index.ntotal == 300
+    _, ids = index.search(x[[3, 99, 250]], 1)
+    with slimvec.open(tmp / "idx") as idx:
+        assert ids[:, 0].tolist() == idx.search(x[[3, 99, 250]], 1).ids[:, 0].tolist() == [3, 99, 250]
+    empty = faiss.read_index(str(export_reducer(tmp / "idx", "faiss-transform", tmp_path / "t.faiss")))
+    assert empty.ntotal == 0 and empty.d == DIM
