@@ -27,6 +27,7 @@ import numpy as np
 from slimvec.benchmarks.metrics import exact_topk
 from slimvec.benchmarks.pairs import PairsCorpus, TrainPairs
 from slimvec.errors import ConfigError
+from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
 
 __all__ = [
     "BenchDataset",
@@ -206,6 +207,7 @@ def _vector_column(table: Any, where: str, id_column: str | None) -> tuple[np.nd
     if id_col is None or id_col not in names:
         raise ConfigError(f"{where} has no id column {id_column or 'id'!r}; columns: {', '.join(names)}."
                           " Pass the id column's name.")
+    check_vector_column(table.schema.field(vec_col).type, f"{where}: column {vec_col!r}")
     col = table.column(vec_col).combine_chunks()
     flat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
     n = len(col)
@@ -227,6 +229,7 @@ def load_vector_file(path: str | os.PathLike[str], id_column: str | None = None)
     if not path.is_file():
         raise ConfigError(f"Vectors file {path} does not exist.")
     if path.suffix == ".npy":
+        check_vector_dtype(npy_dtype(path), f"{path}: dtype")  # before loading: never unpickled
         try:
             arr = np.load(path, allow_pickle=False)
         except ValueError as exc:
@@ -295,6 +298,8 @@ def from_hdf5(path: str | os.PathLike[str], *, max_queries: int = 1000) -> Bench
     with fh:
         _require(set(fh.keys()), ["train", "test", "neighbors"], f"HDF5 dataset {path}", "field")
         metric = _ann_metric(str(fh.attrs.get("distance", "angular")))
+        for name in ("train", "test"):
+            check_vector_dtype(fh[name].dtype, f"{path}: dataset {name!r} dtype")
         corpus = _normalise_if_cosine(np.asarray(fh["train"]), metric)
         queries = _normalise_if_cosine(np.asarray(fh["test"])[:max_queries], metric)
         neighbors = np.asarray(fh["neighbors"])[:max_queries]

@@ -112,8 +112,9 @@ def ingest(
 
 
 def search(
-    query: list[str] = typer.Argument(..., help="Query text(s)."),
+    query: Optional[list[str]] = typer.Argument(None, help="Query text(s)."),
     index: Path = typer.Option(..., "--index", help="Index folder."),
+    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Query vectors instead of texts: .npy (n, dim) or JSONL (one [0.1, ...] or {\"vector\": [...]} per line), from the index's original encoder (a migrated index without --encoder is searched this way)."),
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON: per query the hits (id, score, source_id, text and the other payload fields), the space the scores were computed in, the rescoring depth used and timings."),
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
@@ -138,19 +139,32 @@ def search(
                               "--rescore to use the index's default depth (slimvec info).")
         if recipe is not None:
             raise ConfigError("Give --rescore R or --recipe, not both (the recipe carries its depth).")
+    from slimvec.migrate.queries import read_query_vectors
+
+    if bool(query) == (vectors is not None):
+        raise ConfigError("Give query texts or --vectors FILE (one of them).")
     with open_index(index, trust_store=trust_store) as idx:
         if recipe is not None:
             rescore = idx.recipe_depth(recipe)  # 'none': 0, no re-ranking
         depth = idx.manifest.rescore.depth if rescore is None and idx.manifest.rescore else rescore
         depth = int(depth or 0)
         space = score_space(idx.manifest, depth)
+        given = None
+        if vectors is not None:
+            given = read_query_vectors(vectors, idx.dim_in)
+            query = [f"{vectors} row {i}" for i in range(len(given))]
+        elif not idx.manifest.encoder:
+            raise ConfigError(f"{index} was built from vectors and records no encoder: search it "
+                              "with --vectors FILE (.npy or JSONL query vectors of the original "
+                              "encoder), or migrate with --encoder SPEC to search with texts.")
         t_load = time.perf_counter()
-        idx.encoder  # load the model now, so the search time below is the search alone
+        if given is None:
+            idx.encoder  # load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
-        vectors = idx.embed(list(query))  # a vector-only index says how to search it
+        qvecs = idx.embed(list(query) if given is None else given)
         t1 = time.perf_counter()
-        res = idx.search(vectors, k, rescore=depth)
+        res = idx.search(qvecs, k, rescore=depth)
         t2 = time.perf_counter()
         timings = {"encode_ms": round((t1 - t0) * 1000, 3),
                    "search_ms": round((t2 - t1) * 1000, 3),

@@ -34,6 +34,7 @@ def migrate(
     checkpoint_seconds: float = typer.Option(30.0, help="Commit (store flushed, progress recorded) at least this often."),
     checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    encoder: Optional[str] = typer.Option(None, "--encoder", help="The model that made the source's vectors (spec or local folder), recorded so the index is searched with texts too; its output dimension must be the vectors'. Without it, search with query vectors (slimvec search --vectors FILE)."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
 ) -> None:
     """Fit a reducer on a sample of an existing collection and stream every vector into a new index.
@@ -48,7 +49,7 @@ def migrate(
     opts = MigrateOptions(reducer=reducer, store=store, keep_full=full_dtype if keep_full else None,
                           fit_sample=fit_sample, batch_size=batch_size, progress=not json_out,
                           strict=strict, rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
-                          checkpoint_batches=checkpoint_batches, recipe=recipe)
+                          checkpoint_batches=checkpoint_batches, recipe=recipe, encoder=encoder)
     check_positive("--fit-sample", fit_sample)
     check_positive("--batch-size", batch_size)
     with interrupt_message(index, f"slimvec migrate --from {source} --index {index}"):
@@ -68,12 +69,12 @@ def migrate(
 
 def export(
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    format: str = typer.Option(..., "--format", help="npy, faiss or sentence-transformers."),
-    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss)."),
+    format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers."),
+    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform)."),
     model: Optional[str] = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
 ) -> None:
     """Export the index's (linear) reducer to reduce queries outside slimvec."""
     from slimvec.migrate.export import export_reducer
 
     path = export_reducer(index, format, out, model)
-    console.print(f"wrote {format} export of {index}'s reducer to {path}")
+    console.print(f"wrote {format} export of {index} to {path}")

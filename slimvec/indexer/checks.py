@@ -7,8 +7,12 @@
 - :func:`truncation_rejects` counts tokens only for texts long enough to possibly exceed the
   model's maximum (a token is at least one UTF-8 byte), so short corpora pay nothing.
 - :func:`split_bad_vectors` turns rows of a :class:`VectorBatch` with NaN / inf values, the
-  wrong dimension or a norm far outside the batch's (:func:`norm_outliers`) into rejects (used by
-  ingest and migrate alike).
+  wrong dimension, values that are not real numbers (strings, bools, complex, nested lists: never
+  cast) or a norm far outside the batch's (:func:`norm_outliers`) into rejects (used by ingest,
+  migrate and the service alike).
+- :func:`check_vector_dtype` refuses a whole vector file (``.npy``, HDF5 dataset) whose dtype is
+  not real numbers, in one line; :func:`npy_dtype` reads a ``.npy`` dtype from its header, so an
+  object array is refused without being unpickled.
 - :func:`norm_outliers` flags finite vectors whose norm is more than :data:`NORM_FACTOR` times
   above or below the median norm: one 1e10 row in a PCA fit sample ruins the projection, and
   3e38 overflows every score. Used on the migrate fit sample and on every streamed batch.
@@ -23,11 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from slimvec.errors import PersistenceError
+from slimvec.errors import ConfigError, PersistenceError
 from slimvec.indexer.sources import SNIPPET, Document, Reject
 
 __all__ = ["DuplicateTracker", "truncation_rejects", "split_bad_vectors", "dedupe_last",
-           "norm_outliers", "STATE_DB", "NORM_FACTOR"]
+           "norm_outliers", "check_vector_dtype", "check_vector_column", "npy_dtype", "STATE_DB", "NORM_FACTOR"]
 
 NORM_FACTOR = 1e3
 _MIN_ROWS_FOR_NORMS = 3  # a median of fewer rows says nothing about what is typical
@@ -165,7 +169,7 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
     lines = [None] * n if lines is None else list(lines)
     good = np.ones(n, dtype=bool)
     rejects: list[Reject] = []
-    arr = np.asarray(vectors, dtype=np.float32) if _is_regular(vectors) else None
+    arr = _regular_array(vectors)
     if arr is not None and arr.ndim == 2 and arr.shape[1] == dim:
         finite = np.isfinite(arr).all(axis=1)
         for i in np.flatnonzero(~finite):
@@ -182,11 +186,10 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
         return good, np.ascontiguousarray(arr[good]), rejects
     clean = []
     for i, vec in enumerate(vectors):
-        try:
-            v = np.asarray(vec, dtype=np.float32).ravel()
-        except (TypeError, ValueError):
+        v, problem = _real_row(vec)
+        if v is None:
             good[i] = False
-            rejects.append(Reject(source, rows[i], lines[i], "vector", "vector is not numeric",
+            rejects.append(Reject(source, rows[i], lines[i], "vector", problem,
                                   repr(vec)[:SNIPPET]))
             continue
         if v.shape[0] != dim:
@@ -227,11 +230,59 @@ def _norm_check(arr: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.nda
     return far, norms, median
 
 
-def _is_regular(vectors: Any) -> bool:
+_REAL_KINDS = "fiu"  # float, signed and unsigned integers: the only vector values taken
+_NOT_REAL = "expected float or integer numbers"
+
+
+def _regular_array(vectors: Any) -> np.ndarray | None:
+    """float32 (n, d) when every row holds d real numbers, else ``None`` (checked row by row)."""
     if isinstance(vectors, np.ndarray):
-        return vectors.dtype != object
-    lengths = {len(v) for v in vectors} if len(vectors) else {0}
-    return len(lengths) == 1
+        arr = vectors
+    else:
+        try:
+            lengths = {len(v) for v in vectors} if len(vectors) else {0}
+        except TypeError:
+            return None
+        if len(lengths) != 1:
+            return None
+        try:
+            arr = np.asarray(vectors)
+        except (TypeError, ValueError):
+            return None
+    if arr.dtype.kind not in _REAL_KINDS:  # strings, bools, complex, objects: row by row
+        return None
+    return np.asarray(arr, dtype=np.float32)
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return {"U": "str", "S": "bytes", "b": "bool"}.get(dtype.kind, str(dtype))
+
+
+def _real_row(vec: Any) -> tuple[np.ndarray | None, str]:
+    """One row as a flat float32 vector, or ``None`` and why not.
+
+    Only real numbers are taken: numpy would turn ``"0.5"`` into 0.5, ``True`` into 1.0 and
+    ``1+2j`` into 1.0 (dropping the imaginary part); ``None`` becomes NaN (rejected as such).
+    """
+    try:
+        a = np.asarray(vec)
+    except (TypeError, ValueError):
+        return None, "vector is not numeric (nested lists of different lengths?)"
+    if a.dtype == object:
+        odd = sorted({type(x).__name__ for x in a.ravel().tolist()
+                      if x is not None and (isinstance(x, bool)
+                                            or not isinstance(x, (int, float, np.integer, np.floating)))})
+        if odd:
+            return None, f"vector holds {', '.join(odd)} values, {_NOT_REAL}"
+        try:
+            a = np.asarray(vec, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError):
+            return None, f"vector is not numeric, {_NOT_REAL}"
+    elif a.dtype.kind not in _REAL_KINDS:
+        return None, f"vector holds {_dtype_name(a.dtype)} values, {_NOT_REAL}"
+    if a.ndim != 1:
+        return None, (f"vector is nested (shape {a.shape}), expected one flat list of numbers")
+    return a.astype(np.float32), ""
 
 
 def _vec_snippet(v: np.ndarray) -> str:
@@ -246,3 +297,99 @@ def dedupe_last(ids: np.ndarray) -> np.ndarray | None:
     for i, v in enumerate(ids.tolist()):
         last[v] = i
     return np.array(sorted(last.values()), dtype=np.int64)
+
+
+def _dtype_hint(dtype: np.dtype) -> str:
+    kind = dtype.kind
+    if kind == "c":
+        return ("Complex numbers would lose their imaginary part: save np.real(X) or np.abs(X) "
+                "as float32 if that is what you mean.")
+    if kind == "b":
+        return ("A bool array is a mask, not vectors: save X.astype(np.float32) if 0/1 vectors "
+                "are meant.")
+    if kind in "US":
+        return "Numbers stored as text: convert them (X.astype(np.float32)) and save again."
+    if kind == "O":
+        return ("An object array holds pickled Python objects, which slimvec never unpickles: "
+                "save np.asarray(X, dtype=np.float32).")
+    if kind == "V":
+        return "A structured array: save the vector field alone (X['FIELD'])."
+    return "Save the vectors as float32."
+
+
+def check_vector_dtype(dtype: np.dtype, where: str) -> None:
+    """Refuse anything but real numbers: float or (signed / unsigned) integer dtypes.
+
+    Bool is refused too (a mask saved by mistake is likelier than 0/1 vectors, and the fix is one
+    ``astype``); so are complex (the imaginary part would be dropped), strings, objects, structured
+    and date types.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+    where : str
+        What holds it, e.g. ``"FILE: dtype"``; the message reads ``WHERE DTYPE found, expected ...``.
+
+    Raises
+    ------
+    ConfigError
+        One line naming ``where``, the dtype found, what is expected and what to do.
+    """
+    if dtype.kind in "fiu" and dtype.fields is None and not dtype.subdtype:
+        return
+    raise ConfigError(f"{where} {dtype} found, expected float or integer numbers (float32, "
+                      f"float16, float64 or int). {_dtype_hint(dtype)}")
+
+
+def npy_dtype(path: Path) -> np.dtype:
+    """The dtype in a ``.npy`` header, read without loading (or unpickling) the array."""
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as fh:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                return fmt.read_array_header_1_0(fh)[2]
+            if version == (2, 0):
+                return fmt.read_array_header_2_0(fh)[2]
+            return np.load(path, mmap_mode="r", allow_pickle=False).dtype
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{path} is not a readable .npy array ({str(exc).splitlines()[0]}). "
+                          "Save it with numpy.save(FILE, X) of a 2-D float32 array.") from exc
+
+
+def check_vector_column(typ: Any, where: str, hint: str = "") -> None:
+    """Refuse an Arrow vector column that is not one flat list of real numbers per row.
+
+    Parameters
+    ----------
+    typ : pyarrow.DataType
+        The column's type.
+    where : str
+        ``"FILE: column 'NAME'"``; the message reads ``WHERE is TYPE, expected ...``.
+    hint : str
+        What else the user can do (e.g. name another column).
+
+    Raises
+    ------
+    ConfigError
+        One line: nested lists, strings, bools, anything but a list of ints / floats.
+    """
+    import pyarrow as pa
+
+    def is_list(t: Any) -> bool:
+        return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+    item = typ.value_type if is_list(typ) else None
+    if item is not None and (pa.types.is_integer(item) or pa.types.is_floating(item)):
+        return
+    if item is not None and is_list(item):
+        fix = "Flatten each row to one list of numbers."
+    elif item is not None and pa.types.is_boolean(item):
+        fix = "Bools are a mask, not vectors: cast the column to list<float> if 0/1 vectors are meant."
+    elif pa.types.is_string(typ) or pa.types.is_large_string(typ) or (
+            item is not None and (pa.types.is_string(item) or pa.types.is_large_string(item))):
+        fix = "Numbers stored as text: cast the column to list<float> and write the file again."
+    else:
+        fix = "Cast the column to list<float>."
+    raise ConfigError(f"{where} is {typ}, expected a list of float or integer numbers per row (one "
+                      f"flat vector). {fix}{' ' + hint if hint else ''}")

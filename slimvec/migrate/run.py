@@ -61,6 +61,10 @@ class MigrateOptions:
     recipe : str or None
         A recipe string or JSON file (:mod:`slimvec.recipe`): reducer, store, ``keep_full`` and
         the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
+    encoder : str or None
+        Encoder spec of the model that made the source's vectors, recorded in the manifest so the
+        index is searched with texts too; its output dimension must be the source's. ``None``:
+        the existing index's (a migration records none by default).
     """
 
     reducer: str | None = None
@@ -75,6 +79,7 @@ class MigrateOptions:
     strict: bool = False
     rebuild: bool = False
     recipe: str | None = None
+    encoder: str | None = None
 
 
 def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOptions | None = None,
@@ -115,21 +120,28 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
         The index folder cannot be written.
     """
     opts = options or MigrateOptions()
-    with IndexBuilder(index_dir, rebuild=opts.rebuild, notify=notify or log.info,
-                      strict=opts.strict, checkpoint_seconds=opts.checkpoint_seconds,
-                      checkpoint_batches=opts.checkpoint_batches) as builder:
-        with open_source(source) as src:
-            return _migrate_into(builder, src, opts, on_batch)
+    # the source first: an unreadable or refused source (strings, complex, mixed lengths) must
+    # not leave an index folder behind
+    with open_source(source) as src:
+        _check_not_empty(src)
+        encoder_name = _check_encoder(opts.encoder, src) if opts.encoder else None
+        with IndexBuilder(index_dir, rebuild=opts.rebuild, notify=notify or log.info,
+                          strict=opts.strict, checkpoint_seconds=opts.checkpoint_seconds,
+                          checkpoint_batches=opts.checkpoint_batches) as builder:
+            return _migrate_into(builder, src, opts, on_batch, encoder_name)
 
 
 def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
-                  on_batch: Callable[[int], None] | None) -> IngestSummary:
+                  on_batch: Callable[[int], None] | None,
+                  encoder_name: str | None = None) -> IngestSummary:
     """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
-    if src.dim <= 0 or src.count() == 0:
-        raise ConfigError(f"{src.spec} holds no vectors: nothing to migrate.")
+    _check_not_empty(src)
     opts = apply_recipe(apply_default_recipe(opts, b.existing))
-    spec = b.resolve(IndexSpec(opts.reducer, opts.store, None, opts.keep_full, None, None,
-                               source=src.spec, recipe=opts.recipe))
+    encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
+    store = _keep_collection_name(opts.store, src) if b.existing is None else opts.store
+    spec = b.resolve(IndexSpec(opts.reducer, store, encoder, opts.keep_full, None, None,
+                               source=src.spec, recipe=opts.recipe,
+                               encoder_name=encoder_name))
     old = b.existing
     if old is not None and old.dim_in != src.dim:
         raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",
@@ -176,6 +188,47 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
              summary.rejected, src.spec, b.folder, summary.total_seconds)
     return summary
+
+
+def _keep_collection_name(store: str | None, src: VectorSource) -> str | None:
+    """A store that names collections (Qdrant) gets the source collection's name unless the spec
+    names one: migrating ``qdrant:URL/docs`` into ``qdrant:URL2`` made a collection ``slimvec``.
+    Whether a store names collections is asked of the store (does its spec take ``collection=``),
+    not read from its name."""
+    from dataclasses import replace as dc_replace
+
+    from slimvec.connectors import canonical_store_spec, parse_store_spec
+
+    name = getattr(src, "collection", None)
+    if not store or not name:
+        return store
+    parsed = parse_store_spec(store)
+    if "collection" in parsed.options:
+        return store
+    try:
+        return canonical_store_spec(dc_replace(parsed, options={**parsed.options,
+                                                                "collection": str(name)}))
+    except ConfigError:  # the store takes no collection option
+        return store
+
+
+def _check_encoder(spec: str, src: VectorSource) -> str:
+    """Load the encoder named by ``--encoder`` and check it makes vectors of the source's
+    dimension (before any index folder is made); return its model name."""
+    from slimvec.indexer.encoder import Encoder
+
+    encoder = Encoder(spec)
+    if encoder.dim != src.dim:
+        raise DimensionMismatchError(
+            f"--encoder {spec} output vs vectors of {src.spec}", src.dim, encoder.dim,
+            "Record the encoder that made these vectors, or migrate without --encoder (search "
+            "then takes query vectors: slimvec search --vectors FILE).")
+    return str(encoder.name)
+
+
+def _check_not_empty(src: VectorSource) -> None:
+    if src.dim <= 0 or src.count() == 0:
+        raise ConfigError(f"{src.spec} holds no vectors: nothing to migrate.")
 
 
 def _vector_batch(b: SourceBatch, spec: str) -> VectorBatch:

@@ -17,6 +17,13 @@ spec                                    source
 ======================================  ===========================================================
 
 Every source has a fixed row order, so a migration resumes from a row number.
+
+Vector files are untrusted: a ``.npy`` or a Parquet vector column must hold real numbers (float or
+integer dtypes; bool, complex, strings, objects, structured and nested lists are refused in one
+line before anything is written, and an object ``.npy`` is never unpickled: its dtype is read from
+the header). A Parquet file's dimension is the most common vector length of a sample spread over
+the file, not row 0's; rows of other lengths are rejected, and a file where no length holds
+:data:`DOMINANT_SHARE` of the sample is refused.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 from slimvec.ids import ID_RULE, doc_ids
+from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
 from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
@@ -140,11 +148,20 @@ def _require_file(path: Path, what: str) -> Path:
 
 
 # --------------------------------------------------------------------------- files
+#: Share of the sampled vectors the most common length must hold to be taken as the dimension of
+#: a source whose rows may differ (Parquet); the other rows become wrong-dimension rejects. Below
+#: it the file mixes two collections and is refused (one migration per dimension).
+DOMINANT_SHARE = 0.75
+_DIM_SAMPLE_GROUPS = 16  # row groups read to find the dominant length (spread over the file)
+_DIM_SAMPLE_ROWS = 2048  # first rows of each of those row groups
+
+
 class NpySource(VectorSource):
     """A 2-D ``.npy`` array read memory-mapped (never with pickle); id = row number."""
 
     def __init__(self, path: Path, spec: str) -> None:
         self.spec, self.path = spec, _require_file(path, "vectors file")
+        check_vector_dtype(npy_dtype(path), f"{path}: dtype")  # before np.load: no object array
         try:
             self._arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError) as exc:
@@ -187,25 +204,61 @@ class ParquetSource(VectorSource):
         if missing:
             raise ConfigError(f"{path} has no column {missing[0]!r} (columns: {', '.join(names)}). "
                               "Name them with parquet:FILE,id=COLUMN,vector=COLUMN.")
-        self.dim = self._first_dim(vector)
+        self._check_vector_type(vector)
+        self.dim = self._dominant_dim(vector)
         self._seen: dict[int, int] = {}  # store id -> row, to report repeated ids
 
-    def _first_dim(self, vector: str) -> int:
-        """Dimension of the first non-null vector (a null first row must not make it 0)."""
+    def _check_vector_type(self, vector: str) -> None:
+        """Refuse a vector column that is not one flat list of real numbers per row."""
+        check_vector_column(self._file.schema_arrow.field(vector).type, f"{self.path}: column {vector!r}",
+                            "Name another column with parquet:FILE,vector=COLUMN.")
+
+    def _dominant_dim(self, vector: str) -> int:
+        """The most common vector length in a sample spread over the file (not row 0's).
+
+        Reads the first rows of up to ``_DIM_SAMPLE_GROUPS`` row groups evenly spaced over the
+        file. Rows of other lengths are rejected as wrong dimension when streamed; when the most
+        common length holds less than :data:`DOMINANT_SHARE` of the sampled vectors the file is
+        refused (it mixes collections: which one is meant is not ours to guess).
+        """
         import pyarrow.compute as pc
 
-        for rb in self._file.iter_batches(batch_size=4096, columns=[vector]):
-            col = rb.column(0)
-            valid = pc.drop_null(col)
-            if len(valid):
-                first = valid[0].as_py()
-                try:
-                    return len(first)
-                except TypeError:
-                    raise ConfigError(f"{self.path}: column {vector!r} holds {type(first).__name__} "
-                                      "values, expected lists of floats. Name the vector column "
-                                      "with parquet:FILE,vector=COLUMN.") from None
-        return 0
+        meta = self._file.metadata
+        starts = np.concatenate([[0], np.cumsum([meta.row_group(g).num_rows
+                                                 for g in range(meta.num_row_groups)])])
+        groups = sorted({int(g) for g in np.linspace(0, meta.num_row_groups - 1,
+                                                     min(_DIM_SAMPLE_GROUPS, meta.num_row_groups))})
+        rows_by_len: dict[int, list[int]] = {}
+        for g in groups if meta.num_row_groups else []:
+            for rb in self._file.iter_batches(batch_size=_DIM_SAMPLE_ROWS, row_groups=[g],
+                                              columns=[vector]):
+                lengths = pc.list_value_length(rb.column(0)).to_numpy(zero_copy_only=False)
+                for i, n in enumerate(lengths.tolist()):
+                    if n == n and n is not None:  # null vectors (NaN here) are rejected later
+                        rows_by_len.setdefault(int(n), []).append(int(starts[g]) + i)
+                break  # the first batch of each sampled group
+        if not rows_by_len:
+            return 0
+        ranked = sorted(rows_by_len.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        total = sum(len(r) for _, r in ranked)
+        dim, rows = ranked[0]
+        if len(ranked) == 1:
+            return dim
+
+        def lengths(items: list[tuple[int, list[int]]]) -> str:
+            return ", ".join(f"{len(r):,} have {n} values (rows {', '.join(map(str, r[:5]))}"
+                             f"{', ...' if len(r) > 5 else ''})" for n, r in items[:4])
+
+        if len(rows) < DOMINANT_SHARE * total:
+            raise ConfigError(
+                f"{self.path}: column {vector!r} holds vectors of mixed lengths: of {total:,} "
+                f"sampled rows, {lengths(ranked)}; no length holds {DOMINANT_SHARE:.0%} of them, "
+                "so the file looks like several collections. Split it by vector length and run "
+                "one migration per dimension, or fix the rows.")
+        log.warning("%s: column %r: %d of %d sampled vectors have %d values; the others are "
+                    "rejected as wrong dimension: %s", self.path, vector, len(rows), total, dim,
+                    lengths(ranked[1:]))
+        return dim
 
     def count(self) -> int:
         return int(self._file.metadata.num_rows)
@@ -415,16 +468,17 @@ def _payloads_of(table: Any, ids: np.ndarray) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- Qdrant
-def _point_vector(vector: Any, name: str | None, where: str) -> list[float]:
+def _point_vector(vector: Any, name: str | None, where: str) -> list[float] | None:
+    """The chosen vector of a point; ``None`` when the point lacks it (a reject, not a crash)."""
     if isinstance(vector, dict):
-        if name is None and len(vector) == 1:
-            return list(next(iter(vector.values())))
-        if name is None or name not in vector:
+        if name is None and len(vector) <= 1:
+            return list(next(iter(vector.values()))) if vector else None
+        if name is None:
             raise ConfigError(f"{where} has named vectors ({', '.join(vector)}): choose one with "
                               ",vector=NAME in the --from spec.")
-        return list(vector[name])
+        return list(vector[name]) if vector.get(name) is not None else None
     if vector is None:
-        raise StoreError(f"{where} returned a point without a vector.")
+        return None
     return list(vector)
 
 
@@ -436,6 +490,21 @@ class _ScrollSource(VectorSource):
     @abc.abstractmethod
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
         """One page: records and the next offset (None at the end)."""
+
+    def _scan_dim(self, limit: int = 4096) -> int:
+        """Length of the chosen vector of the first point that has it (the engine enforces one
+        size per vector name; a first point without the named vector must not make it 0)."""
+        offset, seen = None, 0
+        while seen < limit:
+            page, offset = self._scroll(offset, 256, True)
+            for p in page:
+                vec = _point_vector(p.vector, self.vector_name, self.spec)
+                if vec is not None:
+                    return len(vec)
+            seen += len(page)
+            if offset is None or not page:
+                break
+        return 0
 
     def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
         offset, row = None, 0
@@ -449,16 +518,26 @@ class _ScrollSource(VectorSource):
             if not page:
                 return
             row += len(page)
-            raw_ids = [p.id for p in page]
-            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids], self.id_rule)
-            vecs = [np.asarray(_point_vector(p.vector, self.vector_name, self.spec), np.float32) for p in page]
-            payloads = []
-            for p, rid in zip(page, raw_ids):
+            first = row - len(page)
+            vecs, payloads, raw_ids, kept_rows, rejects = [], [], [], [], []
+            for j, p in enumerate(page):
+                vec = _point_vector(p.vector, self.vector_name, self.spec)
+                if vec is None:  # e.g. a point without the chosen named vector
+                    rejects.append(Reject(self.spec, first + j, None, "vector",
+                                          f"point {p.id} has no vector"
+                                          f"{f' {self.vector_name!r}' if self.vector_name else ''}",
+                                          ""))
+                    continue
+                vecs.append(np.asarray(vec, np.float32))
                 pl = dict(p.payload or {})
-                if not isinstance(rid, int):
-                    pl.setdefault("source_id", str(rid))  # UUID ids are hashed: keep the original
+                if not isinstance(p.id, int):
+                    pl.setdefault("source_id", str(p.id))  # UUID ids are hashed: keep the original
                 payloads.append(pl)
-            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row)
+                raw_ids.append(p.id)
+                kept_rows.append(first + j)
+            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids], self.id_rule)
+            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row, rejects,
+                              kept_rows if rejects else None)
             if offset is None:
                 return
 
@@ -478,8 +557,7 @@ class QdrantEdgeSource(_ScrollSource):
         except Exception as exc:  # the engine raises its own types
             raise ConfigError(f"{path} is not a loadable Qdrant Edge shard: {exc}.") from exc
         self.path = path
-        first, _ = self._scroll(None, 1, True)
-        self.dim = len(_point_vector(first[0].vector, vector, spec)) if first else 0
+        self.dim = self._scan_dim()  # Qdrant Edge does not expose its vector config
 
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
         q = self._q
@@ -514,8 +592,30 @@ class QdrantSource(_ScrollSource):
             self._client.close()
             raise ConfigError(f"No collection {collection!r} at {location} (collections: "
                               f"{', '.join(names) or 'none'}).")
-        first, _ = self._scroll(None, 1, True)
-        self.dim = len(_point_vector(first[0].vector, vector, spec)) if first else 0
+        self.dim = self._config_dim(location) or self._scan_dim()
+
+    def _config_dim(self, location: str) -> int:
+        """The chosen vector's size from the collection config (not from the first point)."""
+        try:
+            params = self._client.get_collection(self.collection).config.params.vectors
+        except Exception as exc:  # noqa: BLE001 - the client raises transport-specific types
+            log.debug("no vector config for %s at %s: %s", self.collection, location, exc)
+            return 0
+        if not isinstance(params, dict):
+            return int(getattr(params, "size", 0) or 0)
+        sizes = ", ".join(f"{n or '(unnamed)'} ({getattr(v, 'size', '?')})" for n, v in params.items())
+        name = self.vector_name
+        if name is None and len(params) == 1:
+            name = self.vector_name = next(iter(params))
+        if name is None:
+            self._client.close()
+            raise ConfigError(f"{self.spec}: collection {self.collection!r} has named vectors "
+                              f"{sizes}: choose one with ,vector=NAME in the --from spec.")
+        if name not in params:
+            self._client.close()
+            raise ConfigError(f"{self.spec}: collection {self.collection!r} has no vector "
+                              f"{name!r}; its vectors: {sizes}. Name one of them with ,vector=NAME.")
+        return int(params[name].size)
 
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
         vectors: Any = with_data if not (with_data and self.vector_name) else [self.vector_name]

@@ -41,7 +41,7 @@ def test_npy_and_faiss_exports_reproduce_the_reducer(tmp_path, migrated, minilm_
         y /= np.linalg.norm(y, axis=1, keepdims=True)
     np.testing.assert_allclose(y, expected, atol=1e-5)
 
-    path = export_reducer(migrated, "faiss", tmp_path / "pre.faiss")
+    path = export_reducer(migrated, "faiss-transform", tmp_path / "pre.faiss")
     index = faiss.read_index(str(path))
     pre = faiss.downcast_index(index)
     y = x.copy()

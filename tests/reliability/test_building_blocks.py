@@ -98,6 +98,22 @@ def test_bad_vectors_become_rejects_and_good_rows_stay():
     assert not good.any() and all("has 4, index expects 3" in r.reason for r in rejects)
 
 
+def test_rows_of_anything_but_real_numbers_are_rejects_not_converted():
+    """Issue 23 item 9: strings, bools, complex and nested rows were cast to float32 by numpy
+    ("0.5" -> 0.5, True -> 1.0, 1+2j -> 1.0 with the imaginary part dropped)."""
+    rows = [[0.1, 0.2, 0.3], ["0.1", "0.2", "0.3"], [True, False, True], [1 + 2j, 0j, 1j],
+            [[0.1], [0.2], [0.3]], np.array([1, 2, 3], dtype=np.int8), [None, None, None]]
+    good, clean, rejects = split_bad_vectors(rows, 3, list(range(10, 17)), "v")
+    assert good.tolist() == [True, False, False, False, False, True, False]
+    assert clean.tolist() == [[np.float32(0.1), np.float32(0.2), np.float32(0.3)], [1.0, 2.0, 3.0]]
+    reasons = {r.row: r.reason for r in rejects}
+    assert "holds str" in reasons[11] and "expected float or integer numbers" in reasons[11]
+    assert "holds bool" in reasons[12] and "holds complex" in reasons[13]
+    assert "nested" in reasons[14] and reasons[16] == "NaN or inf in vector"
+    good, clean, rejects = split_bad_vectors(np.ones((2, 3), dtype=np.complex64), 3, None, "v")
+    assert not good.any() and clean.shape == (0, 3) and "holds complex64" in rejects[0].reason
+
+
 def test_dedupe_keeps_the_last_occurrence():
     assert dedupe_last(np.array([1, 2, 3])) is None
     assert dedupe_last(np.array([5, 7, 5, 9, 7])).tolist() == [2, 3, 4]
