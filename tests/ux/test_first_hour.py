@@ -215,4 +215,5 @@ def test_search_text_on_a_vector_only_index_says_what_to_do(runner, tmp_path):
             MigrateOptions(reducer="rp:8", store="hnsw", progress=False))
     result = runner.invoke(app, ["search", "a text", "--index", str(tmp_path / "idx")])
     assert result.exit_code != 0
-    assert "has no encoder: pass query vectors instead of texts" in flat(str(result.exception))
+    message = flat(str(result.exception))
+    assert "records no encoder" in message and "--vectors FILE" in message
