@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -104,33 +103,32 @@ def _args(command: list[str], bad: list[str], vectors: Path) -> list[str]:
     return args
 
 
-def _run_main(args: list[str], capsys) -> tuple[int, str, float]:
-    start = time.perf_counter()
+def _run_main(args: list[str], capsys) -> tuple[int, str]:
+    """Exit code and stderr of the CLI. The one-line ``error:`` comes from the option's parse
+    callback, which typer runs before the command's body: no size build, measurement or search
+    has started when it is printed (no wall-clock bound: timings belong in benchmarks)."""
     with pytest.raises(SystemExit) as exit_info:  # anything else (a traceback) fails the test
         main(args)
-    elapsed = time.perf_counter() - start
-    return exit_info.value.code, capsys.readouterr().err, elapsed
+    return exit_info.value.code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command,bad,says", CASES, ids=[" ".join(c[0][:1] + c[1]) for c in CASES])
 def test_bad_number_is_a_one_line_error(command, bad, says, vectors, capsys):
-    code, err, elapsed = _run_main(_args(command, bad, vectors), capsys)
+    code, err = _run_main(_args(command, bad, vectors), capsys)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     for text in says:
         assert text in lines[0], (text, lines[0])
     assert "Traceback" not in err
-    assert elapsed < 1.0  # refused while parsing: no size build, no measurement, no search
 
 
 def test_tune_min_recall_above_one_fails_before_any_search(vectors, capsys):
     """The issue's case with a grid that would otherwise be built and searched: refused at once."""
     args = ["tune", "--docs", "1000", "--vectors", str(vectors), "--min-recall", "1.5", "--reducer", "pca:8",
             "--store", "hnsw", "--sample", "300", "--queries", "50", "--out", str(vectors.parent / "t.json")]
-    code, err, elapsed = _run_main(args, capsys)
+    code, err = _run_main(args, capsys)
     assert code == 2 and "--min-recall must be a finite number in [0, 1], got 1.5" in err
-    assert elapsed < 0.5, elapsed
     assert not (vectors.parent / "t.json").exists()
 
 
