@@ -228,6 +228,7 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     from slimvec.indexer.encoder import Encoder
 
     old = b.existing
+    asked = opts
     source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
                         opts.quoting)
     defaulted = apply_default_recipe(opts, old)
@@ -243,6 +244,8 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
         recipe=opts.recipe))
     b.summary.recipe = spec.recipe or f"{spec.reducer}|{spec.store}" + (
         f"|keep_full={spec.keep_full}" if spec.keep_full else "")
+    if old is not None:
+        _say_kept_recipe(asked, b.summary.recipe, b.folder, b.say)
     iter_records(source)  # fail fast on a missing file / unknown format
     resolved = input_path.resolve()
     columns = {"text_column": opts.text_column, "id_column": opts.id_column, "format": opts.format}
@@ -425,6 +428,23 @@ def _say_partial_recipe(opts: IngestOptions, say: Callable[[str], None]) -> None
         f"the rest of the default recipe ({default}) is not applied. To keep its calibrated "
         f"rescoring, give the whole recipe instead: --recipe '{reducer}|{store}|rescore=auto,"
         f"keep_full=float16' (docs/recipes.md).")
+
+
+def _say_kept_recipe(opts: IngestOptions, recipe: str, folder: Path,
+                     say: Callable[[str], None]) -> None:
+    """Say that an existing index keeps its recipe when ``--reducer`` / ``--store`` /
+    ``--keep-full`` are given without ``--recipe``: a differing reducer or store was refused by the
+    builder already, but alone they would have built a new index without rescoring (the README's
+    second ingest)."""
+    if opts.recipe is not None:
+        return
+    given = [f"--{k.replace('_', '-')}" for k in ("reducer", "store", "keep_full")
+             if getattr(opts, k) is not None]
+    if given:
+        say(f"{folder} already holds an index: it keeps its recipe {recipe} ({' and '.join(given)} "
+            f"given: an index keeps what it was built with; on a new index they alone give only "
+            f"what they name, e.g. no rescoring). To build another recipe, use another --index "
+            f"folder or --rebuild.")
 
 
 #: documents encoded in one call in the stream (several batches; each is committed on its own)
