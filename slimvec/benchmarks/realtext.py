@@ -51,7 +51,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -216,7 +216,8 @@ def _dict_b64(s: str) -> int:
 
 
 def read_gcide_entries(dict_path: Path, index_path: Path, *, limit: int | None = None,
-                       headwords: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
+                       headwords: Iterable[str] | None = None,
+                       on_total: Callable[[int], None] | None = None) -> Iterator[tuple[str, str]]:
     """``(headword, entry text)`` of each distinct GCIDE entry, in file order.
 
     Parameters
@@ -229,6 +230,8 @@ def read_gcide_entries(dict_path: Path, index_path: Path, *, limit: int | None =
         Entries at most (after skipping the ``00-database-*`` headers).
     headwords : iterable of str, optional
         Only entries indexed under these headwords (exact, case-sensitive).
+    on_total : callable, optional
+        Called once with the number of entries to come (for a progress bar's total).
     """
     wanted = set(headwords) if headwords is not None else None
     spans: dict[tuple[int, int], str] = {}
@@ -250,6 +253,8 @@ def read_gcide_entries(dict_path: Path, index_path: Path, *, limit: int | None =
     order = sorted(spans)
     if limit is not None:
         order = order[:limit]
+    if on_total is not None:
+        on_total(len(order))
     if not order:
         return
     end = max(o + n for o, n in order)
@@ -338,10 +343,15 @@ def gcide_entry_texts(entry: str) -> list[tuple[str, str]]:
 
 
 def read_gcide(dict_path: Path, index_path: Path, *, limit: int | None = None,
-               progress: Any = None) -> Iterator[Record]:
-    """Definitions and quotations of every GCIDE entry (see :func:`gcide_entry_texts`)."""
+               progress: Any = None,
+               on_total: Callable[[int], None] | None = None) -> Iterator[Record]:
+    """Definitions and quotations of every GCIDE entry (see :func:`gcide_entry_texts`).
+
+    ``progress`` is called with the entries read since its last call, ``on_total`` once with the
+    number of entries (see :func:`read_gcide_entries`).
+    """
     n = 0
-    for _, entry in read_gcide_entries(dict_path, index_path, limit=limit):
+    for _, entry in read_gcide_entries(dict_path, index_path, limit=limit, on_total=on_total):
         for text, kind in gcide_entry_texts(entry):
             yield Record(text, f"gcide:{kind}")
         n += 1
@@ -520,14 +530,21 @@ def build_corpus(out: Path | None = None, *, n_queries: int = 2000, seed: int = 
                                "writable folder.") from exc
     tally = _Tally()
     with make_progress(show_progress, unit="entries", console=console) as bar:
-        wn_task = bar.add_task("WordNet synsets", total=None)
-        gc_task = bar.add_task("GCIDE entries", total=None)
-
         def records() -> Iterator[Record]:
-            yield from read_wordnet(paths.wordnet_dir, limit=limit,
-                                    progress=lambda n: bar.advance(wn_task, n))
+            wn_task = bar.add_task("WordNet synsets", total=None)
+            synsets = [0]
+
+            def wn_progress(n: int) -> None:
+                synsets[0] += n
+                bar.advance(wn_task, n)
+
+            yield from read_wordnet(paths.wordnet_dir, limit=limit, progress=wn_progress)
+            bar.update(wn_task, total=max(synsets[0], 1), completed=synsets[0])  # its "done" line
+            # added when reached, so its rate and ETA count from its own start
+            gc_task = bar.add_task("GCIDE entries", total=None)
             yield from read_gcide(paths.gcide_dict, paths.gcide_index, limit=limit,
-                                  progress=lambda n: bar.advance(gc_task, n))
+                                  progress=lambda n: bar.advance(gc_task, n),
+                                  on_total=lambda t: bar.update(gc_task, total=t))
 
         unique = dedupe(records(), tally)
     corpus, queries = split_queries(unique, n_queries, seed)

@@ -73,8 +73,10 @@ def test_gcide_run_on_derived_forms_and_attributions_are_cut() -> None:
 
 
 def test_gcide_reader_first_entries_have_no_markup() -> None:
-    recs = list(read_gcide(PATHS.gcide_dict, PATHS.gcide_index, limit=300))
-    assert len(recs) > 300
+    totals: list[int] = []
+    recs = list(read_gcide(PATHS.gcide_dict, PATHS.gcide_index, limit=300,
+                           on_total=totals.append))
+    assert totals == [300] and len(recs) > 300
     assert {r.source for r in recs} <= {"gcide:definition", "gcide:quotation"}
     kept = [r for r in recs if sentence_problem(r.text) is None]
     assert len(kept) > 150
