@@ -23,8 +23,10 @@ final punctuation stripped). Queries are a fixed seeded sample of the unique tex
 the corpus, so no query's normalised text is in the corpus.
 
 Outputs (in ``--out``, default ``~/.cache/slimvec-corpus``): ``corpus.jsonl`` and
-``queries.jsonl`` (one ``{"id", "text", "source"}`` per line) and ``manifest.json`` (counts per
-source, drops per reason, package versions, seed, rule, SHA-256 of both files, seconds).
+``queries.jsonl`` (one ``{"id", "text", "source"}`` per line), ``rejects.jsonl`` (every dropped
+text with its ``source`` and ``reason``: ``too_short``, ``too_long``, ``markup``, ``duplicate``)
+and ``manifest.json`` (counts per source, drops per reason, package versions, seed, rule,
+SHA-256 of the files, seconds).
 
 Encoding is a separate step (not done here). A later run encodes the texts through the resumable
 encoding cache, which keys each text by its hash, so an interrupted run resumes where it stopped::
@@ -108,7 +110,7 @@ _EDGE = re.compile(r"^[\s\"'`“”‘’(]+|[\s\"'`“”‘’).;:,!?]+$")
 
 
 def normalise(text: str) -> str:
-    """Key for deduplication: NFKC, casefolded, whitespace collapsed, edge quotes/punctuation off."""
+    """Key for deduplication: NFKC, casefold, whitespace collapsed, edge quotes/punctuation off."""
     t = unicodedata.normalize("NFKC", text).casefold()
     return _EDGE.sub("", _WS.sub(" ", t)).strip()
 
@@ -405,10 +407,13 @@ def ensure_packages(paths: CorpusPaths, *, install: bool = True) -> dict[str, st
 class _Tally:
     read: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)
+    rejects: list[tuple[Record, str]] | None = None  # kept when a rejects file is wanted
 
-    def drop(self, source: str, reason: str) -> None:
-        d = self.dropped.setdefault(source, {})
+    def drop(self, rec: Record, reason: str) -> None:
+        d = self.dropped.setdefault(rec.source, {})
         d[reason] = d.get(reason, 0) + 1
+        if self.rejects is not None:
+            self.rejects.append((rec, reason))
 
 
 def dedupe(records: Iterable[Record], tally: _Tally | None = None) -> list[Record]:
@@ -429,7 +434,7 @@ def dedupe(records: Iterable[Record], tally: _Tally | None = None) -> list[Recor
             problem = "duplicate"
         if problem is not None:
             if tally is not None:
-                tally.drop(rec.source, problem)
+                tally.drop(Record(text, rec.source), problem)
             continue
         seen.add(key)
         kept.append(Record(text, rec.source))
@@ -463,6 +468,19 @@ def _write_jsonl(path: Path, rows: list[Record], prefix: str) -> str:
         for i, rec in enumerate(rows):
             line = json.dumps({"id": f"{prefix}{i:0{width}d}", "text": rec.text,
                                "source": rec.source}, ensure_ascii=False).encode("utf-8") + b"\n"
+            digest.update(line)
+            fh.write(line)
+    os.replace(tmp, path)
+    return digest.hexdigest()
+
+
+def _write_rejects(path: Path, rejects: list[tuple[Record, str]]) -> str:
+    digest = hashlib.sha256()
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        for rec, reason in rejects:
+            line = json.dumps({"text": rec.text, "source": rec.source, "reason": reason},
+                              ensure_ascii=False).encode("utf-8") + b"\n"
             digest.update(line)
             fh.write(line)
     os.replace(tmp, path)
@@ -528,7 +546,7 @@ def build_corpus(out: Path | None = None, *, n_queries: int = 2000, seed: int = 
     except OSError as exc:
         raise PersistenceError(f"Cannot create the corpus folder {out}: {exc}. Pass --out to a "
                                "writable folder.") from exc
-    tally = _Tally()
+    tally = _Tally(rejects=[])
     with make_progress(show_progress, unit="entries", console=console) as bar:
         def records() -> Iterator[Record]:
             wn_task = bar.add_task("WordNet synsets", total=None)
@@ -550,14 +568,18 @@ def build_corpus(out: Path | None = None, *, n_queries: int = 2000, seed: int = 
     corpus, queries = split_queries(unique, n_queries, seed)
     sha_corpus = _write_jsonl(out / "corpus.jsonl", corpus, "c")
     sha_queries = _write_jsonl(out / "queries.jsonl", queries, "q")
+    rejects = tally.rejects or []
+    sha_rejects = _write_rejects(out / "rejects.jsonl", rejects)
     manifest: dict[str, Any] = {
         "format": "slimvec-realtext/1",
         "corpus": {"file": "corpus.jsonl", "rows": len(corpus), "sha256": sha_corpus,
                    "per_source": _count(corpus)},
         "queries": {"file": "queries.jsonl", "rows": len(queries), "sha256": sha_queries,
                     "per_source": _count(queries)},
+        "rejects": {"file": "rejects.jsonl", "rows": len(rejects), "sha256": sha_rejects},
         "read_per_source": dict(sorted(tally.read.items())),
-        "dropped_per_source": {k: dict(sorted(v.items())) for k, v in sorted(tally.dropped.items())},
+        "dropped_per_source": {k: dict(sorted(v.items()))
+                               for k, v in sorted(tally.dropped.items())},
         "packages": versions,
         "files": {"wordnet": str(paths.wordnet_dir), "gcide_dict": str(paths.gcide_dict),
                   "gcide_index": str(paths.gcide_index)},

@@ -121,6 +121,14 @@ def test_build_small_corpus_dedups_and_holds_out_queries(tmp_path: Path) -> None
     assert m["seed"] == 3 and set(m["packages"]) == {"wordnet-base", "dict-gcide"}
     dropped = sum(sum(v.values()) for v in m["dropped_per_source"].values())
     assert sum(m["read_per_source"].values()) == dropped + len(corpus) + len(queries)
+    # every dropped text is in rejects.jsonl with its reason, and none of them is in the corpus
+    rejects = [json.loads(line) for line in (tmp_path / "a" / "rejects.jsonl").open()]
+    assert len(rejects) == dropped == m["rejects"]["rows"] > 0
+    assert {r["reason"] for r in rejects} <= {"too_short", "too_long", "markup", "duplicate"}
+    assert all(sentence_problem(r["text"]) == r["reason"] for r in rejects
+               if r["reason"] != "duplicate")
+    assert all(normalise(r["text"]) in set(keys) | {normalise(q["text"]) for q in queries}
+               for r in rejects if r["reason"] == "duplicate")
     # reproducible: same seed, same bytes; another seed draws other queries
     m2 = build_corpus(tmp_path / "b", n_queries=40, seed=3, limit=300, paths=PATHS,
                       install=False, show_progress=False)
@@ -161,7 +169,7 @@ def test_script_writes_the_corpus(tmp_path: Path) -> None:
     summary = json.loads(proc.stdout)
     assert summary["queries"]["rows"] == 10
     assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "manifest.json",
-                                                     "queries.jsonl"]
+                                                     "queries.jsonl", "rejects.jsonl"]
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_real_corpus.py"),
                           "--out", str(tmp_path / "x"), "--limit", "5", "--queries", "100000",
                           "--no-install"], capture_output=True, text=True, timeout=120)
