@@ -10,6 +10,9 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 fi
+# wordnet-base and dict-gcide (the real-text benchmark corpus, scripts/make_real_corpus.py) are
+# NOT installed here: that script installs them itself, and tests/benchmarks/test_realtext.py
+# skips without them
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
