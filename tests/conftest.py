@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,36 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 DATA = Path(__file__).resolve().parents[1] / "slimvec" / "data"
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_section(heading: str) -> str:
+    """The README's ``## heading`` section, up to the next ``## `` heading."""
+    text = README.read_text("utf-8")
+    start = text.index(f"## {heading}")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def readme_commands(heading: str) -> list[str]:
+    """The commands of the first bash block of a README section, in order: comment lines skipped,
+    continuation lines joined (a comment after a command is left to bash). The quick-start tests
+    run them as written."""
+    block = re.search(r"```bash\n(.*?)```", readme_section(heading), re.S).group(1)
+    commands, cur = [], ""
+    for line in block.splitlines():
+        if not cur and line.lstrip().startswith("#"):
+            continue
+        cur += line.rstrip()
+        if cur.endswith("\\"):
+            cur = cur[:-1] + " "
+            continue
+        if cur.strip():
+            commands.append(cur.strip())
+        cur = ""
+    return commands
 
 
 def bundled_sentences(n: int = 3000) -> list[str]:

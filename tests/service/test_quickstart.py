@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -17,36 +16,16 @@ import httpx
 import pytest
 
 import slimvec
-from tests.conftest import bundled_sentences
+from tests.conftest import bundled_sentences, readme_commands
 from tests.service.server import Server, free_port
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def _serve_block() -> list[str]:
-    """The commands of the README's ``## Serve`` bash block, continuation lines joined."""
-    text = README.read_text("utf-8")
-    section = text[text.index("## Serve"):]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    commands, cur = [], ""
-    for line in block.splitlines():
-        if not cur and line.lstrip().startswith("#"):
-            continue
-        cur += line.rstrip()
-        if cur.endswith("\\"):
-            cur = cur[:-1] + " "
-            continue
-        if cur.strip():
-            commands.append(cur.strip())
-        cur = ""
-    return commands
 
 
 def test_readme_service_quickstart_runs_as_written(tmp_path):
     """Every command of the block runs as written; only the port (8000 -> a free loopback port)
     and the allowed folder (/data/corpora -> a temp folder) are substituted, and the foreground
     ``slimvec serve`` is started in the background with a bounded readiness wait."""
-    commands = _serve_block()
+    commands = readme_commands("Serve")
     assert any(c.startswith("slimvec serve") for c in commands), commands
     port = free_port()
     data = tmp_path / "data" / "corpora"

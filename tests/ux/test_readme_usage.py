@@ -18,11 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.conftest import bundled_sentences
+from tests.conftest import README, bundled_sentences, readme_commands, readme_section
 
 log = logging.getLogger(__name__)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 #: rows of docs.jsonl: more than the default recipe's pca:96 needs to be fitted, few enough to be fast
 N_JSONL = 200
@@ -31,33 +30,9 @@ N_PARQUET = 50
 N_QUERIES = 10
 
 
-def _usage_section() -> str:
-    text = README.read_text("utf-8")
-    start = text.index("## Usage")
-    return text[start:text.index("\n## ", start + 1)]
-
-
-def _usage_block() -> list[str]:
-    """The commands of the README's ``## Usage`` bash block, in order: comment lines skipped,
-    continuation lines joined (a comment after a command is left to bash)."""
-    block = re.search(r"```bash\n(.*?)```", _usage_section(), re.S).group(1)
-    commands, cur = [], ""
-    for line in block.splitlines():
-        if not cur and line.lstrip().startswith("#"):
-            continue
-        cur += line.rstrip()
-        if cur.endswith("\\"):
-            cur = cur[:-1] + " "
-            continue
-        if cur.strip():
-            commands.append(cur.strip())
-        cur = ""
-    return commands
-
-
 def _python_snippet() -> str:
     """The ``python`` block that follows ``Python:`` in the usage section."""
-    section = _usage_section()
+    section = readme_section("Usage")
     return re.search(r"Python:\s*```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -107,7 +82,7 @@ def test_readme_usage_block_runs_as_written(tmp_path):
     ``my-index`` stays ``my-index`` (relative to the temp folder). Comment lines are skipped.
     Then the ``Python:`` snippet runs as written against the index the block built.
     """
-    commands = _usage_block()
+    commands = readme_commands("Usage")
     assert commands[0] == ". .venv/bin/activate", commands
     activate = Path(sys.executable).parent / "activate"
     assert activate.is_file(), f"the tests run outside a virtual environment ({sys.executable})"
