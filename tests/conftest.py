@@ -82,13 +82,36 @@ def minilm_vectors(encoder, sentences, tmp_path_factory) -> np.ndarray:
     return EncodingCache(cache / "encodings", encoder.fingerprint).encode(encoder, sentences)
 
 
+#: the slow tier (``bash scripts/test.sh --slow``; CI runs both tiers): end-to-end runs of whole
+#: commands, servers loading MiniLM, Ray, Chromium and the kill trials, each several seconds to
+#: minutes. The fast tier (``bash scripts/test.sh``) stays under ten minutes on two cores.
+SLOW_MODULES = (
+    "tests/engines/",
+    "tests/benchmarks/test_bench.py", "tests/benchmarks/test_plan_cli.py",
+    "tests/benchmarks/test_ranking.py", "tests/benchmarks/test_suite.py",
+    "tests/benchmarks/test_tune.py", "tests/benchmarks/test_report_html.py",
+    "tests/benchmarks/test_latency.py",
+    "tests/reliability/test_kill_resume.py", "tests/reliability/test_kill_migrate.py",
+    "tests/reliability/test_sigint.py", "tests/reliability/test_full_disk.py",
+    "tests/reliability/test_concurrency.py", "tests/reliability/test_unstorable_rows.py",
+    "tests/service/test_quickstart.py", "tests/service/test_text.py",
+    "tests/service/test_crash.py", "tests/service/test_http_surface.py",
+    "tests/ux/test_readme_usage.py", "tests/ux/test_noise.py",
+    "tests/cli/test_cli.py", "tests/reducers/test_learned.py",
+    "tests/migrate/test_drop_in.py", "tests/migrate/test_qdrant_server_guide.py",
+)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist (``scripts/test.sh`` runs ``-n 2 --dist loadgroup``), keep each module on
-    one worker so its module-scoped fixtures (a built index, a started server) are made once, and
-    every engine test on the same worker so the session's one Ray runtime is started once."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
+    """Mark the slow tier (:data:`SLOW_MODULES`). Under pytest-xdist (``scripts/test.sh`` runs
+    ``-n 2 --dist loadgroup``), keep each module on one worker so its module-scoped fixtures (a
+    built index, a started server) are made once, and every engine test on the same worker so the
+    session's one Ray runtime is started once."""
+    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        group = "engines" if module.startswith("tests/engines/") else module
-        item.add_marker(pytest.mark.xdist_group(group))
+        if module.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
+        if xdist:
+            group = "engines" if module.startswith("tests/engines/") else module
+            item.add_marker(pytest.mark.xdist_group(group))
