@@ -18,6 +18,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -413,9 +414,14 @@ class ServedIndex:
             good_docs, rejects, changed = _check_docs(rows, source)
             lines = [{"id": d.id, "text": d.text, "payload": d.payload} for d in good_docs]
         else:
-            dim = self.spec.get("dim_in") or _first_dim(rows)
+            dim = self.spec.get("dim_in")
+            if dim is None:  # the first vectors of the index: their dimension is its dimension
+                dim = _common_dim(rows)
+                self.spec["dim_in"] = dim
+                from slimvec.persistence import write_json_atomic
+
+                write_json_atomic(self.pending_dir / SERVICE_SPEC, self.spec)  # kept on restart
             good, vecs, rejects, payloads, changed = _check_vectors(rows, dim, source)
-            self.spec["dim_in"] = dim
             lines = [{"id": rows[i]["id"], "vector": vecs[j].tolist(),
                       "payload": {k: v for k, v in payloads[j].items() if k != "source_id"}}
                      for j, i in enumerate(good)]
@@ -737,12 +743,14 @@ def _surrogates(text: str) -> bool:
     return False
 
 
-def _first_dim(items: list[dict[str, Any]]) -> int:
-    for it in items:
-        v = it.get("vector")
-        if isinstance(v, list) and v:
-            return len(v)
-    raise ConfigError("No vector in the request to tell the index's input dimension from.")
+def _common_dim(items: list[dict[str, Any]]) -> int:
+    """The most common vector length of a request (not its first row's: one malformed first row
+    would make every good row a wrong-dimension reject, as issue 23 item 8 found in migrate)."""
+    lengths = Counter(len(it["vector"]) for it in items
+                      if isinstance(it.get("vector"), list) and it["vector"])
+    if not lengths:
+        raise ConfigError("No vector in the request to tell the index's input dimension from.")
+    return max(lengths.items(), key=lambda kv: (kv[1], -kv[0]))[0]
 
 
 def _check_vectors(items: list[dict[str, Any]], dim: int, source: str

@@ -223,3 +223,20 @@ def test_rescore_finds_rows_added_while_serving(shared_server, vectors):
         res = index.search(vectors[lo:lo + 50:7], k=1, rescore=4)
         assert res.ids[:, 0].tolist() == list(range(lo, lo + 50, 7))
         assert np.allclose(res.scores[:, 0], 1.0, atol=1e-5)  # full-space cosine of itself
+
+
+def test_first_vectors_of_a_pending_index_take_the_common_length(shared_server, vectors):
+    """A malformed first row used to set the index's dimension (every good row then a
+    wrong-dimension reject); the dimension is the request's most common length, kept in
+    service.json so a restart does not guess it again."""
+    url = shared_server.url
+    r = httpx.put(f"{url}/indexes/cd", json={"reducer": "rp:8", "encoder": None, "fit_after": 100})
+    assert r.status_code == 201
+    items = _items(vectors, 0, 10)
+    items[0]["vector"] = [1.0, 2.0]
+    out = httpx.post(f"{url}/indexes/cd/vectors", json={"vectors": items}, timeout=60).json()
+    assert out["accepted"] == 9, out
+    assert [(e["row"], e["reason"]) for e in out["rejected"]] == [
+        (0, "wrong dimension: vector has 2, index expects 32")]
+    spec = json.loads((shared_server.root / ".pending" / "cd" / "service.json").read_text())
+    assert spec["dim_in"] == 32
