@@ -351,7 +351,8 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
     folder, out = Path(index_dir), Path(out_file)
     mode = archive_mode(out)
     if os.path.lexists(out) and not overwrite:
-        raise ConfigError(f"{out} exists; choose another --out file, or remove it first.")
+        raise ConfigError(f"{out} exists; choose another --out file, or pass --overwrite "
+                          "(Python: overwrite=True) to replace it.")
     if not out.parent.is_dir():
         raise ConfigError(f"{out.parent} is not a folder; create it first or choose another --out.")
     m0 = Manifest.read(folder)
@@ -359,6 +360,7 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
         raise ConfigError(f"{folder}: its store {m0.store!r} lies outside the index folder, so a "
                           "folder snapshot cannot hold it; snapshot that store with its own tools.")
     in_place = not store_class(m0.store).snapshot_files
+    _remove_dead_leftovers(out)
     stage = out.parent / f".{out.name}.partial-{os.getpid()}"
     tmp = out.parent / f".{out.name}.{os.getpid()}.tmp"
     try:
@@ -376,6 +378,29 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
     files = [r for r in sums]
     return SnapshotInfo(out, len(files), sum(s for s, _ in sums.values()), size, digest,
                         int(m.count))
+
+
+def _remove_dead_leftovers(out: Path) -> None:
+    """Remove the staging folder and temporary archive of a snapshot to ``out`` that was killed
+    (its process is gone); a running one's are left alone."""
+    for path in out.parent.glob(f".{out.name}.*"):
+        tail = path.name[len(out.name) + 2:]
+        pid = tail[len("partial-"):] if tail.startswith("partial-") else tail[:-len(".tmp")] \
+            if tail.endswith(".tmp") else ""
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        log.info("removing %s, left by a snapshot that was killed", path)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _stage(folder: Path, stage: Path, in_place: bool, hold: Any,

@@ -277,3 +277,23 @@ def test_snapshot_json_lists_every_member_with_size_and_sha(good_archive):
             assert entry["sha256"] == hashlib.sha256(data).hexdigest()
     assert listed == {}
     assert os.path.basename(good_archive) == "good.tar"
+
+
+def test_cli_snapshot_and_restore_print_a_summary(tmp_path):
+    from typer.testing import CliRunner
+
+    from slimvec.cli import app
+
+    build(tmp_path / "src", "hnsw", n=40)
+    runner = CliRunner()
+    out = runner.invoke(app, ["snapshot", "--index", str(tmp_path / "src"), "--out",
+                              str(tmp_path / "s.tgz"), "--no-progress"])
+    assert out.exit_code == 0, out.output
+    digest = __import__("hashlib").sha256((tmp_path / "s.tgz").read_bytes()).hexdigest()
+    assert f"sha256 {digest}" in out.output and "40 documents" in out.output
+    again = runner.invoke(app, ["restore", str(tmp_path / "s.tgz"), "--index",
+                                str(tmp_path / "dst"), "--no-progress"])
+    assert again.exit_code == 0 and "40 documents, checksums verified" in again.output
+    refused = runner.invoke(app, ["restore", str(tmp_path / "s.tgz"), "--index",
+                                  str(tmp_path / "dst"), "--no-progress"])
+    assert refused.exit_code != 0 and "--force" in str(refused.exception or refused.output)
