@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from slimvec.errors import ConfigError, PersistenceError
 from slimvec.indexer.locking import IndexLock
+from slimvec.indexer.snapshot_pin import SparseWriter
 from slimvec.indexer.snapshot import SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION
 
 __all__ = ["restore", "verify_archive"]
@@ -214,11 +215,11 @@ def _extract(archive: Path, tmp: Path, meta: dict[str, Any],
                 dest.mkdir(parents=True, exist_ok=True)
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as out:
+            out = SparseWriter(dest)  # exclusive, no link followed; zero runs stay holes
+            try:
                 got = _read_member(archive, tar, ti, out.write)
-                out.flush()
-                os.fsync(out.fileno())
+            finally:
+                out.close()
             if got != listed[ti.name]["sha256"]:
                 raise _refuse(archive, f"member {ti.name!r} changed between the check and the "
                               "extraction (SHA-256 differs)")

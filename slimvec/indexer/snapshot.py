@@ -319,7 +319,11 @@ def _write_tar(stage: Path, tmp: Path, mode: str, meta: dict[str, Any],
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "wb") as raw:
         hw = _HashingWriter(raw)
-        with tarfile.open(fileobj=hw, mode=mode, format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+        # gzip level 3, not tarfile's 9: float vectors hardly compress at any level, and the
+        # 32 MiB zero-filled files Qdrant Edge preallocates compress 3x faster (132 MiB of zeros:
+        # 0.9 s vs 2.9 s on our loaded 2-core machine; 604 KB vs 135 KB of output)
+        extra = {"compresslevel": 3} if mode == "w:gz" else {}
+        with tarfile.open(fileobj=hw, mode=mode, format=tarfile.PAX_FORMAT, **extra) as tar:  # type: ignore[call-overload]
             body = json.dumps(meta, indent=1, sort_keys=True).encode()
             tar.addfile(_info(SNAPSHOT_FILE, len(body)), io.BytesIO(body))
             for member in meta["members"]:
