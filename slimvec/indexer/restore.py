@@ -281,6 +281,7 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
         raise ConfigError(f"{archive} is not a file; give the path of a snapshot archive.")
     _target_state(target, force)
     meta = verify_archive(archive)
+    _remove_dead_leftovers(target)
     tmp = target.parent / f".{target.name}.restore-{os.getpid()}"
     try:
         tmp.mkdir()
@@ -298,21 +299,59 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
 
 
 def _swap(tmp: Path, target: Path, force: bool) -> None:
-    """Rename the restored folder into place (the old one, with ``force``, aside first)."""
+    """Rename the restored folder into place. Over an existing folder (``force``) the two are
+    exchanged atomically (``renameat2(RENAME_EXCHANGE)``; the old one then lies at ``tmp`` and is
+    deleted with it); where the kernel lacks it, the old one is renamed aside first."""
     if not _target_state(target, force):
         os.rename(tmp, target)
     else:
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
         with IndexLock(target, exclusive=True):  # nobody reads or writes it meanwhile
-            os.rename(target, old)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            os.rename(old, target)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+            if not _exchange(tmp, target):
+                old = target.parent / f".{target.name}.old-{os.getpid()}"
+                os.rename(target, old)
+                try:
+                    os.rename(tmp, target)
+                except OSError:
+                    os.rename(old, target)
+                    raise
+                os.rename(old, tmp)  # deleted with the temporary folder
     fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux ``renameat2``); False where unsupported."""
+    import ctypes
+    import errno
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _remove_dead_leftovers(target: Path) -> None:
+    """Remove the temporary folders of a restore into ``target`` whose process is gone (killed
+    mid-way; a running one's are left alone)."""
+    for path in target.parent.glob(f".{target.name}.restore-*"):
+        pid = path.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid() or path.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue
+        except ProcessLookupError:
+            log.info("removing %s, left by a restore that was killed", path)
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            continue

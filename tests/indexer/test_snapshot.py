@@ -302,3 +302,17 @@ def test_cli_snapshot_and_restore_print_a_summary(tmp_path):
     refused = runner.invoke(app, ["restore", str(tmp_path / "s.tgz"), "--index",
                                   str(tmp_path / "dst"), "--no-progress"])
     assert refused.exit_code != 0 and "--force" in str(refused.exception or refused.output)
+
+
+def test_restore_removes_what_a_killed_restore_left_and_keeps_a_running_ones(tmp_path, good_archive):
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = tmp_path / f".idx.restore-{dead.pid}"
+    (killed / "store").mkdir(parents=True)
+    running = tmp_path / f".idx.restore-{os.getppid()}"  # a live process (pytest's parent)
+    running.mkdir()
+    restore(good_archive, tmp_path / "idx")
+    assert not killed.exists() and running.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["idx", running.name])
