@@ -68,3 +68,54 @@ def test_restore_refuses_paths_unknown_names_and_an_existing_index(served, vecto
     assert info["store"].startswith("hnsw") and info["count"] >= 120
     assert client.index("faiss").search(vectors[:1], k=1).ids[0, 0] == 0
     assert srv.proc.poll() is None
+
+
+@pytest.mark.parametrize("store", ["faiss", "qdrant-edge"])
+def test_snapshots_taken_while_the_service_writes_are_whole_commits(served, vectors, store):
+    """Each snapshot is one commit of the index's writer: a count of whole batches, with the
+    manifest, the store and the payloads agreeing (FAISS pinned between commits; Qdrant Edge
+    copied under the writer's lock)."""
+    import json
+    import threading
+    import time
+
+    srv, client, root = served
+    name = f"live{store.replace('-', '')}"
+    idx = client.create(name, reducer="rp:8", store=store, encoder=None,
+                        sample_vectors=vectors[:64])
+    idx.add_vectors(list(range(10)), vectors[:10], payloads=[{"n": i} for i in range(10)])
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        n = 10
+        try:
+            while not stop.is_set() and n < 390:
+                with slimvec.Client(srv.url) as c:
+                    c.index(name).add_vectors(list(range(n, n + 10)), vectors[n:n + 10],
+                                              payloads=[{"n": i} for i in range(n, n + 10)])
+                n += 10
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        for _ in range(600):  # the writer is under way (bounded wait)
+            if idx.info()["count"] >= 30 or errors:
+                break
+            time.sleep(0.05)
+        snaps = [client.snapshot(name, file=f"{name}-{i}.tar") for i in range(3)]
+    finally:
+        stop.set()
+        thread.join(120)
+    assert not errors, errors
+    for i, snap in enumerate(snaps):
+        copy = f"{name}-copy{i}"
+        info = client.restore(copy, snap["snapshot"])
+        count = info["count"]
+        assert count == snap["count"] and count % 10 == 0 and count >= 10
+        manifest = json.loads((root / copy / "manifest.json").read_text())
+        assert manifest["count"] == count
+        last, after = client.index(copy).payloads([count - 1, count])
+        assert last["n"] == count - 1 and after is None
