@@ -21,6 +21,7 @@ from pathlib import Path
 
 from slimvec.errors import PersistenceError
 from slimvec.indexer.manifest import MANIFEST, Manifest
+from slimvec.indexer.safefs import read_bytes_nofollow
 
 __all__ = ["Pinned", "pin", "copy_pinned", "SparseWriter"]
 
@@ -119,7 +120,7 @@ def pin(folder: Path, m: Manifest, raw_manifest: bytes, in_place: bool) -> Pinne
             d = m.full.dir
             _refuse_link(folder / d)
             p.dirs.append(d)
-            state = (folder / d / STATE).read_bytes()
+            state = read_bytes_nofollow(folder / d / STATE)
             p.blobs[f"{d}/{STATE}"] = state
             info = json.loads(state)
             rows, dim = int(info["rows"]), int(info["dim"])

@@ -316,3 +316,15 @@ def test_restore_removes_what_a_killed_restore_left_and_keeps_a_running_ones(tmp
     restore(good_archive, tmp_path / "idx")
     assert not killed.exists() and running.is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["idx", running.name])
+
+
+def test_a_link_inside_the_index_is_refused_and_no_archive_written(tmp_path):
+    src = tmp_path / "src"
+    build(src, "faiss", n=40)
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"rows": 0, "dim": 32, "dtype": "float32", "metric": "cosine"}')
+    (src / "full" / "state.json").unlink()
+    (src / "full" / "state.json").symlink_to(secret)
+    with pytest.raises(PersistenceError, match="symbolic link"):
+        snapshot(src, tmp_path / "s.tar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.json", "src"]
