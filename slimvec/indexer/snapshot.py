@@ -249,9 +249,13 @@ def _stage(folder: Path, stage: Path, in_place: bool, hold: Any,
             finally:
                 p.close()
     with CommitGuard(folder, exclusive=False, timeout=timeout):  # milliseconds: no copying
+        t0 = time.perf_counter()
         raw = read_bytes_nofollow(folder / MANIFEST)
         m = Manifest.from_json(json.loads(raw), folder / MANIFEST)
         p = pin(folder, m, raw, False)
+        held = time.perf_counter() - t0
+    log.info("%s: pinned at the commit of %s in %.1f ms (commits wait that long)", folder,
+             m.updated, held * 1000)
     try:
         return copy_pinned(p, folder, stage, False), m
     finally:
