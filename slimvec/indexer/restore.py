@@ -32,7 +32,7 @@ from slimvec.indexer.locking import IndexLock
 from slimvec.indexer.snapshot_pin import SparseWriter
 from slimvec.indexer.snapshot import SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION
 
-__all__ = ["restore", "verify_archive"]
+__all__ = ["restore", "verify_archive", "ArchiveError"]
 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
@@ -40,12 +40,12 @@ _MAX_META = 64 << 20
 _READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError)
 
 
-class _Bad(PersistenceError):
-    """An archive refused before anything was written."""
+class ArchiveError(PersistenceError):
+    """An archive refused before anything was written (hostile, truncated or tampered)."""
 
 
-def _refuse(archive: Path, what: str) -> _Bad:
-    return _Bad(f"{archive}: {what}. Nothing was restored; use an archive written by "
+def _refuse(archive: Path, what: str) -> ArchiveError:
+    return ArchiveError(f"{archive}: {what}. Nothing was restored; use an archive written by "
                 "'slimvec snapshot', or take a new snapshot.")
 
 

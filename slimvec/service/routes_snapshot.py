@@ -114,9 +114,13 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
         if exists and not body.force:
             raise ConflictError(f"Index {name!r} exists; pass force=true to replace it with the "
                                 "snapshot, or restore under another name.")
+        from slimvec.indexer.restore import ArchiveError
+
         state.registry.suspend(name, "a restore")
         try:
             restore(archive, target, force=body.force)
+        except ArchiveError as exc:  # the named file is bad input (422), not a server fault
+            raise ConfigError(str(exc).replace(str(archive), body.snapshot)) from exc
         finally:
             state.registry.resume(name)
         return state.registry.get(name).info()

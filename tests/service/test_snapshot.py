@@ -119,3 +119,25 @@ def test_snapshots_taken_while_the_service_writes_are_whole_commits(served, vect
         assert manifest["count"] == count
         last, after = client.index(copy).payloads([count - 1, count])
         assert last["n"] == count - 1 and after is None
+
+
+def test_a_hostile_snapshot_on_the_server_gets_422_and_restores_nothing(served):
+    import io
+    import tarfile
+
+    srv, client, root = served
+    bad = root / ".snapshots" / "evil.tar"
+    bad.parent.mkdir(exist_ok=True)
+    with tarfile.open(bad, "w") as tar:
+        body = b'{"format": "slimvec-snapshot", "format_version": 1, "members": []}'
+        ti = tarfile.TarInfo("SNAPSHOT.json")
+        ti.size = len(body)
+        tar.addfile(ti, io.BytesIO(body))
+        link = tarfile.TarInfo("manifest.json")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(ConfigError, match="evil.tar: member 'manifest.json' is a symbolic link"):
+        client.restore("evil", "evil.tar")
+    assert not (root / "evil").exists()
+    assert not [p for p in root.iterdir() if ".restore-" in p.name]
+    assert "evil" not in [i["name"] for i in client.indexes()]
