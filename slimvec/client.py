@@ -81,6 +81,21 @@ class Client:
         """Delete index ``name``."""
         self.request("DELETE", f"/indexes/{name}")
 
+    def snapshot(self, name: str, file: str | None = None) -> dict[str, Any]:
+        """Snapshot index ``name`` on the server (``POST /indexes/NAME/snapshot``); returns the
+        snapshot's file name, count, size and SHA-256."""
+        return self.request("POST", f"/indexes/{name}/snapshot", json={"file": file})
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        """Snapshot files on the server, newest first."""
+        return self.request("GET", "/snapshots")["snapshots"]
+
+    def restore(self, name: str, snapshot: str, force: bool = False) -> dict[str, Any]:
+        """Restore index ``name`` from a server snapshot file (by name, never a path); returns
+        the restored index's info."""
+        return self.request("POST", f"/indexes/{name}/restore",
+                            json={"snapshot": snapshot, "force": force})
+
     def job(self, job_id: str) -> dict[str, Any]:
         """State of a job."""
         return self.request("GET", f"/jobs/{job_id}")

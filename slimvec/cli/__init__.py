@@ -43,6 +43,8 @@ _COMMANDS = [
     ("slimvec.cli.report", "report", "report"),
     ("slimvec.cli.tune", "tune", "tune"),
     ("slimvec.cli.serve", "serve", "serve"),
+    ("slimvec.cli.snapshot", "snapshot", "snapshot"),
+    ("slimvec.cli.snapshot", "restore", "restore"),
 ]
 
 

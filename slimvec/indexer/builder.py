@@ -52,7 +52,7 @@ from slimvec.indexer.index import (
 )
 from slimvec.indexer.interrupt import StopFlag
 from slimvec.indexer.keepfull import KeepFullStore, check_keep_full, check_recipe, prepare_full
-from slimvec.indexer.locking import LOCK_NAME, IndexLock
+from slimvec.indexer.locking import LOCK_NAME, CommitGuard, IndexLock
 from slimvec.persistence import sha256_file
 from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, plan_run, truncate_file
@@ -537,6 +537,10 @@ class IndexBuilder:
     def commit(self, next_row: int | None = None, state: str = "running") -> None:
         """Make everything written so far durable: rejects fsync -> store -> extra -> manifest."""
         self.begin()
+        with CommitGuard(self.folder, exclusive=True):  # a snapshot never pins half a commit
+            self._commit(next_row, state)
+
+    def _commit(self, next_row: int | None, state: str) -> None:
         if next_row is not None:
             self._next_row = int(next_row)
         self._rejects.flush()

@@ -26,7 +26,7 @@ from typing import Any
 from slimvec.errors import IndexBusyError, PersistenceError
 from slimvec.indexer.safefs import LinkError, open_nofollow
 
-__all__ = ["IndexLock", "LOCK_NAME", "is_being_written"]
+__all__ = ["IndexLock", "LOCK_NAME", "is_being_written", "CommitGuard"]
 
 LOCK_NAME = ".lock"
 
@@ -124,3 +124,64 @@ def is_being_written(folder: str | os.PathLike[str]) -> bool:
     finally:
         os.close(fd)  # closing drops the probe lock
     return False
+
+
+class CommitGuard:
+    """An ``flock`` on the index folder itself: held exclusive by a writer while it commits,
+    shared by a snapshot while it pins the committed files (:mod:`slimvec.indexer.snapshot`).
+
+    The folder's own inode is locked, so no file is added to the index; ``flock`` locks are per
+    open file description, so a writer thread and a snapshot thread of one process (the service)
+    exclude each other too. The writer waits (a snapshot holds it for milliseconds: opening
+    files, not copying them); a snapshot waits at most ``timeout`` seconds.
+
+    Parameters
+    ----------
+    folder : path
+        Index folder (must exist).
+    exclusive : bool
+        Commit (writer) when true, pin (snapshot) otherwise.
+    timeout : float or None
+        Seconds to wait for the lock; ``None``: wait as long as it takes.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str], exclusive: bool,
+                 timeout: float | None = None) -> None:
+        self.folder = Path(folder)
+        self.exclusive = exclusive
+        self.timeout = timeout
+        self._fd: int | None = None
+
+    def __enter__(self) -> "CommitGuard":
+        import time
+
+        fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
+        try:
+            if self.timeout is None:
+                fcntl.flock(fd, mode)
+            else:
+                deadline = time.monotonic() + self.timeout
+                while True:
+                    try:
+                        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise IndexBusyError(
+                                f"{self.folder}: a commit did not finish within {self.timeout:g} "
+                                "s; retry when the writer is less busy.") from None
+                        time.sleep(0.005)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None

@@ -113,6 +113,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
                   redoc_url=None,
                   description="Fitted dimension reducers in front of vector stores, as a service.")
     app.state.slimvec = st
+    from slimvec.service.routes_snapshot import snapshot_router  # issue 25 item 6
+    app.include_router(snapshot_router(st, write, read))
 
     @app.exception_handler(SlimvecError)
     async def _slimvec_error(request: Request, exc: SlimvecError) -> JSONResponse:
