@@ -230,7 +230,7 @@ def _train(
     xt = torch.from_numpy(train)
     xv = torch.from_numpy(val) if len(val) else xt
     best, best_state, stale, epoch = float("inf"), None, 0, 0
-    for epoch in range(1, int(params.epochs) + 1):
+    for epoch in range(1, int(params.epochs) + 1):  # noqa: B007 - returned: the epochs run
         net.train()
         order = torch.from_numpy(rng.permutation(len(xt)))
         for start in range(0, len(xt), int(params.batch_size)):
