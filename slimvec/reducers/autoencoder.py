@@ -203,7 +203,7 @@ def _build(torch: Any, dim: int, n_components: int, activation: str) -> Any:
     nn = torch.nn
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "identity": nn.Identity}
 
-    class Autoencoder(nn.Module):
+    class Autoencoder(nn.Module):  # type: ignore[name-defined]  # nn is imported at run time, above
         def __init__(self) -> None:
             super().__init__()
             self.encoder = nn.Linear(dim, n_components)
