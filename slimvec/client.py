@@ -49,17 +49,27 @@ class Client:
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """One request; errors raise :class:`ServiceError` (409: :class:`IndexBusyError`)."""
         r = self._http.request(method, path, **kwargs)
-        if r.status_code >= 400:
-            try:
-                msg = r.json().get("detail", r.text)
-            except ValueError:
-                msg = r.text
-            if r.status_code == 422:
-                raise ConfigError(str(msg))
-            if r.status_code == 409:
-                raise IndexBusyError(str(msg))
-            raise ServiceError(r.status_code, str(msg))
+        _raise_for(r)
         return r.json() if r.content else None
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ok"}`` while the server process answers (``GET /healthz``)."""
+        return self.request("GET", "/healthz")
+
+    def ready(self) -> dict[str, Any]:
+        """Readiness (``GET /readyz``): ``{"status": "starting"}`` until the indexes are open
+        (the server's 503, returned here rather than raised, so it can be polled), then
+        ``{"status": "ready", "counts": {...}}`` (with a key also the index names and errors)."""
+        r = self._http.request("GET", "/readyz")
+        if r.status_code != 503:
+            _raise_for(r)
+        return r.json()
+
+    def metrics(self) -> str:
+        """The Prometheus metrics text (``GET /metrics``)."""
+        r = self._http.request("GET", "/metrics")
+        _raise_for(r)
+        return r.text
 
     def indexes(self) -> list[dict[str, Any]]:
         """Info of every served index."""
@@ -190,3 +200,19 @@ def _queries(queries: str | Sequence[str] | np.ndarray) -> dict[str, Any]:
         arr = np.asarray(queries, dtype=np.float32)
         return {"vectors": (arr[None, :] if arr.ndim == 1 else arr).tolist()}
     return {"texts": list(queries)}
+
+
+def _raise_for(r: Any) -> None:
+    """Raise the error an HTTP error response stands for: :class:`ConfigError` (422),
+    :class:`IndexBusyError` (409), else :class:`ServiceError` with the status."""
+    if r.status_code < 400:
+        return
+    try:
+        msg = r.json().get("detail", r.text)
+    except ValueError:
+        msg = r.text
+    if r.status_code == 422:
+        raise ConfigError(str(msg))
+    if r.status_code == 409:
+        raise IndexBusyError(str(msg))
+    raise ServiceError(r.status_code, str(msg))

@@ -222,7 +222,7 @@ def make_progress(enabled: bool = True, *, unit: str = "items", console: Any = N
         def __init__(self) -> None:
             super().__init__("")
 
-        def render(self, task: Any) -> Text:  # type: ignore[override]
+        def render(self, task: Any) -> Text:
             speed = task.finished_speed or task.speed
             return Text(f"{speed:,.0f} {unit}/s" if speed else "")
 

@@ -6,54 +6,17 @@ Pareto fronts and budget picks. Rows may be :class:`~slimvec.benchmarks.rows.Row
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
-from slimvec.benchmarks.rows import LEGACY_KEYS, Row
+# the row readers live in rows.py (ranking.py reads rows too and analysis imports ranking: one
+# home below both, no cycle); imported here for the callers that know them from this module
+from slimvec.benchmarks.rows import RowLike, finite, num, row_k, value_of
 
 __all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "rescore_suffix", "pareto_front",
-           "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "value_of"]
+           "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "value_of", "finite"]
 
 #: how a null (not applicable) metric is printed
 NULL = "—"
-
-RowLike = Row | Mapping[str, Any]
-
-
-_NEW_TO_LEGACY = {new: legacy for legacy, new in LEGACY_KEYS.items()}
-
-
-def value_of(row: RowLike, key: str) -> Any:
-    """``row.get(key)``, where a ``results.json`` dict answers a ``*_at_k`` key from its legacy
-    ``*_at_10`` key and the other way round (when its k is 10)."""
-    value = row.get(key)
-    if value is None and not isinstance(row, Row) and row_k(row) == 10:
-        other = _NEW_TO_LEGACY.get(key) or LEGACY_KEYS.get(key)
-        if other is not None:
-            value = row.get(other)
-    return value
-
-
-def num(row: RowLike, key: str) -> float | None:
-    """``row[key]`` as a finite float, or None (missing, null, bool, NaN, not a number)."""
-    return finite(value_of(row, key))
-
-
-def finite(value: Any) -> float | None:
-    """``value`` as a finite float, or None (null, bool, NaN, infinite, not a number)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def row_k(row: RowLike) -> int:
-    """The k of a row's "at k" metrics (10 for rows written before k was recorded)."""
-    value = row.get("k")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 10
-
 
 def format_value(value: Any, decimals: int = 3) -> str:
     """Print a table cell: null/NaN as "—", floats with ``decimals``, integers with thousands

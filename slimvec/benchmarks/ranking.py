@@ -40,7 +40,7 @@ _ALIASES = {"task_recall_at_10": "task_recall_at_k", "neighbor_recall_at_10": "n
 
 
 def _value(row: Any, metric: str) -> float | None:
-    from slimvec.benchmarks.analysis import num
+    from slimvec.benchmarks.rows import num
 
     return num(row, metric)
 
@@ -71,7 +71,7 @@ class MetricCheck:
 
 def _scored(row: Any, metric: str) -> int:
     """Binary outcomes behind one row's metric (its standard error's n)."""
-    from slimvec.benchmarks.analysis import num, row_k
+    from slimvec.benchmarks.rows import num, row_k
 
     n = int(num(row, "n_queries") or 0)
     return n * row_k(row) if metric.startswith("neighbor") else n

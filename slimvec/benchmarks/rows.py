@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from slimvec.errors import ConfigError, PersistenceError
 
 __all__ = ["Row", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows", "save_rows",
-           "metric_title"]
+           "metric_title", "RowLike", "value_of", "num", "finite", "row_k"]
 
 #: metrics measured "at k": new key -> short title stem (the title gets ``@{k}``)
 AT_K_METRICS: dict[str, str] = {
@@ -303,3 +303,45 @@ def save_rows(rows: Iterable[Row], meta: Mapping[str, Any], out_dir: str | Path)
     path = Path(out_dir) / "results.json"
     write_json_atomic(path, {"rows": [r.to_json() for r in as_rows(rows)], "meta": dict(meta)})
     return path
+
+
+# ------------------------------------------------------------------ reading one row
+# (here, below analysis.py and ranking.py, which both read rows: issue 24 item 7)
+
+RowLike = Row | Mapping[str, Any]
+
+
+_NEW_TO_LEGACY = {new: legacy for legacy, new in LEGACY_KEYS.items()}
+
+
+def value_of(row: RowLike, key: str) -> Any:
+    """``row.get(key)``, where a ``results.json`` dict answers a ``*_at_k`` key from its legacy
+    ``*_at_10`` key and the other way round (when its k is 10)."""
+    value = row.get(key)
+    if value is None and not isinstance(row, Row) and row_k(row) == 10:
+        other = _NEW_TO_LEGACY.get(key) or LEGACY_KEYS.get(key)
+        if other is not None:
+            value = row.get(other)
+    return value
+
+
+def num(row: RowLike, key: str) -> float | None:
+    """``row[key]`` as a finite float, or None (missing, null, bool, NaN, not a number)."""
+    return finite(value_of(row, key))
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (null, bool, NaN, infinite, not a number)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def row_k(row: RowLike) -> int:
+    """The k of a row's "at k" metrics (10 for rows written before k was recorded)."""
+    value = row.get("k")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 10

@@ -410,7 +410,7 @@ class _Runner:
                     n_cand = k * R + 1 if R else k + 1
 
                     def search(q: np.ndarray, fq: np.ndarray, n_cand: int = n_cand,
-                               R: int | None = R) -> np.ndarray:
+                               R: int | None = R, params: dict[str, Any] = params) -> np.ndarray:
                         found = store.search(q, n_cand, **params)
                         return _rows_of((full.rerank(fq, found, n_cand) if R else found).ids)
 

@@ -159,7 +159,7 @@ def search(
                               "encoder), or migrate with --encoder SPEC to search with texts.")
         t_load = time.perf_counter()
         if given is None:
-            idx.encoder  # load the model now, so the search time below is the search alone
+            idx.encoder  # noqa: B018 - load the model now, so the search time below is the search alone
         load_s = time.perf_counter() - t_load
         t0 = time.perf_counter()
         qvecs = idx.embed(list(query) if given is None else given)

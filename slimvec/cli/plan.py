@@ -63,7 +63,8 @@ def plan(
     (--pairs / --vectors); sizes from store size models fitted on real builds at small sizes,
     whose prediction error at a held-out size is printed with the plan.
     """
-    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes, quick_sweep
+    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes
+    from slimvec.benchmarks.sweep import quick_sweep
     from slimvec.benchmarks.report import load_results
 
     if min_task_recall is not None and min_neighbor_recall is not None:

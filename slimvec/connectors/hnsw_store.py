@@ -7,6 +7,7 @@ vector in place (hnswlib updates labels it already holds).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np

@@ -147,8 +147,9 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
         raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",
                                      old.dim_in, src.dim,
                                      "Migrate into another --index folder or pass --rebuild.")
-    is_file = hasattr(src, "path") and Path(getattr(src, "path")).is_file()
-    input_name: Any = Path(getattr(src, "path")).resolve() if is_file else src.spec
+    src_path = getattr(src, "path", None)  # file sources have one; collections do not
+    is_file = src_path is not None and Path(src_path).is_file()
+    input_name: Any = Path(src_path).resolve() if is_file else src.spec
     plan = b.plan(input_name, src.fingerprint(), {"source": src.spec})
     b.summary.input = src.spec
     if plan.already_done:

@@ -245,19 +245,19 @@ class ParquetSource(VectorSource):
         if len(ranked) == 1:
             return dim
 
-        def lengths(items: list[tuple[int, list[int]]]) -> str:
+        def by_length(items: list[tuple[int, list[int]]]) -> str:
             return ", ".join(f"{len(r):,} have {n} values (rows {', '.join(map(str, r[:5]))}"
                              f"{', ...' if len(r) > 5 else ''})" for n, r in items[:4])
 
         if len(rows) < DOMINANT_SHARE * total:
             raise ConfigError(
                 f"{self.path}: column {vector!r} holds vectors of mixed lengths: of {total:,} "
-                f"sampled rows, {lengths(ranked)}; no length holds {DOMINANT_SHARE:.0%} of them, "
+                f"sampled rows, {by_length(ranked)}; no length holds {DOMINANT_SHARE:.0%} of them, "
                 "so the file looks like several collections. Split it by vector length and run "
                 "one migration per dimension, or fix the rows.")
         log.warning("%s: column %r: %d of %d sampled vectors have %d values; the others are "
                     "rejected as wrong dimension: %s", self.path, vector, len(rows), total, dim,
-                    lengths(ranked[1:]))
+                    by_length(ranked[1:]))
         return dim
 
     def count(self) -> int:

@@ -42,7 +42,7 @@ def knn_query(
     index = _index(points, points.shape[0] <= EXACT_MAX if exact is None else exact, k)
     dists, ids = [], []
     for start in range(0, queries.shape[0], _BLOCK):
-        D, I = index.search(queries[start : start + _BLOCK], k)
+        D, I = index.search(queries[start : start + _BLOCK], k)  # noqa: E741 - FAISS's names
         dists.append(D)
         ids.append(I)
     if not ids:

@@ -203,7 +203,7 @@ def _build(torch: Any, dim: int, n_components: int, activation: str) -> Any:
     nn = torch.nn
     acts = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "identity": nn.Identity}
 
-    class Autoencoder(nn.Module):
+    class Autoencoder(nn.Module):  # type: ignore[name-defined]  # nn is imported at run time, above
         def __init__(self) -> None:
             super().__init__()
             self.encoder = nn.Linear(dim, n_components)
@@ -230,7 +230,7 @@ def _train(
     xt = torch.from_numpy(train)
     xv = torch.from_numpy(val) if len(val) else xt
     best, best_state, stale, epoch = float("inf"), None, 0, 0
-    for epoch in range(1, int(params.epochs) + 1):
+    for epoch in range(1, int(params.epochs) + 1):  # noqa: B007 - returned: the epochs run
         net.train()
         order = torch.from_numpy(rng.permutation(len(xt)))
         for start in range(0, len(xt), int(params.batch_size)):

@@ -74,7 +74,7 @@ def build_embedtextnet(dim_in: int, n_components: int, width: int = 32, leaky_sl
     torch = require_torch("embedtextnet")
     nn = torch.nn
 
-    class EmbedTextNet(nn.Module):
+    class EmbedTextNet(nn.Module):  # type: ignore[name-defined]  # nn is imported at run time, above
         def __init__(self) -> None:
             super().__init__()
             c1, c2, c3 = width, 2 * width, 4 * width

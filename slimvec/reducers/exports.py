@@ -15,28 +15,44 @@ from __future__ import annotations
 import copy as _copy
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from slimvec.errors import MissingDependencyError, PersistenceError
 from slimvec.persistence import write_json_atomic
 
-if TYPE_CHECKING:  # pragma: no cover
-    from slimvec.reducers.linear import LinearReducer
+__all__ = ["to_sentence_transformers", "export_numpy", "LINEAR_JSON", "LinearMap"]
 
-__all__ = ["to_sentence_transformers", "export_numpy", "LINEAR_JSON"]
+
+class LinearMap(Protocol):
+    """What an export reads from a fitted linear reducer (``y = normalize((x - b) A^T)``).
+
+    :class:`slimvec.reducers.linear.LinearReducer` is one. Typed by shape, not imported: linear.py
+    imports this module for its ``to_sentence_transformers`` / ``export_numpy`` methods, so an
+    import back would be a cycle (issue 24 item 7).
+    """
+
+    components_: np.ndarray
+    offset_: np.ndarray
+    n_features_in_: int
+    n_components_: int
+
+    @property
+    def spec(self) -> str: ...
+
+    def _check_fitted(self) -> None: ...
 
 LINEAR_JSON = "linear.json"
 FORMULA = "y = (x - offset) @ components.T; if normalize: y = y / ||y||_2 (zero rows stay zero)"
 
 
-def _bias(reducer: "LinearReducer") -> np.ndarray:
+def _bias(reducer: LinearMap) -> np.ndarray:
     """``-A b`` in float64, then float32: the bias of ``y = A x - A b``."""
     return -(reducer.components_.astype(np.float64) @ reducer.offset_.astype(np.float64))
 
 
-def to_sentence_transformers(reducer: "LinearReducer", model: Any, *, copy: bool = True) -> Any:
+def to_sentence_transformers(reducer: LinearMap, model: Any, *, copy: bool = True) -> Any:
     """Append the reducer to a sentence-transformers model.
 
     Parameters
@@ -97,7 +113,7 @@ def to_sentence_transformers(reducer: "LinearReducer", model: Any, *, copy: bool
     return model
 
 
-def export_numpy(reducer: "LinearReducer", folder: str | os.PathLike[str]) -> Path:
+def export_numpy(reducer: LinearMap, folder: str | os.PathLike[str]) -> Path:
     """Write ``components.npy``, ``offset.npy`` and ``linear.json`` into ``folder``.
 
     ``linear.json`` holds ``formula``, ``normalize``, ``dim_in``, ``dim_out``, ``dtype`` and the

@@ -162,7 +162,7 @@ class KernelPCAReducer(Reducer):
         out = np.empty((len(X), self.n_components_), dtype=np.float32)
         for start in range(0, len(X), _BATCH):
             xb = X[start : start + _BATCH]
-            K = self._kernel(xb, self.X_fit_, np.float32(self.gamma_)).astype(np.float32)
+            K = self._kernel(xb, self.X_fit_, float(np.float32(self.gamma_))).astype(np.float32)
             # centre in feature space (sklearn's KernelCenterer.transform)
             K -= K.mean(axis=1, keepdims=True) - np.float32(self.K_fit_all_)
             K -= self.K_fit_rows_[None, :]

@@ -43,7 +43,7 @@ def build_mcr2_net(dim_in: int, n_components: int, clusters: int, hidden: int, l
     torch = require_torch("mcr2")
     nn = torch.nn
 
-    class MCR2Head(nn.Module):
+    class MCR2Head(nn.Module):  # type: ignore[name-defined]  # nn is imported at run time, above
         def __init__(self) -> None:
             super().__init__()
             mods: list[Any] = []

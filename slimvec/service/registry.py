@@ -17,7 +17,6 @@ import os
 import shutil
 import sys
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from slimvec.indexer.manifest import MANIFEST
 from slimvec.indexer.rowcheck import RowProblem, check_payload, safe_text
 from slimvec.indexer.sources import Document, Reject
 from slimvec.indexer.writer import REJECTS, VectorBatch
-from slimvec.reducers import load_reducer, make_reducer
+from slimvec.reducers import make_reducer
 from slimvec.service.batching import QueryBatcher
 from slimvec.service.names import check_name, index_folder
 from slimvec.service.pending import PendingSearch

@@ -111,7 +111,6 @@ def test_recipes_are_planned_with_their_depth_and_full_vectors(tmp_path: Path) -
     recipes = [parse_recipe(t) for t in ("pca:96|hnsw", "pca:96|hnsw|rescore=8",
                                          "pca:96|hnsw|rescore=auto,keep_full=float16",
                                          "pca:48|hnsw|rescore=2")]
-    notes: list[str] = []
     plan = make_plan(100_000, 384, rows=rows, recipes=recipes, metric="neighbor_recall_at_10",
                      min_quality=0.99, workdir=tmp_path)
     by = {c.label: c for c in plan.candidates}

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.plan import quick_sweep
+from slimvec.benchmarks.sweep import quick_sweep
 from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.benchmarks.suite import load_suite
 from slimvec.errors import ConfigError

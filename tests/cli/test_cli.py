@@ -3,7 +3,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 
 def _run(*args, check=True):

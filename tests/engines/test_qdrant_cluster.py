@@ -13,7 +13,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-import pytest
 
 from slimvec.connectors import canonical_store_spec, make_store
 

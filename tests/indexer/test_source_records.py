@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
+from slimvec.indexer.sources import Reject, SourceSpec, iter_batches, iter_records
 
 
 def _records(path, **kw):

@@ -14,7 +14,6 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError, PersistenceError
-from slimvec.indexer.calibrate import exact_neighbours
 from slimvec.indexer.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
 

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from slimvec.ids import doc_ids

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import numpy as np

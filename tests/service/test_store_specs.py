@@ -10,7 +10,6 @@ serving its other indexes.
 from __future__ import annotations
 
 import httpx
-import numpy as np
 
 from tests.service.server import Server
 

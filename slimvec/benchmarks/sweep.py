@@ -1,0 +1,107 @@
+"""A quick sweep: ``slimvec bench`` on the first rows of the user's data, for ``slimvec plan``.
+
+It runs the harness (:func:`slimvec.benchmarks.inputs.bench_to_folder`), so it sits above both the
+harness and the planner: in plan.py it made ``plan -> inputs -> html -> plan`` a cycle (issue 24
+item 7), since the report page draws the planner.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.benchmarks.rows import Row
+from slimvec.errors import ConfigError
+
+__all__ = ["quick_sweep"]
+
+log = logging.getLogger(__name__)
+
+
+def _sample_pairs(path: Path, limit: int, out: Path) -> Path:
+    target = out / path.name
+    with open(path, encoding="utf-8") as src, open(target, "w", encoding="utf-8") as dst:
+        for i, line in enumerate(src):
+            if i > limit:
+                break
+            dst.write(line)
+    return target
+
+
+def _sample_vectors(path: Path, limit: int, out: Path) -> Path:
+    if path.suffix.lower() != ".npy":
+        return path  # Parquet / HDF5: handed to bench as is
+    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    target = out / path.name
+    np.save(target, np.asarray(arr[:limit]), allow_pickle=False)
+    return target
+
+
+def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vectors: str | Path | None = None,
+                reducers: Sequence[str] = (), stores: Sequence[str] = (), sample: int = 2000,
+                latency_queries: int = 200, baselines: bool = True,
+                timeout_s: float | None = None, rescore: Sequence[int] = ()) -> list[Row]:
+    """Run the benchmark harness on the first ``sample`` rows of the user's data; returns its rows.
+
+    The sweep is :func:`slimvec.benchmarks.inputs.bench_to_folder` (what ``slimvec bench`` runs),
+    called in this process, so its rows are the same as a full ``slimvec bench`` run on the sample
+    and ``out_dir`` holds its ``results.json`` and ``report.md``.
+
+    ``timeout_s`` is accepted for compatibility and ignored (the sweep no longer runs a subprocess
+    that could be timed out); it is deprecated.
+
+    Raises
+    ------
+    ConfigError
+        No data given, or a bad reducer/store spec or data file (validated before any encoding).
+    """
+    from slimvec.benchmarks.inputs import BenchInputs, bench_to_folder
+
+    if timeout_s is not None:
+        import warnings
+
+        warnings.warn("quick_sweep(timeout_s=...) is ignored: the sweep runs in-process now.",
+                      DeprecationWarning, stacklevel=2)
+    from slimvec.benchmarks.runner import BenchConfig
+
+    if not pairs and vectors is None:
+        raise ConfigError("A quick sweep needs --pairs FILE (repeatable) or --vectors FILE.")
+    out = Path(out_dir)
+    config = BenchConfig(reducers=list(reducers), stores=list(stores), work_dir=out / "work",
+                         baselines=baselines, latency_queries=latency_queries, rescore=list(rescore))
+    config.validate()  # a typo fails before the sample is written or encoded
+    sample_dir = out / "sample"
+    sample_dir.mkdir(parents=True, exist_ok=True)
+    inputs = BenchInputs(pairs=[_sample_pairs(Path(p), sample, sample_dir) for p in pairs],
+                         vectors=_sample_vectors(Path(vectors), sample, sample_dir) if vectors is not None else None)
+    log.info("quick sweep: %d reducer(s) × %d store(s) on the first %d rows", len(config.reducers),
+             len(config.stores), sample)
+    with tempfile.TemporaryDirectory(prefix="slimvec-sweep-") as tmp:
+        config.work_dir = Path(tmp)
+        rows, _, _ = bench_to_folder(inputs, config, out, command=_sweep_command(inputs, config),
+                                    html=False)
+    return rows
+
+
+def _sweep_command(inputs: Any, config: Any) -> str:
+    """The ``slimvec bench`` command equivalent to a quick sweep (recorded in its results)."""
+    import shlex
+
+    parts = ["slimvec", "bench", "--out", "OUT"]
+    for p in inputs.pairs:
+        parts += ["--pairs", str(p)]
+    if inputs.vectors is not None:
+        parts += ["--vectors", str(inputs.vectors)]
+    for r in config.reducers[1:]:
+        parts += ["--reducer", r]
+    for st in config.stores:
+        parts += ["--store", st]
+    for R in config.rescore:
+        parts += ["--rescore", str(R)]
+    if not config.baselines:
+        parts.append("--no-baselines")
+    return shlex.join(parts)
