@@ -29,8 +29,9 @@ from typing import Any, Callable, Iterator
 
 from slimvec.errors import ConfigError, PersistenceError
 from slimvec.indexer.locking import IndexLock
-from slimvec.indexer.snapshot_pin import SparseWriter
-from slimvec.indexer.snapshot import SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION
+from slimvec.indexer.snapshot_pin import (
+    SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, SparseWriter,
+)
 
 __all__ = ["restore", "verify_archive", "ArchiveError"]
 

@@ -45,16 +45,15 @@ from typing import IO, Any, Callable, Iterator
 from slimvec.errors import ConfigError, IndexBusyError, PersistenceError
 from slimvec.indexer.locking import CommitGuard, IndexLock
 from slimvec.indexer.manifest import MANIFEST, Manifest
-from slimvec.indexer.snapshot_pin import copy_pinned, pin
+from slimvec.indexer.snapshot_pin import (
+    SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, copy_pinned, pin,
+)
 
 __all__ = ["snapshot", "restore", "SnapshotInfo", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
            "SNAPSHOT_FORMAT_VERSION", "archive_mode", "verify_archive"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FILE = "SNAPSHOT.json"
-SNAPSHOT_FORMAT = "slimvec-snapshot"
-SNAPSHOT_FORMAT_VERSION = 1
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 
 

@@ -23,7 +23,14 @@ from slimvec.errors import PersistenceError
 from slimvec.indexer.manifest import MANIFEST, Manifest
 from slimvec.indexer.safefs import read_bytes_nofollow
 
-__all__ = ["Pinned", "pin", "copy_pinned", "SparseWriter"]
+__all__ = ["Pinned", "pin", "copy_pinned", "SparseWriter", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
+           "SNAPSHOT_FORMAT_VERSION"]
+
+#: the first member of a snapshot archive: every member with its size and SHA-256 (here, below
+#: both :mod:`.snapshot` and :mod:`.restore`, so neither imports the other)
+SNAPSHOT_FILE = "SNAPSHOT.json"
+SNAPSHOT_FORMAT = "slimvec-snapshot"
+SNAPSHOT_FORMAT_VERSION = 1
 
 _CHUNK = 1 << 20
 _VOLATILE = ("-wal", "-shm", "-journal", ".tmp")

@@ -39,6 +39,9 @@ CLIENT_METHODS: dict[tuple[str, str], str] = {
     ("POST", "/indexes/{name}/calibrate"): "RemoteIndex.calibrate",
     ("POST", "/indexes/{name}/jobs"): "RemoteIndex.ingest",
     ("GET", "/jobs/{job_id}"): "Client.job",
+    ("POST", "/indexes/{name}/snapshot"): "Client.snapshot",
+    ("GET", "/snapshots"): "Client.snapshots",
+    ("POST", "/indexes/{name}/restore"): "Client.restore",
 }
 
 #: path (and everything under it) -> why its operations are served for another client, not
