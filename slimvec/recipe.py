@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
+from slimvec.buildspec import DEFAULTS, default_recipe
 from slimvec.errors import ConfigError, PersistenceError
 
 __all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
@@ -97,8 +98,8 @@ class Recipe:
         Free-form table of the candidates that lost.
     """
 
-    reducer: str = "pca:96"
-    store: str = "qdrant-edge"
+    reducer: str = DEFAULTS["reducer"]
+    store: str = DEFAULTS["store"]
     rescore: Rescore = None
     keep_full: str | None = None
     target_recall: float = DEFAULT_TARGET
@@ -338,19 +339,20 @@ def merge_recipe(value: "str | os.PathLike[str] | Recipe", reducer: str | None =
 #: because the depth needed grows with N. Full vectors are kept as float16 (a side file, half the
 #: disk of float32; recall@10 0.9788 against 0.9790 with float32 in docs/benchmarks/rescore.md),
 #: which is also what lets a Qdrant store be calibrated.
-DEFAULT_RECIPE = "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
+DEFAULT_RECIPE = default_recipe("cosine")  # "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
 
 
-def apply_default_recipe(opts: Any, existing: Any) -> Any:
-    """``opts`` with their ``default_recipe`` (:data:`DEFAULT_RECIPE` unless the caller chose
-    another, e.g. ``slimvec serve --recipe``; None: no default) when they create a new index
+def apply_default_recipe(opts: Any, existing: Any, metric: str = "cosine") -> Any:
+    """``opts`` with their ``default_recipe`` (:data:`DEFAULT_RECIPE`, or for another ``metric``
+    :func:`slimvec.buildspec.default_recipe`, unless the caller chose another, e.g.
+    ``slimvec serve --recipe``; None: no default) when they create a new index
     (``existing`` is None) and name none of ``recipe``, ``reducer``, ``store`` or ``keep_full``;
     else ``opts`` as given (an existing index keeps what it was built with). ``recipe="none"``
     (``--recipe none``) means no recipe: the separate options alone, no default, no rescoring."""
     given = getattr(opts, "recipe", None)
     if isinstance(given, str) and given.strip().lower() == "none":  # --recipe none: no recipe
         return replace(opts, recipe=None)
-    default = getattr(opts, "default_recipe", DEFAULT_RECIPE)
+    default = getattr(opts, "default_recipe", default_recipe(metric))
     if default is None or existing is not None or any(
             getattr(opts, key, None) is not None for key in ("recipe", "reducer", "store", "keep_full")):
         return opts

@@ -38,6 +38,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from slimvec.buildspec import (
+    DEFAULTS, check_fitted_reducer_metric, check_metric, check_reducer_metric, default_reducer,
+)
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
 from slimvec.ids import ID_RULE
 from slimvec.connectors.fullvectors import FULL_DIR
@@ -63,8 +66,8 @@ from slimvec.reducers import Reducer, load_reducer, make_reducer
 __all__ = ["IndexBuilder", "IndexSpec", "DEFAULT_REDUCER", "DEFAULT_STORE", "NEW_MARKER"]
 
 log = logging.getLogger(__name__)
-DEFAULT_REDUCER = "pca:96"
-DEFAULT_STORE = "qdrant-edge"
+DEFAULT_REDUCER = DEFAULTS["reducer"]  # the defaults table is slimvec.buildspec.DEFAULTS
+DEFAULT_STORE = DEFAULTS["store"]
 #: written (fsynced) before a new index creates anything; lists what a crash may leave behind
 NEW_MARKER = ".slimvec-new"
 STORE_MARKER = "slimvec_store.json"  # every local store writes it at create
@@ -98,6 +101,10 @@ class IndexSpec:
         Canonical recipe string (:mod:`slimvec.recipe`), recorded in the manifest; its rescoring
         depth (fixed, or ``auto``: calibrated by :meth:`IndexBuilder.finish`) becomes the default
         of searches. ``reducer``, ``store`` and ``keep_full`` must already agree with it.
+    metric : str or None
+        ``cosine``, ``ip`` or ``l2``: what the vectors are compared by (store, rescoring,
+        calibration, scores; :mod:`slimvec.buildspec`). ``None``: the existing index's, or
+        cosine; the default reducer of a new index follows it.
     """
 
     reducer: str | None = None
@@ -109,6 +116,7 @@ class IndexSpec:
     source: str | None = None
     encoder_name: str | None = None
     recipe: str | None = None
+    metric: str | None = None
 
 
 class IndexBuilder:
@@ -265,9 +273,12 @@ class IndexBuilder:
         old = self.existing
         check_keep_full(spec.keep_full)
         check_recipe(spec)
+        if spec.metric is not None:
+            check_metric(spec.metric, f"the metric asked for {self.folder}")
         if old is None:
-            return replace(spec, reducer=spec.reducer or DEFAULT_REDUCER,
-                           store=canonical_store_spec(spec.store or DEFAULT_STORE))
+            metric = spec.metric or DEFAULTS["metric"]
+            return replace(spec, reducer=spec.reducer or default_reducer(metric), metric=metric,
+                           store=canonical_store_spec(spec.store or DEFAULTS["store"]))
         diffs = []
         if old.encoder is None and spec.encoder is not None:
             raise ConfigError(
@@ -289,13 +300,15 @@ class IndexBuilder:
             diffs.append(f"full vectors {had_full!r} (asked --keep-full {spec.keep_full!r})")
         if spec.recipe is not None and old.recipe != spec.recipe:
             diffs.append(f"recipe {old.recipe!r} (asked {spec.recipe!r})")
+        if spec.metric is not None and old.metric != spec.metric:
+            diffs.append(f"metric {old.metric!r} (asked {spec.metric!r})")
         if diffs:
             raise ConfigError(
                 f"{self.folder} already holds an index built with {', '.join(diffs)}. Use the same "
                 "specs to add to it, another --index folder, or --rebuild to delete it and build "
                 "anew.")
         return replace(spec, reducer=old.reducer, store=old.store, encoder=old.encoder,
-                       keep_full=had_full, recipe=old.recipe)
+                       keep_full=had_full, recipe=old.recipe, metric=old.metric)
 
     def plan(self, input_name: Any, fingerprint: dict[str, Any],
              columns: dict[str, Any]) -> ResumePlan:
@@ -364,6 +377,7 @@ class IndexBuilder:
         old = self.existing
         if old is None:  # a store that cannot hold the reducer's output is refused before the fit
             _refuse_store_dim(spec.store, getattr(unfitted, "n_components", None), self.folder)
+            check_reducer_metric(unfitted, str(spec.metric), f"{self.folder}")
         refuse_links_inside(self.folder)
         if old is not None:
             check_store_trusted(self.folder, old, True if named_store else self.trust_store)
@@ -394,18 +408,19 @@ class IndexBuilder:
                                   f"expected (n > 0, {dim_in}).")
             reducer = make_reducer(spec.reducer)
             (fit_reducer or (lambda r, x: r.fit(x)))(reducer, sample)
+            check_fitted_reducer_metric(reducer, str(spec.metric), f"{self.folder}")
             self.summary.fit_seconds = time.perf_counter() - t0
             reducer.save(self.folder / REDUCER_DIR)
             self.manifest = Manifest(
                 dim_in=int(dim_in), dim_out=int(reducer.n_components_), reducer=reducer.spec,
                 store=str(spec.store), encoder=spec.encoder, encoder_name=spec.encoder_name,
                 text_column=spec.text_column, id_column=spec.id_column, source=spec.source,
-                id_rule=ID_RULE, sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
+                metric=str(spec.metric), id_rule=ID_RULE, sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
             self.manifest.recipe = spec.recipe
             self.manifest.rescore = rescore_for_recipe(spec.recipe, store, reducer, None) \
                 if spec.recipe is not None and "rescore=auto" not in spec.recipe else None
             full = prepare_full(self.folder, self.manifest, store, spec.keep_full, dim_in, new=True)
-            store.create(reducer.n_components_, "cosine")
+            store.create(reducer.n_components_, self.manifest.metric)
             self.summary.created = True
         self.reducer, self.store = reducer, store
         self._target = (KeepFullStore(store, full, int(dim_in), spec.source or str(self.folder))
