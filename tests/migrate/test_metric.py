@@ -82,7 +82,7 @@ def test_sources_report_their_metric(tmp_path):
         assert src.metric is None  # a bare array does not say: cosine unless --metric
 
 
-def test_l2_hnswlib_migration_ranks_and_scores_by_l2_with_the_default_recipe(tmp_path):
+def test_l2_hnswlib_migration_ranks_and_scores_by_l2(tmp_path):
     """The issue's bug: an L2 hnswlib file was indexed as cosine without a word."""
     X, Q = _data(), _data(seed=1, n=40)
     source = f"hnsw:{_hnsw_l2_file(tmp_path, X)},dim={DIM},space=l2"
@@ -168,3 +168,23 @@ def test_ip_source_of_unit_vectors_is_indexed_by_cosine(tmp_path):
     assert any("unit length" in n and "cosine" in n for n in notes), notes
     with slimvec.open(tmp_path / "idx") as idx:
         assert idx.info()["metric"] == "cosine"
+
+
+def test_cli_migrate_takes_metric_and_info_shows_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from slimvec.cli import app
+
+    np.save(tmp_path / "v.npy", _data())
+    runner = CliRunner()
+    result = runner.invoke(app, ["migrate", "--from", f"npy:{tmp_path / 'v.npy'}", "--index",
+                                 str(tmp_path / "idx"), "--metric", "l2", "--reducer",
+                                 "pca:16,normalize=false", "--store", "faiss:Flat", "--json"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["info", "--index", str(tmp_path / "idx"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metric"] == "l2"
+    bad = runner.invoke(app, ["migrate", "--from", f"npy:{tmp_path / 'v.npy'}", "--index",
+                              str(tmp_path / "idx2"), "--metric", "l2", "--reducer", "pca:16"])
+    assert isinstance(bad.exception, ConfigError) and "normalize=false" in str(bad.exception)
+    assert not (tmp_path / "idx2" / "manifest.json").exists()
