@@ -26,6 +26,7 @@ negated squared distance.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from slimvec.errors import ConfigError
 __all__ = [
     "DEFAULTS",
     "METRICS",
+    "BuildSpec",
     "check_fitted_reducer_metric",
     "check_metric",
     "check_reducer_metric",
@@ -129,3 +131,123 @@ def check_fitted_reducer_metric(reducer: Any, metric: str, where: str = "the ind
     if metric == "ip" and offset is not None and np.any(np.asarray(offset) != 0):
         raise ConfigError(f"{where} compares vectors by 'ip' but the fitted reducer "
                           f"{reducer.spec!r} subtracts an offset; use {default_reducer('ip')}.")
+
+
+_STR_FIELDS = ("reducer", "store", "encoder", "keep_full", "text_column", "id_column", "source",
+               "encoder_name", "recipe", "metric")
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What an index is built with: recipe (reducer, store, full vectors, rescoring), encoder,
+    metric, columns and id rule. ``None`` fields are filled by
+    :meth:`slimvec.indexer.builder.IndexBuilder.resolve` from the existing index, else from
+    :data:`DEFAULTS`.
+
+    Parameters
+    ----------
+    reducer, store : str or None
+        Specs (``None``: the existing index's, or the defaults for the metric).
+    encoder : str or None
+        Encoder spec of text producers (``ingest``, the service); ``None`` for vector producers
+        (``migrate``): the index is searched with vectors of the source's model.
+    keep_full : str or None
+        ``float32`` / ``float16``: keep full vectors for rescoring (new index; an existing index
+        keeps its setting and a different explicit value is refused).
+    text_column, id_column : str or None
+        Recorded in the manifest.
+    source : str or None
+        Source spec recorded in the manifest (migrate).
+    encoder_name : str or None
+        The encoder's model name, recorded in the manifest.
+    recipe : str or None
+        Canonical recipe string (:mod:`slimvec.recipe`); its rescoring depth (fixed, or
+        ``auto``: calibrated when the build finishes) becomes the default of searches.
+        ``reducer``, ``store`` and ``keep_full`` must already agree with it.
+    metric : str or None
+        ``cosine``, ``ip`` or ``l2`` (module docstring). ``None``: the existing index's, or
+        cosine; the default reducer of a new index follows it.
+    id_rule : int or None
+        How string ids become store ids (:mod:`slimvec.ids`); ``None``: the existing index's,
+        or the current rule.
+    """
+
+    reducer: str | None = None
+    store: str | None = None
+    encoder: str | None = None
+    keep_full: str | None = None
+    text_column: str | None = "text"
+    id_column: str | None = None
+    source: str | None = None
+    encoder_name: str | None = None
+    recipe: str | None = None
+    metric: str | None = None
+    id_rule: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in _STR_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"build spec field {name!r}: expected a string or null, got "
+                                  f"{type(value).__name__} {value!r}.")
+        if self.metric is not None:
+            check_metric(self.metric, "build spec field 'metric'")
+        if self.id_rule is not None and (isinstance(self.id_rule, bool)
+                                         or not isinstance(self.id_rule, int)):
+            raise ConfigError(f"build spec field 'id_rule': expected a whole number or null, got "
+                              f"{self.id_rule!r}.")
+
+    @property
+    def rescore(self) -> Any:
+        """The recipe's rescoring depth: an int, ``"auto"`` or None (parsed, not a substring)."""
+        from slimvec.recipe import recipe_rescore
+
+        return recipe_rescore(self.recipe)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (the inverse of :meth:`from_dict`, like ``get_params``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "build spec") -> BuildSpec:
+        """A spec from :meth:`to_dict`'s form (missing keys take the defaults).
+
+        Raises
+        ------
+        ConfigError
+            Not an object, an unknown key (named with the known ones), a value of the wrong type.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a JSON object, got {type(data).__name__}.")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; known: "
+                              f"{', '.join(known)}.")
+        return cls(**data)
+
+    @classmethod
+    def from_options(cls, opts: Any, **overrides: Any) -> BuildSpec:
+        """A spec from a producer's options (``IngestOptions``, ``MigrateOptions``,
+        ``RayOptions``: any object with some of these fields), then ``overrides``."""
+        values = {f.name: getattr(opts, f.name) for f in fields(cls) if hasattr(opts, f.name)}
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def from_manifest(cls, manifest: Any) -> BuildSpec:
+        """The spec an existing index was built with (its :class:`~slimvec.indexer.manifest.Manifest`)."""
+        full = getattr(manifest, "full", None)
+        return cls(reducer=manifest.reducer, store=manifest.store, encoder=manifest.encoder,
+                   keep_full=full.dtype if full else None, text_column=manifest.text_column,
+                   id_column=manifest.id_column, source=manifest.source,
+                   encoder_name=manifest.encoder_name, recipe=manifest.recipe,
+                   metric=manifest.metric, id_rule=manifest.id_rule)
+
+    @classmethod
+    def reopen(cls, manifest: Any) -> BuildSpec:
+        """The spec that reopens an existing index as it is (calibration, the service): only
+        what :meth:`IndexBuilder.resolve` does not take from the manifest. The store is left
+        unnamed, so a store outside the folder is still opened only when trusted."""
+        return cls(encoder=manifest.encoder, text_column=manifest.text_column,
+                   id_column=manifest.id_column, source=manifest.source)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError
-from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.progress import progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
@@ -145,10 +145,9 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     opts = apply_recipe(apply_default_recipe(opts, b.existing, metric or "cosine"))
     encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
     store = _keep_collection_name(opts.store, src) if b.existing is None else opts.store
-    spec = b.resolve(IndexSpec(reducer=opts.reducer, store=store, encoder=encoder,
-                               keep_full=opts.keep_full, text_column=None, id_column=None,
-                               source=src.spec, recipe=opts.recipe, encoder_name=encoder_name,
-                               metric=metric))
+    spec = b.resolve(BuildSpec.from_options(opts, store=store, encoder=encoder, text_column=None,
+                                            source=src.spec, encoder_name=encoder_name,
+                                            metric=metric))
     old = b.existing
     if old is not None and old.dim_in != src.dim:
         raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",

@@ -39,7 +39,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 from slimvec.ids import ID_RULE, doc_ids
-from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
+from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype, ranked_lengths
 from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
@@ -244,7 +244,7 @@ class ParquetSource(VectorSource):
                 break  # the first batch of each sampled group
         if not rows_by_len:
             return 0
-        ranked = sorted(rows_by_len.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        ranked = ranked_lengths(rows_by_len)
         total = sum(len(r) for _, r in ranked)
         dim, rows = ranked[0]
         if len(ranked) == 1:
