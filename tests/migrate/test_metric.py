@@ -188,3 +188,22 @@ def test_cli_migrate_takes_metric_and_info_shows_it(tmp_path):
                               str(tmp_path / "idx2"), "--metric", "l2", "--reducer", "pca:16"])
     assert isinstance(bad.exception, ConfigError) and "normalize=false" in str(bad.exception)
     assert not (tmp_path / "idx2" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip"])
+def test_qdrant_edge_rescoring_inside_the_store_scores_by_the_metric(tmp_path, metric):
+    """The other rescoring path: Qdrant Edge keeping float32 full vectors as a named vector
+    re-ranks them with the index's distance (Euclid / Dot), not cosine."""
+    X, Q = _data(), _data(seed=1, n=20)
+    np.save(tmp_path / "v.npy", X)
+    reducer = "pca:16,normalize=false" + (",center=false" if metric == "ip" else "")
+    migrate(str(tmp_path / "v.npy"), tmp_path / "idx", MigrateOptions(
+        progress=False, metric=metric, reducer=reducer, store="qdrant-edge",
+        keep_full="float32"))
+    with slimvec.open(tmp_path / "idx") as idx:
+        assert idx.full_vectors is None and idx.store.keeps_full  # full vectors in the store
+        res = idx.search(Q, K, rescore=8)
+    assert _recall(res.ids, _truth(X, Q, metric)[0]) >= 0.95
+    exact = (-np.sum((X[res.ids] - Q[:, None, :]) ** 2, axis=2) if metric == "l2"
+             else np.einsum("qkd,qd->qk", X[res.ids], Q))
+    np.testing.assert_allclose(res.scores, exact, rtol=1e-3, atol=1e-3)
