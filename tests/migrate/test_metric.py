@@ -207,3 +207,23 @@ def test_qdrant_edge_rescoring_inside_the_store_scores_by_the_metric(tmp_path, m
     exact = (-np.sum((X[res.ids] - Q[:, None, :]) ** 2, axis=2) if metric == "l2"
              else np.einsum("qkd,qd->qk", X[res.ids], Q))
     np.testing.assert_allclose(res.scores, exact, rtol=1e-3, atol=1e-3)
+
+
+def test_the_reducer_rules_are_what_keeps_each_metric():
+    """Why buildspec refuses what it refuses (reduced space alone, no rescoring, 16 of 48 dims on
+    the low-rank data): normalising loses L2 and inner-product neighbours, centring loses
+    inner-product ones; the reducers the defaults pick keep them."""
+    from slimvec.buildspec import default_reducer
+    from slimvec.reducers import make_reducer
+
+    X, Q = _data(), _data(seed=1, n=60)
+
+    def reduced_recall(spec: str, metric: str) -> float:
+        r = make_reducer(spec).fit(X)
+        return _recall(_truth(r.transform(X), r.transform(Q), metric)[0], _truth(X, Q, metric)[0])
+
+    for metric in ("l2", "ip"):
+        kept = reduced_recall(default_reducer(metric).replace("96", "16"), metric)
+        assert kept >= 0.95
+        assert reduced_recall("pca:16", metric) < kept - 0.3  # normalised (and centred)
+    assert reduced_recall("pca:16,normalize=false", "ip") < 0.8  # centred only
