@@ -26,6 +26,7 @@ negated squared distance.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -187,6 +188,9 @@ class BuildSpec:
     def __post_init__(self) -> None:
         for name in _STR_FIELDS:
             value = getattr(self, name)
+            if isinstance(value, os.PathLike):  # a local encoder folder or source file
+                value = os.fspath(value)
+                object.__setattr__(self, name, value)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"build spec field {name!r}: expected a string or null, got "
                                   f"{type(value).__name__} {value!r}.")

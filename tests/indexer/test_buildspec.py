@@ -31,7 +31,7 @@ def test_one_defaults_table():
     assert default_reducer("ip") == "pca:96,center=false,normalize=false"
 
 
-def test_buildspec_round_trips_and_is_the_builders_spec():
+def test_buildspec_round_trips_and_is_the_builders_spec(tmp_path):
     assert IndexSpec is BuildSpec
     spec = BuildSpec(reducer="pca:8", store="hnsw", encoder=None, keep_full="float16",
                      text_column=None, source="x.npy", recipe="pca:8|hnsw|rescore=4,keep_full=float16",
@@ -46,6 +46,7 @@ def test_buildspec_round_trips_and_is_the_builders_spec():
         BuildSpec(metric="dot")
     with pytest.raises(ConfigError, match="'reducer'.*int"):
         BuildSpec.from_dict({"reducer": 96})
+    assert BuildSpec(encoder=tmp_path / "model").encoder == str(tmp_path / "model")  # paths
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.metric = "ip"  # type: ignore[misc]
 
