@@ -39,10 +39,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
+from slimvec.buildspec import DEFAULTS, default_recipe
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Recipe", "parse_recipe", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
-           "apply_default_recipe", "DEFAULT_RECIPE", "recipe_grid", "AUTO_LADDER", "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
+__all__ = ["Recipe", "parse_recipe", "recipe_rescore", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
+           "apply_default_recipe", "recipe_or_default", "DEFAULT_RECIPE", "recipe_grid", "AUTO_LADDER", "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
 
 RECIPE_FORMAT = "slimvec-recipe"
 RECIPE_VERSION = 1
@@ -97,8 +98,8 @@ class Recipe:
         Free-form table of the candidates that lost.
     """
 
-    reducer: str = "pca:96"
-    store: str = "qdrant-edge"
+    reducer: str = DEFAULTS["reducer"]
+    store: str = DEFAULTS["store"]
     rescore: Rescore = None
     keep_full: str | None = None
     target_recall: float = DEFAULT_TARGET
@@ -226,6 +227,37 @@ def parse_recipe(text: str) -> Recipe:
     ConfigError
         Fewer than two stages, an unknown option, a bad value, an unknown reducer or store.
     """
+    stages, options = _stages_and_options(text)
+    target: Any = DEFAULT_TARGET
+    if "target" in options:
+        try:
+            target = float(options["target"])
+        except ValueError:
+            raise ConfigError(f"Recipe {text!r}: target must be a number in (0, 1], "
+                              f"got {options['target']!r}.") from None
+        if options.get("rescore", "").lower() != "auto":
+            raise ConfigError(f"Recipe {text!r}: target applies to rescore=auto only.")
+    return Recipe(reducer=stages[0], store=stages[1], rescore=options.get("rescore"),
+                  keep_full=options.get("keep_full"), target_recall=target)
+
+
+def recipe_rescore(text: str | None) -> Rescore:
+    """The rescoring depth a recipe string names (an int, ``"auto"``, or None), parsed like
+    :func:`parse_recipe` but without building its reducer and store (a manifest's recipe is read
+    on every open). ``None`` for no recipe.
+
+    Raises
+    ------
+    ConfigError
+        A malformed recipe string.
+    """
+    if text is None:
+        return None
+    return _check_rescore(_stages_and_options(text)[1].get("rescore"), f"Recipe {text!r}")
+
+
+def _stages_and_options(text: str) -> tuple[list[str], dict[str, str]]:
+    """A recipe string's stages and its ``key=value`` options (checked, not yet typed)."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"Empty recipe {text!r}: expected REDUCER|STORE[|rescore=R], "
                           "e.g. pca:192|faiss:HNSW32,SQ8|rescore=4.")
@@ -244,17 +276,7 @@ def parse_recipe(text: str) -> Recipe:
             if key in options:
                 raise ConfigError(f"Recipe {text!r}: option {key!r} given twice.")
             options[key] = value.strip()
-    target: Any = DEFAULT_TARGET
-    if "target" in options:
-        try:
-            target = float(options["target"])
-        except ValueError:
-            raise ConfigError(f"Recipe {text!r}: target must be a number in (0, 1], "
-                              f"got {options['target']!r}.") from None
-        if options.get("rescore", "").lower() != "auto":
-            raise ConfigError(f"Recipe {text!r}: target applies to rescore=auto only.")
-    return Recipe(reducer=stages[0], store=stages[1], rescore=options.get("rescore"),
-                  keep_full=options.get("keep_full"), target_recall=target)
+    return stages, options
 
 
 def save_recipe(path: str | os.PathLike[str], recipe: Recipe) -> Path:
@@ -338,23 +360,36 @@ def merge_recipe(value: "str | os.PathLike[str] | Recipe", reducer: str | None =
 #: because the depth needed grows with N. Full vectors are kept as float16 (a side file, half the
 #: disk of float32; recall@10 0.9788 against 0.9790 with float32 in docs/benchmarks/rescore.md),
 #: which is also what lets a Qdrant store be calibrated.
-DEFAULT_RECIPE = "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
+DEFAULT_RECIPE = default_recipe("cosine")  # "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
 
 
-def apply_default_recipe(opts: Any, existing: Any) -> Any:
-    """``opts`` with their ``default_recipe`` (:data:`DEFAULT_RECIPE` unless the caller chose
-    another, e.g. ``slimvec serve --recipe``; None: no default) when they create a new index
+def apply_default_recipe(opts: Any, existing: Any, metric: str = "cosine") -> Any:
+    """``opts`` with their ``default_recipe`` (:data:`DEFAULT_RECIPE`, or for another ``metric``
+    :func:`slimvec.buildspec.default_recipe`, unless the caller chose another, e.g.
+    ``slimvec serve --recipe``; None: no default) when they create a new index
     (``existing`` is None) and name none of ``recipe``, ``reducer``, ``store`` or ``keep_full``;
     else ``opts`` as given (an existing index keeps what it was built with). ``recipe="none"``
     (``--recipe none``) means no recipe: the separate options alone, no default, no rescoring."""
     given = getattr(opts, "recipe", None)
     if isinstance(given, str) and given.strip().lower() == "none":  # --recipe none: no recipe
         return replace(opts, recipe=None)
-    default = getattr(opts, "default_recipe", DEFAULT_RECIPE)
-    if default is None or existing is not None or any(
-            getattr(opts, key, None) is not None for key in ("recipe", "reducer", "store", "keep_full")):
+    if existing is not None:
         return opts
-    return replace(opts, recipe=default)
+    default = getattr(opts, "default_recipe", default_recipe(metric))
+    named = [getattr(opts, key, None) for key in ("recipe", "reducer", "store", "keep_full")]
+    chosen = recipe_or_default(*named, default)
+    return opts if chosen is named[0] else replace(opts, recipe=chosen)
+
+
+def recipe_or_default(recipe: Any, reducer: str | None, store: str | None,
+                      keep_full: str | None, default: str | None) -> Any:
+    """The one rule "use the default recipe when nothing was named": ``recipe`` when given,
+    else ``default`` when none of ``reducer``, ``store``, ``keep_full`` is named either, else
+    None (the separate options alone). Used by :func:`apply_default_recipe` (ingest, migrate,
+    the Ray engine) and the service's create request."""
+    if recipe is not None or any(v is not None for v in (reducer, store, keep_full)):
+        return recipe
+    return default
 
 
 #: the rescoring depths ``slimvec bench --recipe ...|rescore=auto`` measures (a fixed grid: the

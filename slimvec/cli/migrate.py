@@ -36,6 +36,7 @@ def migrate(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     encoder: Optional[str] = typer.Option(None, "--encoder", help="The model that made the source's vectors (spec or local folder), recorded so the index is searched with texts too; its output dimension must be the vectors'. Without it, search with query vectors (slimvec search --vectors FILE)."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="What the index compares vectors by: cosine, ip (inner product) or l2 [default: what the source records (hnswlib space, FAISS metric, Qdrant distance; an inner-product source of unit vectors: cosine), else cosine]. For l2 the reducer must not normalise (pca:96,normalize=false), for ip it must be linear without offset (pca:96,center=false,normalize=false); the default reducer follows the metric."),
 ) -> None:
     """Fit a reducer on a sample of an existing collection and stream every vector into a new index.
 
@@ -49,7 +50,8 @@ def migrate(
     opts = MigrateOptions(reducer=reducer, store=store, keep_full=full_dtype if keep_full else None,
                           fit_sample=fit_sample, batch_size=batch_size, progress=not json_out,
                           strict=strict, rebuild=rebuild, checkpoint_seconds=checkpoint_seconds,
-                          checkpoint_batches=checkpoint_batches, recipe=recipe, encoder=encoder)
+                          checkpoint_batches=checkpoint_batches, recipe=recipe, encoder=encoder,
+                          metric=metric)
     check_positive("--fit-sample", fit_sample)
     check_positive("--batch-size", batch_size)
     with interrupt_message(index, f"slimvec migrate --from {source} --index {index}"):

@@ -42,7 +42,7 @@ from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sa
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.runtime import require_ray, start_ray
 from slimvec.errors import ConfigError
-from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, Encoder, resolve_model
 from slimvec.indexer.index import REDUCER_DIR
 from slimvec.indexer.manifest import Progress
@@ -182,12 +182,9 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
         old = b.existing  # folder checks and the lock come before any Ray work
         # the default recipe and --recipe expand into reducer, store, keep_full as locally
         options = apply_recipe(apply_default_recipe(options, old))
-        spec = b.resolve(IndexSpec(options.reducer, options.store,
-                                   options.encoder or (old.encoder if old else None)
-                                   or DEFAULT_ENCODER,
-                                   options.keep_full if old is None else None,
-                                   options.text_column, options.id_column,
-                                   recipe=getattr(options, "recipe", None)))
+        spec = b.resolve(BuildSpec.from_options(
+            options, encoder=options.encoder or (old.encoder if old else None) or DEFAULT_ENCODER,
+            keep_full=options.keep_full if old is None else None))
         mode, committed = _plan_resume(b.folder, old.progress if old else None, inputs, settings)
         b.summary.input = ", ".join(f.spec.path for f in files)
         if mode == "done":
@@ -205,7 +202,7 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
                 require_ray().shutdown()
 
 
-def _run(b: IndexBuilder, spec: IndexSpec, files: list[InputFile], inputs: list[dict[str, Any]],
+def _run(b: IndexBuilder, spec: BuildSpec, files: list[InputFile], inputs: list[dict[str, Any]],
          settings: dict[str, Any], mode: str, committed: dict[int, set[int]], opts: Any,
          ray_opts: RayOptions) -> IngestSummary:
     """Fit (new index), then stream reduced blocks from the actor pool into the builder."""

@@ -5,7 +5,7 @@
 only turn their input into :class:`~slimvec.indexer.writer.VectorBatch` es and provide a fit
 sample for a new index::
 
-    spec = IndexSpec(reducer="pca:96", store="qdrant-edge", encoder="minilm")
+    spec = BuildSpec(reducer="pca:96", store="qdrant-edge", encoder="minilm")
     with IndexBuilder(folder, rebuild=False, notify=log.info) as b:
         b.open(spec, dim_in=384, fit=lambda: sample_vectors)
         summary = b.run(batches)          # ingest / migrate: the commit loop over an iterator
@@ -32,12 +32,15 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from slimvec.buildspec import (
+    DEFAULTS, BuildSpec, check_fitted_reducer_metric, check_metric, check_reducer_metric, default_reducer,
+)
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError, SlimvecError
 from slimvec.ids import ID_RULE
 from slimvec.connectors.fullvectors import FULL_DIR
@@ -58,13 +61,14 @@ from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, plan_run, truncate_file
 from slimvec.indexer.safefs import open_append_text, refuse_link
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batch
+from slimvec.recipe import recipe_rescore
 from slimvec.reducers import Reducer, load_reducer, make_reducer
 
-__all__ = ["IndexBuilder", "IndexSpec", "DEFAULT_REDUCER", "DEFAULT_STORE", "NEW_MARKER"]
+__all__ = ["IndexBuilder", "IndexSpec", "BuildSpec", "DEFAULT_REDUCER", "DEFAULT_STORE", "NEW_MARKER"]
 
 log = logging.getLogger(__name__)
-DEFAULT_REDUCER = "pca:96"
-DEFAULT_STORE = "qdrant-edge"
+DEFAULT_REDUCER = DEFAULTS["reducer"]  # the defaults table is slimvec.buildspec.DEFAULTS
+DEFAULT_STORE = DEFAULTS["store"]
 #: written (fsynced) before a new index creates anything; lists what a crash may leave behind
 NEW_MARKER = ".slimvec-new"
 STORE_MARKER = "slimvec_store.json"  # every local store writes it at create
@@ -74,41 +78,8 @@ _IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Dis
              "attempt to write a readonly database")  # the last three: SQLite (payloads, state)
 
 
-@dataclass
-class IndexSpec:
-    """What an index is built with.
-
-    Parameters
-    ----------
-    reducer, store : str or None
-        Specs; ``None``: the existing index's, or the defaults (``pca:96``, ``qdrant-edge``).
-    encoder : str or None
-        Encoder spec of text producers (``ingest``, the service); ``None`` for vector producers
-        (``migrate``): the index is searched with vectors of the source's model.
-    keep_full : str or None
-        ``float32`` / ``float16``: keep full vectors for rescoring (new index; an existing index
-        keeps its setting and a different explicit value is refused).
-    text_column, id_column : str or None
-        Recorded in the manifest.
-    source : str or None
-        Source spec recorded in the manifest (migrate).
-    encoder_name : str or None
-        The encoder's model name, recorded in the manifest.
-    recipe : str or None
-        Canonical recipe string (:mod:`slimvec.recipe`), recorded in the manifest; its rescoring
-        depth (fixed, or ``auto``: calibrated by :meth:`IndexBuilder.finish`) becomes the default
-        of searches. ``reducer``, ``store`` and ``keep_full`` must already agree with it.
-    """
-
-    reducer: str | None = None
-    store: str | None = None
-    encoder: str | None = None
-    keep_full: str | None = None
-    text_column: str | None = "text"
-    id_column: str | None = None
-    source: str | None = None
-    encoder_name: str | None = None
-    recipe: str | None = None
+#: the builder's spec is the one build spec (issue 24 item 1); the old name stays for callers
+IndexSpec = BuildSpec
 
 
 class IndexBuilder:
@@ -265,9 +236,12 @@ class IndexBuilder:
         old = self.existing
         check_keep_full(spec.keep_full)
         check_recipe(spec)
+        if spec.metric is not None:
+            check_metric(spec.metric, f"the metric asked for {self.folder}")
         if old is None:
-            return replace(spec, reducer=spec.reducer or DEFAULT_REDUCER,
-                           store=canonical_store_spec(spec.store or DEFAULT_STORE))
+            metric = spec.metric or DEFAULTS["metric"]
+            return replace(spec, reducer=spec.reducer or default_reducer(metric), metric=metric,
+                           store=canonical_store_spec(spec.store or DEFAULTS["store"]))
         diffs = []
         if old.encoder is None and spec.encoder is not None:
             raise ConfigError(
@@ -289,13 +263,18 @@ class IndexBuilder:
             diffs.append(f"full vectors {had_full!r} (asked --keep-full {spec.keep_full!r})")
         if spec.recipe is not None and old.recipe != spec.recipe:
             diffs.append(f"recipe {old.recipe!r} (asked {spec.recipe!r})")
+        if spec.metric is not None and old.metric != spec.metric:
+            diffs.append(f"metric {old.metric!r} (asked {spec.metric!r})")
+        if spec.id_rule is not None and old.id_rule != spec.id_rule:
+            diffs.append(f"id rule {old.id_rule} (asked {spec.id_rule})")
         if diffs:
             raise ConfigError(
                 f"{self.folder} already holds an index built with {', '.join(diffs)}. Use the same "
                 "specs to add to it, another --index folder, or --rebuild to delete it and build "
                 "anew.")
         return replace(spec, reducer=old.reducer, store=old.store, encoder=old.encoder,
-                       keep_full=had_full, recipe=old.recipe)
+                       keep_full=had_full, recipe=old.recipe, metric=old.metric,
+                       id_rule=old.id_rule)
 
     def plan(self, input_name: Any, fingerprint: dict[str, Any],
              columns: dict[str, Any]) -> ResumePlan:
@@ -326,8 +305,7 @@ class IndexBuilder:
         self.summary.next_row = old.progress.next_row if old.progress else 0
         if old.calibration_missing:
             self.say("the last run stopped before calibrating the rescoring depth: calibrating now")
-            self.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
-                                id_column=old.id_column, source=old.source), old.dim_in)
+            self.open(BuildSpec.reopen(old), old.dim_in)
             try:
                 self.calibrate()
             finally:
@@ -364,6 +342,7 @@ class IndexBuilder:
         old = self.existing
         if old is None:  # a store that cannot hold the reducer's output is refused before the fit
             _refuse_store_dim(spec.store, getattr(unfitted, "n_components", None), self.folder)
+            check_reducer_metric(unfitted, str(spec.metric), f"{self.folder}")
         refuse_links_inside(self.folder)
         if old is not None:
             check_store_trusted(self.folder, old, True if named_store else self.trust_store)
@@ -394,18 +373,20 @@ class IndexBuilder:
                                   f"expected (n > 0, {dim_in}).")
             reducer = make_reducer(spec.reducer)
             (fit_reducer or (lambda r, x: r.fit(x)))(reducer, sample)
+            check_fitted_reducer_metric(reducer, str(spec.metric), f"{self.folder}")
             self.summary.fit_seconds = time.perf_counter() - t0
             reducer.save(self.folder / REDUCER_DIR)
             self.manifest = Manifest(
                 dim_in=int(dim_in), dim_out=int(reducer.n_components_), reducer=reducer.spec,
                 store=str(spec.store), encoder=spec.encoder, encoder_name=spec.encoder_name,
                 text_column=spec.text_column, id_column=spec.id_column, source=spec.source,
-                id_rule=ID_RULE, sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
+                metric=str(spec.metric), id_rule=ID_RULE if spec.id_rule is None else int(spec.id_rule),
+                sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
             self.manifest.recipe = spec.recipe
             self.manifest.rescore = rescore_for_recipe(spec.recipe, store, reducer, None) \
-                if spec.recipe is not None and "rescore=auto" not in spec.recipe else None
+                if recipe_rescore(spec.recipe) not in (None, "auto") else None
             full = prepare_full(self.folder, self.manifest, store, spec.keep_full, dim_in, new=True)
-            store.create(reducer.n_components_, "cosine")
+            store.create(reducer.n_components_, self.manifest.metric)
             self.summary.created = True
         self.reducer, self.store = reducer, store
         self._target = (KeepFullStore(store, full, int(dim_in), spec.source or str(self.folder))

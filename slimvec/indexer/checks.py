@@ -31,6 +31,7 @@ from slimvec.errors import ConfigError, PersistenceError
 from slimvec.indexer.sources import SNIPPET, Document, Reject
 
 __all__ = ["DuplicateTracker", "truncation_rejects", "split_bad_vectors", "dedupe_last",
+           "ranked_lengths", "most_common_length",
            "norm_outliers", "check_vector_dtype", "check_vector_column", "npy_dtype", "STATE_DB", "NORM_FACTOR"]
 
 NORM_FACTOR = 1e3
@@ -393,3 +394,20 @@ def check_vector_column(typ: Any, where: str, hint: str = "") -> None:
         fix = "Cast the column to list<float>."
     raise ConfigError(f"{where} is {typ}, expected a list of float or integer numbers per row (one "
                       f"flat vector). {fix}{' ' + hint if hint else ''}")
+
+
+def ranked_lengths(rows_by_length: dict[int, list[int]]) -> list[tuple[int, list[int]]]:
+    """Vector lengths with the rows that have each, the most common first (a tie: the shorter
+    first). The one rule migrate (a Parquet file's dimension) and the service (the first vectors
+    of a new index) take a dimension by: the most common length, not row 0's, so one malformed
+    first row does not make every good row a wrong-dimension reject (issue 23 item 8)."""
+    return sorted(rows_by_length.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def most_common_length(lengths: Any) -> int | None:
+    """The most common of an iterable of vector lengths (:func:`ranked_lengths`'s rule); None
+    when it is empty."""
+    rows: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        rows.setdefault(int(n), []).append(i)
+    return ranked_lengths(rows)[0][0] if rows else None

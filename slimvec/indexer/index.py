@@ -335,6 +335,7 @@ class Index:
             "encoder": self.manifest.encoder,
             "reducer": self.manifest.reducer,
             "store": self.manifest.store,
+            "metric": self.manifest.metric,
             "bytes": allocated_bytes(self.folder) + (0 if self.store.local else 0),
             "store_bytes": store_bytes,
             "reducer_bytes": allocated_bytes(self.folder / REDUCER_DIR),

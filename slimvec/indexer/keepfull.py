@@ -42,10 +42,11 @@ def check_recipe(spec: Any) -> None:
     ``rescore=auto`` is calibrated on the memory-mapped side file; a Qdrant store keeping float32
     full vectors as a named vector has none, so it is refused at the start, not after the run.
     """
+    from slimvec.recipe import parse_recipe, recipe_rescore
+
     recipe = getattr(spec, "recipe", None)
-    if recipe is None or "rescore=auto" not in recipe:
+    if recipe_rescore(recipe) != "auto":
         return
-    from slimvec.recipe import parse_recipe
 
     rec = parse_recipe(recipe)
     store = spec.store or rec.store

@@ -385,7 +385,9 @@ class Manifest:
     @property
     def auto_rescore(self) -> bool:
         """True when the recipe calibrates its rescoring depth (``rescore=auto``)."""
-        return self.recipe is not None and "rescore=auto" in self.recipe
+        from slimvec.recipe import recipe_rescore
+
+        return recipe_rescore(self.recipe) == "auto"
 
     @property
     def calibration_missing(self) -> bool:

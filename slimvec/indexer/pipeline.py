@@ -26,7 +26,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
-from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, IndexBuilder, IndexSpec
+from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH
 from slimvec.indexer.progress import fingerprint, progress_bar
@@ -238,10 +238,9 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
         else:
             _say_partial_recipe(opts, b.say)
     opts = apply_recipe(defaulted)
-    spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or (
+    spec = b.resolve(BuildSpec.from_options(opts, encoder=opts.encoder or (
         old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
-        opts.keep_full if old is None else None, opts.text_column, opts.id_column,
-        recipe=opts.recipe))
+        keep_full=opts.keep_full if old is None else None))
     b.summary.recipe = spec.recipe or f"{spec.reducer}|{spec.store}" + (
         f"|keep_full={spec.keep_full}" if spec.keep_full else "")
     if old is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from slimvec.connectors.base import check_vectors
 from slimvec.errors import ConfigError, DimensionMismatchError
-from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.manifest import RescoreInfo
 from slimvec.indexer.sources import Reject, SourceSpec, iter_records
 
@@ -111,8 +111,7 @@ def calibrate_index(folder: str | os.PathLike[str], queries: Sequence[str] | np.
             raise ConfigError(f"{folder}: its last build did not finish; rerun that ingest (it "
                               "resumes) before calibrating.")
         vectors = _query_vectors(folder, old, queries)
-        b.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
-                         id_column=old.id_column, source=old.source), old.dim_in)
+        b.open(BuildSpec.reopen(old), old.dim_in)
         b.calibrate(queries=vectors)
         return b.manifest.rescore
 

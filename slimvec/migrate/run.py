@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError
-from slimvec.indexer.builder import IndexBuilder, IndexSpec
+from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.progress import progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
@@ -65,6 +65,10 @@ class MigrateOptions:
         Encoder spec of the model that made the source's vectors, recorded in the manifest so the
         index is searched with texts too; its output dimension must be the source's. ``None``:
         the existing index's (a migration records none by default).
+    metric : str or None
+        ``cosine``, ``ip`` or ``l2``: what the index compares vectors by. ``None``: what the
+        source records (hnswlib space, FAISS metric type, Qdrant distance), else the existing
+        index's, else cosine. Naming one the source contradicts is allowed, with a notice.
     """
 
     reducer: str | None = None
@@ -80,6 +84,7 @@ class MigrateOptions:
     rebuild: bool = False
     recipe: str | None = None
     encoder: str | None = None
+    metric: str | None = None
 
 
 def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOptions | None = None,
@@ -136,12 +141,13 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
                   encoder_name: str | None = None) -> IngestSummary:
     """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
     _check_not_empty(src)
-    opts = apply_recipe(apply_default_recipe(opts, b.existing))
+    metric = _metric(opts.metric, src, b)
+    opts = apply_recipe(apply_default_recipe(opts, b.existing, metric or "cosine"))
     encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
     store = _keep_collection_name(opts.store, src) if b.existing is None else opts.store
-    spec = b.resolve(IndexSpec(opts.reducer, store, encoder, opts.keep_full, None, None,
-                               source=src.spec, recipe=opts.recipe,
-                               encoder_name=encoder_name))
+    spec = b.resolve(BuildSpec.from_options(opts, store=store, encoder=encoder, text_column=None,
+                                            source=src.spec, encoder_name=encoder_name,
+                                            metric=metric))
     old = b.existing
     if old is not None and old.dim_in != src.dim:
         raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",
@@ -189,6 +195,42 @@ def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
     log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
              summary.rejected, src.spec, b.folder, summary.total_seconds)
     return summary
+
+
+def _metric(asked: str | None, src: VectorSource, b: IndexBuilder) -> str | None:
+    """The metric of the migration: the one asked, else the source's, else the existing index's
+    (``None``: cosine for a new index). A source whose metric slimvec has none for is refused."""
+    from slimvec.buildspec import METRICS, check_metric
+
+    if asked is not None:
+        check_metric(asked, "--metric")
+        if src.metric is not None and src.metric != asked:
+            b.say(f"note: {src.spec} compares its vectors by {src.metric!r}; indexing by "
+                  f"{asked!r} as asked (--metric)")
+        return asked
+    if src.metric is not None and src.metric not in METRICS:
+        raise ConfigError(f"{src.spec} compares its vectors by {src.metric!r}, which slimvec "
+                          f"cannot index ({', '.join(METRICS)}); pass --metric to choose one.")
+    if src.metric is None and b.existing is not None:
+        return b.existing.metric
+    if src.metric == "ip" and _unit_length(src):
+        b.say(f"note: {src.spec} compares its vectors by inner product and they are unit length "
+              "(a sample of them), where it equals cosine: indexing by cosine (--metric ip to "
+              "keep inner product)")
+        return "cosine"
+    return src.metric
+
+
+#: vectors sampled to tell an inner-product source of unit-length vectors (FAISS's way to
+#: search by cosine: IndexFlatIP over normalised vectors) from a true inner-product one
+_UNIT_SAMPLE, _UNIT_TOL = 256, 1e-3
+
+
+def _unit_length(src: VectorSource) -> bool:
+    """True when a sample of the source's finite vectors all have length 1 (within 1e-3)."""
+    sample = src.sample(min(_UNIT_SAMPLE, src.count()), seed=0)
+    sample = sample[np.isfinite(sample).all(axis=1)]
+    return bool(len(sample)) and bool(np.all(np.abs(np.linalg.norm(sample, axis=1) - 1) < _UNIT_TOL))
 
 
 def _keep_collection_name(store: str | None, src: VectorSource) -> str | None:

@@ -39,7 +39,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 from slimvec.ids import ID_RULE, doc_ids
-from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
+from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype, ranked_lengths
 from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
@@ -83,10 +83,15 @@ class VectorSource(abc.ABC):
         The source spec as given.
     dim : int
         Vector dimension.
+    metric : str or None
+        What the source compares its vectors by (``cosine``, ``ip``, ``l2``) when it records it
+        (an hnswlib space, a FAISS metric type, a Qdrant distance, a slimvec store's metadata);
+        ``None``: it does not say (``.npy``, Parquet, a bare Qdrant Edge shard).
     """
 
     spec: str = ""
     dim: int = 0
+    metric: str | None = None
     id_rule: int = ID_RULE  # set to an existing index's rule before reading batches
 
     @abc.abstractmethod
@@ -239,7 +244,7 @@ class ParquetSource(VectorSource):
                 break  # the first batch of each sampled group
         if not rows_by_len:
             return 0
-        ranked = sorted(rows_by_len.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        ranked = ranked_lengths(rows_by_len)
         total = sum(len(r) for _, r in ranked)
         dim, rows = ranked[0]
         if len(ranked) == 1:
@@ -361,6 +366,7 @@ class FaissSource(VectorSource):
         self._payloads = _payload_table(path)
         if path.is_dir():
             ids = np.load(path / "ids.npy", allow_pickle=False).astype(np.int64)
+            self.metric = _store_metric(path, "faiss")
         elif isinstance(index, (faiss.IndexIDMap, faiss.IndexIDMap2)) or hasattr(index, "id_map"):
             self._owner = index  # owns the inner index (wrappers below do not): keep it alive
             self._outer = faiss.downcast_index(index)
@@ -370,6 +376,12 @@ class FaissSource(VectorSource):
             ids = np.arange(index.ntotal, dtype=np.int64)
         if len(ids) != index.ntotal:
             raise StoreError(f"{self.path}: {index.ntotal} vectors but {len(ids)} ids.")
+        if self.metric is None:
+            self.metric = {faiss.METRIC_L2: "l2", faiss.METRIC_INNER_PRODUCT: "ip"}.get(
+                int(index.metric_type))
+            if self.metric is None:
+                raise ConfigError(f"{self.path}: FAISS metric type {index.metric_type} is neither L2 "
+                                  "nor inner product; slimvec indexes by cosine, ip or l2 only.")
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:  # IVF lists need a direct map to return vectors by position
             ivf.make_direct_map()
@@ -425,7 +437,7 @@ class HnswSource(VectorSource):
                               f"hnsw:{path},dim=384,space=cosine.")
         if space not in ("cosine", "ip", "l2"):
             raise ConfigError(f"hnsw space {space!r} unknown. Known: cosine, ip, l2.")
-        self.path, self.dim = path, int(dim)
+        self.path, self.dim, self.metric = path, int(dim), space
         self._index = hnswlib.Index(space=space, dim=self.dim)
         try:
             self._index.load_index(str(path))
@@ -450,6 +462,13 @@ class HnswSource(VectorSource):
 
     def fingerprint(self) -> dict[str, Any]:
         return _file_fingerprint(self.path)
+
+
+def _store_metric(folder: Path, kind: str) -> str | None:
+    """The metric a slimvec store folder recorded at create (``None``: not a store folder)."""
+    from slimvec.connectors.storefiles import META_FILE, read_meta
+
+    return str(read_meta(folder, kind)["metric"]) if (folder / META_FILE).is_file() else None
 
 
 def _payload_table(path: Path) -> Any:
@@ -551,6 +570,7 @@ class QdrantEdgeSource(_ScrollSource):
         self.spec, self._q, self.vector_name = spec, q, vector
         path = _require_file(path, "Qdrant Edge shard")
         if (path / "shard").is_dir():
+            self.metric = _store_metric(path, "qdrant-edge")
             path = path / "shard"
         try:
             self._shard = q.EdgeShard.load(str(path))
@@ -602,6 +622,7 @@ class QdrantSource(_ScrollSource):
             log.debug("no vector config for %s at %s: %s", self.collection, location, exc)
             return 0
         if not isinstance(params, dict):
+            self.metric = _qdrant_metric(params)
             return int(getattr(params, "size", 0) or 0)
         sizes = ", ".join(f"{n or '(unnamed)'} ({getattr(v, 'size', '?')})" for n, v in params.items())
         name = self.vector_name
@@ -615,6 +636,7 @@ class QdrantSource(_ScrollSource):
             self._client.close()
             raise ConfigError(f"{self.spec}: collection {self.collection!r} has no vector "
                               f"{name!r}; its vectors: {sizes}. Name one of them with ,vector=NAME.")
+        self.metric = _qdrant_metric(params[name])
         return int(params[name].size)
 
     def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
@@ -627,6 +649,13 @@ class QdrantSource(_ScrollSource):
 
     def close(self) -> None:
         self._client.close()
+
+
+def _qdrant_metric(params: Any) -> str | None:
+    """cosine / ip / l2 of a Qdrant vector config; another distance (Manhattan) by its own name,
+    refused by the migration unless ``metric`` is named."""
+    distance = str(getattr(getattr(params, "distance", None), "value", ""))
+    return {"Cosine": "cosine", "Dot": "ip", "Euclid": "l2"}.get(distance, distance.lower() or None)
 
 
 # --------------------------------------------------------------------------- specs

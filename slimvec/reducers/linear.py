@@ -131,22 +131,30 @@ class PCAReducer(LinearReducer):
         Scale each component by ``1 / sqrt(explained variance)``.
     normalize : bool, default True
         L2-normalise the reduced vectors (what cosine stores expect).
+    center : bool, default True
+        Subtract the mean before projecting. ``center=false`` (with ``normalize=false``) makes
+        ``y = A x`` with ``A`` the top eigenvectors of the uncentred second moment ``XᵀX / n``:
+        the reduced inner product ``<A q, A x>`` is then the inner product of ``x``'s projection,
+        what an inner-product index needs (:mod:`slimvec.buildspec`).
 
     Fitted attributes
     -----------------
-    components_, offset_ : see :class:`LinearReducer` (``offset_`` is the mean).
+    components_, offset_ : see :class:`LinearReducer` (``offset_`` is the mean, zero when not
+        ``center``).
     explained_variance_ : ndarray of shape (n_components_,)
     """
 
     name: ClassVar[str] = "pca"
 
-    def __init__(self, n_components: int = 96, whiten: bool = False, normalize: bool = True) -> None:
+    def __init__(self, n_components: int = 96, whiten: bool = False, normalize: bool = True,
+                 center: bool = True) -> None:
         self.n_components = n_components
         self.whiten = whiten
         self.normalize = normalize
+        self.center = center
 
     def _fit_matrix(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mean = X.mean(axis=0)
+        mean = X.mean(axis=0) if getattr(self, "center", True) else np.zeros(X.shape[1])
         Xc = X - mean
         # eigh of the (d x d) covariance: O(n d^2), fast for any n at sentence-embedding d.
         cov = Xc.T @ Xc / max(X.shape[0] - 1, 1)

@@ -17,16 +17,16 @@ import os
 import shutil
 import sys
 import threading
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from slimvec.buildspec import DEFAULTS
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError, StoreError
 from slimvec.ids import doc_ids, text_key
-from slimvec.indexer.checks import split_bad_vectors, truncation_rejects
+from slimvec.indexer.checks import most_common_length, split_bad_vectors, truncation_rejects
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.index import Index
 from slimvec.indexer.keepfull import check_keep_full
@@ -64,8 +64,8 @@ class Busy(IndexBusyError):
 class IndexSpecIn:
     """How to create an index over HTTP (mirrors ``slimvec ingest`` options)."""
 
-    reducer: str = "pca:96"
-    store: str = "qdrant-edge"
+    reducer: str = DEFAULTS["reducer"]
+    store: str = DEFAULTS["store"]
     encoder: str | None = "minilm"
     keep_full: str | None = None
     fit_after: int = 1000
@@ -79,16 +79,17 @@ class IndexSpecIn:
         """What a create request asks for, as ``slimvec ingest`` reads its options: a request
         naming none of recipe, reducer, store, keep_full gets the service's default recipe
         (``slimvec serve --recipe``); a recipe with separate options that disagree is refused."""
-        from slimvec.recipe import merge_recipe, parse_recipe
+        from slimvec.recipe import merge_recipe, parse_recipe, recipe_or_default
 
-        if recipe is None and reducer is None and store is None and keep_full is None:
-            recipe = default_recipe
+        recipe = recipe_or_default(recipe, reducer, store, keep_full, default_recipe)
         if recipe is None:
-            return cls(reducer or "pca:96", store or "qdrant-edge", encoder, keep_full, fit_after)
+            return cls(reducer=reducer or DEFAULTS["reducer"], store=store or DEFAULTS["store"],
+                       encoder=encoder, keep_full=keep_full, fit_after=fit_after)
         # a recipe is a string here, never a file on the server's disk (the operator's --recipe
         # default was resolved to its string when the server started)
         rec = merge_recipe(parse_recipe(recipe), reducer, store, keep_full, option="recipe")
-        return cls(rec.reducer, rec.store, encoder, rec.keep_full, fit_after, str(rec))
+        return cls(reducer=rec.reducer, store=rec.store, encoder=encoder, keep_full=rec.keep_full,
+                   fit_after=fit_after, recipe=str(rec))
 
 
 @dataclass
@@ -745,11 +746,11 @@ def _surrogates(text: str) -> bool:
 def _common_dim(items: list[dict[str, Any]]) -> int:
     """The most common vector length of a request (not its first row's: one malformed first row
     would make every good row a wrong-dimension reject, as issue 23 item 8 found in migrate)."""
-    lengths = Counter(len(it["vector"]) for it in items
-                      if isinstance(it.get("vector"), list) and it["vector"])
-    if not lengths:
+    dim = most_common_length(len(it["vector"]) for it in items
+                             if isinstance(it.get("vector"), list) and it["vector"])
+    if dim is None:
         raise ConfigError("No vector in the request to tell the index's input dimension from.")
-    return max(lengths.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+    return dim
 
 
 def _check_vectors(items: list[dict[str, Any]], dim: int, source: str
