@@ -201,13 +201,6 @@ class BuildSpec:
             raise ConfigError(f"build spec field 'id_rule': expected a whole number or null, got "
                               f"{self.id_rule!r}.")
 
-    @property
-    def rescore(self) -> Any:
-        """The recipe's rescoring depth: an int, ``"auto"`` or None (parsed, not a substring)."""
-        from slimvec.recipe import recipe_rescore
-
-        return recipe_rescore(self.recipe)
-
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready (the inverse of :meth:`from_dict`, like ``get_params``)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}

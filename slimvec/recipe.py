@@ -377,7 +377,7 @@ def apply_default_recipe(opts: Any, existing: Any, metric: str = "cosine") -> An
         return opts
     default = getattr(opts, "default_recipe", default_recipe(metric))
     named = [getattr(opts, key, None) for key in ("recipe", "reducer", "store", "keep_full")]
-    chosen = recipe_or_default(*named, default)
+    chosen = recipe_or_default(named[0], named[1], named[2], named[3], default)
     return opts if chosen is named[0] else replace(opts, recipe=chosen)
 
 

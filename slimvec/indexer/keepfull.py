@@ -48,7 +48,7 @@ def check_recipe(spec: Any) -> None:
     if recipe_rescore(recipe) != "auto":
         return
 
-    rec = parse_recipe(recipe)
+    rec = parse_recipe(str(recipe))
     store = spec.store or rec.store
     if full_in_store(store, rec.keep_full):
         raise ConfigError(

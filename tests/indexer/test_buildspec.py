@@ -39,7 +39,8 @@ def test_buildspec_round_trips_and_is_the_builders_spec(tmp_path):
     data = json.loads(json.dumps(spec.to_dict()))
     assert BuildSpec.from_dict(data) == spec
     assert set(data) == {f.name for f in dataclasses.fields(BuildSpec)}
-    assert spec.rescore == 4 and BuildSpec(recipe="pca:8|hnsw|rescore=auto").rescore == "auto"
+    assert recipe_rescore(spec.recipe) == 4
+    assert recipe_rescore(BuildSpec(recipe="pca:8|hnsw|rescore=auto").recipe) == "auto"
     with pytest.raises(ConfigError, match="unknown key.*metrik"):
         BuildSpec.from_dict({"metrik": "l2"})
     with pytest.raises(ConfigError, match="metric"):
