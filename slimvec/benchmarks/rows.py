@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Row", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows", "save_rows",
+__all__ = ["Row", "rerank_of", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows", "save_rows",
            "metric_title"]
 
 #: metrics measured "at k": new key -> short title stem (the title gets ``@{k}``)
@@ -62,6 +63,15 @@ class Row:
         the peer label or ``kmeans:K,p=P``.
     rescore : int or None
         R when ``k × R`` candidates were re-ranked with the full vectors.
+    reranked : bool
+        The row's candidates were re-ranked by higher-precision vectors before the top k was
+        taken: full vectors on disk (``rescore`` R), a store's own rescoring (Qdrant
+        ``rescore=true`` with its oversampling) or sentence-transformers' int8 rescoring. Rows
+        are compared on equal footing only (:func:`slimvec.benchmarks.ranking.equal_footing`):
+        a re-ranked row against re-ranked rows. Derived from ``rescore`` and the store label
+        for files written before the field.
+    rerank_depth : float or None
+        Candidates re-ranked per result (R, or Qdrant's oversampling); None when not re-ranked.
     kind : str
         ``reducer`` (reducer → store), ``peer`` (a quantization baseline on full vectors) or
         ``routed`` (cluster-routed retrieval, no store built).
@@ -114,6 +124,8 @@ class Row:
     dim_out: int | None = None
     store: str | None = None
     rescore: int | None = None
+    reranked: bool | None = None
+    rerank_depth: float | None = None
     kind: str | None = None
     n_corpus: int | None = None
     n_queries: int | None = None
@@ -144,6 +156,12 @@ class Row:
     effective_clusters: float | None = None
     largest_cluster_share: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.reranked is None:
+            self.reranked, depth = rerank_of(self.rescore, self.store)
+            if self.rerank_depth is None:
+                self.rerank_depth = depth
 
     # ------------------------------------------------------------------ JSON
     @classmethod
@@ -231,6 +249,28 @@ class Row:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Row))
+
+_OVERSAMPLING = re.compile(r"(?:^|,)oversampling=([0-9.]+)")
+
+
+def rerank_of(rescore: Any, store: str | None) -> tuple[bool, float | None]:
+    """Whether a row was re-ranked, and how deep, from its ``rescore`` and store label: R from
+    the full vectors, or a Qdrant store that rescores itself: ``rescore=true``, or quantized
+    (``quant=sq8``...) without ``rescore=false``, which is Qdrant's default (its
+    ``oversampling``, 2 when not written)."""
+    if rescore and not isinstance(rescore, bool):
+        return True, float(rescore)
+    if rescore:
+        return True, None
+    label = str(store or "")
+    explicit = re.search(r"(?:^|[,:])rescore=true(?:,|$)", label)
+    # Qdrant rescores a quantized collection with its own full vectors unless told not to
+    quantized_qdrant = label.startswith("qdrant") and re.search(r"(?:^|[,:])quant=(?!none\b)\w", label) \
+        and not re.search(r"(?:^|[,:])rescore=false(?:,|$)", label)
+    if explicit or quantized_qdrant:
+        found = _OVERSAMPLING.search(label)
+        return True, float(found.group(1)) if found else 2.0
+    return False, None
 
 #: keys every written row carries (``None`` when the metric does not apply)
 ROW_KEYS: list[str] = [f.name for f in fields(Row) if f.name != "extra"] + list(LEGACY_KEYS)
