@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -250,27 +249,28 @@ class Row:
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Row))
 
-_OVERSAMPLING = re.compile(r"(?:^|,)oversampling=([0-9.]+)")
-
-
 def rerank_of(rescore: Any, store: str | None) -> tuple[bool, float | None]:
     """Whether a row was re-ranked, and how deep, from its ``rescore`` and store label: R from
-    the full vectors, or a Qdrant store that rescores itself: ``rescore=true``, or quantized
-    (``quant=sq8``...) without ``rescore=false``, which is Qdrant's default (its
-    ``oversampling``, 2 when not written)."""
+    the full vectors, or a store that keeps full vectors and rescores its quantized codes itself
+    (Qdrant: ``rescore=true``, or any ``quant=`` without ``rescore=false``, which is Qdrant's
+    default), at its ``oversampling`` (2 when not written, Qdrant's default)."""
     if rescore and not isinstance(rescore, bool):
         return True, float(rescore)
     if rescore:
         return True, None
-    label = str(store or "")
-    explicit = re.search(r"(?:^|[,:])rescore=true(?:,|$)", label)
-    # Qdrant rescores a quantized collection with its own full vectors unless told not to
-    quantized_qdrant = label.startswith("qdrant") and re.search(r"(?:^|[,:])quant=(?!none\b)\w", label) \
-        and not re.search(r"(?:^|[,:])rescore=false(?:,|$)", label)
-    if explicit or quantized_qdrant:
-        found = _OVERSAMPLING.search(label)
-        return True, float(found.group(1)) if found else 2.0
-    return False, None
+    from slimvec.connectors import parse_store_spec, store_class
+    from slimvec.errors import SlimvecError
+
+    try:
+        parsed = parse_store_spec(str(store or ""))
+        klass = store_class(parsed)
+    except (SlimvecError, ValueError, TypeError):  # a peer label (st:binary) or a routed row
+        return False, None
+    options = dict(parsed.options or {})
+    lossy = klass.quantization_label(parsed.arg, options) not in ("float32", "none")
+    if not (klass.keeps_full_vectors and lossy and options.get("rescore", True) is not False):
+        return False, None
+    return True, float(options.get("oversampling", 2.0))
 
 #: keys every written row carries (``None`` when the metric does not apply)
 ROW_KEYS: list[str] = [f.name for f in fields(Row) if f.name != "extra"] + list(LEGACY_KEYS)
