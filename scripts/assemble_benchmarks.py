@@ -28,12 +28,14 @@ sys.path.insert(0, str(ROOT))
 
 from slimvec.benchmarks.analysis import (best_per_budget, budget_ladder, by_dataset, config_label,  # noqa: E402
                                          format_value, pareto_front)
+from slimvec.benchmarks.ranking import equal_footing  # noqa: E402
+from slimvec.benchmarks.report import reranked_cell  # noqa: E402
 from slimvec.benchmarks.rows import load_rows, metric_title  # noqa: E402
 
 PAGES = ["summary.md", "harness.md", "reducers.md", "learned.md", "rescore.md", "pruning.md",
          "ingest.md", "sizing.md", "services-and-scale.md"]
 MARKER = re.compile(r"^<!-- (front|budgets): (\S+) (\S+)(?: (\S+))? -->$")
-MAX_LINES, MAX_WIDTH = 420, 300
+MAX_LINES, MAX_WIDTH = 480, 300  # 480: generated tables come per footing (re-ranked or not), issue 28
 
 
 def _generated(kind: str, results: str, metric: str, prefix: str | None) -> list[str]:
@@ -41,25 +43,30 @@ def _generated(kind: str, results: str, metric: str, prefix: str | None) -> list
     rows, meta = load_rows(path)
     out: list[str] = []
     report = Path(results).with_name("report.md").as_posix()
-    for name, group in by_dataset(rows).items():
+    for name, rows_of_dataset in by_dataset(rows).items():
         if prefix and not name.startswith(prefix):
             continue
-        k = group[0].k
-        title = metric_title(metric, k)
-        head = f"*{name}* ({len(group)} rows; generated from [`{results}`]({results}), report: [`{report}`]({report}))"
-        if kind == "front":
-            body = [[config_label(r), format_value(r.bytes_per_vector, 1), format_value(r.get(metric), 3),
-                     format_value(r.latency_p50_ms, 3)] for r in pareto_front(group, "bytes_per_vector", metric)]
-            header = ["Pareto front: configuration", "bytes/vec", title, "p50 ms"]
-        else:
-            picks = [(b, r) for b, r in best_per_budget(group, budget_ladder(group), metric) if r is not None]
-            # a budget whose best row is the same as the next smaller budget's adds nothing
-            picks = [(b, r) for i, (b, r) in enumerate(picks) if i == 0 or r is not picks[i - 1][1]]
-            body = [[format_value(b, 0), config_label(r), format_value(r.bytes_per_vector, 1),
-                     format_value(r.get(metric), 3), format_value(r.latency_p50_ms, 3)] for b, r in picks]
-            header = ["budget ≤ B/vec", "best configuration", "bytes/vec", title, "p50 ms"]
-        out += [head, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body] + [""]
+        # rows on equal footing only (issue 28): re-ranked rows are never ranked against rows that
+        # were not re-ranked; each table says which footing it is
+        for footing, group in equal_footing(rows_of_dataset).items():
+            k = group[0].k
+            title = metric_title(metric, k)
+            head = (f"*{name}*, {footing} rows ({len(group)} rows; generated from [`{results}`]({results}), "
+                    f"report: [`{report}`]({report}))")
+            if kind == "front":
+                body = [[config_label(r), reranked_cell(r), format_value(r.bytes_per_vector, 1),
+                         format_value(r.get(metric), 3), format_value(r.latency_p50_ms, 3)]
+                        for r in pareto_front(group, "bytes_per_vector", metric)]
+                header = ["Pareto front: configuration", "re-ranked", "bytes/vec", title, "p50 ms"]
+            else:
+                picks = [(b, r) for b, r in best_per_budget(group, budget_ladder(group), metric) if r is not None]
+                # a budget whose best row is the same as the next smaller budget's adds nothing
+                picks = [(b, r) for i, (b, r) in enumerate(picks) if i == 0 or r is not picks[i - 1][1]]
+                body = [[format_value(b, 0), config_label(r), reranked_cell(r), format_value(r.bytes_per_vector, 1),
+                         format_value(r.get(metric), 3), format_value(r.latency_p50_ms, 3)] for b, r in picks]
+                header = ["budget ≤ B/vec", "best configuration", "re-ranked", "bytes/vec", title, "p50 ms"]
+            out += [head, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body] + [""]
     return out
 
 

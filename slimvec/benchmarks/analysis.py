@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 
 # the row readers live in rows.py (ranking.py reads rows too and analysis imports ranking: one
 # home below both, no cycle); imported here for the callers that know them from this module
-from slimvec.benchmarks.rows import RowLike, finite, num, row_k, value_of
+from slimvec.benchmarks.rows import RowLike, budget_ladder, finite, num, row_k, value_of
 
 __all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "rescore_suffix", "pareto_front",
            "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "value_of", "finite"]
@@ -77,20 +77,6 @@ def pareto_front(rows: Iterable[RowLike], x: str = "bytes_per_vector",
             front.append(r)
             best = value
     return front
-
-
-def budget_ladder(rows: Sequence[RowLike], key: str = "bytes_per_vector") -> list[float]:
-    """Powers of two spanning the rows' bytes per vector (the budgets of the report)."""
-    values = [v for v in (num(r, key) for r in rows) if v is not None and v > 0]
-    if not values:
-        return []
-    lo = 2 ** math.floor(math.log2(min(values)))
-    hi = 2 ** math.ceil(math.log2(max(values)))
-    out, b = [], float(lo)
-    while b <= hi:
-        out.append(b)
-        b *= 2
-    return out
 
 
 def best_per_budget(rows: Sequence[RowLike], budgets: Sequence[float], metric: str = "task_recall_at_k",

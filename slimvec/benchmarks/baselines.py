@@ -4,11 +4,18 @@
   ``HNSW32,SQ8``) — built through slimvec's FAISS store like any other store spec. ``np`` turns
   off polysemous training, which only serves Hamming pre-filtering (not used here) and took a
   minute to train PQ48 on 538 vectors on this machine; the codes and the search are plain PQ;
+- FAISS RaBitQ (``RaBitQ``: 1 bit per coordinate plus two float factors, 56 B at 384-d, and
+  ``IVF256,RaBitQ`` probing 32 lists), the quantizer FAISS 1.15 added (issue 28);
 - Qdrant Edge quantization (scalar int8, binary 1 and 2 bits, TurboQuant) searched without and
-  with Qdrant's own rescoring (oversampling 2) on the same built store;
+  with Qdrant's own rescoring (oversampling 2, and, when the run re-ranks, oversampling R at each
+  of its depths R) on the same built store;
 - sentence-transformers ``quantize_embeddings``: int8 (calibrated on the corpus) and binary
   (Hamming search with FAISS ``IndexBinaryFlat``), the binary one also with the library's
   recommended rescoring (4x candidates re-scored with the float query against int8 vectors).
+
+Every FAISS peer is ``rescorable``: with the run's depths it is also measured with ``k × R``
+candidates re-ranked from the same full vectors on disk as the reducer rows (fair peers: a
+re-ranked recipe is compared with re-ranked peers only).
 
 The sentence-transformers rows are brute-force searches over the quantized arrays saved as
 ``.npy`` / a FAISS binary index file; their bytes are those files' allocated bytes.
@@ -18,11 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["StoreVariant", "peer_store_variants", "STQuantIndex", "ST_VARIANTS"]
+__all__ = ["StoreVariant", "peer_store_variants", "RABITQ_PEERS", "STQuantIndex", "ST_VARIANTS"]
 
 #: Qdrant Edge quantizations measured as peers
 EDGE_QUANTS = ("sq8", "bq1", "bq2", "tq2")
@@ -55,15 +62,31 @@ class StoreVariant:
             self.searches = [(self.spec, {})]
 
 
-def peer_store_variants(dim: int) -> list[StoreVariant]:
-    """FAISS and Qdrant Edge quantization baselines for full-dimension vectors of ``dim``."""
+#: FAISS RaBitQ peers (the IVF one probes 1/8 of its lists)
+RABITQ_PEERS = ("faiss:RaBitQ", "faiss:IVF256,RaBitQ,nprobe=32")
+
+
+def peer_store_variants(dim: int, depths: Sequence[int] = ()) -> list[StoreVariant]:
+    """FAISS and Qdrant Edge quantization baselines for full-dimension vectors of ``dim``.
+
+    Parameters
+    ----------
+    dim : int
+    depths : sequence of int
+        Re-ranking depths R of the run: each Qdrant Edge peer is also searched with its own
+        rescoring at ``oversampling=R`` (the FAISS peers are re-ranked from the full vectors by
+        the runner).
+    """
     m = _pq_subquantizers(dim)
     out = [StoreVariant(spec, rescorable=True) for spec in
-           ("faiss:HNSW32,SQ8", "faiss:SQ8", f"faiss:PQ{m}np", f"faiss:OPQ{m},PQ{m}np")]
+           ("faiss:HNSW32,SQ8", "faiss:SQ8", f"faiss:PQ{m}np", f"faiss:OPQ{m},PQ{m}np", *RABITQ_PEERS)]
     for quant in EDGE_QUANTS:
         spec = f"qdrant-edge:quant={quant}"
-        out.append(StoreVariant(spec, [(f"{spec},rescore=false", {"rescore": False}),
-                                       (f"{spec},rescore=true", {"rescore": True})]))
+        searches: list[tuple[str, dict[str, Any]]] = [(f"{spec},rescore=false", {"rescore": False}),
+                                                      (f"{spec},rescore=true", {"rescore": True})]
+        searches += [(f"{spec},rescore=true,oversampling={int(r)}", {"rescore": True, "oversampling": float(r)})
+                     for r in sorted(set(int(d) for d in depths)) if int(r) != 2]
+        out.append(StoreVariant(spec, searches))
     return out
 
 

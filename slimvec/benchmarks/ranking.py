@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from slimvec.errors import ConfigError, SlimvecError
 
-__all__ = ["MetricCheck", "check_metric", "check_metrics", "ranking_metric", "buildable", "row_recipe",
+__all__ = ["footing", "equal_footing", "footing_fronts", "FootingPick", "RERANKED", "NOT_RERANKED", "MetricCheck", "check_metric", "check_metrics", "ranking_metric", "buildable", "row_recipe",
            "ingest_command", "rank_key", "SATURATED", "MIN_POSITIVES", "RANKABLE_METRICS"]
 
 #: a recall at or above this is "at the ceiling" (1.000 on 30 of 36 STS-B dev rows, issue 27)
@@ -200,3 +200,80 @@ def rank_key(meets: bool, quality: float | None, cost: float | None, *, floor: f
     else:
         body = (-q, c, t) if floor is not None else (c, -q, t)
     return (0 if buildable else 1, 0 if meets else 1) + body
+
+
+#: the two footings rows are compared on (issue 28: a re-ranked recipe against re-ranked peers)
+RERANKED, NOT_RERANKED = "re-ranked", "not re-ranked"
+
+
+def footing(row: Any) -> str:
+    """:data:`RERANKED` when the row's candidates were re-ranked by higher-precision vectors
+    (its ``reranked`` flag; derived from ``rescore`` and the store label for older rows), else
+    :data:`NOT_RERANKED`."""
+    from slimvec.benchmarks.rows import rerank_of
+
+    flag = _get(row, "reranked")
+    if flag is None:
+        flag = rerank_of(_get(row, "rescore"), _get(row, "store"))[0]
+    return RERANKED if flag else NOT_RERANKED
+
+
+def equal_footing(rows: Sequence[Any]) -> dict[str, list[Any]]:
+    """Rows grouped by :func:`footing` (not re-ranked first), cluster-routed rows left out (they
+    are not searched through a store). Fronts and per-budget picks are computed within a group,
+    never across: a re-ranked row is never ranked against rows that were not re-ranked."""
+    groups: dict[str, list[Any]] = {NOT_RERANKED: [], RERANKED: []}
+    for r in rows:
+        if str(_get(r, "kind") or "") != "routed":
+            groups[footing(r)].append(r)
+    return {name: group for name, group in groups.items() if group}
+
+
+@dataclass
+class FootingPick:
+    """The best row within a bytes/vector budget on one footing, and the best peer beside it.
+
+    Attributes
+    ----------
+    footing : str
+        :data:`RERANKED` or :data:`NOT_RERANKED`.
+    budget : float
+    best : row or None
+        Best buildable row of this footing within the budget (any kind).
+    best_recipe : row or None
+        Best reducer row (a recipe) of this footing within the budget.
+    best_peer : row or None
+        Best peer of this footing within the budget; None when no peer was measured on this
+        footing (then the recipe is not said to beat a peer).
+    """
+
+    footing: str
+    budget: float
+    best: Any
+    best_recipe: Any
+    best_peer: Any
+
+
+def footing_fronts(rows: Sequence[Any], metric: str, budgets: Sequence[float] | None = None,
+                   key: str = "bytes_per_vector") -> list[FootingPick]:
+    """Per footing (:func:`equal_footing`) and per budget (``budgets``; default the powers of two
+    of :func:`slimvec.benchmarks.rows.budget_ladder`), the best row, the best recipe and
+    the best peer by ``metric`` (:func:`rank_key`: highest quality, then fewest bytes), each
+    taken only from rows of that footing. Peers are rows of kind ``peer``; recipes are the
+    others (the reducer rows, ``none`` included) and must be buildable, peers need not be."""
+    from slimvec.benchmarks.rows import budget_ladder, num
+
+    def best_of(cands: list[Any], budget: float) -> Any:
+        fitting = [r for r in cands if num(r, key) is not None and num(r, metric) is not None
+                   and num(r, key) <= budget]  # type: ignore[operator]
+        return min(fitting, key=lambda r: rank_key(True, num(r, metric), num(r, key)), default=None)
+
+    out: list[FootingPick] = []
+    for name, group in equal_footing(rows).items():
+        peers = [r for r in group if str(_get(r, "kind") or "") == "peer"]
+        recipes = [r for r in group if str(_get(r, "kind") or "") != "peer" and buildable(r)[0]]
+        usable = [r for r in group if buildable(r)[0]]
+        for budget in (budget_ladder(rows, key) if budgets is None else budgets):
+            out.append(FootingPick(name, float(budget), best_of(usable, budget),
+                                   best_of(recipes, budget), best_of(peers, budget)))
+    return out

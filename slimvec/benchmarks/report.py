@@ -58,6 +58,7 @@ TABLE_COLUMNS: list[tuple[str, str | None, int]] = [
     ("qps", "QPS", 0),
     ("fit_s", "fit s", 2),
     ("build_s", "build s", 2),
+    ("reranked", "re-ranked", 0),
 ]
 
 #: metrics whose nulls are counted in the notes
@@ -105,9 +106,22 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
     return lines
 
 
+def reranked_cell(row: Row) -> str:
+    """``×8`` for a row re-ranked from 8 candidates per result (``yes`` without a depth), ``no``
+    when it was not re-ranked: every table says on which footing a row stands."""
+    from slimvec.benchmarks.ranking import RERANKED, footing
+
+    if footing(row) != RERANKED:
+        return "no"
+    depth = row.rerank_depth if isinstance(row, Row) else None
+    return f"×{depth:g}" if depth else "yes"
+
+
 def _cell(row: Row, key: str, decimals: int) -> str:
     if key == "index_bytes":
         return human_bytes(num(row, key))
+    if key == "reranked":
+        return reranked_cell(row)
     return format_value(value_of(row, key), decimals)
 
 
@@ -162,7 +176,7 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
 
     out += _reducer_costs(rows) + _routed(rows)
 
-    from slimvec.benchmarks.ranking import buildable, ingest_command, ranking_metric
+    from slimvec.benchmarks.ranking import buildable, ranking_metric
 
     metrics = [quality_metric(rows)]
     _, flagged = ranking_metric(rows, "task_recall_at_k")
@@ -174,27 +188,44 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
     unbuildable = sorted({config_label(r) for r in rows if not buildable(r)[0]
                           and num(r, "bytes_per_vector") is not None})
     for metric in metrics:
-        title = _title(metric, k)
-        out += [f"### Best configuration per bytes/vector budget ({title})", ""]
-        picks = best_per_budget(rows, budget_ladder(rows), metric)
-        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", title, "build it"],
-                      [[format_value(b, 0), config_label(r) if r else NULL,
-                        format_value(r.bytes_per_vector, 1) if r else NULL,
-                        format_value(r.get(metric), 3) if r else NULL,
-                        f"`{ingest_command(r)}`" if r else NULL] for b, r in picks]) + [""]
+        out += _footing_sections(rows, metric, k)
         if unbuildable:
             out += [_cut(f"Not recommended (slimvec ingest cannot build them, measured for comparison): "
                          f"{', '.join(unbuildable)}", MAX_LINE - 10), ""]
+    return out
 
-        out += [f"### Pareto front: {title} against bytes per vector", ""]
-        front = pareto_front(rows, "bytes_per_vector", metric)
+
+def _footing_sections(rows: list[Row], metric: str, k: int) -> list[str]:
+    """Per footing (re-ranked or not, :func:`slimvec.benchmarks.ranking.equal_footing`): the best
+    configuration per bytes/vector budget beside the best peer on the same footing, and the
+    Pareto front. A re-ranked row is only ever set against re-ranked peers."""
+    from slimvec.benchmarks.ranking import equal_footing, footing_fronts, ingest_command
+
+    title = _title(metric, k)
+    out: list[str] = []
+    picks = footing_fronts(rows, metric)
+    for name, group in equal_footing(rows).items():
+        mine = [p for p in picks if p.footing == name]
+        out += [f"### Best configuration per bytes/vector budget ({title}), {name} rows", ""]
+        if not any(str(r.kind) == "peer" for r in group):
+            out += [f"No peer was measured {name}: these rows are not compared with any peer.", ""]
+        out += _table(["budget (bytes/vec)", "best configuration", "bytes/vec", title,
+                       f"best {name} peer", f"peer {title}", "build it"],
+                      [[format_value(p.budget, 0), config_label(p.best) if p.best else NULL,
+                        format_value(p.best.bytes_per_vector, 1) if p.best else NULL,
+                        format_value(p.best.get(metric), 3) if p.best else NULL,
+                        config_label(p.best_peer) if p.best_peer else NULL,
+                        format_value(p.best_peer.get(metric), 3) if p.best_peer else NULL,
+                        f"`{ingest_command(p.best)}`" if p.best else NULL] for p in mine]) + [""]
+        out += [f"### Pareto front: {title} against bytes per vector, {name} rows", ""]
+        front = pareto_front(group, "bytes_per_vector", metric)
         if front:
-            out += _table(["configuration", "bytes/vec", title, "p50 ms"],
-                          [[config_label(r), format_value(r.bytes_per_vector, 1),
+            out += _table(["configuration", "re-ranked", "bytes/vec", title, "p50 ms"],
+                          [[config_label(r), reranked_cell(r), format_value(r.bytes_per_vector, 1),
                             format_value(r.get(metric), 3), format_value(r.latency_p50_ms, 2)]
                            for r in front]) + [""]
         else:
-            out += [f"No row has both bytes_per_vector and {title}.", ""]
+            out += [f"No {name} row has both bytes_per_vector and {title}.", ""]
     return out
 
 

@@ -21,12 +21,12 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Row", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows", "save_rows",
-           "metric_title", "RowLike", "value_of", "num", "finite", "row_k"]
+__all__ = ["Row", "rerank_of", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows",
+           "save_rows", "metric_title", "RowLike", "value_of", "num", "finite", "row_k", "budget_ladder"]
 
 #: metrics measured "at k": new key -> short title stem (the title gets ``@{k}``)
 AT_K_METRICS: dict[str, str] = {
@@ -62,6 +62,15 @@ class Row:
         the peer label or ``kmeans:K,p=P``.
     rescore : int or None
         R when ``k × R`` candidates were re-ranked with the full vectors.
+    reranked : bool
+        The row's candidates were re-ranked by higher-precision vectors before the top k was
+        taken: full vectors on disk (``rescore`` R), a store's own rescoring (Qdrant
+        ``rescore=true`` with its oversampling) or sentence-transformers' int8 rescoring. Rows
+        are compared on equal footing only (:func:`slimvec.benchmarks.ranking.equal_footing`):
+        a re-ranked row against re-ranked rows. Derived from ``rescore`` and the store label
+        for files written before the field.
+    rerank_depth : float or None
+        Candidates re-ranked per result (R, or Qdrant's oversampling); None when not re-ranked.
     kind : str
         ``reducer`` (reducer → store), ``peer`` (a quantization baseline on full vectors) or
         ``routed`` (cluster-routed retrieval, no store built).
@@ -114,6 +123,8 @@ class Row:
     dim_out: int | None = None
     store: str | None = None
     rescore: int | None = None
+    reranked: bool | None = None
+    rerank_depth: float | None = None
     kind: str | None = None
     n_corpus: int | None = None
     n_queries: int | None = None
@@ -144,6 +155,12 @@ class Row:
     effective_clusters: float | None = None
     largest_cluster_share: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.reranked is None:
+            self.reranked, depth = rerank_of(self.rescore, self.store)
+            if self.rerank_depth is None:
+                self.rerank_depth = depth
 
     # ------------------------------------------------------------------ JSON
     @classmethod
@@ -231,6 +248,29 @@ class Row:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Row))
+
+def rerank_of(rescore: Any, store: str | None) -> tuple[bool, float | None]:
+    """Whether a row was re-ranked, and how deep, from its ``rescore`` and store label: R from
+    the full vectors, or a store that keeps full vectors and rescores its quantized codes itself
+    (Qdrant: ``rescore=true``, or any ``quant=`` without ``rescore=false``, which is Qdrant's
+    default), at its ``oversampling`` (2 when not written, Qdrant's default)."""
+    if rescore and not isinstance(rescore, bool):
+        return True, float(rescore)
+    if rescore:
+        return True, None
+    from slimvec.connectors import parse_store_spec, store_class
+    from slimvec.errors import SlimvecError
+
+    try:
+        parsed = parse_store_spec(str(store or ""))
+        klass = store_class(parsed)
+    except (SlimvecError, ValueError, TypeError):  # a peer label (st:binary) or a routed row
+        return False, None
+    options = dict(parsed.options or {})
+    lossy = klass.quantization_label(parsed.arg, options) not in ("float32", "none")
+    if not (klass.keeps_full_vectors and lossy and options.get("rescore", True) is not False):
+        return False, None
+    return True, float(options.get("oversampling", 2.0))
 
 #: keys every written row carries (``None`` when the metric does not apply)
 ROW_KEYS: list[str] = [f.name for f in fields(Row) if f.name != "extra"] + list(LEGACY_KEYS)
@@ -345,3 +385,17 @@ def row_k(row: RowLike) -> int:
     """The k of a row's "at k" metrics (10 for rows written before k was recorded)."""
     value = row.get("k")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 10
+
+
+def budget_ladder(rows: Sequence[RowLike], key: str = "bytes_per_vector") -> list[float]:
+    """Powers of two spanning the rows' bytes per vector (the budgets of the report)."""
+    values = [v for v in (num(r, key) for r in rows) if v is not None and v > 0]
+    if not values:
+        return []
+    lo = 2 ** math.floor(math.log2(min(values)))
+    hi = 2 ** math.ceil(math.log2(max(values)))
+    out, b = [], float(lo)
+    while b <= hi:
+        out.append(b)
+        b *= 2
+    return out

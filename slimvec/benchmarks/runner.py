@@ -29,7 +29,7 @@ from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant
 from slimvec.benchmarks.datasets import BenchDataset
 from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, latency_summary, recall_at_k,
                                         routed_search, sts_spearman, task_recall_mrr)
-from slimvec.benchmarks.rows import ROW_KEYS, Row, save_rows
+from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
 
@@ -85,7 +85,10 @@ class BenchConfig:
         measures the built-in ones.
     rescore_peers : bool
         Also measure the FAISS peers (and custom peer specs) with ``k * R`` candidates re-ranked
-        by the full vectors on disk, as the reducer rows are (FAISS's "refine", from disk).
+        by the full vectors on disk, as the reducer rows are (FAISS's "refine", from disk), and
+        the Qdrant Edge peers with their own rescoring at ``oversampling=R``, at every depth R of
+        ``rescore``. On by default (issue 28: a re-ranked recipe is only compared with re-ranked
+        peers); off measures the peers without re-ranking only.
     measure_rss : bool
         Also measure memory: the process's peak RSS growth during each build and, in a fresh
         child process, the RSS of opening the built store and answering the queries.
@@ -109,7 +112,7 @@ class BenchConfig:
     threads: int = 1
     build_threads: int = 0
     peers: list[str] | None = None
-    rescore_peers: bool = False
+    rescore_peers: bool = True
     measure_rss: bool = False
     keep_indexes: bool = False
     seed: int = 0
@@ -174,14 +177,20 @@ class BenchConfig:
     def _peer_variants(self, dim: int) -> list[StoreVariant]:
         """The peer store variants this run measures for vectors of ``dim`` (a built-in PQ peer
         named for another dimension, ``faiss:PQ48np`` on 50-d vectors, is that peer at ``dim``)."""
-        builtin = peer_store_variants(dim)
+        builtin = peer_store_variants(dim, self.rescore if self.rescore_peers else ())
         if self.peers is None:
             return builtin
+        by_spec = {v.spec: v for v in builtin}
         by_family = {_pq_family(v.spec): v for v in builtin}
         out = []
         for peer in self.peers:
-            if not peer.startswith("st:"):
-                out.append(by_family.get(_pq_family(peer)) or StoreVariant(peer, rescorable=True))
+            if peer.startswith("st:"):
+                continue
+            # a built-in peer by its name; a PQ peer whose m does not divide ``dim`` is the
+            # built-in one of that family at ``dim`` (OPQ24 on 384-d stays OPQ24)
+            fits = not peer.startswith("faiss:") or _pq_fits(peer, dim)
+            out.append(by_spec.get(peer) or (None if fits else by_family.get(_pq_family(peer)))
+                       or StoreVariant(peer, rescorable=True))
         return out
 
     def _st_variants(self) -> list[tuple[str, str, int | None]]:
@@ -194,6 +203,23 @@ def _pq_family(spec: str) -> str:
     import re
 
     return re.sub(r"\d+", "#", spec) if spec.startswith("faiss:") and "PQ" in spec else spec
+
+
+def _lossy(store: str) -> bool:
+    """The store keeps lossy codes of the vectors (SQ, PQ, RaBitQ, Qdrant ``quant=``): a
+    full-dimension row on it is re-ranked from the full vectors too, like the reduced rows (only
+    an exact store at full dimension has nothing to gain)."""
+    from slimvec.connectors import parse_store_spec, store_class
+
+    parsed = parse_store_spec(store)
+    return store_class(parsed).quantization_label(parsed.arg, dict(parsed.options or {})) not in ("float32", "none")
+
+
+def _pq_fits(spec: str, dim: int) -> bool:
+    """Every PQ / OPQ sub-quantizer count of a FAISS peer spec divides ``dim``."""
+    import re
+
+    return all(dim % int(m) == 0 for m in re.findall(r"PQ(\d+)", spec))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -421,6 +447,7 @@ class _Runner:
                     row.update(_quality(ds, search(red.queries, ds.queries), k))
                     row.update(memory)
                     row.rescore = R
+                    row.reranked, row.rerank_depth = rerank_of(R, label)
                     if R:
                         row.full_bytes_per_vector = float(ds.dim * 4)
                     row.update(_time_single(
@@ -459,6 +486,7 @@ class _Runner:
         row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
         row.update(_quality(ds, search(ds.queries), k))
         row.rescore = R
+        row.reranked, row.rerank_depth = rerank_of(R, label)  # re-ranked from the int8 vectors
         if R:
             row.full_bytes_per_vector = float(ds.dim)  # the int8 vectors read for rescoring
         row.update(_time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
@@ -527,7 +555,7 @@ class _Runner:
                 self.progress(f"{ds.name}: {spec} → {store}", 0)
                 try:
                     self.measure_store(ds, red, StoreVariant(store), folder / _safe(store),
-                                       full if spec != "none" else None, "reducer")
+                                       full if spec != "none" or _lossy(store) else None, "reducer")
                 except Exception as exc:  # noqa: BLE001
                     self._skip(ds, f"{spec} → {store}", exc)
                 self._cleanup(folder / _safe(store))

@@ -102,16 +102,31 @@ class TuneResult:
                       runners_up=[c.row() for c in self.candidates if c is not b][:20])
 
 
+#: stores of the default grid: graphs at full precision and SQ8, and FAISS RaBitQ (1 bit per
+#: coordinate plus its factors, always re-ranked: issue 28)
+DEFAULT_STORES = ("hnsw", "faiss:HNSW32", "faiss:HNSW32,SQ8", "faiss:RaBitQ")
+
+
+def _quantized(store: str) -> bool:
+    """The store keeps lossy codes (its quantization label is not float32): SQ, PQ, RaBitQ,
+    Qdrant ``quant=``..."""
+    from slimvec.connectors import parse_store_spec, store_class
+
+    parsed = parse_store_spec(store)
+    label = store_class(parsed).quantization_label(parsed.arg, dict(parsed.options or {}))
+    return label not in ("float32", "none")
+
+
 def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] = ()) -> list[Recipe]:
     """Full dimension and PCA at 1/2, 1/4, 1/8 (or ``reducers``) × hnswlib / FAISS HNSW32 / FAISS
-    HNSW32,SQ8 (or ``stores``) × no rescoring and R = 2, 4, 8, 16, 32, the depths ``rescore=auto``
-    tries (the full dimension rescored only when quantized)."""
+    HNSW32,SQ8 / FAISS RaBitQ (or ``stores``) × no rescoring and R = 2, 4, 8, 16, 32, the depths
+    ``rescore=auto`` tries (the full dimension rescored only when quantized)."""
     reducers = list(reducers) or ["none"] + [f"pca:{d}" for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
-    stores = list(stores) or ["hnsw", "faiss:HNSW32", "faiss:HNSW32,SQ8"]
+    stores = list(stores) or list(DEFAULT_STORES)
     out = []
     for red in reducers:
         for store in stores:
-            lossless = red == "none" and not any(q in store for q in ("SQ", "PQ", "quant="))
+            lossless = red == "none" and not _quantized(store)
             for R in [None] + ([] if lossless else list(AUTO_LADDER)):
                 out.append(Recipe(red, store, R))
     return out

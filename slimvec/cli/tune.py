@@ -45,7 +45,7 @@ def tune(
     queries: int = typer.Option(200, "--queries", callback=int_range(1), help="Held-out sample queries."),
     seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of the query / sample split."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec to consider (repeatable) [default: none and pca at dim/2, /4, /8]."),
-    store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8]."),
+    store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8, faiss:RaBitQ]."),
     top: int = typer.Option(10, "--top", callback=int_range(1), help="Runner-up rows shown."),
     search: str = typer.Option("auto", "--search", callback=_search_choice, help="halving: successive halving over builds on samples of 1/16, 1/4 and all of --sample; exhaustive: every candidate on the whole sample; auto: exhaustive when most builds within the budget train a quantizer (IVF/PQ: training costs the same at every rung), else halving."),
     table_out: Optional[Path] = typer.Option(None, "--table", help="Also write every candidate's row (JSON list) here."),

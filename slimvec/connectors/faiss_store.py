@@ -1,7 +1,10 @@
 """FAISS through ``index_factory``, with 64-bit document ids and a SQLite payload table.
 
-Spec: ``faiss[:FACTORY][,ef=64,nprobe=16,train_size=20000,gpu=false]``; ``FACTORY`` is any
-``faiss.index_factory`` string (``HNSW32`` by default, ``Flat``, ``IVF256,PQ16``, ``OPQ16,IVF256,PQ16``).
+Spec: ``faiss[:FACTORY][,ef=64,nprobe=16,qb=4,train_size=20000,gpu=false]``; ``FACTORY`` is any
+``faiss.index_factory`` string (``HNSW32`` by default, ``Flat``, ``IVF256,PQ16``, ``OPQ16,IVF256,PQ16``,
+and FAISS's RaBitQ family: ``RaBitQ``, multi-bit ``RaBitQ4``, ``IVF1024,RaBitQ``, fast-scan
+``RaBitQfs`` / ``IVF1024,RaBitQfs``). ``qb`` is RaBitQ's query bits (0 = float queries, 1 to 8;
+fast-scan 1 to 8), refused on other factories: outside its range FAISS aborts the process.
 
 The FAISS index holds vectors at positions 0..n-1 (``add``); a position -> id array maps them to
 document ids, so every factory gets 64-bit ids the same way. Re-upserting an id with the same
@@ -34,7 +37,7 @@ __all__ = ["FaissStore"]
 log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {"factory": "HNSW32", "ef": 64, "nprobe": 16, "train_size": 20000,
-                            "gpu": False, "polysemous": False}
+                            "gpu": False, "polysemous": False, "qb": None}
 INDEX_FILE, IDS_FILE, PENDING_FILE = "index.faiss", "ids.npy", "pending.npy"
 #: ranges of the options, checked when the spec is parsed
 RULES = {
@@ -44,12 +47,21 @@ RULES = {
     "train_size": whole(1, 10 ** 9, "Vectors buffered before training (default 20000)."),
     "gpu": FLAG,
     "polysemous": FLAG,
+    "qb": whole(0, 8, "RaBitQ query bits: 0 searches with float queries (not fast-scan), 1 to 8 "
+                "quantize the query (the factory's default: 4, fast-scan 8); FAISS aborts the "
+                "process above 8."),
 }
+#: options that are search settings: given when a store is opened, they override the recorded ones
+SEARCH_OPTIONS = ("ef", "nprobe", "qb", "gpu")
 #: most IVF lists a factory may ask for: 2^20 is what FAISS's own guidelines use for a billion
 #: vectors; ``IVF100000000`` allocated 4.8 GB of empty lists and died in bad_alloc
 MAX_LISTS = 1 << 20
 #: bounds of the other numbers of a factory string
 MAX_HNSW_M, MAX_PQ_M, MAX_NBITS = 512, 4096, 16
+#: bits per coordinate FAISS's RaBitQ codes accept (``RaBitQ`` = 1, ``RaBitQ4``... ``RaBitQ9``)
+MAX_RABITQ_BITS = 9
+#: ``RaBitQ``, ``RaBitQ4``, ``RaBitQfs``, ``RaBitQfs4``, ``RaBitQfs_64`` (the fast-scan block size)
+_RABITQ = re.compile(r"RaBitQ(fs)?(\d+)?(?:_\d+)?")
 #: most bytes a factory may allocate before the first vector is stored (centroids, codebooks,
 #: empty lists); above it the factory is refused with advice instead of ending in bad_alloc
 MAX_STRUCTURE_BYTES = 2 << 30
@@ -67,11 +79,14 @@ class FactoryShape:
         Product (and residual) quantizers: sub-quantizers and bits per code.
     out_dims : list of int
         Output dimensions of pre-transforms (PCA, OPQ_d, RR, ITQ_d), in order.
+    rabitq : list of (token, bits, fastscan)
+        RaBitQ quantizers: bits per coordinate and whether it is the fast-scan variant.
     """
 
     lists: list[tuple[str, int]] = field(default_factory=list)
     pq: list[tuple[str, int, int]] = field(default_factory=list)
     out_dims: list[int] = field(default_factory=list)
+    rabitq: list[tuple[str, int, bool]] = field(default_factory=list)
 
     @property
     def nlist(self) -> int:
@@ -148,7 +163,51 @@ def factory_shape(factory: str) -> FactoryShape:
             _refuse(text, m.group(0), "the output dimension", 1, MAX_DIM, out,
                     "A pre-transform keeps at most as many dimensions as it gets.")
         shape.out_dims.append(out)
+    for m in _RABITQ.finditer(text):
+        bits = int(m.group(2) or 1)
+        if not 1 <= bits <= MAX_RABITQ_BITS:
+            _refuse(text, m.group(0), "the bits per coordinate", 1, MAX_RABITQ_BITS, bits,
+                    "RaBitQ is 1 bit per coordinate; RaBitQ4 (4 bits) is the usual multi-bit code.")
+        shape.rabitq.append((m.group(0), bits, bool(m.group(1))))
     return shape
+
+
+def rabitq_code_bytes(dim: int, bits: int = 1) -> int:
+    """Bytes of one RaBitQ code of a ``dim``-d vector at ``bits`` per coordinate, its per-vector
+    factors included (FAISS's ``RaBitQuantizer.code_size``): the sign bits, ``ceil(dim / 8)``,
+    plus two float factors (8 B); a multi-bit code adds ``ceil(dim * (bits - 1) / 8)`` bytes of
+    extra bits and three more floats (12 B). 384-d: ``RaBitQ`` 56 B, ``RaBitQ4`` 212 B."""
+    d, b = int(dim), int(bits)
+    size = -(-d // 8) + 8
+    if b > 1:
+        size += -(-d * (b - 1) // 8) + 12
+    return size
+
+
+def code_bytes(factory: str, dim: int) -> int | None:
+    """Bytes one vector's code takes in a FAISS factory at ``dim`` dimensions (ids, graph links
+    and IVF list overhead excluded): float32 / fp16 / SQ8 / SQ4 coordinates, PQ ``m * nbits / 8``,
+    RaBitQ with its factors (:func:`rabitq_code_bytes`); None for other factories.
+
+    Raises
+    ------
+    ConfigError
+        A number of the factory out of range (:func:`factory_shape`).
+    """
+    shape = factory_shape(factory)
+    d = min([int(dim), *shape.out_dims])
+    up = str(factory).upper()
+    if shape.rabitq:
+        return rabitq_code_bytes(d, shape.rabitq[-1][1])
+    if shape.pq:
+        _, m, bits = shape.pq[-1]
+        return -(-m * bits // 8)
+    for key, per_dim in (("SQFP16", 2.0), ("SQ8", 1.0), ("SQ4", 0.5), ("FLAT", 4.0)):
+        if key in up:
+            return math.ceil(d * per_dim)
+    if re.fullmatch(r"(HNSW\d+|NSG\d+)(,FLAT)?", up):
+        return 4 * d
+    return None
 
 
 def structure_bytes(shape: FactoryShape, dim: int) -> int:
@@ -213,6 +272,20 @@ def _polysemous_training_off(index: Any) -> None:
         idx = faiss.downcast_index(inner)
 
 
+def _rabitq_index(index: Any) -> Any:
+    """The RaBitQ index inside a factory index (through pre-transforms), or None."""
+    faiss = _faiss()
+    idx = faiss.downcast_index(index)
+    for _ in range(8):
+        if hasattr(idx, "qb") and hasattr(idx, "rabitq"):
+            return idx
+        inner = getattr(idx, "index", None)
+        if inner is None:
+            return None
+        idx = faiss.downcast_index(inner)
+    return None
+
+
 class FaissStore(VectorStore):
     """A FAISS index in ``location/index.faiss`` with ids and payloads next to it.
 
@@ -226,6 +299,9 @@ class FaissStore(VectorStore):
         HNSW ``efSearch``.
     nprobe : int
         IVF lists visited per query.
+    qb : int or None
+        RaBitQ query bits (0: float queries; 1 to 8; None: the factory's default, 4, or 8 for
+        fast-scan); refused on factories without RaBitQ.
     train_size : int
         Vectors buffered before training an index that needs it.
     gpu : bool
@@ -247,7 +323,12 @@ class FaissStore(VectorStore):
     @classmethod
     def quantization_label(cls, arg: str | None, options: Mapping[str, Any]) -> str:
         """The quantizer of the factory string (``HNSW32,SQ8`` -> ``sq8``; ``OPQ16,PQ16`` -> ``opq+pq``)."""
-        up = (arg or cls.default_arg).upper()
+        factory = str(options.get("factory") or arg or cls.default_arg)
+        found = _RABITQ.search(factory)
+        if found:  # RaBitQ / RaBitQ4: the bits are part of what the code keeps
+            bits = int(found.group(2) or 1)
+            return "rabitq" if bits == 1 else f"rabitq{bits}"
+        up = factory.upper()
         for key, label in (("OPQ", "opq+pq"), ("PQ", "pq"), ("SQ8", "sq8"), ("SQ4", "sq4"),
                            ("SQFP16", "fp16"), ("LSH", "lsh")):
             if key in up:
@@ -275,6 +356,8 @@ class FaissStore(VectorStore):
             need = max(need, 2 ** bits)
         if "OPQ" in factory.upper():
             need = max(need, 256)  # OPQ trains its own 8-bit PQ
+        if shape.rabitq:
+            need = max(need, 1)  # RaBitQ trains the centre of the data
         return need
 
     @classmethod
@@ -325,6 +408,7 @@ class FaissStore(VectorStore):
                     f"FAISS index_factory does not accept {factory!r} ({reason}). Check the "
                     "spelling against the faiss index_factory documentation, e.g. HNSW32, Flat, "
                     "IVF256,PQ16, HNSW32,SQ8, OPQ16,IVF256,PQ16.") from exc
+        cls._check_qb(factory, options.get("qb"))
         need = cls.min_train_vectors(None, options)
         if int(options["train_size"]) < need:
             advice = max(need, 39 * shape.nlist, DEFAULTS["train_size"])
@@ -333,6 +417,23 @@ class FaissStore(VectorStore):
                 f"{factory!r}: expected a whole number from {need} (the fewest vectors it trains "
                 f"on) to {RULES['train_size'].hi:.0f}, got {options['train_size']}. Add "
                 f"train_size={advice} (FAISS advises 39 training vectors per IVF list).")
+
+    @staticmethod
+    def _check_qb(factory: str, qb: Any) -> None:
+        """Refuse ``qb`` (RaBitQ query bits) on a factory without RaBitQ, and ``qb=0`` (float
+        queries) on fast-scan RaBitQ: FAISS aborts the whole process on the latter at the first
+        search (``'qb > 0' failed``) instead of raising."""
+        if qb is None:
+            return
+        shape = factory_shape(factory)
+        if not shape.rabitq:
+            raise ConfigError(f"Store 'faiss': option qb={qb} is RaBitQ's query bits, but factory "
+                              f"{factory!r} has no RaBitQ quantizer: expected a RaBitQ factory "
+                              "(RaBitQ, RaBitQ4, IVF1024,RaBitQ, RaBitQfs). Drop qb=.")
+        if int(qb) == 0 and any(fast for _, _, fast in shape.rabitq):
+            raise ConfigError(f"Store 'faiss': option qb=0 is out of range for fast-scan factory "
+                              f"{factory!r}: expected a whole number from 1 to 8, got 0 (fast-scan "
+                              "RaBitQ always quantizes the query; float queries need RaBitQ).")
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
@@ -376,7 +477,7 @@ class FaissStore(VectorStore):
         folder = self._folder(self.location)
         meta = read_meta(folder, self.name)
         self.dim, self.metric = int(meta["dim"]), meta["metric"]
-        search_time = {k: v for k, v in self.options.items() if k in ("ef", "nprobe", "gpu") and v != DEFAULTS[k]}
+        search_time = {k: v for k, v in self.options.items() if k in SEARCH_OPTIONS and v != DEFAULTS[k]}
         self.options = {**meta["options"], **search_time}
         try:
             self._index = faiss.read_index(str(folder / INDEX_FILE))
@@ -416,6 +517,10 @@ class FaissStore(VectorStore):
                 ps.set_index_parameter(self._index, name, int(self.options[key]))
             except RuntimeError:
                 pass  # the factory has no such parameter (e.g. nprobe on HNSW)
+        if self.options.get("qb") is not None:  # ParameterSpace does not know qb: set it on RaBitQ
+            target = _rabitq_index(self._index)
+            if target is not None:
+                target.qb = int(self.options["qb"])
         if self.options["gpu"]:
             if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
                 raise MissingDependencyError("gpu=true needs faiss-gpu and a CUDA device: pip install 'slimvec[gpu]'.")
@@ -537,6 +642,11 @@ class FaissStore(VectorStore):
     def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
         index = self._require()
         check_options(self.name, params, DEFAULTS, RULES)
+        rq = None  # a per-search qb is undone after the search (the store's own stays)
+        if params.get("qb") is not None:
+            self._check_qb(str(self.options["factory"]), params["qb"])
+            rq = _rabitq_index(index)
+            old_qb = int(rq.qb) if rq is not None else 0
         if params:
             saved = dict(self.options)
             self.options.update(params)
@@ -559,6 +669,8 @@ class FaissStore(VectorStore):
         finally:
             if kk > ef:
                 self._set_ef(ef)
+            if rq is not None:
+                rq.qb = old_qb
         if not stale:  # the usual case: positions map to ids in one numpy step
             width = min(k, pos.shape[1])
             pos = pos[:, :width]

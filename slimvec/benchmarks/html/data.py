@@ -117,7 +117,9 @@ def row_facets(row: dict[str, Any]) -> dict[str, Any]:
         ``family`` (reducer family: ``pca``, ``none``...), ``store_name`` (``faiss``...),
         ``quant`` (``float32``, ``sq8``, ``pq``, ``bq1``, ``int8``...; ``—`` for routed rows),
         ``rescoring`` (``none``, ``×R`` full-vector re-rank, ``store`` when the store re-scores
-        itself), ``role`` (``full``, ``reduced``, ``peer`` or ``routed``) and ``label``.
+        itself), ``reranked`` (the footing fronts are drawn on:
+        :func:`slimvec.benchmarks.ranking.footing`), ``role`` (``full``, ``reduced``, ``peer``
+        or ``routed``) and ``label``.
     """
     from slimvec.benchmarks.report import config_label
 
@@ -152,7 +154,10 @@ def row_facets(row: dict[str, Any]) -> dict[str, Any]:
     extra_ram, extra_disk = (rescore_bytes_per_vector(int(dim_in), "float32")
                              if rescoring.startswith("×") and dim_in else (0, 0))
     ok, why = buildable(row)
+    from slimvec.benchmarks.ranking import RERANKED, footing
+
     return {"family": reducer.split(":", 1)[0], "store_name": "routed" if routed else name,
+            "reranked": footing(row) == RERANKED,
             "quant": "—" if routed else _quantization(name, arg, options), "rescoring": rescoring,
             "role": role, "label": config_label(row), "rescore_ram_per_vector": extra_ram,
             "rescore_disk_per_vector": extra_disk,

@@ -240,9 +240,13 @@
     const defs = sv("defs"), clip = sv("clipPath", { id: clipId });
     clip.append(sv("rect", { x: L - 8, y: T - 8, width: W - L - R + 16, height: H - T - B + 8 }));
     defs.append(clip); svg.append(defs);
-    // fronts, one per (run, dataset)
+    // fronts, one per (run, dataset, footing): a re-ranked row never competes with rows that were
+    // not re-ranked (ranking.equal_footing, issue 28)
     const groups = {};
-    for (const i of idx) { const k = ROWS[i].source + " / " + ROWS[i].dataset; (groups[k] = groups[k] || []).push(i); }
+    for (const i of idx) {
+      const k = ROWS[i].source + " / " + ROWS[i].dataset + (FAC[i].reranked ? " / re-ranked" : " / not re-ranked");
+      (groups[k] = groups[k] || []).push(i);
+    }
     const dashes = ["", "6 3", "2 3", "8 3 2 3"];
     const labels = sv("g", { class: "labels", "clip-path": `url(#${clipId})` });
     Object.keys(groups).forEach((k, gi) => {
@@ -280,7 +284,7 @@
       const s = el("span"); const sw = el("span", { class: "sw" }); sw.style.background = familyColor[f];
       s.append(sw, document.createTextNode(f === "none" ? "none (full dimension)" : f)); box.append(s);
     }
-    const shapes = el("span", { class: "hint" }, "● reduced   ○ rescored (hollow)   ◆ full dimension   ■ peer baseline   — Pareto front (one per run × dataset)");
+    const shapes = el("span", { class: "hint" }, "● reduced   ○ rescored (hollow)   ◆ full dimension   ■ peer baseline   — Pareto front (one per run × dataset × re-ranked or not)");
     box.append(shapes);
   }
 
