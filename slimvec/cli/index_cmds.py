@@ -120,6 +120,7 @@ def search(
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
     trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
+    filter_json: Optional[str] = typer.Option(None, "--filter", help="Only documents whose payload matches this Qdrant filter JSON, e.g. '{\"must\": [{\"key\": \"lang\", \"match\": {\"value\": \"en\"}}]}' (must / should / must_not, match value / any / except, range, is_null, is_empty, has_id with the ids given at ingest); @FILE reads it from a file."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents).
 
@@ -164,7 +165,9 @@ def search(
         t0 = time.perf_counter()
         qvecs = idx.embed(list(query) if given is None else given)
         t1 = time.perf_counter()
-        res = idx.search(qvecs, k, rescore=depth)
+        from slimvec.cli.lifecycle import read_filter
+
+        res = idx.search(qvecs, k, rescore=depth, filter=read_filter(filter_json))
         t2 = time.perf_counter()
         timings = {"encode_ms": round((t1 - t0) * 1000, 3),
                    "search_ms": round((t2 - t1) * 1000, 3),

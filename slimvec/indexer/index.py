@@ -383,7 +383,11 @@ class Index:
             return int(self.store.set_payload(sids, fields, overwrite=overwrite)) if len(sids) else 0
 
     def get(self, ids: Sequence[Any], *, user_ids: bool = True) -> list[dict[str, Any] | None]:
-        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent)."""
+        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent).
+
+        ``id`` is the id given at ingest when the payload recorded it (``source_id``: text
+        ingests do), else the store id (a migrated collection's payloads keep no source id).
+        """
         from slimvec.indexer.lifecycle import records, store_ids
 
         return records(self, store_ids(self, ids, user_ids).tolist())

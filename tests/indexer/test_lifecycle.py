@@ -122,15 +122,16 @@ def test_set_payload_by_ids_and_filter_merge_and_overwrite(index_copy):
 def test_scroll_pages_cover_every_live_document_once(index_copy):
     folder, _, _ = index_copy
     with slimvec.open(folder) as idx:
+        sid0 = idx.get(["doc-0"])[0]["store_id"]
         idx.delete(["doc-0"])
         seen, offset, pages = [], None, 0
         while True:
             page, offset = idx.scroll(limit=700, offset=offset)
-            seen += [r["id"] for r in page]
+            seen += [r["store_id"] for r in page]
             pages += 1
             if offset is None:
                 break
-        assert pages == 5 and len(seen) == len(set(seen)) == N - 1 and "doc-0" not in seen
+        assert pages == 5 and len(seen) == len(set(seen)) == N - 1 and sid0 not in seen
         page, _ = idx.scroll(limit=10, filter={"must": [{"key": "sel", "range": {"lt": 1}}]})
         assert len(page) == 3 and all(r["payload"]["sel"] == 0 for r in page)
 
