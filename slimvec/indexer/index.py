@@ -412,6 +412,20 @@ class Index:
 
         return scroll_page(self, limit, offset, resolve_filter(self, filter, user_ids))
 
+    def create_payload_index(self, field: str, kind: str) -> bool:
+        """Declare payload ``field`` indexed as ``kind`` (keyword, integer, float, bool): recorded
+        in the manifest (``payload_index``) and built where the store has payload indexes
+        (Qdrant: its planner and filtered search use it); returns whether the store built one."""
+        from slimvec.indexer.lifecycle import PAYLOAD_INDEX_KEY, Mutation, parse_payload_indexes
+
+        kind = parse_payload_indexes([f"{field}:{kind}"])[field]
+        with Mutation(self):
+            built = bool(self.store.create_payload_index(field, kind))
+            declared = dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {})
+            declared[field] = kind
+            self.manifest.extra[PAYLOAD_INDEX_KEY] = declared
+        return built
+
     def count(self, filter: Any = None) -> int:
         """Live documents (matching ``filter`` when given)."""
         from slimvec.indexer.lifecycle import resolve_filter

@@ -76,3 +76,22 @@ def test_bad_input_is_a_clear_error(index):
     (index / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="not valid JSON"):
         _run("get", "--index", idx, "--ids", str(index / "bad.json"))
+
+
+def test_ingest_payload_index_is_declared_at_creation(tmp_path):
+    from slimvec.indexer.manifest import Manifest
+
+    docs = tmp_path / "d.jsonl"
+    docs.write_text("".join(json.dumps({"id": i, "text": f"document number {i} about topic {i % 3}",
+                                        "lang": "en" if i % 2 else "fr"}) + "\n" for i in range(12)))
+    _run("ingest", str(docs), "--index", str(tmp_path / "idx"), "--recipe", "pca:4|qdrant-edge",
+         "--payload-index", "lang:keyword", "--json")
+    assert Manifest.read(tmp_path / "idx").extra["payload_index"] == {"lang": "keyword"}
+    import slimvec
+
+    with slimvec.open(tmp_path / "idx") as idx:
+        assert idx.store.payload_indexes() == {"lang"}
+        assert idx.get([3])[0]["id"] == 3  # a text ingest keeps the user's id
+        assert idx.count({"must": [{"key": "lang", "match": {"value": "fr"}}]}) == 6
+    with pytest.raises(ConfigError, match="expected FIELD:KIND"):
+        _run("ingest", str(docs), "--index", str(tmp_path / "idx2"), "--payload-index", "lang")

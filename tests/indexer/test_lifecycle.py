@@ -179,3 +179,22 @@ def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, mi
     with slimvec.open(folder) as idx:
         assert idx.full_vectors.dead_rows() == 0 and len(idx.full_vectors) == 300
         assert idx.search(vecs[1:2], 1).ids[0, 0] == idx.get(["doc-1"])[0]["store_id"]
+
+
+def test_payload_index_is_recorded_and_built_by_qdrant(index_copy):
+    from slimvec.indexer.lifecycle import parse_payload_indexes
+
+    folder, _, sel = index_copy
+    assert parse_payload_indexes(["lang:keyword", "a.b:integer"]) == {"lang": "keyword", "a.b": "integer"}
+    with pytest.raises(ConfigError, match="--payload-index 'lang:text': expected FIELD:KIND"):
+        parse_payload_indexes(["lang:text"])
+    with slimvec.open(folder) as idx:
+        assert idx.create_payload_index("sel", "integer") is True  # the default recipe's Qdrant Edge
+        assert "sel" in idx.store.payload_indexes()
+        assert idx.count({"must": [{"key": "sel", "range": {"lt": 10}}]}) == 30
+    assert Manifest.read(folder).extra["payload_index"] == {"sel": "integer"}
+    with slimvec.open(folder) as idx:  # the manifest (with its new key) still opens
+        got = idx.search(idx.full_vectors.get(idx.store.ids()[:2])[0], 5,
+                         filter={"must": [{"key": "sel", "range": {"lt": 100}}]})
+        assert (got.ids >= 0).all()
+        assert all(r["payload"]["sel"] < 100 for r in idx.get(got.ids.ravel().tolist(), user_ids=False))
