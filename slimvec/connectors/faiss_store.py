@@ -31,7 +31,7 @@ from typing import Any, Mapping, NoReturn, Sequence
 import numpy as np
 
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
-from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
+from slimvec.connectors.base import SearchResult, VectorStore, check_k, check_vectors
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
 from slimvec.connectors.payloads import PayloadTable, scan_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
@@ -554,7 +554,7 @@ class FaissStore(VectorStore):
         allowed ids) selects positions with an ``IDSelectorBitmap``."""
         index = self._require()
         check_options(self.name, params, DEFAULTS, RULES)
-        if filter is not None or len(self._stale) > max(64, int(k)):
+        if filter is not None or len(self._stale) > max(64, check_k(k)):
             return self._search_selected(queries, k, filter, params)
         if params:
             saved = dict(self.options)
