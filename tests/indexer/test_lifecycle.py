@@ -198,3 +198,25 @@ def test_payload_index_is_recorded_and_built_by_qdrant(index_copy):
                          filter={"must": [{"key": "sel", "range": {"lt": 100}}]})
         assert (got.ids >= 0).all()
         assert all(r["payload"]["sel"] < 100 for r in idx.get(got.ids.ravel().tolist(), user_ids=False))
+
+
+def test_qdrant_edge_keeping_full_vectors_in_store_deletes_and_filters(minilm_vectors, tmp_path):
+    """keep_full=float32 on Qdrant Edge keeps the full vectors as a named vector: rescored and
+    exact filtered searches read them from the store."""
+    vecs = np.ascontiguousarray(minilm_vectors[:400])
+    src = tmp_path / "docs.parquet"
+    sel = _write_parquet(src, vecs)
+    folder = tmp_path / "idx"
+    migrate(str(src), folder, MigrateOptions(progress=False, recipe="pca:24|qdrant-edge|rescore=4,keep_full=float32"))
+    with slimvec.open(folder) as idx:
+        assert idx.manifest.full.in_store and idx.full_vectors is None
+        gone = [r["store_id"] for r in idx.get(["doc-1", "doc-2"])]
+        assert idx.delete(["doc-1", "doc-2"]) == 2
+        assert not np.isin(idx.search(vecs[:4], 10).ids, gone).any()
+        for limit in (1, 300):  # exact scan of the store's full vectors / store filter + rescoring
+            flt = {"must": [{"key": "sel", "range": {"lt": limit}}]}
+            got = idx.search(vecs[:4], 10, filter=flt)
+            keep = [i for i in range(400) if sel[i] < limit and i not in (1, 2)]
+            want = {r["store_id"] for r in idx.get([f"doc-{i}" for i in keep])}
+            assert set(got.ids[got.ids >= 0].tolist()) <= want
+            assert (got.ids >= 0).sum(axis=1).min() == min(10, len(want))
