@@ -185,7 +185,10 @@ class HnswStore(VectorStore):
         index.set_ef(ef)
         try:
             if allowed is None:
-                labels, dist = index.knn_query(qs, k=kk)
+                try:
+                    labels, dist = index.knn_query(qs, k=kk)
+                except RuntimeError:  # fewer than k live labels reached past the deleted ones
+                    labels, dist = self._filtered_query(qs, kk, set(self.ids().tolist()), ef)
             else:
                 labels, dist = self._filtered_query(qs, kk, allowed, ef)
         finally:
