@@ -226,7 +226,7 @@ class QdrantEdgeStore(VectorStore):
                                                oversampling=float(o["oversampling"]))
         # a filtered HNSW search only walks matching points: on clustered text vectors the graph
         # of a 10 % filter falls apart (1 result of 10 on MiniLM); ACORN also explores the
-        # neighbours' neighbours (tests/connectors/test_lifecycle.py)
+        # neighbours' neighbours (tests/connectors/test_store_lifecycle.py)
         acorn = q.AcornSearchParams(enable=True) if filtered else None
         return q.SearchParams(hnsw_ef=int(o["ef"]), exact=bool(o["exact"]), quantization=quant,
                               acorn=acorn)
