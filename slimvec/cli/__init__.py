@@ -45,6 +45,11 @@ _COMMANDS = [
     ("slimvec.cli.serve", "serve", "serve"),
     ("slimvec.cli.snapshot", "snapshot", "snapshot"),
     ("slimvec.cli.snapshot", "restore", "restore"),
+    ("slimvec.cli.lifecycle", "delete", "delete"),
+    ("slimvec.cli.lifecycle", "update", "update"),
+    ("slimvec.cli.lifecycle", "get", "get"),
+    ("slimvec.cli.lifecycle", "scroll", "scroll"),
+    ("slimvec.cli.lifecycle", "compact", "compact"),
 ]
 
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from slimvec.connectors import store_class
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError
+from slimvec.indexer.folder_checks import (
+    UntrustedStoreError, check_store_dim, check_store_trusted, external_store, read_manifest,
+    refuse_links_inside, verify_index_files, write_manifest,
+)
+from slimvec.indexer.layout import REDUCER_DIR, STORE_DIR, reducer_checksum, store_checksums, store_folder
 from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, Manifest
-from slimvec.indexer.safefs import LinkError
-from slimvec.persistence import allocated_bytes, sha256_file
+from slimvec.persistence import allocated_bytes
 from slimvec.reducers import Reducer, load_reducer
 
 log = logging.getLogger(__name__)
@@ -27,129 +31,9 @@ log = logging.getLogger(__name__)
 __all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION", "Manifest",
            "verify_index_files", "reducer_checksum", "store_checksums", "check_store_dim",
            "read_manifest", "write_manifest", "external_store", "UntrustedStoreError",
-           "check_store_trusted", "refuse_links_inside"]
+           "check_store_trusted", "refuse_links_inside", "compact_index", "store_folder", "REDUCER_DIR",
+           "STORE_DIR"]
 
-REDUCER_DIR = "reducer"
-STORE_DIR = "store"
-_VOLATILE_SUFFIXES = ("-wal", "-shm", "-journal", ".lock", ".tmp")
-
-
-def reducer_checksum(folder: str | os.PathLike[str]) -> str:
-    """SHA-256 of the index's ``reducer/config.json`` (which records its state file's SHA-256)."""
-    return sha256_file(Path(folder) / REDUCER_DIR / "config.json")
-
-
-def store_checksums(folder: str | os.PathLike[str], manifest: Manifest) -> dict[str, str]:
-    """SHA-256 of each file of a snapshot-style store (FAISS, hnswlib) in the index folder."""
-    base = store_folder(Path(folder))
-    # snapshot-style stores (files replaced whole by atomic rename at each flush) get a SHA-256 each
-    if not store_class(manifest.store).snapshot_files or not base.is_dir():
-        return {}
-    out = {}
-    for f in sorted(base.rglob("*")):
-        if f.is_file() and not f.is_symlink() and not f.name.startswith(".") and not f.name.endswith(_VOLATILE_SUFFIXES):
-            out[f.relative_to(Path(folder)).as_posix()] = sha256_file(f)
-    return out
-
-
-def verify_index_files(folder: str | os.PathLike[str], manifest: Manifest) -> None:
-    """Check the SHA-256 recorded in the manifest for the reducer and the store files.
-
-    Every recorded checksum is checked, whatever the progress state says (a run clears the store
-    checksums when it starts, so only a tampered manifest still holds them while "running").
-    Keys are plain relative names inside the folder (checked when the manifest is read); a link
-    is refused; a mismatch names the file but prints no hash.
-
-    Raises
-    ------
-    PersistenceError
-        A file differs from what the manifest recorded; the message names it.
-    """
-    folder = Path(folder)
-    recorded = dict(manifest.sha256)
-    recorded.update(manifest.store_sha256)
-    for rel, expected in recorded.items():
-        path = folder / rel
-        if any(os.path.islink(folder.joinpath(*Path(rel).parts[:i + 1]))
-               for i in range(len(Path(rel).parts))):
-            raise LinkError(f"{path} (recorded in {folder / MANIFEST}) is or lies under a symbolic "
-                            "link; slimvec does not follow links inside an index folder. Restore "
-                            "the file or rebuild the index.")
-        if not path.is_file():
-            raise PersistenceError(f"{path} is missing (recorded in {folder / MANIFEST}).")
-        if sha256_file(path) != expected:
-            raise PersistenceError(
-                f"{path}: SHA-256 differs from the one recorded in {folder / MANIFEST}. The file "
-                "was modified or corrupted; restore it or rebuild the index "
-                "(slimvec ingest ... --rebuild)."
-            )
-
-
-def refuse_links_inside(folder: Path) -> None:
-    """Refuse an index folder holding a symbolic link (the folder itself may be a link).
-
-    The store engines, SQLite payload files and the full-vector file are opened by libraries that
-    follow links; checking the whole tree (it holds tens of files) keeps them inside the folder.
-    """
-    if not folder.is_dir():
-        return
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = Path(root) / name
-            if path.is_symlink():
-                raise LinkError(
-                    f"{path} is a symbolic link. slimvec never follows links inside an index "
-                    "folder (it could read or write outside the index); replace it with the real "
-                    "file, or rebuild the index.")
-
-
-def check_store_dim(folder: Path, store: VectorStore, reducer: Reducer) -> None:
-    """Refuse a store whose vectors do not have the reducer's output dimension."""
-    if store.dim is not None and int(store.dim) != int(reducer.n_components_):
-        store.close()
-        raise DimensionMismatchError(f"stored vector dimension of {folder} vs reducer output",
-                                     reducer.n_components_, store.dim,
-                                     "The store and the reducer come from different indexes.")
-
-
-def read_manifest(folder: str | os.PathLike[str]) -> Manifest:
-    """Read and check an index manifest (:meth:`Manifest.read`)."""
-    return Manifest.read(folder)
-
-
-def write_manifest(folder: str | os.PathLike[str], manifest: Manifest) -> None:
-    """Atomically write the manifest (:meth:`Manifest.write`)."""
-    manifest.write(folder)
-
-
-class UntrustedStoreError(ConfigError):
-    """The manifest names a store outside the index folder that the user did not name."""
-
-
-def external_store(folder: Path, manifest: Manifest) -> str | None:
-    """The location of the index's store when it is not inside the index folder, else None."""
-    from slimvec.connectors import make_store
-
-    location = make_store(manifest.store, store_folder(folder)).location
-    return None if Path(location) == store_folder(folder) else str(location)
-
-
-def check_store_trusted(folder: Path, manifest: Manifest, trust_store: str | bool | None) -> None:
-    """Refuse to open a store location that came from the index folder unless the user named it.
-
-    ``trust_store`` is ``True`` (trust whatever the manifest says), or the store spec / location
-    the user gave (it must equal the manifest's), or ``None`` / ``False``.
-    """
-    location = external_store(folder, manifest)
-    if location is None or trust_store is True:
-        return
-    if isinstance(trust_store, str) and trust_store.strip() in (manifest.store, location):
-        return
-    raise UntrustedStoreError(
-        f"{folder / MANIFEST} names an external store ({location}). slimvec does not connect to "
-        "a location written in an index folder (it could send $QDRANT_API_KEY elsewhere) unless "
-        f"you name it: pass --trust-store {manifest.store!r} (Python: trust_store=...), or the "
-        "same --store spec.")
 
 
 class Index:
@@ -271,7 +155,7 @@ class Index:
         return int(rec.rescore)
 
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
-               rescore: int | None = None, **params: Any) -> SearchResult:
+               rescore: int | None = None, filter: Any = None, **params: Any) -> SearchResult:
         """Search with texts or full-dimension vectors; the reducer is applied here.
 
         Parameters
@@ -284,6 +168,10 @@ class Index:
             them with the full vectors kept on disk (index built with ``--keep-full``). ``None``:
             the depth recorded by the index's recipe (``rescore=R`` or calibrated ``auto``), else
             no rescoring; ``0``: no rescoring (:meth:`recipe_depth` of a recipe without one).
+        filter : dict, str or Filter, optional
+            Qdrant filter JSON on the payloads (:mod:`slimvec.filters`); ``has_id`` takes the ids
+            given at ingest. Few matches are scanned exactly over the kept full vectors, many go
+            through the store's filtered search (:func:`slimvec.indexer.lifecycle.filtered_search`).
         **params
             Store search parameters (e.g. ``ef``).
 
@@ -305,6 +193,12 @@ class Index:
             rescore = None
         vectors = self.embed(queries)
         reduced = getattr(self.reducer, "transform_query", self.reducer.transform)(vectors)  # leanvec: query side
+        if filter is not None:
+            from slimvec.indexer.lifecycle import filtered_search, resolve_filter
+
+            flt = resolve_filter(self, filter)
+            if flt is not None:
+                return filtered_search(self, vectors, reduced, k, rescore, flt, params)
         if rescore is None:
             return self.store.search(reduced, k, **params)
         if self.manifest.full is not None and self.manifest.full.in_store:  # Qdrant Edge named vectors
@@ -318,6 +212,110 @@ class Index:
     def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Stored payloads (text and source fields) of ids."""
         return self.store.get_payloads([int(i) for i in ids])
+
+    # ------------------------------------------- delete / update / get / scroll (issue 25)
+    def delete(self, ids: Sequence[Any] | None = None, filter: Any = None, *,
+               user_ids: bool = True) -> int:
+        """Delete documents by their ids or by a payload filter; returns how many were removed.
+
+        Parameters
+        ----------
+        ids : sequence, optional
+            The ids given at ingest (the ``id`` column; mapped to store ids with
+            :func:`slimvec.ids.doc_id` under the index's id rule, so ``17`` and ``"17"`` are one
+            document). Unknown ids are ignored.
+        filter : dict, str or Filter, optional
+            Qdrant filter JSON (:mod:`slimvec.filters`). Give exactly one of ``ids`` / ``filter``.
+        user_ids : bool
+            ``False``: ``ids`` (and ``has_id``) are store ids (the ids searches return).
+
+        Raises
+        ------
+        IndexBusyError
+            Another process writes (or, for Qdrant Edge, reads) the index.
+        """
+        from slimvec.indexer.lifecycle import Mutation, target_ids
+
+        with Mutation(self):
+            sids = target_ids(self, ids, filter, user_ids)
+            removed = self.store.delete(sids) if len(sids) else 0
+            if self.full_vectors is not None and len(sids):
+                self.full_vectors.delete(sids)
+        return int(removed)
+
+    def set_payload(self, fields: Mapping[str, Any], ids: Sequence[Any] | None = None,
+                    filter: Any = None, overwrite: bool = False, *, user_ids: bool = True) -> int:
+        """Set payload fields of documents by ids or filter, without re-encoding.
+
+        Parameters
+        ----------
+        fields : dict
+            Fields to set (merged into each payload; ``overwrite=True`` replaces it whole).
+        ids, filter, user_ids
+            As in :meth:`delete`.
+
+        Returns
+        -------
+        int
+            Documents updated.
+        """
+        from slimvec.indexer.lifecycle import Mutation, set_fields_check, target_ids
+
+        fields = set_fields_check(fields)
+        with Mutation(self):
+            sids = target_ids(self, ids, filter, user_ids)
+            return int(self.store.set_payload(sids, fields, overwrite=overwrite)) if len(sids) else 0
+
+    def get(self, ids: Sequence[Any], *, user_ids: bool = True) -> list[dict[str, Any] | None]:
+        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent).
+
+        ``id`` is the id given at ingest when the payload recorded it (``source_id``: text
+        ingests do), else the store id (a migrated collection's payloads keep no source id).
+        """
+        from slimvec.indexer.lifecycle import records, store_ids
+
+        return records(self, store_ids(self, ids, user_ids).tolist())
+
+    def scroll(self, limit: int = 100, offset: int | None = None, filter: Any = None, *,
+               user_ids: bool = True) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of records (as :meth:`get`) in store-id order, optionally filtered.
+
+        Parameters
+        ----------
+        limit : int
+            Records per page.
+        offset : int, optional
+            The ``next_offset`` of the previous page (``None``: the first page).
+
+        Returns
+        -------
+        (records, next_offset)
+            ``next_offset`` is ``None`` on the last page.
+        """
+        from slimvec.indexer.lifecycle import resolve_filter, scroll_page
+
+        return scroll_page(self, limit, offset, resolve_filter(self, filter, user_ids))
+
+    def create_payload_index(self, field: str, kind: str) -> bool:
+        """Declare payload ``field`` indexed as ``kind`` (keyword, integer, float, bool): recorded
+        in the manifest (``payload_index``) and built where the store has payload indexes
+        (Qdrant: its planner and filtered search use it); returns whether the store built one."""
+        from slimvec.indexer.lifecycle import PAYLOAD_INDEX_KEY, Mutation, parse_payload_indexes
+
+        kind = parse_payload_indexes([f"{field}:{kind}"])[field]
+        with Mutation(self):
+            built = bool(self.store.create_payload_index(field, kind))
+            declared = dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {})
+            declared[field] = kind
+            self.manifest.extra[PAYLOAD_INDEX_KEY] = declared
+        return built
+
+    def count(self, filter: Any = None) -> int:
+        """Live documents (matching ``filter`` when given)."""
+        from slimvec.indexer.lifecycle import resolve_filter
+
+        flt = resolve_filter(self, filter)
+        return int(self.store.count() if flt is None else len(self.store.filter_ids(flt)))
 
     # -------------------------------------------------------------------- info
     def info(self) -> dict[str, Any]:
@@ -368,11 +366,6 @@ class Index:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def store_folder(index_dir: Path) -> Path:
-    """Where store data lives when the store spec gives no location."""
-    return index_dir / STORE_DIR
 
 
 def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None = None) -> Index:
@@ -447,3 +440,22 @@ def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
     store = make_store(manifest.store, store_folder(folder)).open()
     check_store_dim(folder, store, reducer)
     return Index(folder, manifest, reducer, store)
+
+
+def compact_index(folder: str | Path, max_tombstones: float | None = None) -> dict[str, Any]:
+    """Compact an index folder when its dead full-vector rows exceed ``max_tombstones`` x live
+    rows (``None``: always). Returns ``{"dropped": rows, "compacted": bool}``."""
+    from slimvec.indexer.lifecycle import Mutation
+
+    with open_index(folder) as idx:
+        full = idx.full_vectors
+        if full is None:
+            return {"dropped": 0, "compacted": False}
+        due = max_tombstones is None or full.dead_rows() > float(max_tombstones) * max(len(full), 1)
+        if not due:
+            return {"dropped": 0, "compacted": False, "dead_rows": full.dead_rows()}
+        with Mutation(idx):
+            from slimvec.indexer.compact import compact_full
+
+            dropped = compact_full(idx)
+        return {"dropped": dropped, "compacted": True}
