@@ -56,6 +56,7 @@ from slimvec.indexer.locking import LOCK_NAME, IndexLock
 from slimvec.persistence import sha256_file
 from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, plan_run, truncate_file
+from slimvec.indexer.records import RECORDS
 from slimvec.indexer.safefs import open_append_text, refuse_link
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batch
 from slimvec.reducers import Reducer, load_reducer, make_reducer
@@ -68,7 +69,8 @@ DEFAULT_STORE = "qdrant-edge"
 #: written (fsynced) before a new index creates anything; lists what a crash may leave behind
 NEW_MARKER = ".slimvec-new"
 STORE_MARKER = "slimvec_store.json"  # every local store writes it at create
-_STATE_FILES = (STATE_DB, STATE_DB + "-wal", STATE_DB + "-shm")
+_STATE_FILES = (STATE_DB, STATE_DB + "-wal", STATE_DB + "-shm",
+                RECORDS, RECORDS + "-wal", RECORDS + "-shm")  # records: ingest --sync
 _IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Disk quota",
              "File too large", "disk I/O error", "database or disk is full",
              "attempt to write a readonly database")  # the last three: SQLite (payloads, state)

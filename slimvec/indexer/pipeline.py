@@ -88,6 +88,12 @@ class IngestOptions:
     threads : int or None
         Torch CPU threads of the encoder during the run (restored after); None:
         :func:`default_encoder_threads`.
+    sync : bool
+        Make the index equal to the input (:func:`slimvec.indexer.sync.sync`): unchanged
+        documents are not re-encoded, changed ones are, and documents whose id left the input are
+        deleted once everything new is committed. ``ingest`` then returns a ``SyncSummary``.
+    force : bool
+        With ``sync``: delete even when the input had unreadable rows or no document.
     """
 
     reducer: str | None = None
@@ -110,6 +116,8 @@ class IngestOptions:
     recipe: str | None = None
     default_recipe: str | None = DEFAULT_RECIPE
     threads: int | None = None
+    sync: bool = False
+    force: bool = False
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -215,6 +223,11 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
         The index folder cannot be written (read-only, full) or its files fail their checks.
     """
     opts = options or IngestOptions()
+    if opts.sync:
+        from slimvec.indexer.sync import sync
+
+        return sync(input_path, index_dir, opts, force=opts.force, notify=notify,
+                    on_batch=on_batch)
     folder = Path(index_dir)
     with IndexBuilder(folder, rebuild=opts.rebuild, notify=notify or log.info, strict=opts.strict,
                       checkpoint_seconds=opts.checkpoint_seconds,
