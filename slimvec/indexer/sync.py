@@ -134,7 +134,6 @@ def sync(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
         summary.added += first.ingested
         summary.unchanged = max(0, summary.unchanged - first.ingested)
         summary.recorded = max(0, summary.recorded - first.ingested)
-        summary.rejected += first.rejected
         summary.created = first.created
     return summary
 

@@ -78,3 +78,24 @@ def test_sync_options_are_checked_before_any_work(tmp_path, capsys, argv, says):
     assert exc.value.code == 2
     assert says in capsys.readouterr().err
     assert not (tmp_path / "idx").exists()
+
+
+def test_rebuild_deletes_the_record_with_the_index(tmp_path):
+    """records.sqlite is slimvec's own file: --rebuild must not refuse the folder for it (a file
+    the manifest does not account for is refused, never deleted) and must not keep it."""
+    from slimvec.indexer.builder import IndexBuilder, IndexSpec
+    from slimvec.indexer.writer import VectorBatch
+
+    vecs = np.random.default_rng(0).normal(size=(40, 16)).astype(np.float32)
+    spec = IndexSpec(reducer="pca:4", store="hnsw", encoder=None)
+    with IndexBuilder(tmp_path / "idx") as b:
+        b.open(spec, 16, fit=lambda: vecs)
+        b.run(iter([VectorBatch(np.arange(40), vecs, [{}] * 40, [], 40)]))
+    rec = RecordTable(tmp_path / "idx" / RECORDS, "identity")
+    rec.put([1], [b"a" * 16])
+    rec.commit()
+    rec.close()
+    with IndexBuilder(tmp_path / "idx", rebuild=True) as b:
+        b.open(spec, 16, fit=lambda: vecs)
+        b.run(iter([VectorBatch(np.arange(10), vecs[:10], [{}] * 10, [], 10)]))
+    assert not (tmp_path / "idx" / RECORDS).exists()
