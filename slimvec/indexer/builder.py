@@ -560,13 +560,18 @@ class IndexBuilder:
         return (time.monotonic() - self._last_commit >= self.checkpoint_seconds
                 or (self.checkpoint_batches > 0 and self._batches_since >= self.checkpoint_batches))
 
-    def finish(self) -> None:
-        """Finalize the store, commit with state ``done`` and record the store's checksums."""
+    def finish(self, recalibrate: bool = True) -> None:
+        """Finalize the store, commit with state ``done`` and record the store's checksums.
+
+        ``recalibrate=False`` (``ingest --sync``, which changes a few documents of an index)
+        calibrates a ``rescore=auto`` depth only when :meth:`calibration_due`.
+        """
         self.begin()
         self._target.finalize()
         self.commit(state="done")
         self.summary.count = self.manifest.count
-        calibrated = self.calibrate(write=False)
+        calibrated = self.calibrate(write=False) if recalibrate or self.calibration_due() \
+            else False
         self._target.close()
         self._target = self.store = None
         sums = store_checksums(self.folder, self.manifest)

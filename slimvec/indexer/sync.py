@@ -221,7 +221,7 @@ class _Sync:
                 self._flush()
                 self.b.commit(self._next_row)  # everything new is durable before any delete
                 self._delete_gone(seen_docs, on_delete)
-                self.b.finish()
+                self.b.finish(recalibrate=False)  # the depth holds until the index doubles
         finally:
             self.records.close()
             if self._encoder is not None:
