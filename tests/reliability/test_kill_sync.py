@@ -42,9 +42,9 @@ def _corpora(tmp_path: Path) -> tuple[Path, list[dict], list[dict]]:
     return src, v1, v2
 
 
-def _cmd(src: Path, index: Path, store: str) -> list[str]:
+def _cmd(src: Path, index: Path, store: str, batch: int = 8) -> list[str]:
     return [sys.executable, "-m", "slimvec", "ingest", str(src), "--index", str(index), "--sync",
-            "--recipe", f"pca:16|{store}", "--fit-sample", "100", "--batch-size", "8",
+            "--recipe", f"pca:16|{store}", "--fit-sample", "100", "--batch-size", str(batch),
             "--checkpoint-batches", "1", "--json"]
 
 
@@ -117,7 +117,8 @@ def test_sync_killed_while_deleting_converges_on_rerun(tmp_path, store):
     index = tmp_path / "idx"
     subprocess.run(_cmd(src, index, store), check=True, capture_output=True, env=ENV, timeout=300)
     src.write_text("".join(json.dumps(r) + "\n" for r in v2), encoding="utf-8")
-    proc = subprocess.Popen(_cmd(src, index, store), stdout=subprocess.DEVNULL,
+    # two documents per delete chunk and a commit each: the kill lands among the deletes
+    proc = subprocess.Popen(_cmd(src, index, store, batch=2), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=ENV)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:  # the notice comes right before the first delete chunk
