@@ -127,3 +127,24 @@ def test_sync_with_other_id_column_is_refused_before_anything_is_written(tmp_pat
         ingest(src, index, _opts("hnsw", id_column="text"))
     again = ingest(src, index, _opts("hnsw"))  # no --id-column: the index's own is used
     assert (again.unchanged, again.deleted) == (30, 0)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_synced_delete_leaves_no_full_vector_for_rescoring(tmp_path, sentences, store):
+    """The default recipe keeps full vectors beside the store: a document deleted by a sync (with
+    nothing else changed, so the side file gets no new rows) never comes back from a rescored
+    search, also after reopening."""
+    rows = _rows(sentences)
+    src = _write(tmp_path / "docs.jsonl", rows)
+    index = tmp_path / "idx"
+    opts = IngestOptions(recipe=f"pca:8|{store}|rescore=4,keep_full=float16", fit_sample=40,
+                         batch_size=16, progress=False, sync=True)
+    ingest(src, index, opts)
+    gone = rows.pop(12)
+    _write(src, rows)
+    out = ingest(src, index, opts)
+    assert (out.deleted, out.unchanged, out.count) == (1, N - 1, N - 1), out
+    with slimvec.open(index) as idx:
+        res = idx.search([gone["text"]], k=N, rescore=4)
+        assert doc_id(gone["id"]) not in set(res.ids[0].tolist())
+        assert len({int(i) for i in res.ids[0] if i >= 0}) == N - 1
