@@ -168,6 +168,9 @@ class _Sync:
         source = SourceSpec(str(self.input_path), opts.text_column, id_column, opts.format,
                             opts.quoting)
         iter_records(source)  # fail fast on a missing file / unknown format
+        from slimvec.recipe import apply_recipe
+
+        opts = apply_recipe(opts)  # a --recipe given is compared with the index's canonically
         spec = b.resolve(IndexSpec(opts.reducer, opts.store, opts.encoder or old.encoder, None,
                                    old.text_column, old.id_column, recipe=opts.recipe))
         b.summary.recipe = old.recipe or f"{old.reducer}|{old.store}"

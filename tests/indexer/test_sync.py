@@ -13,6 +13,7 @@ from slimvec.indexer.records import RECORDS
 
 N = 60
 STORES = ["qdrant-edge", "hnsw"]
+ALL_STORES = ["qdrant-edge", "qdrant", "faiss", "hnsw"]
 
 
 def _rows(sentences, n=N):
@@ -34,7 +35,7 @@ def _texts(index, ids):
         return [(p or {}).get("text") for p in idx.payloads([doc_id(i) for i in ids])]
 
 
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("store", ALL_STORES)
 def test_sync_reencodes_only_what_changed_and_deletes_what_left(tmp_path, sentences, store):
     rows = _rows(sentences)
     src = _write(tmp_path / "docs.jsonl", rows)
