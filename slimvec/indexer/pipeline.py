@@ -148,6 +148,17 @@ def _payload(doc: Document) -> dict[str, Any]:
     return payload
 
 
+def stored_payload(doc: Document) -> dict[str, Any]:
+    """The payload a document is stored with: its JSON columns, ``text`` and ``source_id`` (what
+    ``ingest --sync`` hashes to tell an unchanged document)."""
+    return _payload(doc)
+
+
+def encoder_threads(n: int) -> Any:
+    """Context manager: torch's intra-op threads set to ``n`` for a block, restored after."""
+    return _torch_threads(n)
+
+
 def _progress(enabled: bool, total: int | None, description: str, unit: str = "docs"):
     return progress_bar(enabled, unit)  # rich bar on a terminal, plain lines in a log
 

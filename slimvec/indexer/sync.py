@@ -202,14 +202,14 @@ class _Sync:
     # ------------------------------------------------------------------ the pass
     def run(self, on_batch: Callable[[int], None] | None,
             on_delete: Callable[[int], None] | None) -> SyncSummary:
-        from slimvec.indexer.pipeline import _torch_threads, default_encoder_threads
+        from slimvec.indexer.pipeline import default_encoder_threads, encoder_threads
 
         source = self._open()
         t0 = time.perf_counter()
         seen_docs = 0
         try:
             with progress_bar(self.opts.progress) as progress, \
-                    _torch_threads(self.opts.threads or default_encoder_threads()):
+                    encoder_threads(self.opts.threads or default_encoder_threads()):
                 task = progress.add_task(f"syncing {self.input_path.name}", total=None)
                 for docs, rejects, next_row in iter_batches(source, self.opts.batch_size):
                     seen_docs += len(docs)
@@ -234,7 +234,7 @@ class _Sync:
         return self.summary
 
     def _classify(self, docs: list[Document], rejects: list[Reject], source: str) -> None:
-        from slimvec.indexer.pipeline import _payload
+        from slimvec.indexer.pipeline import stored_payload
 
         b, s, p = self.b, self.summary, self._pending
         s.read_errors += sum(not r.kept for r in rejects)
@@ -244,7 +244,7 @@ class _Sync:
         ids = doc_ids([d.id for d in docs], b.manifest.id_rule)
         again = self.records.is_seen(ids)
         self.records.see(ids)
-        payloads = [_payload(d) for d in docs]
+        payloads = [stored_payload(d) for d in docs]
         hashes = [content_hash(x) for x in payloads]
         known = self.records.lookup(ids)
         stored = b.store.get_payloads(ids)
