@@ -149,3 +149,25 @@ def test_a_synced_delete_leaves_no_full_vector_for_rescoring(tmp_path, sentences
         res = idx.search([gone["text"]], k=N, rescore=4)
         assert doc_id(gone["id"]) not in set(res.ids[0].tolist())
         assert len({int(i) for i in res.ids[0] if i >= 0}) == N - 1
+
+
+def test_cli_sync_summary_line_and_json(tmp_path, sentences, capsys):
+    from slimvec.cli import main
+
+    rows = _rows(sentences, 30)
+    src = _write(tmp_path / "docs.jsonl", rows)
+    index = tmp_path / "idx"
+    ingest(src, index, _opts("hnsw"))
+    _write(src, rows[:-1])
+    with pytest.raises(SystemExit) as done:
+        main(["ingest", str(src), "--index", str(index), "--sync"])
+    assert done.value.code == 0
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert "synced: 0 added, 0 updated, 29 unchanged (not re-encoded), 1 deleted, 0 rejected" in err
+    _write(src, rows[:-2])
+    with pytest.raises(SystemExit) as done:
+        main(["ingest", str(src), "--index", str(index), "--sync", "--json"])
+    assert done.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {k: out[k] for k in ("added", "updated", "unchanged", "deleted", "rejected", "count")} \
+        == {"added": 0, "updated": 0, "unchanged": 28, "deleted": 1, "rejected": 0, "count": 28}
