@@ -118,7 +118,7 @@ def test_sync_killed_while_adding_converges_on_rerun(tmp_path, store):
     assert summary["deleted"] == len(gone) and summary["unchanged"] > 0, summary
 
 
-@pytest.mark.parametrize("store", ["qdrant-edge", "hnsw"])
+@pytest.mark.parametrize("store", ["qdrant-edge", "qdrant", "faiss", "hnsw"])
 def test_sync_killed_while_deleting_converges_on_rerun(tmp_path, store):
     src, v1, v2 = _corpora(tmp_path)
     index = tmp_path / "idx"
