@@ -101,6 +101,7 @@ SLOW_MODULES = (
     "tests/cli/test_cli.py", "tests/reducers/test_learned.py",
     "tests/migrate/test_drop_in.py", "tests/migrate/test_qdrant_server_guide.py",
     "tests/reliability/test_snapshot_kill.py", "tests/service/test_snapshot.py",
+    "tests/indexer/test_sync.py", "tests/reliability/test_kill_sync.py",
 )
 
 

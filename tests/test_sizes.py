@@ -30,8 +30,6 @@ OVERSIZE: dict[str, str] = {
                                  "moves the upsert checks and the reader to the store base",
     "indexer/builder.py": "807: the one index writer; item 2 splits it by responsibility "
                           "(folder safety, spec resolution, commit protocol, calibration)",
-    "indexer/pipeline.py": "512: the document producer and its eight-step write sequence, "
-                           "which item 2 moves into the builder",
     "indexer/sources.py": "644: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     "migrate/sources.py": "713: each store's on-disk reader re-implemented; item 6 makes them "

@@ -45,6 +45,8 @@ def ingest(
     threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: one fewer than the machine's cores, at least 1; on a busy shared machine 1 was 3x faster than 2]."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else pca:96 in qdrant-edge, no rescoring); see docs/recipes.md."),
     payload_index: Optional[list[str]] = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
+    sync: bool = typer.Option(False, "--sync", help="Make the index equal to INPUT (the whole current corpus): unchanged documents are not re-encoded, changed ones are, and documents whose id is no longer in INPUT are deleted once everything new is committed. Documents ingested from other files into this index are deleted too."),
+    force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -64,13 +66,24 @@ def ingest(
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None,
-                         recipe=recipe, threads=threads)
+                         recipe=recipe, threads=threads, sync=sync, force=force)
+    if force and not sync:
+        from slimvec.errors import ConfigError
+
+        raise ConfigError("--force only applies to --sync (it lets a sync delete documents after "
+                          "a source read with errors); add --sync or drop --force.")
+    if sync and engine != "local":
+        from slimvec.errors import ConfigError
+
+        raise ConfigError(f"--sync runs in one process; drop --engine {engine} (a sync encodes "
+                          "only the documents that changed).")
     if threads is not None:
         check_positive("--threads", threads)
     from slimvec.indexer.lifecycle import parse_payload_indexes
 
     declared = parse_payload_indexes(payload_index)  # checked before anything is encoded
-    with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
+    with interrupt_message(index, f"slimvec ingest {input} --index {index}"
+                           + (" --sync" if sync else "")):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
 
@@ -100,6 +113,9 @@ def ingest(
         raise typer.Exit(130)
     if json_out or summary.already_done:
         return
+    if getattr(summary, "sync", False):
+        _print_sync(summary, index)
+        return
     console.print(
         f"[bold green]done[/]: {summary.ingested:,} documents ingested, {summary.rejected:,} rejected "
         f"(see {index / 'rejects.jsonl'}), {summary.count:,} in the index; "
@@ -119,6 +135,23 @@ def ingest(
     if summary.duplicates:
         console.print(f"  [yellow]warning[/]: {summary.duplicates:,} row(s) reused an earlier id with "
                       "different text; the last one won (listed in rejects.jsonl)")
+
+
+def _print_sync(summary: Any, index: Path) -> None:
+    """The summary lines of ``ingest --sync``."""
+    console.print(
+        f"[bold green]synced[/]: {summary.added:,} added, {summary.updated:,} updated, "
+        f"{summary.unchanged:,} unchanged (not re-encoded), {summary.deleted:,} deleted, "
+        f"{summary.rejected:,} rejected (see {index / 'rejects.jsonl'}); {summary.count:,} in the "
+        f"index; {summary.total_seconds:.1f} s.")
+    if summary.recorded:
+        console.print(f"  recorded {summary.recorded:,} unchanged document(s) that had no sync "
+                      "record yet (checked against their stored payload, not encoded)")
+    if summary.not_deleted:
+        console.print(f"  [yellow]warning[/]: {summary.not_deleted:,} document(s) no longer in the "
+                      "source were NOT deleted (see the message above; --force deletes them)")
+    for reason, n in sorted(summary.reject_reasons.items(), key=lambda kv: -kv[1]):
+        console.print(f"  rejected {n:,}: {reason}")
 
 
 def search(

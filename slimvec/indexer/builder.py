@@ -59,6 +59,7 @@ from slimvec.indexer.locking import LOCK_NAME, CommitGuard, IndexLock
 from slimvec.persistence import sha256_file
 from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, plan_run, truncate_file
+from slimvec.indexer.records import RECORDS
 from slimvec.indexer.safefs import open_append_text, refuse_link
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batch
 from slimvec.recipe import recipe_rescore
@@ -72,7 +73,8 @@ DEFAULT_STORE = DEFAULTS["store"]
 #: written (fsynced) before a new index creates anything; lists what a crash may leave behind
 NEW_MARKER = ".slimvec-new"
 STORE_MARKER = "slimvec_store.json"  # every local store writes it at create
-_STATE_FILES = (STATE_DB, STATE_DB + "-wal", STATE_DB + "-shm")
+_STATE_FILES = (STATE_DB, STATE_DB + "-wal", STATE_DB + "-shm",
+                RECORDS, RECORDS + "-wal", RECORDS + "-shm")  # records: ingest --sync
 _IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Disk quota",
              "File too large", "disk I/O error", "database or disk is full",
              "attempt to write a readonly database")  # the last three: SQLite (payloads, state)
@@ -543,13 +545,18 @@ class IndexBuilder:
         return (time.monotonic() - self._last_commit >= self.checkpoint_seconds
                 or (self.checkpoint_batches > 0 and self._batches_since >= self.checkpoint_batches))
 
-    def finish(self) -> None:
-        """Finalize the store, commit with state ``done`` and record the store's checksums."""
+    def finish(self, recalibrate: bool = True) -> None:
+        """Finalize the store, commit with state ``done`` and record the store's checksums.
+
+        ``recalibrate=False`` (``ingest --sync``, which changes a few documents of an index)
+        calibrates a ``rescore=auto`` depth only when :meth:`calibration_due`.
+        """
         self.begin()
         self._target.finalize()
         self.commit(state="done")
         self.summary.count = self.manifest.count
-        calibrated = self.calibrate(write=False)
+        calibrated = self.calibrate(write=False) if recalibrate or self.calibration_due() \
+            else False
         self._target.close()
         self._target = self.store = None
         sums = store_checksums(self.folder, self.manifest)

@@ -17,7 +17,8 @@ import numpy as np
 from slimvec.models import (DEFAULT_ENCODER, PRUNED_CONFIG, auto_device, is_pruned_folder,
                             load_sentence_transformer, model_name, resolve_model)
 
-__all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG", "INGEST_ENCODE_BATCH"]
+__all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG", "INGEST_ENCODE_BATCH",
+           "default_encoder_threads", "encoder_threads"]
 
 #: sentences per forward pass when ingesting. sentence-transformers sorts each call by length and
 #: pads a pass to its longest sentence, so small passes pad little: on 256-document chunks of the
@@ -98,3 +99,40 @@ class Encoder:
             show_progress_bar=show_progress,
         )
         return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def default_encoder_threads() -> int:
+    """Torch threads for the ingest encoder: one core fewer than the machine has (at least 1).
+
+    The encoder runs beside the thread that reduces and writes each batch, and torch's default
+    (every core) oversubscribes: on the 2-core development VM with other jobs running, MiniLM
+    encoded 83-96 docs/s on one thread and 22-31 on two (issue 27 item 8; measured with
+    ``torch.set_num_threads`` alternated on 768 bundled sentences, docs/benchmarks/ingest.md).
+    """
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+class _torch_threads:
+    """Set torch's intra-op threads for a block and restore them after."""
+
+    def __init__(self, n: int) -> None:
+        self.n = max(1, int(n))
+        self.old: int | None = None
+
+    def __enter__(self) -> "_torch_threads":
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        if self.old is not None:
+            torch.set_num_threads(self.old)
+
+
+def encoder_threads(n: int) -> Any:
+    """Context manager: torch's intra-op threads set to ``n`` for a block, restored after."""
+    return _torch_threads(n)

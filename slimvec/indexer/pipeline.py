@@ -28,11 +28,13 @@ from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
-from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH
+from slimvec.indexer.encoder import (
+    DEFAULT_ENCODER, INGEST_ENCODE_BATCH, default_encoder_threads, encoder_threads,
+)
 from slimvec.indexer.progress import fingerprint, progress_bar
 from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
 from slimvec.indexer.sources import (
-    Document, Reject, SourceSpec, iter_batches, iter_records, json_payload,
+    Document, Reject, SourceSpec, iter_batches, iter_records, stored_payload,
 )
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
@@ -88,6 +90,12 @@ class IngestOptions:
     threads : int or None
         Torch CPU threads of the encoder during the run (restored after); None:
         :func:`default_encoder_threads`.
+    sync : bool
+        Make the index equal to the input (:func:`slimvec.indexer.sync.sync`): unchanged
+        documents are not re-encoded, changed ones are, and documents whose id left the input are
+        deleted once everything new is committed. ``ingest`` then returns a ``SyncSummary``.
+    force : bool
+        With ``sync``: delete even when the input had unreadable rows or no document.
     """
 
     reducer: str | None = None
@@ -110,6 +118,8 @@ class IngestOptions:
     recipe: str | None = None
     default_recipe: str | None = DEFAULT_RECIPE
     threads: int | None = None
+    sync: bool = False
+    force: bool = False
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -131,13 +141,6 @@ def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
             if j < n:
                 sample[j] = rec
     return sample, rows
-
-
-def _payload(doc: Document) -> dict[str, Any]:
-    payload = json_payload(doc)
-    payload["text"] = doc.text
-    payload["source_id"] = doc.id
-    return payload
 
 
 def _progress(enabled: bool, total: int | None, description: str, unit: str = "docs"):
@@ -215,6 +218,11 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
         The index folder cannot be written (read-only, full) or its files fail their checks.
     """
     opts = options or IngestOptions()
+    if opts.sync:
+        from slimvec.indexer.sync import sync
+
+        return sync(input_path, index_dir, opts, first_ingest=ingest, force=opts.force,
+                    notify=notify, on_batch=on_batch)
     folder = Path(index_dir)
     with IndexBuilder(folder, rebuild=opts.rebuild, notify=notify or log.info, strict=opts.strict,
                       checkpoint_seconds=opts.checkpoint_seconds,
@@ -256,7 +264,7 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
               "index anew.")
         return b.done_summary(str(input_path))
     with _progress(opts.progress, None, "ingest") as progress, \
-            _torch_threads(opts.threads or default_encoder_threads()):
+            encoder_threads(opts.threads or default_encoder_threads()):
         encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, INGEST_ENCODE_BATCH))
         t_start = time.perf_counter()  # model loading is a constant, not throughput
         cached: dict[int, np.ndarray] = {}
@@ -336,38 +344,6 @@ def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
              summary.rejected, b.folder, summary.total_seconds)
     return summary
-
-
-def default_encoder_threads() -> int:
-    """Torch threads for the ingest encoder: one core fewer than the machine has (at least 1).
-
-    The encoder runs beside the thread that reduces and writes each batch, and torch's default
-    (every core) oversubscribes: on the 2-core development VM with other jobs running, MiniLM
-    encoded 83-96 docs/s on one thread and 22-31 on two (issue 27 item 8; measured with
-    ``torch.set_num_threads`` alternated on 768 bundled sentences, docs/benchmarks/ingest.md).
-    """
-    return max(1, (os.cpu_count() or 1) - 1)
-
-
-class _torch_threads:
-    """Set torch's intra-op threads for a block and restore them after."""
-
-    def __init__(self, n: int) -> None:
-        self.n = max(1, int(n))
-        self.old: int | None = None
-
-    def __enter__(self) -> "_torch_threads":
-        import torch
-
-        self.old = torch.get_num_threads()
-        torch.set_num_threads(self.n)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        import torch
-
-        if self.old is not None:
-            torch.set_num_threads(self.old)
 
 
 def _small_corpus(opts: IngestOptions, source: SourceSpec, say: Callable[[str], None]
@@ -458,7 +434,7 @@ def _split(done: tuple[list[list[Document]], Any, Any] | None, source: str,
     window, metas, encoded = done
     for docs, (ids, rejects, next_row), (vecs, truncated) in zip(window, metas, encoded):
         warnings = check(ids, docs)
-        yield VectorBatch(ids, vecs, [_payload(d) for d in docs], rejects + warnings + truncated,
+        yield VectorBatch(ids, vecs, [stored_payload(d) for d in docs], rejects + warnings + truncated,
                           next_row,
                           rows=[d.row for d in docs], lines=[d.line for d in docs], source=source)
 

@@ -25,7 +25,7 @@ from slimvec.errors import ConfigError
 from slimvec.ids import text_key
 
 __all__ = ["Document", "Reject", "SourceSpec", "iter_records", "iter_batches", "detect_format",
-           "FORMATS", "refuse_duplicate_columns", "clean_payload"]
+           "FORMATS", "refuse_duplicate_columns", "clean_payload", "stored_payload"]
 
 FORMATS = ("jsonl", "csv", "tsv", "parquet", "text")
 _SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv",
@@ -642,3 +642,15 @@ def json_payload(doc: Document) -> dict[str, Any]:
         out[key] = value
     return out
 
+
+def _stored(doc: Document) -> dict[str, Any]:
+    payload = json_payload(doc)
+    payload["text"] = doc.text
+    payload["source_id"] = doc.id
+    return payload
+
+
+def stored_payload(doc: Document) -> dict[str, Any]:
+    """The payload a document is stored with: its JSON columns, ``text`` and ``source_id`` (what
+    ``ingest --sync`` hashes to tell an unchanged document)."""
+    return _stored(doc)

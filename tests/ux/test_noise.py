@@ -95,7 +95,8 @@ def test_ingest_threads_default_leaves_a_core_and_is_restored(tmp_path):
 
     import torch
 
-    from slimvec.indexer.pipeline import IngestOptions, default_encoder_threads, ingest
+    from slimvec.indexer.encoder import default_encoder_threads
+    from slimvec.indexer.pipeline import IngestOptions, ingest
     from tests.conftest import bundled_sentences
 
     assert default_encoder_threads() == max(1, (os.cpu_count() or 1) - 1)
