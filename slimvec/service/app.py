@@ -26,6 +26,7 @@ from slimvec.service.metrics import Metrics
 from slimvec.service.models import (
     CalibrateIn, CreateIndex, DocumentsIn, JobIn, ReduceIn, SearchIn, SearchOut, VectorsIn, WriteOut,
 )
+from slimvec.service.qdrant_api import qdrant_router
 from slimvec.service.registry import (
     Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
 )
@@ -381,6 +382,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return rec
 
     _offline_docs(app, read)
+    app.include_router(qdrant_router(st, read, write))  # the Qdrant-compatible REST subset
 
     if config.reports is not None and Path(config.reports).is_dir():
         from fastapi.staticfiles import StaticFiles

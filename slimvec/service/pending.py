@@ -82,6 +82,20 @@ class PendingSearch:
                 **({"text": row["text"]} if "text" in row else {})})
         return out
 
+    def count(self) -> int:
+        """Pending documents (the latest version of each id)."""
+        return len(self._latest())
+
+    def vectors(self, ids: list[int]) -> np.ndarray:
+        """Full vectors of store ids as written (zeros for an unknown id)."""
+        latest = self._latest()
+        dim = 0 if self._vecs is None else self._vecs.shape[1]
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        for j, sid in enumerate(ids):
+            if int(sid) in latest:
+                out[j] = self._vecs[latest[int(sid)]]
+        return out
+
     def _latest(self) -> dict[int, int]:
         """Store id -> position of its last row (a later row with an id replaces an earlier)."""
         if self._vecs is None:

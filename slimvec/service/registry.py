@@ -288,6 +288,15 @@ class ServedIndex:
             ids, scores = self._pending_search.search(queries, k)
             return ids, scores, self._pending_search.payloads
 
+    def pending_view(self) -> PendingSearch | None:
+        """The pending rows (payloads, vectors, count) while the index collects its fit sample,
+        in step with ``pending.jsonl``; None once it has a fitted reducer."""
+        with self.lock:
+            if self.state != "pending":
+                return None
+            self._pending_search.sync(_read_pending(self.pending_dir / PENDING))
+            return self._pending_search
+
     def fit_now(self) -> dict[str, Any]:
         """Fit the reducer on the documents collected so far, without waiting for ``fit_after``.
 
