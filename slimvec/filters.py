@@ -1,0 +1,492 @@
+"""One payload filter language for every store: the subset of Qdrant's filter JSON users write.
+
+A filter is Qdrant's JSON (a ``dict`` or its JSON text)::
+
+    {"must": [{"key": "lang", "match": {"value": "en"}},
+              {"key": "year", "range": {"gte": 2020}}],
+     "should": [{"key": "tags", "match": {"any": ["news", "blog"]}}],
+     "must_not": [{"is_null": {"key": "author"}}, {"has_id": [7, 9]}]}
+
+Supported conditions: ``must`` / ``should`` / ``must_not`` (nested filters anywhere a condition
+goes); a field condition ``{"key": K, "match": {"value": V}}`` (V a string, integer or boolean),
+``{"match": {"any": [...]}}``, ``{"match": {"except": [...]}}`` (a list of strings or of
+integers), ``{"range": {"gt", "gte", "lt", "lte"}}`` (numbers); ``{"is_null": {"key": K}}``,
+``{"is_empty": {"key": K}}`` and ``{"has_id": [...]}``. Anything else of Qdrant's (geo, nested,
+values_count, full-text match, datetime ranges, min_should, has_vector) is refused with a
+:class:`~slimvec.errors.ConfigError` naming the feature and where it was, never ignored.
+
+Semantics are Qdrant's (checked against Qdrant Edge in ``tests/test_filters.py``): a key is a
+dotted path into nested objects (``a.b``; ``a[].b`` or ``a.b`` through an array reach every
+element); a field holding an array matches when any element matches; ``must`` = all, ``should`` =
+at least one (an empty or absent ``should`` is no constraint), ``must_not`` = none; ``is_empty``
+is true for a missing key, ``null`` or ``[]``; ``is_null`` only for an explicit ``null`` (also
+inside an array); ``except`` never matches a missing or empty field; a boolean never equals an
+integer, an integer never a float. Qdrant Edge's Python binding turns a boolean match value into
+an integer (``MatchValue(True).value == 1``), so :func:`edge_native` says whether a filter can go
+to it as is; the Qdrant Edge store evaluates other filters with :meth:`Filter.matches`.
+
+:func:`parse_filter` gives a frozen :class:`Filter`; :meth:`Filter.matches` evaluates it on a
+payload in Python (FAISS / hnswlib select candidates this way from their SQLite payload table),
+:func:`to_qdrant_edge` and :func:`to_qdrant_client` translate it for the two Qdrant stores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
+
+from slimvec.errors import ConfigError
+
+__all__ = [
+    "Condition",
+    "Filter",
+    "HasId",
+    "IsEmpty",
+    "IsNull",
+    "Match",
+    "Range",
+    "edge_native",
+    "field_values",
+    "parse_filter",
+    "to_qdrant_client",
+    "to_qdrant_edge",
+]
+
+_SUPPORTED = ("must, should, must_not; key + match {value | any | except}; key + range "
+              "{gt, gte, lt, lte}; is_null {key}; is_empty {key}; has_id [ids]")
+#: Qdrant conditions and match kinds we refuse by name (never silently ignored)
+_UNSUPPORTED = {
+    "nested": "nested object filters", "geo_bounding_box": "geo filters",
+    "geo_radius": "geo filters", "geo_polygon": "geo filters", "values_count": "values_count",
+    "has_vector": "has_vector", "min_should": "min_should", "datetime_range": "datetime ranges",
+}
+_UNSUPPORTED_MATCH = {"text": "full-text match", "text_any": "full-text match",
+                      "phrase": "phrase match", "prefix": "prefix match",
+                      "substring": "substring match"}
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Match:
+    """``{"key": key, "match": {kind: values}}``; ``kind`` is ``value``, ``any`` or ``except``."""
+
+    key: str
+    kind: str
+    values: tuple[Any, ...]
+
+    def test(self, payload: Mapping[str, Any]) -> bool:
+        """True when the payload's values at :attr:`key` satisfy the match (Qdrant semantics)."""
+        vals = field_values(payload, self.key)
+        if self.kind == "except":
+            # Qdrant: a missing / null / empty field never matches except; an array matches when
+            # at least one element is outside the excluded values
+            return any(not _equals_any(v, self.values) for v in vals if v is not None)
+        return any(_equals_any(v, self.values) for v in vals)
+
+
+@dataclass(frozen=True)
+class Range:
+    """``{"key": key, "range": {...}}``: numbers only; an array matches if any element does."""
+
+    key: str
+    gt: float | None = None
+    gte: float | None = None
+    lt: float | None = None
+    lte: float | None = None
+
+    def test(self, payload: Mapping[str, Any]) -> bool:
+        """True when some numeric value at :attr:`key` lies in the range."""
+        for v in field_values(payload, self.key):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if ((self.gt is None or v > self.gt) and (self.gte is None or v >= self.gte)
+                    and (self.lt is None or v < self.lt) and (self.lte is None or v <= self.lte)):
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class IsNull:
+    """``{"is_null": {"key": key}}``: the key is present and holds ``null`` (or an array with a
+    ``null``)."""
+
+    key: str
+
+    def test(self, payload: Mapping[str, Any]) -> bool:
+        """True for an explicit ``null`` at :attr:`key`."""
+        return any(v is None for v in field_values(payload, self.key))
+
+
+@dataclass(frozen=True)
+class IsEmpty:
+    """``{"is_empty": {"key": key}}``: the key is missing, ``null`` or ``[]``."""
+
+    key: str
+
+    def test(self, payload: Mapping[str, Any]) -> bool:
+        """True when the key is missing or holds ``null`` or ``[]`` (``[null]`` is not empty)."""
+        return all(v is None or v == [] for v in _raw_values(payload, self.key))
+
+
+@dataclass(frozen=True)
+class HasId:
+    """``{"has_id": [...]}``: the point's id is one of :attr:`ids`.
+
+    Through :class:`slimvec.Index` the ids are the user's own ids (mapped to store ids with
+    :meth:`Filter.map_ids`); at the store layer they are store ids (int).
+    """
+
+    ids: frozenset[Any]
+
+
+Condition = Union[Match, Range, IsNull, IsEmpty, HasId, "Filter"]
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A parsed filter: every ``must``, at least one ``should`` (when any), no ``must_not``."""
+
+    must: tuple[Condition, ...] = ()
+    should: tuple[Condition, ...] = ()
+    must_not: tuple[Condition, ...] = ()
+    source: str = field(default="", compare=False)
+
+    def matches(self, point_id: Any, payload: Mapping[str, Any] | None) -> bool:
+        """Evaluate the filter on one point.
+
+        Parameters
+        ----------
+        point_id : int or str
+            The point's id (compared with ``has_id`` values).
+        payload : dict or None
+            Its payload (``None`` is an empty payload).
+
+        Returns
+        -------
+        bool
+        """
+        p = payload or {}
+        if not all(_test(c, point_id, p) for c in self.must):
+            return False
+        if self.should and not any(_test(c, point_id, p) for c in self.should):
+            return False
+        return not any(_test(c, point_id, p) for c in self.must_not)
+
+    def map_ids(self, fn: Callable[[Any], Any]) -> Filter:
+        """A copy whose ``has_id`` values went through ``fn`` (user ids -> store ids)."""
+        def conv(c: Condition) -> Condition:
+            if isinstance(c, HasId):
+                return HasId(frozenset(fn(i) for i in c.ids))
+            if isinstance(c, Filter):
+                return c.map_ids(fn)
+            return c
+        return replace(self, must=tuple(map(conv, self.must)), should=tuple(map(conv, self.should)),
+                       must_not=tuple(map(conv, self.must_not)))
+
+    def conditions(self) -> Iterator[Condition]:
+        """Every leaf condition, depth first."""
+        for c in (*self.must, *self.should, *self.must_not):
+            if isinstance(c, Filter):
+                yield from c.conditions()
+            else:
+                yield c
+
+    def keys(self) -> set[str]:
+        """The payload keys the filter reads."""
+        return {c.key for c in self.conditions() if not isinstance(c, HasId)}
+
+    def to_json(self) -> dict[str, Any]:
+        """The filter as Qdrant JSON (what :func:`parse_filter` reads)."""
+        out: dict[str, Any] = {}
+        for name in ("must", "should", "must_not"):
+            conds = getattr(self, name)
+            if conds:
+                out[name] = [_cond_json(c) for c in conds]
+        return out
+
+
+def _cond_json(c: Condition) -> dict[str, Any]:
+    if isinstance(c, Filter):
+        return c.to_json()
+    if isinstance(c, Match):
+        return {"key": c.key, "match": {c.kind: c.values[0] if c.kind == "value" else list(c.values)}}
+    if isinstance(c, Range):
+        return {"key": c.key, "range": {k: getattr(c, k) for k in ("gt", "gte", "lt", "lte")
+                                        if getattr(c, k) is not None}}
+    if isinstance(c, IsNull):
+        return {"is_null": {"key": c.key}}
+    if isinstance(c, IsEmpty):
+        return {"is_empty": {"key": c.key}}
+    return {"has_id": sorted(c.ids, key=str)}
+
+
+def _test(c: Condition, point_id: Any, payload: Mapping[str, Any]) -> bool:
+    if isinstance(c, Filter):
+        return c.matches(point_id, payload)
+    if isinstance(c, HasId):
+        return point_id in c.ids
+    return c.test(payload)
+
+
+def _equals_any(v: Any, targets: tuple[Any, ...]) -> bool:
+    # Qdrant compares typed values: a bool never equals an integer, an integer never a string
+    for t in targets:
+        if isinstance(t, bool) or isinstance(v, bool):
+            if isinstance(t, bool) and isinstance(v, bool) and t == v:
+                return True
+        elif isinstance(t, int):
+            if isinstance(v, int) and v == t:
+                return True
+        elif isinstance(v, str) and v == t:
+            return True
+    return False
+
+
+def _path(key: str) -> list[str]:
+    return [part.removesuffix("[]") for part in key.split(".")]
+
+
+def _raw_values(payload: Mapping[str, Any], key: str) -> list[Any]:
+    """Values reached by a dotted key, arrays on the way expanded; the last value as stored."""
+    current: list[Any] = [payload]
+    for part in _path(key):
+        nxt: list[Any] = []
+        for obj in current:
+            for o in (obj if isinstance(obj, list) else [obj]):
+                if isinstance(o, Mapping) and part in o:
+                    nxt.append(o[part])
+        current = nxt
+    return current
+
+
+def field_values(payload: Mapping[str, Any], key: str) -> list[Any]:
+    """Every value at a dotted ``key`` of ``payload``, a final array flattened into its elements.
+
+    Parameters
+    ----------
+    payload : dict
+    key : str
+        ``a``, ``a.b``, ``a[].b`` (arrays on the path reach every element).
+    """
+    out: list[Any] = []
+    for v in _raw_values(payload, key):
+        if isinstance(v, list):
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------ parsing
+def parse_filter(spec: Any, where: str = "filter") -> Filter | None:
+    """Parse Qdrant filter JSON into a :class:`Filter`.
+
+    Parameters
+    ----------
+    spec : dict, str (JSON text), Filter or None
+        ``None`` / ``{}`` / ``""`` mean no filter (returns ``None``).
+    where : str
+        Name of the input in error messages (a CLI option, a file).
+
+    Raises
+    ------
+    ConfigError
+        Bad JSON, an unknown or unsupported key, a wrong value type: the message names the path
+        (``filter.must[1].match.any``), what was expected and what came.
+    """
+    if spec is None or isinstance(spec, Filter):
+        return spec
+    source = ""
+    if isinstance(spec, (str, bytes)):
+        source = spec.decode("utf-8") if isinstance(spec, bytes) else spec
+        if not source.strip():
+            return None
+        try:
+            spec = json.loads(source)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                              f"{exc.colno}); give Qdrant filter JSON such as "
+                              '{"must": [{"key": "lang", "match": {"value": "en"}}]}.') from exc
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where} must be a JSON object with must / should / must_not, got "
+                          f"{type(spec).__name__}.")
+    if not spec:
+        return None
+    parsed = _parse_filter(spec, where)
+    return replace(parsed, source=source or json.dumps(spec, sort_keys=True, default=str))
+
+
+def _parse_filter(spec: Mapping[str, Any], path: str) -> Filter:
+    parts: dict[str, tuple[Condition, ...]] = {}
+    for key, value in spec.items():
+        if key in _UNSUPPORTED:
+            raise ConfigError(f"{path}.{key}: {_UNSUPPORTED[key]} are not supported by slimvec's "
+                              f"filters. Supported: {_SUPPORTED}.")
+        if key not in ("must", "should", "must_not"):
+            raise ConfigError(f"{path}: unknown key {key!r} in a filter; expected must, should or "
+                              f"must_not. Supported: {_SUPPORTED}.")
+        items = value if isinstance(value, list) else [value]  # Qdrant accepts one condition too
+        parts[key] = tuple(_parse_condition(c, f"{path}.{key}[{i}]") for i, c in enumerate(items))
+    return Filter(**parts)
+
+
+def _parse_condition(c: Any, path: str) -> Condition:
+    if not isinstance(c, Mapping):
+        raise ConfigError(f"{path}: a condition must be a JSON object, got {type(c).__name__} "
+                          f"{c!r:.80}. Supported: {_SUPPORTED}.")
+    keys = set(c)
+    for bad in keys & set(_UNSUPPORTED):
+        raise ConfigError(f"{path}.{bad}: {_UNSUPPORTED[bad]} are not supported by slimvec's "
+                          f"filters. Supported: {_SUPPORTED}.")
+    if keys & {"must", "should", "must_not"}:
+        return _parse_filter(c, path)
+    if keys == {"has_id"}:
+        ids = c["has_id"]
+        if not isinstance(ids, list) or not all(isinstance(i, (int, str)) and not isinstance(i, bool)
+                                                for i in ids):
+            raise ConfigError(f"{path}.has_id must be a list of ids (integers or strings), got "
+                              f"{ids!r:.80}.")
+        return HasId(frozenset(ids))
+    for name, cls in (("is_null", IsNull), ("is_empty", IsEmpty)):
+        if keys == {name}:
+            inner = c[name]
+            if not isinstance(inner, Mapping) or set(inner) != {"key"}:
+                raise ConfigError(f'{path}.{name} must be {{"key": "FIELD"}}, got {inner!r:.80}.')
+            return cls(_key(inner["key"], f"{path}.{name}.key"))
+    if "key" in keys:
+        return _parse_field(c, path)
+    raise ConfigError(f"{path}: unknown condition with keys {sorted(keys)}. Supported: {_SUPPORTED}.")
+
+
+def _key(key: Any, path: str) -> str:
+    if not isinstance(key, str) or not key or any(not p for p in _path(key)):
+        raise ConfigError(f"{path} must be a payload field name such as 'lang' or 'meta.lang', "
+                          f"got {key!r}.")
+    return key
+
+
+def _parse_field(c: Mapping[str, Any], path: str) -> Condition:
+    key = _key(c["key"], f"{path}.key")
+    rest = set(c) - {"key"}
+    for bad in rest & set(_UNSUPPORTED):
+        raise ConfigError(f"{path}.{bad}: {_UNSUPPORTED[bad]} are not supported. Supported: {_SUPPORTED}.")
+    if rest == {"is_null"} or rest == {"is_empty"}:  # the FieldCondition spelling
+        name = rest.pop()
+        if c[name] is not True:
+            raise ConfigError(f"{path}.{name}: only true is supported (use must_not for false).")
+        return IsNull(key) if name == "is_null" else IsEmpty(key)
+    if rest == {"match"}:
+        return _parse_match(key, c["match"], f"{path}.match")
+    if rest == {"range"}:
+        return _parse_range(key, c["range"], f"{path}.range")
+    raise ConfigError(f"{path}: a field condition takes 'key' and exactly one of match / range, "
+                      f"got {sorted(c)}. Supported: {_SUPPORTED}.")
+
+
+def _parse_match(key: str, m: Any, path: str) -> Match:
+    if not isinstance(m, Mapping) or len(m) != 1:
+        raise ConfigError(f"{path} must be one of {{\"value\": V}}, {{\"any\": [...]}}, "
+                          f"{{\"except\": [...]}}, got {m!r:.80}.")
+    kind, value = next(iter(m.items()))
+    if kind in _UNSUPPORTED_MATCH:
+        raise ConfigError(f"{path}.{kind}: {_UNSUPPORTED_MATCH[kind]} is not supported by slimvec's "
+                          "filters (it needs Qdrant's full-text index); use match value / any.")
+    if kind == "value":
+        if not isinstance(value, (str, int)):  # bool is an int
+            raise ConfigError(f"{path}.value must be a string, integer or boolean, got "
+                              f"{type(value).__name__} {value!r:.40}"
+                              + ("; for a float use range {gte: x, lte: x}." if isinstance(value, float) else "."))
+        return Match(key, "value", (value,))
+    if kind in ("any", "except"):
+        ok = isinstance(value, list) and (all(isinstance(v, str) for v in value) or all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value))
+        if not ok:
+            raise ConfigError(f"{path}.{kind} must be a list of strings or a list of integers (as in "
+                              f"Qdrant), got {value!r:.80}.")
+        return Match(key, kind, tuple(value))
+    raise ConfigError(f"{path}: unknown match kind {kind!r}; expected value, any or except.")
+
+
+def _parse_range(key: str, r: Any, path: str) -> Range:
+    if not isinstance(r, Mapping) or not r:
+        raise ConfigError(f"{path} must be an object with some of gt, gte, lt, lte, got {r!r:.80}.")
+    bounds: dict[str, float] = {}
+    for name, v in r.items():
+        if name not in ("gt", "gte", "lt", "lte"):
+            raise ConfigError(f"{path}: unknown bound {name!r}; expected gt, gte, lt or lte.")
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            what = "datetime ranges are not supported" if isinstance(v, str) else "it must be a finite number"
+            raise ConfigError(f"{path}.{name}: {what}, got {v!r:.40}.")
+        bounds[name] = v
+    return Range(key, **bounds)
+
+
+# -------------------------------------------------------------------------------- translation
+def edge_native(flt: Filter | None) -> bool:
+    """False when the filter matches booleans, which Qdrant Edge's binding reads as integers."""
+    if flt is None:
+        return True
+    return not any(isinstance(c, Match) and any(isinstance(v, bool) for v in c.values)
+                   for c in flt.conditions())
+
+
+def to_qdrant_edge(flt: Filter | None, q: Any = None) -> Any:
+    """The filter as ``qdrant_edge.Filter`` (``q`` is the imported ``qdrant_edge`` module)."""
+    if flt is None:
+        return None
+    if q is None:
+        import qdrant_edge as q
+
+    def cond(c: Condition) -> Any:
+        if isinstance(c, Filter):
+            return to_qdrant_edge(c, q)
+        if isinstance(c, HasId):
+            return q.HasIdCondition({int(i) for i in c.ids})
+        if isinstance(c, IsNull):
+            return q.IsNullCondition(c.key)
+        if isinstance(c, IsEmpty):
+            return q.IsEmptyCondition(c.key)
+        if isinstance(c, Range):
+            return q.FieldCondition(c.key, range=q.RangeFloat(gte=c.gte, gt=c.gt, lte=c.lte, lt=c.lt))
+        match = {"value": lambda: q.MatchValue(c.values[0]), "any": lambda: q.MatchAny(list(c.values)),
+                 "except": lambda: q.MatchExcept(list(c.values))}[c.kind]()
+        return q.FieldCondition(c.key, match=match)
+
+    return q.Filter(must=[cond(c) for c in flt.must] or None,
+                    should=[cond(c) for c in flt.should] or None,
+                    must_not=[cond(c) for c in flt.must_not] or None)
+
+
+def to_qdrant_client(flt: Filter | None) -> Any:
+    """The filter as ``qdrant_client.models.Filter``."""
+    if flt is None:
+        return None
+    from qdrant_client import models as m
+
+    def cond(c: Condition) -> Any:
+        if isinstance(c, Filter):
+            return to_qdrant_client(c)
+        if isinstance(c, HasId):
+            return m.HasIdCondition(has_id=sorted(int(i) for i in c.ids))
+        if isinstance(c, IsNull):
+            return m.IsNullCondition(is_null=m.PayloadField(key=c.key))
+        if isinstance(c, IsEmpty):
+            return m.IsEmptyCondition(is_empty=m.PayloadField(key=c.key))
+        if isinstance(c, Range):
+            return m.FieldCondition(key=c.key, range=m.Range(gt=c.gt, gte=c.gte, lt=c.lt, lte=c.lte))
+        if c.kind == "value":
+            match: Any = m.MatchValue(value=c.values[0])
+        elif c.kind == "any":
+            match = m.MatchAny(any=list(c.values))
+        else:
+            match = m.MatchExcept(**{"except": list(c.values)})
+        return m.FieldCondition(key=c.key, match=match)
+
+    return m.Filter(must=[cond(c) for c in flt.must] or None,
+                    should=[cond(c) for c in flt.should] or None,
+                    must_not=[cond(c) for c in flt.must_not] or None)
