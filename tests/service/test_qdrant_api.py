@@ -222,3 +222,27 @@ def test_async_client(srv, X):
 
     top, count = asyncio.run(run())
     assert (top.id, top.payload, count) == (4, {"i": 4}, 20)
+
+
+def test_readme_two_line_switch(tmp_path):
+    """The README's Qdrant-compatible section, run as written: its ``slimvec serve`` line (on a
+    free port instead of 6333) and its Python block, unchanged but for that port."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import README
+
+    text = README.read_text("utf-8")
+    start = text.index("### Qdrant-compatible API")
+    section = text[start:text.index("\n## ", start)]
+    serve = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip()
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert serve == "slimvec serve --root ./indexes --port 6333"
+    assert 'QdrantClient(url="http://127.0.0.1:6333")' in code
+    (tmp_path / "indexes").mkdir()
+    with Server(tmp_path / "indexes") as s:
+        out = subprocess.run([sys.executable, "-c", code.replace(":6333", f":{s.port}")],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "1 {'lang': 'en'}"
