@@ -270,7 +270,7 @@ class ServedIndex:
                               f"{self.name!r} takes full vectors of dimension {dim}.")
         return vecs
 
-    def search_pending(self, queries: np.ndarray, k: int
+    def search_pending(self, queries: np.ndarray, k: int, allowed: set[int] | None = None
                        ) -> tuple[np.ndarray, np.ndarray, Callable[[list[int]], list]] | None:
         """Exact search over the documents collected before the reducer is fitted.
 
@@ -285,7 +285,7 @@ class ServedIndex:
             if self.state != "pending":
                 return None
             self._pending_search.sync(_read_pending(self.pending_dir / PENDING))
-            ids, scores = self._pending_search.search(queries, k)
+            ids, scores = self._pending_search.search(queries, k, allowed)
             return ids, scores, self._pending_search.payloads
 
     def pending_view(self) -> PendingSearch | None:
@@ -296,6 +296,10 @@ class ServedIndex:
                 return None
             self._pending_search.sync(_read_pending(self.pending_dir / PENDING))
             return self._pending_search
+
+    def pending_view_reset(self) -> None:
+        """Forget the cached pending rows (``pending.jsonl`` was rewritten by a change)."""
+        self._pending_search = PendingSearch(self._pending_vectors)
 
     def fit_now(self) -> dict[str, Any]:
         """Fit the reducer on the documents collected so far, without waiting for ``fit_after``.

@@ -246,3 +246,50 @@ def test_readme_two_line_switch(tmp_path):
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "1 {'lang': 'en'}"
+
+
+def _lifecycle(c, X, metadata=None):
+    """Filters, scroll, deletes and payload updates, observed (what must equal local mode's)."""
+    c.create_collection("lc", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE),
+                        metadata=metadata)
+    c.upsert("lc", points=[m.PointStruct(id=_ids(60)[i], vector=X[i].tolist(),
+                                         payload={"g": i % 3, "s": f"x{i}", "t": [i % 2, 7]})
+                           for i in range(60)], wait=True)
+    g = lambda v: m.Filter(must=[m.FieldCondition(key="g", match=m.MatchValue(value=v))])  # noqa: E731
+    out = {"count_g1": c.count("lc", count_filter=g(1)).count}
+    hits = c.query_points("lc", query=X[4].tolist(), query_filter=g(1), limit=5).points
+    out["filtered_ok"] = all(h.payload["g"] == 1 for h in hits) and len(hits) == 5
+    pages, offset = [], None
+    for _ in range(20):
+        page, offset = c.scroll("lc", limit=7, offset=offset)
+        pages.extend((str(p.id), p.payload["s"]) for p in page)
+        if offset is None:
+            break
+    out["scroll"] = sorted(pages)
+    c.delete("lc", points_selector=m.PointIdsList(points=[_ids(60)[1], _ids(60)[4]]), wait=True)
+    c.delete("lc", points_selector=m.FilterSelector(filter=g(2)), wait=True)
+    c.set_payload("lc", payload={"flag": True}, points=g(0), wait=True)
+    c.overwrite_payload("lc", payload={"only": 1}, points=[_ids(60)[3]], wait=True)
+    c.delete_payload("lc", keys=["s"], points=[_ids(60)[6]], wait=True)
+    out["count"] = c.count("lc").count
+    out["records"] = sorted((str(r.id), repr(r.payload))
+                            for r in c.retrieve("lc", ids=[_ids(60)[i] for i in range(10)]))
+    after = c.query_points("lc", query=X[4].tolist(), limit=10).points
+    out["after_ok"] = all(h.payload.get("g") != 2 and h.id != _ids(60)[4] for h in after)
+    c.delete_collection("lc")
+    return out
+
+
+@pytest.mark.parametrize("fit_after", [1000, 30], ids=["pending", "fitted"])
+def test_lifecycle_congruent_with_local_mode(tmp_path, X, fit_after):
+    """Filtered count / query, scroll by pages, delete by ids and by filter, set / overwrite /
+    delete payload: what slimvec serve answers equals qdrant-client's own local mode, before the
+    reducer is fitted (pending rows) and after."""
+    root = tmp_path / "root"
+    root.mkdir()
+    ref = _lifecycle(QdrantClient(":memory:"), X)
+    with Server(root) as s:
+        got = _lifecycle(QdrantClient(url=s.url, timeout=60), X,
+                         {"slimvec_recipe": RECIPE, "slimvec_fit_after": fit_after})
+    assert got == ref
+    assert got["filtered_ok"] and got["after_ok"] and got["count"] == 38

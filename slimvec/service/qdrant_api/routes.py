@@ -151,6 +151,52 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.count(name, body or {}), t0)
 
+    @r.post("/collections/{name}/points/scroll", dependencies=[read])
+    def scroll(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.scroll(name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/delete", dependencies=[write])
+    def delete_points(name: str, body: dict[str, Any] = Body(...),
+                      wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_points(name, body), t0)
+
+    @r.post("/collections/{name}/points/payload", dependencies=[write])
+    def set_payload(name: str, body: dict[str, Any] = Body(...),
+                    wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.set_payload(name, body, overwrite=False), t0)
+
+    @r.put("/collections/{name}/points/payload", dependencies=[write])
+    def overwrite_payload(name: str, body: dict[str, Any] = Body(...),
+                          wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.set_payload(name, body, overwrite=True), t0)
+
+    @r.post("/collections/{name}/points/payload/delete", dependencies=[write])
+    def delete_payload(name: str, body: dict[str, Any] = Body(...),
+                       wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_payload(name, body), t0)
+
+    @r.post("/collections/{name}/points/payload/clear", dependencies=[write])
+    def clear_payload(name: str, body: dict[str, Any] = Body(...),
+                      wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.clear_payload(name, body), t0)
+
+    @r.put("/collections/{name}/index", dependencies=[write])
+    def create_index(name: str, body: dict[str, Any] = Body(...),
+                     wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.create_index(name, body), t0)
+
+    @r.delete("/collections/{name}/index/{field}", dependencies=[write])
+    def delete_index(name: str, field: str, wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_index(name, field), t0)
+
     _unsupported_rest(r)
     return r
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.ids import doc_ids
+from slimvec.ids import doc_id, doc_ids
+from slimvec.service import points
 from slimvec.indexer.rowcheck import RowProblem, check_payload
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
                                                qdrant_id, unsupported)
@@ -149,18 +150,13 @@ class Collections:
 
     def count_all(self, served: Any) -> int:
         """Points in the collection (exact)."""
-        view = served.pending_view()
-        if view is not None:
-            return view.count()
-        return int(served.ready_index().store.count())
+        return points.count(served)
 
     def count(self, name: str, body: dict[str, Any]) -> dict[str, int]:
         """``POST /collections/NAME/points/count`` (always exact)."""
         check_fields(body, ("filter", "exact"), "count")
         served = self.served(name)
-        if body.get("filter") is not None:
-            raise unsupported("count with a filter (before the index lifecycle lands)")
-        return {"count": self.count_all(served)}
+        return {"count": points.count(served, _qfilter(body.get("filter")))}
 
     # ------------------------------------------------------------------ points
     def upsert(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
@@ -287,10 +283,8 @@ class Collections:
         served = self.served(name)
         vec = _query_vector(body.get("query"))
         limit, offset = _count_arg(body, "limit", 10), _count_arg(body, "offset", 0)
-        if body.get("filter") is not None:
-            raise unsupported("filter (before the index lifecycle lands)")
         k = limit + offset
-        sids, scores = self._search(served, vec, k)
+        sids, scores = self._search(served, vec, k, _qfilter(body.get("filter")))
         threshold = body.get("score_threshold")
         pairs = [(i, s) for i, s in zip(sids, scores)
                  if i >= 0 and s is not None and (threshold is None or s >= threshold)][offset:]
@@ -298,7 +292,8 @@ class Collections:
                                body.get("with_vector", False), [s for _, s in pairs])
         return {"points": points}
 
-    def _search(self, served: Any, vec: list[Any], k: int) -> tuple[list[int], list[float | None]]:
+    def _search(self, served: Any, vec: list[Any], k: int, flt: Any = None
+                ) -> tuple[list[int], list[float | None]]:
         size = int(self.settings(served.name)["size"])
         if len(vec) != size:
             raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: {size}, "
@@ -306,14 +301,114 @@ class Collections:
         q = np.asarray([vec], dtype=np.float32)
         if not np.isfinite(q).all():
             raise QdrantError(400, "Bad request: the query vector holds NaN or inf.")
-        pending = served.search_pending(q, k)
-        if pending is None:
-            res = served.ready_index().search(q, k)
-            ids, scores = res.ids, res.scores
-        else:
-            ids, scores = pending[0], pending[1]
+        ids, scores, _ = points.search(served, q, k, flt)
         return (ids[0].tolist(),
                 [float(s) if math.isfinite(s) else None for s in np.asarray(scores[0]).tolist()])
+
+
+    # ------------------------------------------------------------------ lifecycle
+    def scroll(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/scroll``: a page in id order and the next page's id."""
+        check_fields(body, ("offset", "limit", "filter", "with_payload", "with_vector"), "scroll")
+        served = self.served(name)
+        offset = body.get("offset")
+        start = None if offset is None else doc_id(point_id(offset))
+        recs, nxt = points.scroll(served, _count_arg(body, "limit", 10) or 10, start,
+                                  _qfilter(body.get("filter")))
+        sids = [r["store_id"] for r in recs]
+        out = self._records(served, sids, body.get("with_payload", True),
+                            body.get("with_vector", False))
+        return {"points": out, "next_page_offset": None if nxt is None else self._qid(served, nxt)}
+
+    def _qid(self, served: Any, sid: int) -> Any:
+        view = served.pending_view()
+        pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
+        return qdrant_id((pay or {}).get(SOURCE_ID))
+
+    def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
+        check_fields(body, ("points", "filter"), "delete points")
+        ids, flt = _selector(body)
+        points.delete(self.served(name), ids=ids, filter=flt)
+        return _done()
+
+    def set_payload(self, name: str, body: dict[str, Any], overwrite: bool) -> dict[str, Any]:
+        """``POST`` (merge) / ``PUT`` (overwrite) ``/collections/NAME/points/payload``."""
+        check_fields(body, ("payload", "points", "filter"), "set payload")
+        ids, flt = _selector(body)
+        points.set_payload(self.served(name), body.get("payload") or {}, ids=ids, filter=flt,
+                           overwrite=overwrite)
+        return _done()
+
+    def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
+        check_fields(body, ("keys", "points", "filter"), "delete payload")
+        ids, flt = _selector(body)
+        keys = body.get("keys")
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
+        points.delete_payload_keys(self.served(name), keys, ids=ids, filter=flt)
+        return _done()
+
+    def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/payload/clear``: an empty payload."""
+        check_fields(body, ("points", "filter"), "clear payload")
+        ids, flt = _selector(body)
+        points.set_payload(self.served(name), {}, ids=ids, filter=flt, overwrite=True)
+        return _done()
+
+    def create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``PUT /collections/NAME/index``: the field's schema is recorded and shown in the
+        collection's ``payload_schema`` (filters are exact without it: the planner scans)."""
+        check_fields(body, ("field_name", "field_schema"), "create field index")
+        self.served(name)
+        field, schema = body.get("field_name"), body.get("field_schema")
+        if isinstance(schema, dict):
+            schema = schema.get("type")
+        if not isinstance(field, str) or schema not in ("keyword", "integer", "float", "bool"):
+            raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
+                              "index a field as keyword, integer, float or bool")
+        s = self.settings(name)
+        s.setdefault("payload_schema", {})[field] = schema
+        self._save(name, s)
+        return _done()
+
+    def delete_index(self, name: str, field: str) -> dict[str, Any]:
+        """``DELETE /collections/NAME/index/FIELD``."""
+        self.served(name)
+        s = self.settings(name)
+        s.get("payload_schema", {}).pop(field, None)
+        self._save(name, s)
+        return _done()
+
+
+def _done() -> dict[str, Any]:
+    return {"operation_id": 0, "status": "completed"}
+
+
+def _qfilter(spec: Any) -> Any:
+    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
+    from slimvec.filters import parse_filter
+
+    flt = parse_filter(spec)
+    return None if flt is None else flt.map_ids(point_id)
+
+
+def _selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+    """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
+    as ``{"points": {"filter": ...}}``)."""
+    sel = body.get("points")
+    if isinstance(sel, dict):
+        return _selector({"filter": sel.get("filter"), "points": sel.get("points")})
+    if sel is not None and body.get("filter") is not None:
+        raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
+    if sel is not None:
+        if not isinstance(sel, list):
+            raise QdrantError(400, "Bad request: 'points' must be a list of point ids.")
+        return [point_id(x) for x in sel], None
+    if body.get("filter") is None:
+        raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
+    return None, _qfilter(body["filter"])
 
 
 def _dim_of(served: Any) -> int:
