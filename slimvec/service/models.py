@@ -66,6 +66,8 @@ class SearchIn(_Strict):
     k: int = Field(10, ge=1, le=1000)
     rescore: Optional[int] = Field(None, ge=1, le=1000)
     payloads: bool = True
+    #: Qdrant's filter JSON subset (slimvec.filters); has_id takes the user's ids
+    filter: Optional[dict[str, Any]] = None
 
 
 class ReduceIn(_Strict):

@@ -118,9 +118,10 @@ def count(served: Any, filter: Any = None) -> int:
     return len(_pending_match(rows, None, flt))
 
 
-def search(served: Any, queries: np.ndarray, k: int, filter: Any = None
-           ) -> tuple[np.ndarray, np.ndarray, Any]:
-    """``(ids, scores, payloads_of)`` of full query vectors, filtered (store ids)."""
+def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
+           rescore: int | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
+    """``(ids, scores, payloads_of)`` of full query vectors, filtered (store ids); ``rescore``
+    as :meth:`Index.search` (None: the index's recorded depth)."""
     flt = _filter(filter)
     if flt is None:
         pending = served.search_pending(queries, k)
@@ -129,7 +130,8 @@ def search(served: Any, queries: np.ndarray, k: int, filter: Any = None
     if pending is not None:
         return pending
     index = served.ready_index()
-    res = index.search(queries, k, filter=flt) if flt is not None else index.search(queries, k)
+    res = (index.search(queries, k, rescore=rescore, filter=flt) if flt is not None
+           else index.search(queries, k, rescore=rescore))
     return res.ids, res.scores, index.payloads
 
 
