@@ -100,6 +100,7 @@ SLOW_MODULES = (
     "tests/cli/test_cli.py", "tests/reducers/test_learned.py",
     "tests/migrate/test_drop_in.py", "tests/migrate/test_qdrant_server_guide.py",
     "tests/service/test_qdrant_api.py", "tests/service/test_qdrant_compat.py",
+    "tests/service/test_langchain_qdrant.py", "tests/service/test_points.py",
 )
 
 

@@ -51,7 +51,9 @@ def unsupported(feature: str, what_to_do: str = "") -> QdrantError:
 def check_fields(body: dict[str, Any], allowed: Iterable[str], where: str) -> None:
     """Refuse (400) every non-null field of ``body`` outside ``allowed``: a Qdrant option slimvec
     does not implement is named, never silently accepted."""
-    extra = sorted(k for k, v in body.items() if k not in set(allowed) and v is not None)
+    # an empty object or list asks for nothing (LangChain sends "sparse_vectors": {})
+    extra = sorted(k for k, v in body.items()
+                   if k not in set(allowed) and v is not None and v != {} and v != [])
     if extra:
         raise unsupported(f"{where} field(s) {', '.join(repr(k) for k in extra)}",
                           f"send only {', '.join(sorted(allowed))}")

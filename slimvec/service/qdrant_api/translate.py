@@ -85,7 +85,7 @@ class Collections:
         from slimvec.service.registry import IndexSpecIn
 
         check_fields(body, _CREATE_FIELDS, "create collection")
-        vectors = body.get("vectors")
+        vectors = _default_vector(body.get("vectors"))
         if not isinstance(vectors, dict) or "size" not in vectors:
             raise unsupported("named vectors (or a collection without a vector size)",
                               "create one unnamed vector: {\"vectors\": {\"size\": N, \"distance\": "
@@ -177,7 +177,7 @@ class Collections:
         elif isinstance(body.get("batch"), dict):
             b = body["batch"]
             check_fields(b, ("ids", "vectors", "payloads"), "batch")
-            ids, vecs = b.get("ids") or [], b.get("vectors")
+            ids, vecs = b.get("ids") or [], _default_vector(b.get("vectors"))
             pays = b.get("payloads") or [None] * len(ids)
             if not isinstance(vecs, list) or len(vecs) != len(ids) or len(pays) != len(ids):
                 raise unsupported("a batch whose vectors are not one list per id (named vectors)")
@@ -202,6 +202,7 @@ class Collections:
         items = []
         for i, (raw_id, vec, payload) in enumerate(points):
             pid = point_id(raw_id)
+            vec = _default_vector(vec)
             if isinstance(vec, dict):
                 raise unsupported(f"point {raw_id}: named or sparse vectors ({sorted(vec)[:3]})")
             if not isinstance(vec, list) or (vec and isinstance(vec[0], list)):
@@ -278,6 +279,8 @@ class Collections:
     def query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/query`` with a vector (``query`` or ``{"nearest"}``),
         ``limit``, ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``."""
+        if body.get("using") == "":  # the unnamed vector by its name (LangChain sends it)
+            body = {k: v for k, v in body.items() if k != "using"}
         check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
                             "score_threshold"), "query")
         served = self.served(name)
@@ -417,7 +420,17 @@ def _dim_of(served: Any) -> int:
     return int(served.spec.get("dim_in") or 0)
 
 
+def _default_vector(value: Any) -> Any:
+    """Qdrant's unnamed vector spelled as the vector named ``""`` (``{"": ...}``, as LangChain
+    writes it) is the unnamed vector; other names stay (and are refused as named vectors)."""
+    if isinstance(value, dict) and list(value) == [""]:
+        return value[""]
+    return value
+
+
 def _wants_vector(with_vector: Any) -> bool:
+    if with_vector == [""]:
+        return True
     if with_vector is None or isinstance(with_vector, bool):
         return bool(with_vector)
     raise unsupported(f"with_vector={with_vector!r} (named vectors)", "send true or false")
