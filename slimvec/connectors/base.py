@@ -271,6 +271,57 @@ class VectorStore(abc.ABC):
     def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Payloads of ``ids`` in order (``None`` for unknown ids or ``-1``)."""
 
+    # ---------------------------------------------- delete / filter / payload update (issue 25)
+    def ids(self) -> np.ndarray:
+        """Every live (not deleted) store id, sorted ascending (int64)."""
+        raise StoreError(f"The {self.name} store cannot list its ids.")
+
+    def filter_ids(self, flt: Any = None) -> np.ndarray:
+        """Live ids whose payload matches ``flt`` (a :class:`slimvec.filters.Filter`), sorted.
+
+        The default evaluates :meth:`~slimvec.filters.Filter.matches` over :meth:`ids` and
+        :meth:`get_payloads`; stores with a native filter override it.
+        """
+        live = self.ids()
+        if flt is None:
+            return live
+        keep: list[int] = []
+        for start in range(0, len(live), 1000):
+            chunk = live[start:start + 1000].tolist()
+            keep.extend(i for i, p in zip(chunk, self.get_payloads(chunk)) if flt.matches(i, p))
+        return np.asarray(keep, dtype=np.int64)
+
+    def delete(self, ids: Sequence[int] | np.ndarray) -> int:
+        """Remove ``ids`` (vectors and payloads); unknown ids are ignored. Durable at :meth:`flush`.
+
+        Returns
+        -------
+        int
+            How many of ``ids`` were stored (and are now removed).
+        """
+        raise StoreError(f"The {self.name} store cannot delete.")
+
+    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
+                    overwrite: bool = False) -> int:
+        """Merge ``fields`` into the payloads of the stored ``ids`` (``overwrite``: replace each
+        payload by ``fields``). Unknown ids are ignored. Durable at :meth:`flush`.
+
+        Returns
+        -------
+        int
+            How many stored ids were updated.
+        """
+        raise StoreError(f"The {self.name} store cannot update payloads.")
+
+    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
+        """Remove top-level payload ``keys`` of the stored ``ids``; returns how many ids are stored."""
+        raise StoreError(f"The {self.name} store cannot update payloads.")
+
+    def _known(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The unique ``ids`` that are stored and live (sorted)."""
+        wanted = np.unique(self._as_ids(ids))
+        return wanted[np.isin(wanted, self.ids(), assume_unique=True)] if len(wanted) else wanted
+
     def finalize(self) -> None:
         """Build indexes after a bulk load (Qdrant Edge ``optimize()``); default no-op."""
 

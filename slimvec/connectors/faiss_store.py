@@ -10,6 +10,13 @@ of results (a tombstone), because graph indexes such as HNSW cannot remove vecto
 
 Indexes that need training (IVF, PQ) buffer vectors until ``train_size`` arrive or until
 :meth:`FaissStore.finalize`, then train on the buffer and add it.
+
+Deleting sets the position's id to ``-1`` in ``ids.npy`` (a tombstone, whatever the index type:
+a position that moved under ``remove_ids`` would have to be renumbered in two files that cannot be
+replaced together) and drops the payload row; a search excludes tombstoned and replaced
+positions with an ``IDSelectorBitmap`` in the index's search parameters (HNSW, IVF, flat), or, for
+index types that refuse a selector, by over-fetching and dropping them. A filtered search selects
+the positions of the ids whose payload matches the same way. ``slimvec compact`` reclaims them.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
-from slimvec.connectors.payloads import PayloadTable
+from slimvec.connectors.payloads import PayloadTable, scan_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["FaissStore"]
@@ -197,6 +204,7 @@ def _replaced_positions(ids: np.ndarray) -> set[int]:
     _, last_from_end = np.unique(ids[::-1], return_index=True)
     live = np.zeros(len(ids), dtype=bool)
     live[len(ids) - 1 - last_from_end] = True
+    live &= ids >= 0  # -1: a deleted document's position (a tombstone)
     return set(np.flatnonzero(~live).tolist())
 
 
@@ -469,7 +477,7 @@ class FaissStore(VectorStore):
         """Document id -> live position, built when first needed (writers only: at ~100 B per
         vector it would double a quantized index's serving RAM)."""
         if self._pos is None:
-            self._pos = {doc: position for position, doc in enumerate(self._ids.tolist())}
+            self._pos = {doc: position for position, doc in enumerate(self._ids.tolist()) if doc >= 0}
         return self._pos
 
     def _add(self, ids_arr: np.ndarray, vecs: np.ndarray) -> None:
@@ -534,9 +542,13 @@ class FaissStore(VectorStore):
         log.info("trained FAISS %s on %d vectors", self.options["factory"], len(vecs))
         self._add(ids_arr, vecs)
 
-    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+        """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
+        allowed ids) selects positions with an ``IDSelectorBitmap``."""
         index = self._require()
         check_options(self.name, params, DEFAULTS, RULES)
+        if filter is not None or len(self._stale) > max(64, int(k)):
+            return self._search_selected(queries, k, filter, params)
         if params:
             saved = dict(self.options)
             self.options.update(params)
@@ -584,7 +596,7 @@ class FaissStore(VectorStore):
         if self._pos is not None:  # a writer keeps the map up to date: counting is free
             live_ids = set(self._pos)
             return len(live_ids) + len({int(i) for p in self._pending_ids for i in p} - live_ids)
-        live = np.unique(self._ids)  # a reader: from the ids array, without building the map
+        live = np.unique(self._ids[self._ids >= 0])  # a reader: from the ids array, no map
         pending = np.unique(np.concatenate(self._pending_ids)) if self._pending_ids else live[:0]
         return int(len(live) + len(np.setdiff1d(pending, live, assume_unique=True)))
 
@@ -592,6 +604,129 @@ class FaissStore(VectorStore):
         if self._payloads is None:
             raise StoreError(f"FAISS store at {self.location} is not open.")
         return self._payloads.get(ids)
+
+    # ---------------------------------------------- delete / filter / payload update (issue 25)
+    def ids(self) -> np.ndarray:
+        """Every live id (indexed or buffered before training), sorted."""
+        self._require()
+        live = np.unique(self._ids[self._ids >= 0])
+        if self._pending_ids:
+            live = np.union1d(live, np.concatenate(self._pending_ids))
+        return live.astype(np.int64)
+
+    def filter_ids(self, flt: Any = None) -> np.ndarray:
+        """Live ids matching ``flt``: a scan of the SQLite payload rows."""
+        assert self._payloads is not None
+        return scan_filter(self._payloads, self.ids(), flt)
+
+    def delete(self, ids: Sequence[int] | np.ndarray) -> int:
+        """Tombstone the positions of the stored ``ids`` (``-1`` in the ids array) and drop their
+        payload rows; buffered (untrained) vectors are dropped from the buffer."""
+        self._require()
+        known = self._known(ids)
+        if not len(known):
+            return 0
+        self._dirty = True
+        dead = np.isin(self._ids, known)
+        self._stale.update(np.flatnonzero(dead).tolist())
+        self._ids = np.where(dead, -1, self._ids)
+        if self._pos is not None:
+            for i in known.tolist():
+                self._pos.pop(i, None)
+        if self._pending_ids:
+            ids_arr = np.concatenate(self._pending_ids)
+            vecs = np.concatenate(self._pending_vecs)
+            keep = ~np.isin(ids_arr, known)
+            self._pending_ids, self._pending_vecs = [ids_arr[keep]], [vecs[keep]]
+        assert self._payloads is not None
+        self._payloads.delete(known.tolist())
+        return int(len(known))
+
+    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
+                    overwrite: bool = False) -> int:
+        known = self._known(ids).tolist()
+        assert self._payloads is not None
+        self._payloads.update(known, dict(fields), overwrite)
+        if known:
+            self._dirty = True
+        return len(known)
+
+    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
+        known = self._known(ids).tolist()
+        assert self._payloads is not None
+        self._payloads.delete_keys(known, list(keys))
+        if known:
+            self._dirty = True
+        return len(known)
+
+    def _allowed_mask(self, flt: Any) -> np.ndarray:
+        """Positions a search may return: live, not replaced, and (with ``flt``) matching."""
+        mask = self._ids >= 0
+        if self._stale:
+            mask[np.fromiter(self._stale, dtype=np.int64)] = False
+        if flt is not None:
+            allowed = (np.asarray(sorted(flt), dtype=np.int64) if isinstance(flt, (set, frozenset))
+                       else np.asarray(flt, dtype=np.int64).ravel()
+                       if isinstance(flt, (np.ndarray, list, tuple)) else self.filter_ids(flt))
+            mask &= np.isin(self._ids, allowed)
+        return mask
+
+    def _selector_params(self, sel: Any, ef: int) -> Any:
+        faiss = _faiss()
+        idx = faiss.downcast_index(self._require())
+        if hasattr(idx, "hnsw"):
+            return faiss.SearchParametersHNSW(sel=sel, efSearch=int(ef))
+        if hasattr(idx, "nprobe"):
+            return faiss.SearchParametersIVF(sel=sel, nprobe=int(self.options["nprobe"]))
+        return faiss.SearchParameters(sel=sel)
+
+    def _search_selected(self, queries: np.ndarray, k: Any, flt: Any, params: dict[str, Any]
+                         ) -> SearchResult:
+        faiss = _faiss()
+        index = self._require()
+        if params:
+            saved = dict(self.options)
+            self.options.update(params)
+            self._set_search_params()
+            self.options = saved
+        if not index.is_trained and self._pending_ids:
+            self._train_and_add()
+        qs = self._prepare(check_vectors(queries, self.dim or 0, "queries"))
+        k = self._capped(k)
+        out = SearchResult.empty(len(qs), k)
+        mask = self._allowed_mask(flt)
+        kk = min(k, int(mask.sum()))
+        if index.ntotal == 0 or kk == 0:
+            return out
+        bits = np.packbits(mask.astype(np.uint8), bitorder="little")
+        sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
+        ef = max(int(params.get("ef", self.options["ef"])), kk)
+        try:
+            dist, pos = index.search(qs, kk, params=self._selector_params(sel, ef))
+        except RuntimeError:  # an index type without selector support: over-fetch and drop
+            dist, pos = self._overfetch(qs, kk, mask)
+        del bits  # kept alive until the search is done (the selector points into it)
+        hit = (pos >= 0) & mask[np.where(pos >= 0, pos, 0)]
+        for row in range(len(qs)):
+            cols = np.flatnonzero(hit[row])[:kk]
+            out.ids[row, :len(cols)] = self._ids[pos[row, cols]]
+            d = dist[row, cols]
+            out.scores[row, :len(cols)] = -d if self.metric == "l2" else d
+        return out
+
+    def _overfetch(self, qs: np.ndarray, kk: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index = self._require()
+        fetch = min(index.ntotal, max(2 * kk, kk * index.ntotal // max(int(mask.sum()), 1) * 2))
+        while True:
+            self._set_ef(max(fetch, int(self.options["ef"])))
+            try:
+                dist, pos = index.search(qs, fetch)
+            finally:
+                self._set_ef(int(self.options["ef"]))
+            enough = ((pos >= 0) & mask[np.where(pos >= 0, pos, 0)]).sum(axis=1).min() >= kk
+            if enough or fetch >= index.ntotal:
+                return dist, pos
+            fetch = min(index.ntotal, fetch * 4)
 
     def finalize(self) -> None:
         """Train (if the factory needs it) on what is buffered, then persist."""

@@ -15,6 +15,11 @@ Layout of the folder::
 Appends go past ``rows``; :meth:`FullVectors.commit` fsyncs both files and then records the new
 ``rows``. Reopening for writing cuts anything after the last commit, so a crash never leaves a
 half row, and a re-upserted id simply gets a later row (the last row of an id wins).
+
+:meth:`FullVectors.delete` appends a tombstone row for each id (id ``-1 - id``, a zero vector),
+committed like any row: when an id's last row is a tombstone, the id is unknown to :meth:`get`,
+:meth:`rerank` drops it, and a later append brings it back. :meth:`compact_into` writes the
+live rows to a new folder (the index swaps its manifest to it).
 """
 
 from __future__ import annotations
@@ -181,16 +186,66 @@ class FullVectors:
         self._write_state()
         self._map = self._sorted_ids = self._sorted_rows = None
 
+    def delete(self, ids: Sequence[int] | np.ndarray) -> int:
+        """Append tombstones for the stored ``ids`` (durable at :meth:`commit`); returns how many
+        of them had a vector."""
+        wanted = np.unique(np.asarray(ids, dtype=np.int64).ravel())
+        wanted = wanted[wanted >= 0]
+        known = wanted[np.isin(wanted, self.ids(), assume_unique=True)] if len(wanted) else wanted
+        if not len(known):
+            return 0
+        if self._vec_fh is None:
+            self.truncate_to_committed()
+            self._vec_fh = open(self.folder / vectors_file_name(self.dtype), "ab")
+            self._ids_fh = open(self.folder / IDS, "ab")
+        self._vec_fh.write(np.zeros((len(known), self.dim), dtype=self.dtype).tobytes())
+        self._ids_fh.write((-1 - known).astype(np.int64).tobytes())
+        self._pending += len(known)
+        return int(len(known))
+
+    def ids(self) -> np.ndarray:
+        """Every id with a live vector (committed rows), sorted."""
+        return np.array(self._lookup_table()[1], copy=True)
+
+    def dead_rows(self) -> int:
+        """Committed rows that :meth:`compact_into` would drop (replaced, deleted, tombstones)."""
+        return int(self.rows - len(self))
+
+    def compact_into(self, folder: str | os.PathLike[str]) -> "FullVectors":
+        """Write the live rows (committed) to a new store at ``folder`` and return it, committed.
+
+        The caller swaps it in (an index points its manifest at the new folder: one atomic
+        write), then removes the old folder; this store is left untouched.
+        """
+        mm, sid, srows = self._lookup_table()
+        order = np.argsort(srows)  # keep the file's row order
+        keep_rows, keep_ids = srows[order], sid[order]
+        out = FullVectors.create(folder, self.dim, self.dtype, self.metric)
+        with open(out.folder / vectors_file_name(self.dtype), "wb") as fv, \
+                open(out.folder / IDS, "wb") as fi:
+            for lo in range(0, len(keep_rows), 65536):
+                fv.write(np.ascontiguousarray(mm[keep_rows[lo:lo + 65536]]).tobytes())
+            fi.write(keep_ids.astype(np.int64).tobytes())
+            for fh in (fv, fi):
+                fh.flush()
+                os.fsync(fh.fileno())
+        out.rows = int(len(keep_rows))
+        out._write_state()
+        return out
+
     # ------------------------------------------------------------------- read
     def _lookup_table(self) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
         if self._sorted_ids is None:
-            ids = np.fromfile(self.folder / IDS, dtype=np.int64, count=self.rows)
+            raw = np.fromfile(self.folder / IDS, dtype=np.int64, count=self.rows)
+            dead = raw < 0  # tombstones: -1 - id
+            ids = np.where(dead, -1 - raw, raw)
             rows = np.arange(self.rows, dtype=np.int64)
             # the last row of an id wins: sort by (id, row) and keep the last of each run
             order = np.lexsort((rows, ids))
             sid = ids[order]
             last = np.ones(len(sid), dtype=bool)
             last[:-1] = sid[1:] != sid[:-1]
+            last &= ~dead[order]  # an id whose last row is a tombstone is deleted
             self._sorted_ids, self._sorted_rows = sid[last], order[last]
             # a plain ndarray over the read-only mapping: no copy, no memmap per-call overhead
             self._map = (np.asarray(np.memmap(self.folder / vectors_file_name(self.dtype), dtype=self.dtype,

@@ -2,6 +2,12 @@
 
 Spec: ``hnsw[:M=16,ef_construction=200,ef=64,threads=0]``. Upserting an existing id replaces its
 vector in place (hnswlib updates labels it already holds).
+
+Deleting marks the label deleted in the graph (``mark_deleted``: never returned again, the slot is
+kept) and records a tombstone in the payload file's ``deleted`` table, since hnswlib cannot list
+its deleted labels; both are written at :meth:`HnswStore.flush` (payloads first, so a crash between
+the two leaves tombstones the next open re-applies). Upserting a deleted id again unmarks it and
+overwrites its vector. A filtered search passes hnswlib a ``filter`` callable over the allowed ids.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import MAX_DIM, check_options, whole
-from slimvec.connectors.payloads import PayloadTable
+from slimvec.connectors.payloads import PayloadTable, scan_filter
 from slimvec.errors import MissingDependencyError, StoreError
 
 __all__ = ["HnswStore"]
@@ -97,6 +103,7 @@ class HnswStore(VectorStore):
                                ef_construction=int(self.options["ef_construction"]))
         self._configure()
         self._payloads = PayloadTable(folder / "payloads.sqlite")
+        self._deleted: set[int] = set()
         write_meta(folder, self.name, self.dim, self.metric, self.options)
         self.flush()
         return self
@@ -116,6 +123,8 @@ class HnswStore(VectorStore):
             raise StoreError(f"Could not read the hnswlib index {folder / INDEX_FILE}: {exc}") from exc
         self._configure()
         self._payloads = PayloadTable(folder / "payloads.sqlite")
+        self._deleted = self._payloads.deleted_ids()
+        self._reapply_tombstones()
         self._dirty = False  # a reader's close() must not rewrite the files
         return self
 
@@ -148,34 +157,136 @@ class HnswStore(VectorStore):
             new_capacity = max(needed, 2 * capacity)
             log.debug("growing hnswlib capacity %d -> %d", capacity, new_capacity)
             index.resize_index(new_capacity)
-        index.add_items(vecs, ids_arr.astype(np.uint64))
+        index.add_items(vecs, ids_arr.astype(np.uint64))  # unmarks a deleted label it re-adds
+        if self._deleted:
+            back = [i for i in ids_arr.tolist() if i in self._deleted]
+            if back:
+                self._deleted.difference_update(back)
+                assert self._payloads is not None
+                self._payloads.unmark_deleted(back)
         if rows is not None:
             assert self._payloads is not None
             self._payloads.put_rows(rows)
 
-    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+        """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
+        allowed ids) goes to hnswlib as a ``filter`` callable."""
         index = self._require()
         check_options(self.name, params, DEFAULTS, RULES)
         qs = check_vectors(queries, self.dim or 0, "queries")
         k = self._capped(k)
         out = SearchResult.empty(len(qs), k)
-        n = index.get_current_count()
+        allowed = None if filter is None else self._allowed(filter)
+        n = self.count() if allowed is None else len(allowed)
         kk = min(k, n)
         if kk == 0:
             return out
-        index.set_ef(max(int(params.get("ef", self.options["ef"])), kk))
-        labels, dist = index.knn_query(qs, k=kk)
+        ef = max(int(params.get("ef", self.options["ef"])), kk)
+        index.set_ef(ef)
+        try:
+            if allowed is None:
+                labels, dist = index.knn_query(qs, k=kk)
+            else:
+                labels, dist = self._filtered_query(qs, kk, allowed, ef)
+        finally:
+            index.set_ef(int(self.options["ef"]))
         out.ids[:, :kk] = labels.astype(np.int64)
-        out.scores[:, :kk] = -dist if self.metric == "l2" else 1.0 - dist
+        out.scores[:, :kk] = np.where(labels >= 0, -dist if self.metric == "l2" else 1.0 - dist, -np.inf)
         return out
 
+    def _allowed(self, flt: Any) -> set[int]:
+        if isinstance(flt, (np.ndarray, list, tuple, set, frozenset)):
+            return {int(i) for i in np.asarray(list(flt) if isinstance(flt, (set, frozenset)) else flt,
+                                                dtype=np.int64).ravel()} - self._deleted
+        return set(self.filter_ids(flt).tolist())
+
+    def _filtered_query(self, qs: np.ndarray, kk: int, allowed: set[int], ef: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """hnswlib raises when it finds fewer than k allowed labels: retry such a query with a
+        wider beam, then row by row with fewer results (padded with -1)."""
+        index = self._require()
+        keep = allowed.__contains__
+        try:
+            return index.knn_query(qs, k=kk, filter=keep, num_threads=1)
+        except RuntimeError:
+            pass
+        labels = np.full((len(qs), kk), -1, dtype=np.int64)
+        dist = np.full((len(qs), kk), np.inf, dtype=np.float32)
+        index.set_ef(max(ef, min(4 * kk + 64, len(allowed))))
+        for row in range(len(qs)):
+            want = kk
+            while want > 0:
+                try:
+                    lab, d = index.knn_query(qs[row:row + 1], k=want, filter=keep, num_threads=1)
+                except RuntimeError:
+                    want = want - 1 if want <= 8 else want // 2
+                    continue
+                labels[row, :want], dist[row, :want] = lab[0], d[0]
+                break
+        return labels, dist
+
     def count(self) -> int:
-        return int(self._require().get_current_count())
+        return int(self._require().get_current_count()) - len(self._deleted)
 
     def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         if self._payloads is None:
             raise StoreError(f"hnswlib store at {self.location} is not open.")
         return self._payloads.get(ids)
+
+    # ---------------------------------------------- delete / filter / payload update (issue 25)
+    def _reapply_tombstones(self) -> None:
+        """Mark deleted what the payload file tombstoned but the graph file does not (a crash
+        between the two writes of a flush)."""
+        index = self._require()
+        for i in self._deleted:
+            try:
+                index.mark_deleted(int(i))
+            except RuntimeError:  # already marked, or a label the graph never held
+                pass
+
+    def ids(self) -> np.ndarray:
+        """Every live label, sorted."""
+        labels = np.asarray(self._require().get_ids_list(), dtype=np.int64)
+        if self._deleted:
+            labels = labels[~np.isin(labels, np.fromiter(self._deleted, dtype=np.int64))]
+        return np.sort(labels)
+
+    def filter_ids(self, flt: Any = None) -> np.ndarray:
+        """Live ids matching ``flt``: a scan of the SQLite payload rows."""
+        assert self._payloads is not None
+        return scan_filter(self._payloads, self.ids(), flt)
+
+    def delete(self, ids: Sequence[int] | np.ndarray) -> int:
+        """``mark_deleted`` each stored id, drop its payload row and record its tombstone."""
+        index = self._require()
+        known = self._known(ids).tolist()
+        if not known:
+            return 0
+        self._dirty = True
+        assert self._payloads is not None
+        for i in known:
+            index.mark_deleted(int(i))
+        self._deleted.update(known)
+        self._payloads.delete(known)
+        self._payloads.mark_deleted(known)
+        return len(known)
+
+    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
+                    overwrite: bool = False) -> int:
+        known = self._known(ids).tolist()
+        assert self._payloads is not None
+        self._payloads.update(known, dict(fields), overwrite)
+        if known:
+            self._dirty = True
+        return len(known)
+
+    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
+        known = self._known(ids).tolist()
+        assert self._payloads is not None
+        self._payloads.delete_keys(known, list(keys))
+        if known:
+            self._dirty = True
+        return len(known)
 
     def flush(self) -> None:
         index = self._require()

@@ -6,11 +6,13 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
+
+import numpy as np
 
 from slimvec.errors import StoreError
 
-__all__ = ["PayloadTable"]
+__all__ = ["PayloadTable", "scan_filter"]
 
 
 class PayloadTable:
@@ -23,6 +25,7 @@ class PayloadTable:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS payloads (id INTEGER PRIMARY KEY, doc TEXT)")
         self._db.commit()
+        self._has_deleted: bool | None = None
 
     @staticmethod
     def encode(ids: Sequence[int], payloads: Sequence[dict[str, Any] | None]
@@ -65,6 +68,73 @@ class PayloadTable:
                     found[i] = json.loads(doc)
         return [found.get(i) for i in wanted]
 
+    # ------------------------------------------------ lifecycle operations (issue 25)
+    def delete(self, ids: Sequence[int]) -> None:
+        """Remove the payload rows of ``ids`` (committed on :meth:`commit`)."""
+        with self._lock:
+            self._db.executemany("DELETE FROM payloads WHERE id = ?", [(int(i),) for i in ids])
+
+    def rows(self, batch: int = 2000) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every (id, payload) row in id order, read ``batch`` rows at a time."""
+        last = -1
+        while True:
+            with self._lock:
+                got = self._db.execute("SELECT id, doc FROM payloads WHERE id > ? ORDER BY id LIMIT ?",
+                                       (last, batch)).fetchall()
+            if not got:
+                return
+            for i, doc in got:
+                yield int(i), json.loads(doc)
+            last = int(got[-1][0])
+
+    def update(self, ids: Sequence[int], fields: dict[str, Any], overwrite: bool = False) -> None:
+        """Merge ``fields`` into the payloads of ``ids`` (``overwrite``: replace them whole).
+
+        An id without a payload row gets ``fields`` as its payload. Committed on :meth:`commit`.
+        """
+        wanted = [int(i) for i in ids]
+        current = [None] * len(wanted) if overwrite else self.get(wanted)
+        self.put(wanted, [{**(c or {}), **fields} for c in current])
+
+    def delete_keys(self, ids: Sequence[int], keys: Sequence[str]) -> None:
+        """Remove top-level ``keys`` from the payloads of ``ids``."""
+        wanted = [int(i) for i in ids]
+        docs = self.get(wanted)
+        rows = [(i, {k: v for k, v in d.items() if k not in keys}) for i, d in zip(wanted, docs)
+                if d is not None]
+        self.put([i for i, _ in rows], [d for _, d in rows])
+
+    def _deleted_table(self) -> None:
+        if not self._has_deleted:
+            with self._lock:
+                self._db.execute("CREATE TABLE IF NOT EXISTS deleted (id INTEGER PRIMARY KEY)")
+            self._has_deleted = True
+
+    def mark_deleted(self, ids: Sequence[int]) -> None:
+        """Record tombstones of ``ids`` (stores whose engine cannot list its deleted ids)."""
+        self._deleted_table()
+        with self._lock:
+            self._db.executemany("INSERT OR IGNORE INTO deleted (id) VALUES (?)", [(int(i),) for i in ids])
+
+    def unmark_deleted(self, ids: Sequence[int]) -> None:
+        """Forget tombstones of ``ids`` (they were upserted again)."""
+        if self._has_deleted is False:
+            return
+        if self._has_deleted is None and not self.deleted_ids():
+            return
+        with self._lock:
+            self._db.executemany("DELETE FROM deleted WHERE id = ?", [(int(i),) for i in ids])
+
+    def deleted_ids(self) -> set[int]:
+        """Every tombstoned id."""
+        with self._lock:
+            exists = self._db.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
+                                      "name='deleted'").fetchone()
+            self._has_deleted = exists is not None
+            if not exists:
+                return set()
+            return {int(r[0]) for r in self._db.execute("SELECT id FROM deleted")}
+
     def commit(self) -> None:
         """Make written payloads durable."""
         with self._lock:
@@ -75,3 +145,24 @@ class PayloadTable:
         with self._lock:
             self._db.commit()
             self._db.close()
+
+
+def scan_filter(table: PayloadTable, live: np.ndarray, flt: Any) -> np.ndarray:
+    """Ids of ``live`` (sorted int64) whose payload in ``table`` matches the filter ``flt``.
+
+    One pass over the payload rows in id order evaluating :meth:`slimvec.filters.Filter.matches`
+    (ids without a payload row are evaluated on ``{}``). Measured on 3,000 MiniLM documents'
+    payloads: see ``tests/connectors/test_lifecycle.py``; the Python scan is linear in N.
+    """
+    if flt is None:
+        return live
+    live_set = set(live.tolist())
+    keep: list[int] = []
+    seen: set[int] = set()
+    for i, doc in table.rows():
+        if i in live_set:
+            seen.add(i)
+            if flt.matches(i, doc):
+                keep.append(i)
+    keep.extend(i for i in live_set - seen if flt.matches(i, {}))
+    return np.asarray(sorted(keep), dtype=np.int64)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -250,9 +250,12 @@ class QdrantStore(VectorStore):
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(send, starts))  # re-raises the first failure
 
-    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+        """k nearest points; ``filter`` (a :class:`slimvec.filters.Filter` or an array of allowed
+        ids) is Qdrant's own filtered search."""
         _, models = _client_models()
         client = self._require()
+        qfilter = self._qfilter(filter)
         o = check_options(self.name, params, self.options, RULES)
         qs = check_vectors(queries, self.dim or 0, "queries")
         k = self._capped(k)
@@ -266,12 +269,12 @@ class QdrantStore(VectorStore):
         sp = models.SearchParams(hnsw_ef=int(o["ef"]), quantization=quant) if _is_remote(self.location) else None
         using = REDUCED if self.keeps_full else None
         requests = [models.QueryRequest(query=v.tolist(), using=using, limit=int(k), params=sp,
-                                        with_payload=False) for v in qs]
+                                        with_payload=False, filter=qfilter) for v in qs]
         responses = self._retry("query", lambda: client.query_batch_points(o["collection"], requests))
         return self._collect(responses, len(qs), k)
 
     def search_rescored(self, queries: np.ndarray, full_queries: np.ndarray, k: int,
-                        candidates: int, **params: Any) -> SearchResult:
+                        candidates: int, filter: Any = None, **params: Any) -> SearchResult:
         """Two-stage search: ``candidates`` nearest on ``reduced`` re-ranked on ``full``.
 
         Parameters
@@ -280,9 +283,12 @@ class QdrantStore(VectorStore):
             The queries reduced (n, dim) and at full dimension (n, full_dim).
         k, candidates : int
             Results per query, and candidates prefetched on ``reduced``.
+        filter : Filter or array of ids, optional
+            Applied to the prefetch.
         """
         _, models = _client_models()
         client = self._require()
+        qfilter = self._qfilter(filter)
         if not self.keeps_full:
             raise StoreError(f"The Qdrant collection at {self.location} holds no full vectors "
                              "(create it with full_dim, i.e. --keep-full).")
@@ -295,7 +301,8 @@ class QdrantStore(VectorStore):
         sp = models.SearchParams(hnsw_ef=int(o["ef"])) if _is_remote(self.location) else None
         requests = [models.QueryRequest(
             query=f.tolist(), using=FULL, limit=int(k), with_payload=False,
-            prefetch=models.Prefetch(query=v.tolist(), using=REDUCED, limit=int(candidates), params=sp))
+            prefetch=models.Prefetch(query=v.tolist(), using=REDUCED, limit=int(candidates), params=sp,
+                                     filter=qfilter))
             for v, f in zip(qs, fq)]
         responses = self._retry("query", lambda: client.query_batch_points(o["collection"], requests))
         return self._collect(responses, len(qs), k)
@@ -338,6 +345,75 @@ class QdrantStore(VectorStore):
                                                                    with_payload=True, with_vectors=False))
             found = {int(r.id): dict(r.payload or {}) for r in recs}
         return [found.get(i) for i in wanted]
+
+    # ---------------------------------------------- delete / filter / payload update (issue 25)
+    def _qfilter(self, flt: Any) -> Any:
+        from slimvec.filters import to_qdrant_client
+
+        if flt is None:
+            return None
+        if isinstance(flt, (np.ndarray, list, tuple, set, frozenset)):
+            _, models = _client_models()
+            return models.Filter(must=[models.HasIdCondition(has_id=sorted(int(i) for i in flt))])
+        return to_qdrant_client(flt)
+
+    def _scroll(self, qfilter: Any = None) -> Any:
+        client = self._require()
+        offset = None
+        while True:
+            recs, offset = self._retry("scroll", lambda at=offset: client.scroll(
+                self.options["collection"], scroll_filter=qfilter, limit=2048, offset=at,
+                with_payload=False, with_vectors=False))
+            yield from recs
+            if offset is None or not recs:
+                return
+
+    def ids(self) -> np.ndarray:
+        """Every point id, sorted."""
+        return np.sort(np.fromiter((int(r.id) for r in self._scroll()), dtype=np.int64))
+
+    def filter_ids(self, flt: Any = None) -> np.ndarray:
+        """Point ids matching ``flt`` (Qdrant's filter)."""
+        return np.sort(np.fromiter((int(r.id) for r in self._scroll(self._qfilter(flt))), dtype=np.int64))
+
+    def _stored(self, ids: Sequence[int] | np.ndarray) -> list[int]:
+        wanted = sorted(set(self._as_ids(ids).tolist()))
+        if not wanted:
+            return []
+        client = self._require()
+        recs = self._retry("retrieve", lambda: client.retrieve(
+            self.options["collection"], wanted, with_payload=False, with_vectors=False))
+        return sorted(int(r.id) for r in recs)
+
+    def delete(self, ids: Sequence[int] | np.ndarray) -> int:
+        """Qdrant's ``delete`` of the stored ``ids`` (``wait=True``)."""
+        _, models = _client_models()
+        client = self._require()
+        known = self._stored(ids)
+        if known:
+            self._retry("delete", lambda: client.delete(
+                self.options["collection"], points_selector=models.PointIdsList(points=known), wait=True))
+        return len(known)
+
+    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
+                    overwrite: bool = False) -> int:
+        """Qdrant's ``set_payload`` (merge) or ``overwrite_payload`` on the stored ``ids``."""
+        client = self._require()
+        known = self._stored(ids)
+        if known:
+            call = client.overwrite_payload if overwrite else client.set_payload
+            self._retry("set payload", lambda: call(self.options["collection"], payload=dict(fields),
+                                                    points=known, wait=True))
+        return len(known)
+
+    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
+        """Qdrant's ``delete_payload`` on the stored ``ids``."""
+        client = self._require()
+        known = self._stored(ids)
+        if known and keys:
+            self._retry("delete payload", lambda: client.delete_payload(
+                self.options["collection"], keys=list(keys), points=known, wait=True))
+        return len(known)
 
     def flush(self) -> None:
         """Upserts are sent with ``wait=True``: acknowledged means persisted by the server."""
