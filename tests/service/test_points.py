@@ -5,7 +5,6 @@ vector-only index (fast)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import slimvec

@@ -175,7 +175,7 @@ def test_kill9_keeps_acknowledged_upserts(tmp_path, data):
     payload; a batch still in flight may or may not be, never half."""
     import threading
 
-    texts, X = data
+    _texts, X = data
     root = tmp_path / "root"
     root.mkdir()
     acked: list[int] = []
