@@ -409,10 +409,15 @@ class FaissStore(VectorStore):
         if len(self._ids) != self._index.ntotal:
             raise StoreError(f"FAISS store at {folder} is inconsistent: {self._index.ntotal} vectors but "
                              f"{len(self._ids)} ids. Re-ingest into a new index.")
+        self._payloads = PayloadTable(folder / "payloads.sqlite")
+        # tombstones committed with the payload rows but not yet in ids.npy (a crash between the
+        # two writes of a flush) are applied again
+        deleted = self._payloads.deleted_ids()
+        if deleted:
+            self._ids = np.where(np.isin(self._ids, np.fromiter(deleted, dtype=np.int64)), -1, self._ids)
         self._stale = _replaced_positions(self._ids)
         self._pos = None  # built on the first upsert: a reader needs only the ids array
         self._set_search_params()
-        self._payloads = PayloadTable(folder / "payloads.sqlite")
         self._dirty = False  # a reader's close() must not rewrite the files
         return self
 
@@ -465,6 +470,8 @@ class FaissStore(VectorStore):
             assert self._payloads is not None
             self._payloads.put([int(ids_arr[i]) for i in keep], [pl[i] for i in keep])
         ids_arr, vecs = ids_arr[keep], vecs[keep]
+        assert self._payloads is not None
+        self._payloads.unmark_deleted(ids_arr.tolist())
         if not index.is_trained:
             self._pending_ids.append(ids_arr)
             self._pending_vecs.append(vecs)
@@ -640,6 +647,7 @@ class FaissStore(VectorStore):
             self._pending_ids, self._pending_vecs = [ids_arr[keep]], [vecs[keep]]
         assert self._payloads is not None
         self._payloads.delete(known.tolist())
+        self._payloads.mark_deleted(known.tolist())  # committed first at flush (see open)
         return int(len(known))
 
     def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -271,7 +271,7 @@ class Index:
         return int(rec.rescore)
 
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
-               rescore: int | None = None, **params: Any) -> SearchResult:
+               rescore: int | None = None, filter: Any = None, **params: Any) -> SearchResult:
         """Search with texts or full-dimension vectors; the reducer is applied here.
 
         Parameters
@@ -284,6 +284,10 @@ class Index:
             them with the full vectors kept on disk (index built with ``--keep-full``). ``None``:
             the depth recorded by the index's recipe (``rescore=R`` or calibrated ``auto``), else
             no rescoring; ``0``: no rescoring (:meth:`recipe_depth` of a recipe without one).
+        filter : dict, str or Filter, optional
+            Qdrant filter JSON on the payloads (:mod:`slimvec.filters`); ``has_id`` takes the ids
+            given at ingest. Few matches are scanned exactly over the kept full vectors, many go
+            through the store's filtered search (:func:`slimvec.indexer.lifecycle.filtered_search`).
         **params
             Store search parameters (e.g. ``ef``).
 
@@ -305,6 +309,12 @@ class Index:
             rescore = None
         vectors = self.embed(queries)
         reduced = getattr(self.reducer, "transform_query", self.reducer.transform)(vectors)  # leanvec: query side
+        if filter is not None:
+            from slimvec.indexer.lifecycle import filtered_search, resolve_filter
+
+            flt = resolve_filter(self, filter)
+            if flt is not None:
+                return filtered_search(self, vectors, reduced, k, rescore, flt, params)
         if rescore is None:
             return self.store.search(reduced, k, **params)
         if self.manifest.full is not None and self.manifest.full.in_store:  # Qdrant Edge named vectors
@@ -318,6 +328,92 @@ class Index:
     def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Stored payloads (text and source fields) of ids."""
         return self.store.get_payloads([int(i) for i in ids])
+
+    # ------------------------------------------- delete / update / get / scroll (issue 25)
+    def delete(self, ids: Sequence[Any] | None = None, filter: Any = None, *,
+               user_ids: bool = True) -> int:
+        """Delete documents by their ids or by a payload filter; returns how many were removed.
+
+        Parameters
+        ----------
+        ids : sequence, optional
+            The ids given at ingest (the ``id`` column; mapped to store ids with
+            :func:`slimvec.ids.doc_id` under the index's id rule, so ``17`` and ``"17"`` are one
+            document). Unknown ids are ignored.
+        filter : dict, str or Filter, optional
+            Qdrant filter JSON (:mod:`slimvec.filters`). Give exactly one of ``ids`` / ``filter``.
+        user_ids : bool
+            ``False``: ``ids`` (and ``has_id``) are store ids (the ids searches return).
+
+        Raises
+        ------
+        IndexBusyError
+            Another process writes (or, for Qdrant Edge, reads) the index.
+        """
+        from slimvec.indexer.lifecycle import Mutation, target_ids
+
+        with Mutation(self):
+            sids = target_ids(self, ids, filter, user_ids)
+            removed = self.store.delete(sids) if len(sids) else 0
+            if self.full_vectors is not None and len(sids):
+                self.full_vectors.delete(sids)
+        return int(removed)
+
+    def set_payload(self, fields: Mapping[str, Any], ids: Sequence[Any] | None = None,
+                    filter: Any = None, overwrite: bool = False, *, user_ids: bool = True) -> int:
+        """Set payload fields of documents by ids or filter, without re-encoding.
+
+        Parameters
+        ----------
+        fields : dict
+            Fields to set (merged into each payload; ``overwrite=True`` replaces it whole).
+        ids, filter, user_ids
+            As in :meth:`delete`.
+
+        Returns
+        -------
+        int
+            Documents updated.
+        """
+        from slimvec.indexer.lifecycle import Mutation, set_fields_check, target_ids
+
+        fields = set_fields_check(fields)
+        with Mutation(self):
+            sids = target_ids(self, ids, filter, user_ids)
+            return int(self.store.set_payload(sids, fields, overwrite=overwrite)) if len(sids) else 0
+
+    def get(self, ids: Sequence[Any], *, user_ids: bool = True) -> list[dict[str, Any] | None]:
+        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent)."""
+        from slimvec.indexer.lifecycle import records, store_ids
+
+        return records(self, store_ids(self, ids, user_ids).tolist())
+
+    def scroll(self, limit: int = 100, offset: int | None = None, filter: Any = None, *,
+               user_ids: bool = True) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of records (as :meth:`get`) in store-id order, optionally filtered.
+
+        Parameters
+        ----------
+        limit : int
+            Records per page.
+        offset : int, optional
+            The ``next_offset`` of the previous page (``None``: the first page).
+
+        Returns
+        -------
+        (records, next_offset)
+            ``next_offset`` is ``None`` on the last page.
+        """
+        from slimvec.indexer.lifecycle import resolve_filter, scroll_page
+
+        return scroll_page(self, limit, offset, resolve_filter(self, filter, user_ids))
+
+    def count(self, filter: Any = None) -> int:
+        """Live documents (matching ``filter`` when given)."""
+        from slimvec.indexer.lifecycle import resolve_filter
+
+        flt = resolve_filter(self, filter)
+        return int(self.store.count() if flt is None else len(self.store.filter_ids(flt)))
 
     # -------------------------------------------------------------------- info
     def info(self) -> dict[str, Any]:

@@ -1,0 +1,180 @@
+"""Index.delete / set_payload / get / scroll / count and filtered search on an index of the
+default recipe (issue 25 items 1-3, library): user ids, the writer discipline (manifest count and
+store checksums), and recall against exact filtered truth at 50 / 10 / 1 / 0.1 % selectivity on
+3,000 real MiniLM vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slimvec
+from slimvec.errors import ConfigError, IndexBusyError
+from slimvec.indexer.lifecycle import exact_threshold
+from slimvec.indexer.manifest import Manifest
+from slimvec.migrate import MigrateOptions, migrate
+from slimvec.recipe import DEFAULT_RECIPE
+
+N = 3000
+
+
+def _write_parquet(path: Path, vecs: np.ndarray) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sel = np.random.default_rng(7).permutation(len(vecs)) % 1000  # each value on 3 documents
+    table = pa.table({"id": [f"doc-{i}" for i in range(len(vecs))],
+                      "vector": [v.tolist() for v in vecs],
+                      "sel": sel.tolist(),
+                      "lang": ["en" if i % 3 else "fr" for i in range(len(vecs))]})
+    pq.write_table(table, path)
+    return sel
+
+
+@pytest.fixture(scope="module")
+def built(minilm_vectors, tmp_path_factory):
+    """One index of the default recipe, built once; tests that mutate work on a copy."""
+    vecs = np.ascontiguousarray(minilm_vectors[:N])
+    src = tmp_path_factory.mktemp("src") / "docs.parquet"
+    sel = _write_parquet(src, vecs)
+    folder = tmp_path_factory.mktemp("idx") / "idx"
+    migrate(str(src), folder, MigrateOptions(progress=False, recipe=DEFAULT_RECIPE))
+    return folder, vecs, sel
+
+
+@pytest.fixture
+def index_copy(built, tmp_path):
+    import shutil
+
+    folder, vecs, sel = built
+    shutil.copytree(folder, tmp_path / "idx")
+    return tmp_path / "idx", vecs, sel
+
+
+def _recall(found: np.ndarray, truth: list[set[int]]) -> float:
+    return float(np.mean([len(set(f.tolist()) & t) / max(1, min(10, len(t))) for f, t in zip(found, truth)]))
+
+
+@pytest.mark.parametrize("limit, share", [(500, 0.5), (100, 0.1), (10, 0.01), (1, 0.001)])
+def test_filtered_recall_against_exact_filtered_truth(built, limit, share):
+    folder, vecs, sel = built
+    queries = vecs[5::150] + 0.02 * np.random.default_rng(1).standard_normal((20, vecs.shape[1])).astype(np.float32)
+    flt = {"must": [{"key": "sel", "range": {"lt": limit}}]}
+    match = np.flatnonzero(sel < limit)
+    assert len(match) == round(N * share)
+    qn = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    vn = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    with slimvec.open(folder) as idx:
+        sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in match])])
+        truth = [set(sids[np.argsort(-(q @ vn[match].T))[:10]].tolist()) for q in qn]
+        got = idx.search(queries, 10, filter=flt)
+        assert np.isin(got.ids[got.ids >= 0], sids).all()
+        assert _recall(got.ids, truth) >= 0.95, (share, _recall(got.ids, truth))
+        assert idx.count(flt) == len(match)
+        depth = idx.manifest.rescore.depth
+        path = "exact" if len(match) <= exact_threshold(N, 10, depth) else "store"
+        assert path == ("store" if share == 0.5 else path)  # 50 % goes through the store's filter
+
+
+def test_delete_by_user_ids_and_by_filter_with_writer_discipline(index_copy):
+    folder, vecs, sel = index_copy
+    with slimvec.open(folder) as idx:
+        sid = idx.get(["doc-3"])[0]["store_id"]
+        assert idx.delete(["doc-3", "doc-4", "no-such-doc"]) == 2
+        assert idx.get(["doc-3"]) == [None]
+        assert idx.delete(filter={"must": [{"key": "sel", "range": {"lt": 10}}]}) == 30 - int((sel[[3, 4]] < 10).sum())
+        gone = {sid} | {r["store_id"] for r in idx.scroll(limit=5000)[0] if r["payload"].get("sel", 99) < 10}
+        assert gone == {sid}  # none left
+        for rescore in (None, 0):
+            found = idx.search(vecs[[3, 4]], 10, rescore=rescore).ids
+            assert sid not in found
+        assert sid not in idx.search(vecs[[3]], 10, filter={"must": [{"key": "lang", "match": {"value": "en"}}]}).ids
+        assert sid not in idx.search(vecs[[3]], 5, filter={"must": [{"has_id": ["doc-3", "doc-5"]}]}).ids
+        expected = N - 2 - (30 - int((sel[[3, 4]] < 10).sum()))
+        assert idx.count() == expected
+    m = Manifest.read(folder)
+    assert m.count == expected
+    with slimvec.open(folder) as idx:  # reopen: checksums verified, still gone
+        assert idx.count() == expected and idx.get(["doc-3", "doc-5"])[0] is None
+        assert not idx.full_vectors.get([sid])[1].any()
+
+
+def test_set_payload_by_ids_and_filter_merge_and_overwrite(index_copy):
+    folder, _, _ = index_copy
+    with slimvec.open(folder) as idx:
+        assert idx.set_payload({"reviewed": True}, ids=["doc-1", "doc-2", "nope"]) == 2
+        n_fr = idx.count({"must": [{"key": "lang", "match": {"value": "fr"}}]})
+        assert idx.set_payload({"lang": "de"}, filter={"must": [{"key": "lang", "match": {"value": "fr"}}]}) == n_fr
+        assert idx.count({"must": [{"key": "lang", "match": {"value": "de"}}]}) == n_fr
+        assert idx.set_payload({"only": 1}, ids=["doc-2"], overwrite=True) == 1
+        rec1, rec2 = idx.get(["doc-1", "doc-2"])
+        assert rec1["payload"]["reviewed"] is True and rec1["payload"]["sel"] is not None
+        assert rec2["payload"] == {"only": 1}
+        assert idx.count({"must": [{"key": "reviewed", "match": {"value": True}}]}) == 1
+        with pytest.raises(ConfigError, match="exactly one of ids"):
+            idx.set_payload({"a": 1})
+        with pytest.raises(ConfigError, match="JSON object"):
+            idx.set_payload([1], ids=["doc-1"])
+
+
+def test_scroll_pages_cover_every_live_document_once(index_copy):
+    folder, _, _ = index_copy
+    with slimvec.open(folder) as idx:
+        idx.delete(["doc-0"])
+        seen, offset, pages = [], None, 0
+        while True:
+            page, offset = idx.scroll(limit=700, offset=offset)
+            seen += [r["id"] for r in page]
+            pages += 1
+            if offset is None:
+                break
+        assert pages == 5 and len(seen) == len(set(seen)) == N - 1 and "doc-0" not in seen
+        page, _ = idx.scroll(limit=10, filter={"must": [{"key": "sel", "range": {"lt": 1}}]})
+        assert len(page) == 3 and all(r["payload"]["sel"] == 0 for r in page)
+
+
+def test_mutation_refused_while_another_process_writes(index_copy):
+    from slimvec.indexer.locking import IndexLock
+
+    folder, _, _ = index_copy
+    with slimvec.open(folder) as idx:
+        idx.close()  # release the reader lock, then an ingest takes the writer lock
+        with IndexLock(folder, exclusive=True):
+            with pytest.raises(IndexBusyError):
+                idx.delete(["doc-1"])
+
+
+@pytest.mark.parametrize("recipe", ["pca:24|hnsw|rescore=4", "pca:24|faiss:HNSW32|rescore=4"])
+def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, minilm_vectors, tmp_path):
+    from slimvec.indexer.compact import compact_index
+    from slimvec.indexer.index import store_checksums
+
+    vecs = np.ascontiguousarray(minilm_vectors[:400])
+    src = tmp_path / "docs.parquet"
+    _write_parquet(src, vecs)
+    folder = tmp_path / "idx"
+    migrate(str(src), folder, MigrateOptions(progress=False, recipe=recipe))
+    before = Manifest.read(folder).store_sha256
+    with slimvec.open(folder) as idx:
+        gone = [r["store_id"] for r in idx.get([f"doc-{i}" for i in range(0, 400, 4)])]
+        assert idx.delete([f"doc-{i}" for i in range(0, 400, 4)]) == 100
+        assert idx.set_payload({"x": 1}, ids=["doc-1"]) == 1
+    m = Manifest.read(folder)
+    assert m.count == 300
+    assert bool(m.store_sha256) == bool(before)  # recorded again where the store has snapshots
+    if before:
+        assert m.store_sha256 == store_checksums(folder, m) != before
+    with slimvec.open(folder) as idx:  # open verifies the checksums
+        assert idx.count() == 300 and idx.get(["doc-1"])[0]["payload"]["x"] == 1
+        for rescore in (None, 0):
+            assert not np.isin(idx.search(vecs[:40:4], 10, rescore=rescore).ids, gone).any()
+        full_dir = idx.manifest.full.dir
+    # 100 tombstones + 100 dead rows over 300 live: past the 0.2 ratio, compacted automatically
+    m = Manifest.read(folder)
+    assert m.full.dir != "full" and not (folder / "full").exists() and m.full.dir == full_dir
+    assert compact_index(folder, 0.2)["compacted"] is False  # nothing dead left
+    with slimvec.open(folder) as idx:
+        assert idx.full_vectors.dead_rows() == 0 and len(idx.full_vectors) == 300
+        assert idx.search(vecs[1:2], 1).ids[0, 0] == idx.get(["doc-1"])[0]["store_id"]
