@@ -4,6 +4,7 @@ local mode is tests/service/test_qdrant_compat.py (slow tier)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import numpy as np
@@ -272,7 +273,7 @@ def _lifecycle(c, X, metadata=None):
     c.overwrite_payload("lc", payload={"only": 1}, points=[_ids(60)[3]], wait=True)
     c.delete_payload("lc", keys=["s"], points=[_ids(60)[6]], wait=True)
     out["count"] = c.count("lc").count
-    out["records"] = sorted((str(r.id), repr(r.payload))
+    out["records"] = sorted((str(r.id), json.dumps(r.payload, sort_keys=True))
                             for r in c.retrieve("lc", ids=[_ids(60)[i] for i in range(10)]))
     after = c.query_points("lc", query=X[4].tolist(), limit=10).points
     out["after_ok"] = all(h.payload.get("g") != 2 and h.id != _ids(60)[4] for h in after)

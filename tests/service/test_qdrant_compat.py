@@ -7,6 +7,7 @@ Then kill -9 after acknowledged ``wait=True`` upserts loses none of them. Slow t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from pathlib import Path
@@ -92,7 +93,7 @@ async def scenario(c, name: str, texts: list[str], X: np.ndarray) -> dict:
     out["top_f"] = await top10(m.Filter.model_validate(FILTER))
     wanted = [point_id(i) for i in range(0, N, 50)]
     recs = await c.retrieve(name, ids=wanted, with_payload=True)
-    out["retrieved"] = sorted((str(r.id), repr(r.payload)) for r in recs)
+    out["retrieved"] = sorted((str(r.id), json.dumps(r.payload, sort_keys=True)) for r in recs)
     out["scroll"] = await scroll_all(c, name)
     out["count_f"] = (await c.count(name, count_filter=m.Filter.model_validate(FILTER))).count
     await c.delete(name, points_selector=m.PointIdsList(points=[point_id(i) for i in range(100)]),
@@ -111,7 +112,7 @@ async def scroll_all(c, name: str) -> list:
     seen, offset = [], None
     for _ in range(100):
         points, offset = await c.scroll(name, limit=777, offset=offset, with_payload=True)
-        seen.extend((str(p.id), repr(p.payload)) for p in points)
+        seen.extend((str(p.id), json.dumps(p.payload, sort_keys=True)) for p in points)
         if offset is None:
             break
     return sorted(seen)
