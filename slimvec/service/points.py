@@ -247,3 +247,22 @@ def delete_payload_keys(served: Any, keys: Sequence[str], ids: Sequence[Any] | N
             return len(hit)
         served.ready_index()
     return _change(served, lambda b: int(b.store.delete_payload_keys(_store_ids(b, ids, flt), keys)))
+
+
+def create_payload_index(served: Any, field: str, kind: str) -> bool:
+    """Build a payload index on ``field`` (keyword, integer, float, bool) through the writer
+    when the index is fitted and its store has payload indexes; returns whether one was built
+    (a pending index, or a store without them, filters by scanning the matching ids)."""
+    with served.lock:
+        if served.state != "ready":
+            return False
+        served.ready_index()
+
+    def run(b: Any) -> bool:
+        build = getattr(b.store, "create_payload_index", None)
+        if build is None:
+            return False
+        build(field, kind)
+        return True
+
+    return bool(_change(served, run))

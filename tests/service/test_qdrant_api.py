@@ -257,7 +257,9 @@ def _lifecycle(c, X, metadata=None):
                                          payload={"g": i % 3, "s": f"x{i}", "t": [i % 2, 7]})
                            for i in range(60)], wait=True)
     g = lambda v: m.Filter(must=[m.FieldCondition(key="g", match=m.MatchValue(value=v))])  # noqa: E731
-    out = {"count_g1": c.count("lc", count_filter=g(1)).count}
+    c.create_payload_index("lc", field_name="g", field_schema=m.PayloadSchemaType.INTEGER, wait=True)
+    out = {"count_g1": c.count("lc", count_filter=g(1)).count,
+           "schema": sorted(c.get_collection("lc").payload_schema)}
     hits = c.query_points("lc", query=X[4].tolist(), query_filter=g(1), limit=5).points
     out["filtered_ok"] = all(h.payload["g"] == 1 for h in hits) and len(hits) == 5
     pages, offset = [], None
@@ -292,5 +294,7 @@ def test_lifecycle_congruent_with_local_mode(tmp_path, X, fit_after):
     with Server(root) as s:
         got = _lifecycle(QdrantClient(url=s.url, timeout=60), X,
                          {"slimvec_recipe": RECIPE, "slimvec_fit_after": fit_after})
+    # local mode keeps no payload indexes (it warns so): only the server shows the declared one
+    assert got.pop("schema") == ["g"] and ref.pop("schema") == []
     assert got == ref
     assert got["filtered_ok"] and got["after_ok"] and got["count"] == 38

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -128,6 +129,7 @@ def _compare(got: dict, ref: dict) -> None:
         assert got[key] == ref[key], key
     assert got["count"] == N
     for key in ("top", "top_f", "top_after"):
+        logging.getLogger(__name__).info("top-10 overlap %s: %.4f", key, _overlap(got[key], ref[key]))
         assert _overlap(got[key], ref[key]) >= 0.95, (key, _overlap(got[key], ref[key]))
     for points in got["top_f"]:
         assert not _violations(points, FILTER)
