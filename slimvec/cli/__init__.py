@@ -43,6 +43,11 @@ _COMMANDS = [
     ("slimvec.cli.report", "report", "report"),
     ("slimvec.cli.tune", "tune", "tune"),
     ("slimvec.cli.serve", "serve", "serve"),
+    ("slimvec.cli.lifecycle", "delete", "delete"),
+    ("slimvec.cli.lifecycle", "update", "update"),
+    ("slimvec.cli.lifecycle", "get", "get"),
+    ("slimvec.cli.lifecycle", "scroll", "scroll"),
+    ("slimvec.cli.lifecycle", "compact", "compact"),
 ]
 
 

@@ -44,6 +44,7 @@ def ingest(
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
     threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: one fewer than the machine's cores, at least 1; on a busy shared machine 1 was 3x faster than 2]."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else pca:96 in qdrant-edge, no rescoring); see docs/recipes.md."),
+    payload_index: Optional[list[str]] = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -66,6 +67,9 @@ def ingest(
                          recipe=recipe, threads=threads)
     if threads is not None:
         check_positive("--threads", threads)
+    from slimvec.indexer.lifecycle import parse_payload_indexes
+
+    declared = parse_payload_indexes(payload_index)  # checked before anything is encoded
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
@@ -79,6 +83,12 @@ def ingest(
             from slimvec.errors import ConfigError
 
             raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
+    if declared and not summary.interrupted:
+        from slimvec.indexer.index import open_index
+
+        with open_index(index) as idx:
+            for name, kind in declared.items():
+                idx.create_payload_index(name, kind)
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
     if summary.interrupted:
@@ -120,6 +130,7 @@ def search(
     rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
     trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
+    filter_json: Optional[str] = typer.Option(None, "--filter", help="Only documents whose payload matches this Qdrant filter JSON, e.g. '{\"must\": [{\"key\": \"lang\", \"match\": {\"value\": \"en\"}}]}' (must / should / must_not, match value / any / except, range, is_null, is_empty, has_id with the ids given at ingest); @FILE reads it from a file."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents).
 
@@ -164,7 +175,9 @@ def search(
         t0 = time.perf_counter()
         qvecs = idx.embed(list(query) if given is None else given)
         t1 = time.perf_counter()
-        res = idx.search(qvecs, k, rescore=depth)
+        from slimvec.cli.lifecycle import read_filter
+
+        res = idx.search(qvecs, k, rescore=depth, filter=read_filter(filter_json))
         t2 = time.perf_counter()
         timings = {"encode_ms": round((t1 - t0) * 1000, 3),
                    "search_ms": round((t2 - t1) * 1000, 3),

@@ -317,6 +317,12 @@ class VectorStore(abc.ABC):
         """Remove top-level payload ``keys`` of the stored ``ids``; returns how many ids are stored."""
         raise StoreError(f"The {self.name} store cannot update payloads.")
 
+    def create_payload_index(self, field: str, kind: str) -> bool:
+        """Index payload ``field`` (``keyword``, ``integer``, ``float`` or ``bool``) where the
+        engine has payload indexes (Qdrant); returns False for stores whose filters are evaluated
+        over their SQLite payload table (FAISS, hnswlib)."""
+        return False
+
     def _known(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """The unique ``ids`` that are stored and live (sorted)."""
         wanted = np.unique(self._as_ids(ids))

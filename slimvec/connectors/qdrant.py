@@ -415,6 +415,16 @@ class QdrantStore(VectorStore):
                 self.options["collection"], keys=list(keys), points=known, wait=True))
         return len(known)
 
+    def create_payload_index(self, field: str, kind: str) -> bool:
+        """Qdrant's ``create_payload_index`` (``kind``: keyword, integer, float or bool)."""
+        _, models = _client_models()
+        client = self._require()
+        schema = {"keyword": models.PayloadSchemaType.KEYWORD, "integer": models.PayloadSchemaType.INTEGER,
+                  "float": models.PayloadSchemaType.FLOAT, "bool": models.PayloadSchemaType.BOOL}[kind]
+        self._retry("create payload index", lambda: client.create_payload_index(
+            self.options["collection"], field_name=field, field_schema=schema, wait=True))
+        return True
+
     def flush(self) -> None:
         """Upserts are sent with ``wait=True``: acknowledged means persisted by the server."""
         self._require()

@@ -426,12 +426,13 @@ class QdrantEdgeStore(VectorStore):
             self._require().update(_edge().UpdateOperation.delete_payload(known, list(keys)))
         return len(known)
 
-    def create_payload_index(self, field: str, kind: str) -> None:
+    def create_payload_index(self, field: str, kind: str) -> bool:
         """Qdrant's ``create_field_index`` (``kind``: keyword, integer, float or bool)."""
         q = _edge()
         schema = {"keyword": q.PayloadSchemaType.Keyword, "integer": q.PayloadSchemaType.Integer,
                   "float": q.PayloadSchemaType.Float, "bool": q.PayloadSchemaType.Bool}[kind]
         self._require().update(q.UpdateOperation.create_field_index(field, schema))
+        return True
 
     def finalize(self) -> None:
         """Build the HNSW graph (and quantized codes) over everything loaded so far."""

@@ -383,7 +383,11 @@ class Index:
             return int(self.store.set_payload(sids, fields, overwrite=overwrite)) if len(sids) else 0
 
     def get(self, ids: Sequence[Any], *, user_ids: bool = True) -> list[dict[str, Any] | None]:
-        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent)."""
+        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent).
+
+        ``id`` is the id given at ingest when the payload recorded it (``source_id``: text
+        ingests do), else the store id (a migrated collection's payloads keep no source id).
+        """
         from slimvec.indexer.lifecycle import records, store_ids
 
         return records(self, store_ids(self, ids, user_ids).tolist())
@@ -407,6 +411,20 @@ class Index:
         from slimvec.indexer.lifecycle import resolve_filter, scroll_page
 
         return scroll_page(self, limit, offset, resolve_filter(self, filter, user_ids))
+
+    def create_payload_index(self, field: str, kind: str) -> bool:
+        """Declare payload ``field`` indexed as ``kind`` (keyword, integer, float, bool): recorded
+        in the manifest (``payload_index``) and built where the store has payload indexes
+        (Qdrant: its planner and filtered search use it); returns whether the store built one."""
+        from slimvec.indexer.lifecycle import PAYLOAD_INDEX_KEY, Mutation, parse_payload_indexes
+
+        kind = parse_payload_indexes([f"{field}:{kind}"])[field]
+        with Mutation(self):
+            built = bool(self.store.create_payload_index(field, kind))
+            declared = dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {})
+            declared[field] = kind
+            self.manifest.extra[PAYLOAD_INDEX_KEY] = declared
+        return built
 
     def count(self, filter: Any = None) -> int:
         """Live documents (matching ``filter`` when given)."""

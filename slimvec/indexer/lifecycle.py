@@ -35,11 +35,27 @@ from slimvec.ids import doc_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mutation", "store_ids", "resolve_filter", "exact_threshold", "filtered_search",
+__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filtered_search",
            "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
 
 #: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
 COMPACT_RATIO = 0.2
+#: payload index kinds of ``--payload-index FIELD:KIND``
+PAYLOAD_INDEX_KINDS = ("keyword", "integer", "float", "bool")
+#: manifest key (kept by Manifest.extra) of the declared payload indexes: {field: kind}
+PAYLOAD_INDEX_KEY = "payload_index"
+
+
+def parse_payload_indexes(specs: Sequence[str] | None, where: str = "--payload-index") -> dict[str, str]:
+    """``["lang:keyword", "year:integer"]`` -> ``{"lang": "keyword", "year": "integer"}``."""
+    out: dict[str, str] = {}
+    for spec in specs or []:
+        field, sep, kind = str(spec).rpartition(":")
+        if not sep or not field or kind not in PAYLOAD_INDEX_KINDS:
+            raise ConfigError(f"{where} {spec!r}: expected FIELD:KIND with KIND one of "
+                              f"{', '.join(PAYLOAD_INDEX_KINDS)} (e.g. lang:keyword).")
+        out[field] = kind
+    return out
 
 
 def store_ids(index: Any, ids: Sequence[Any] | Any, user_ids: bool = True) -> np.ndarray:

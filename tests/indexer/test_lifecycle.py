@@ -122,15 +122,16 @@ def test_set_payload_by_ids_and_filter_merge_and_overwrite(index_copy):
 def test_scroll_pages_cover_every_live_document_once(index_copy):
     folder, _, _ = index_copy
     with slimvec.open(folder) as idx:
+        sid0 = idx.get(["doc-0"])[0]["store_id"]
         idx.delete(["doc-0"])
         seen, offset, pages = [], None, 0
         while True:
             page, offset = idx.scroll(limit=700, offset=offset)
-            seen += [r["id"] for r in page]
+            seen += [r["store_id"] for r in page]
             pages += 1
             if offset is None:
                 break
-        assert pages == 5 and len(seen) == len(set(seen)) == N - 1 and "doc-0" not in seen
+        assert pages == 5 and len(seen) == len(set(seen)) == N - 1 and sid0 not in seen
         page, _ = idx.scroll(limit=10, filter={"must": [{"key": "sel", "range": {"lt": 1}}]})
         assert len(page) == 3 and all(r["payload"]["sel"] == 0 for r in page)
 
@@ -178,3 +179,22 @@ def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, mi
     with slimvec.open(folder) as idx:
         assert idx.full_vectors.dead_rows() == 0 and len(idx.full_vectors) == 300
         assert idx.search(vecs[1:2], 1).ids[0, 0] == idx.get(["doc-1"])[0]["store_id"]
+
+
+def test_payload_index_is_recorded_and_built_by_qdrant(index_copy):
+    from slimvec.indexer.lifecycle import parse_payload_indexes
+
+    folder, _, sel = index_copy
+    assert parse_payload_indexes(["lang:keyword", "a.b:integer"]) == {"lang": "keyword", "a.b": "integer"}
+    with pytest.raises(ConfigError, match="--payload-index 'lang:text': expected FIELD:KIND"):
+        parse_payload_indexes(["lang:text"])
+    with slimvec.open(folder) as idx:
+        assert idx.create_payload_index("sel", "integer") is True  # the default recipe's Qdrant Edge
+        assert "sel" in idx.store.payload_indexes()
+        assert idx.count({"must": [{"key": "sel", "range": {"lt": 10}}]}) == 30
+    assert Manifest.read(folder).extra["payload_index"] == {"sel": "integer"}
+    with slimvec.open(folder) as idx:  # the manifest (with its new key) still opens
+        got = idx.search(idx.full_vectors.get(idx.store.ids()[:2])[0], 5,
+                         filter={"must": [{"key": "sel", "range": {"lt": 100}}]})
+        assert (got.ids >= 0).all()
+        assert all(r["payload"]["sel"] < 100 for r in idx.get(got.ids.ravel().tolist(), user_ids=False))
