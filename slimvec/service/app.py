@@ -233,6 +233,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
                                         keep_full=body.keep_full, encoder=body.encoder,
                                         fit_after=body.fit_after, default_recipe=config.recipe)
         served, new = st.registry.create(name, spec, sample, body.sample_texts)
+        if new and body.payload_index:
+            points.declare_payload_indexes(served, body.payload_index)
         return JSONResponse(served.info(), status_code=201 if new else 200)
 
     @app.get("/indexes/{name}", dependencies=[read], tags=["indexes"])

@@ -32,6 +32,9 @@ class CreateIndex(_Strict):
     fit_after: int = Field(1000, ge=1, le=10_000_000)
     sample_vectors: Optional[list[list[float]]] = None
     sample_texts: Optional[list[str]] = None
+    payload_index: Optional[list[str]] = Field(
+        None, max_length=100, description="FIELD:keyword|integer|float|bool payload fields to "
+        "index (as slimvec ingest --payload-index); built when the reducer is fitted")
 
 
 class DocumentIn(BaseModel):

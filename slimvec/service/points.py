@@ -258,11 +258,43 @@ def create_payload_index(served: Any, field: str, kind: str) -> bool:
             return False
         served.ready_index()
 
-    def run(b: Any) -> bool:
-        build = getattr(b.store, "create_payload_index", None)
-        if build is None:
-            return False
-        build(field, kind)
-        return True
+    return bool(_change(served, _payload_index_fn(field, kind)))
 
-    return bool(_change(served, run))
+
+def _payload_index_fn(field: str, kind: str) -> Any:
+    """A writer mutation building the index in the store (where it has them) and recording it
+    in the manifest (``payload_index``, as ``slimvec ingest --payload-index`` does)."""
+    from slimvec.indexer.lifecycle import PAYLOAD_INDEX_KEY
+
+    def run(b: Any) -> bool:
+        built = bool(b.store.create_payload_index(field, kind))
+        declared = dict(b.manifest.extra.get(PAYLOAD_INDEX_KEY) or {})
+        declared[field] = kind
+        b.manifest.extra[PAYLOAD_INDEX_KEY] = declared
+        return built
+
+    return run
+
+
+def declare_payload_indexes(served: Any, specs: Sequence[str]) -> None:
+    """Payload indexes declared at creation (``["lang:keyword", ...]``): built now on a fitted
+    index, else kept in its ``service.json`` and built when the reducer is fitted
+    (:func:`build_declared_indexes`)."""
+    from slimvec.indexer.lifecycle import parse_payload_indexes
+    from slimvec.persistence import write_json_atomic
+    from slimvec.service.registry import SERVICE_SPEC
+
+    declared = parse_payload_indexes(list(specs), where="payload_index")
+    with served.lock:
+        if served.state == "pending":
+            served.spec["payload_index"] = {**served.spec.get("payload_index", {}), **declared}
+            write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+            return
+    for field, kind in declared.items():
+        create_payload_index(served, field, kind)
+
+
+def build_declared_indexes(served: Any) -> None:
+    """Build the payload indexes a pending index declared, once it is fitted (its writer runs)."""
+    for field, kind in (served.spec.get("payload_index") or {}).items():
+        served.writer.mutate(_payload_index_fn(field, kind)).result()

@@ -495,6 +495,10 @@ class ServedIndex:
                           recipe=spec.get("recipe"))
         try:
             self._open_builder(ispec, X)
+            if spec.get("payload_index"):  # declared at creation: built now that it is fitted
+                from slimvec.service.points import build_declared_indexes
+
+                build_declared_indexes(self)
         except ValueError as exc:
             if isinstance(exc, SlimvecError):
                 raise

@@ -5,6 +5,8 @@ vector-only index (fast)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import slimvec
@@ -32,11 +34,14 @@ def test_point_operations(srv, vectors, fit_after):
     c = slimvec.Client(srv.url)
     name = f"pts{fit_after}"
     idx = c.create(name, reducer="pca:8", store="qdrant-edge", keep_full="float32", encoder=None,
-                   fit_after=fit_after)
+                   fit_after=fit_after, payload_index=["lang:keyword"])
     X = vectors[:N]
     idx.add_vectors([_uid(i) for i in range(N)], X,
                     payloads=[{"lang": ("en", "fr", "de")[i % 3], "n": i} for i in range(N)])
     assert idx.info()["state"] == ("pending" if fit_after > N else "ready")
+    if fit_after < N:  # declared at creation, built and recorded once the reducer was fitted
+        manifest = json.loads((srv.root / name / "manifest.json").read_text())
+        assert manifest["payload_index"] == {"lang": "keyword"}
     en = {"must": [{"key": "lang", "match": {"value": "en"}}]}
     assert idx.count() == N and idx.count(en) == N // 3
     for hits in idx.hits(X[:5], k=10, filter=en):

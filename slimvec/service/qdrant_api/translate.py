@@ -373,7 +373,7 @@ class Collections:
         if not isinstance(field, str) or schema not in ("keyword", "integer", "float", "bool"):
             raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
                               "index a field as keyword, integer, float or bool")
-        points.create_payload_index(self.served(name), field, schema)
+        points.declare_payload_indexes(self.served(name), [f"{field}:{schema}"])
         s = self.settings(name)
         s.setdefault("payload_schema", {})[field] = schema
         self._save(name, s)
