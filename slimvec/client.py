@@ -70,8 +70,9 @@ class Client:
         return RemoteIndex(self, name)
 
     def create(self, name: str, **spec: Any) -> "RemoteIndex":
-        """Create index ``name`` (``reducer``, ``store``, ``encoder``, ``keep_full``,
-        ``fit_after``, ``sample_vectors`` / ``sample_texts``)."""
+        """Create index ``name`` (``recipe``, ``reducer``, ``store``, ``encoder``, ``keep_full``,
+        ``fit_after``, ``sample_vectors`` / ``sample_texts``, ``payload_index``: payload fields to
+        index, ``["lang:keyword", "year:integer"]``)."""
         if "sample_vectors" in spec and spec["sample_vectors"] is not None:
             spec["sample_vectors"] = np.asarray(spec["sample_vectors"], np.float32).tolist()
         self.request("PUT", f"/indexes/{name}", json=spec)
