@@ -43,12 +43,12 @@ def _one_of(ids: Sequence[Any] | None, flt: Any) -> None:
 # ---------------------------------------------------------------------- pending rows
 def _pending(served: Any) -> list[dict[str, Any]] | None:
     """The latest version of each pending row (None when the index is fitted)."""
-    from slimvec.service.registry import PENDING, _read_pending
+    from slimvec.service.registry import PENDING, read_pending
 
     if served.state != "pending":
         return None
     latest: dict[int, dict[str, Any]] = {}
-    rows = _read_pending(served.pending_dir / PENDING)
+    rows = read_pending(served.pending_dir / PENDING)
     for sid, row in zip(doc_ids([r["id"] for r in rows]).tolist() if rows else [], rows):
         latest[sid] = row
     return [{**r, "store_id": s} for s, r in sorted(latest.items())]

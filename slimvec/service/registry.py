@@ -800,6 +800,11 @@ def _append_fsync(path: Path, lines: list[str]) -> None:
         os.fsync(fh.fileno())
 
 
+def read_pending(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``pending.jsonl`` (an index collecting its fit sample), in order."""
+    return _read_pending(path)
+
+
 def _read_pending(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
