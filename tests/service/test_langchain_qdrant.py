@@ -36,7 +36,8 @@ def test_qdrant_vector_store_unchanged(tmp_path, encoder, n):
     root.mkdir()
     with Server(root) as srv:
         store = QdrantVectorStore.from_texts(texts, SlimvecEmbeddings(encoder), metadatas=metadatas,
-                                             url=srv.url, collection_name="lc", batch_size=256)
+                                             url=srv.url, collection_name="lc", batch_size=256,
+                                             timeout=120)  # the machine is shared: no 5 s default
         client = QdrantClient(url=srv.url, timeout=120)
         assert client.count("lc").count == n
         state = client._client.http.client._client.get(f"{srv.url}/indexes/lc").json()["state"]
@@ -52,5 +53,5 @@ def test_qdrant_vector_store_unchanged(tmp_path, encoder, n):
         assert client.count("lc").count == n - 2
         assert all(d.metadata["_id"] not in ids for d in store.similarity_search(texts[7], k=5))
         again = QdrantVectorStore.from_existing_collection(
-            embedding=SlimvecEmbeddings(encoder), collection_name="lc", url=srv.url)
+            embedding=SlimvecEmbeddings(encoder), collection_name="lc", url=srv.url, timeout=120)
         assert again.similarity_search(texts[13], k=1)[0].page_content == texts[13]
