@@ -80,8 +80,9 @@ class Client:
         return RemoteIndex(self, name)
 
     def create(self, name: str, **spec: Any) -> "RemoteIndex":
-        """Create index ``name`` (``reducer``, ``store``, ``encoder``, ``keep_full``,
-        ``fit_after``, ``sample_vectors`` / ``sample_texts``)."""
+        """Create index ``name`` (``recipe``, ``reducer``, ``store``, ``encoder``, ``keep_full``,
+        ``fit_after``, ``sample_vectors`` / ``sample_texts``, ``payload_index``: payload fields to
+        index, ``["lang:keyword", "year:integer"]``)."""
         if "sample_vectors" in spec and spec["sample_vectors"] is not None:
             spec["sample_vectors"] = np.asarray(spec["sample_vectors"], np.float32).tolist()
         self.request("PUT", f"/indexes/{name}", json=spec)
@@ -127,10 +128,11 @@ class RemoteIndex:
         self.client, self.name = client, name
 
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
-               rescore: int | None = None) -> SearchResult:
-        """Same arguments and result shape as ``slimvec.open(DIR).search``."""
+               rescore: int | None = None, filter: dict[str, Any] | None = None) -> SearchResult:
+        """Same arguments and result shape as ``slimvec.open(DIR).search``; ``filter`` is
+        Qdrant's filter JSON subset (``slimvec.filters``)."""
         body = _queries(queries)
-        body.update(k=k, rescore=rescore, payloads=False)
+        body.update(k=k, rescore=rescore, payloads=False, filter=filter)
         out = self.client.request("POST", f"/indexes/{self.name}/search", json=body)
         scores = np.array([[(-np.inf if s is None else s) for s in row] for row in out["scores"]],
                           dtype=np.float32)
@@ -138,16 +140,55 @@ class RemoteIndex:
                             scores.reshape(len(scores), -1))
 
     def hits(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
-             rescore: int | None = None) -> list[list[dict[str, Any]]]:
+             rescore: int | None = None, filter: dict[str, Any] | None = None
+             ) -> list[list[dict[str, Any]]]:
         """Per query, the hits with id, score, source id, text and payload."""
         body = _queries(queries)
-        body.update(k=k, rescore=rescore, payloads=True)
+        body.update(k=k, rescore=rescore, payloads=True, filter=filter)
         return self.client.request("POST", f"/indexes/{self.name}/search", json=body)["hits"]
 
     def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Stored payloads of store ids."""
         return self.client.request("POST", f"/indexes/{self.name}/payloads",
                                    json=[int(i) for i in ids])["payloads"]
+
+    def delete(self, ids: Sequence[int | str] | None = None,
+               filter: dict[str, Any] | None = None) -> int:
+        """Delete documents by your ids or by filter (exactly one); returns how many were
+        removed, once the deletion is committed."""
+        return self.client.request("POST", f"/indexes/{self.name}/delete",
+                                   json=_select(ids, filter))["deleted"]
+
+    def set_payload(self, fields: dict[str, Any], ids: Sequence[int | str] | None = None,
+                    filter: dict[str, Any] | None = None, overwrite: bool = False) -> int:
+        """Set payload ``fields`` (merged; ``overwrite``: the whole payload replaced) of
+        documents by your ids or by filter, without re-encoding; returns how many changed."""
+        return self.client.request("POST", f"/indexes/{self.name}/payload",
+                                   json={**_select(ids, filter), "fields": fields,
+                                         "overwrite": overwrite})["updated"]
+
+    def delete_payload_keys(self, keys: Sequence[str], ids: Sequence[int | str] | None = None,
+                            filter: dict[str, Any] | None = None) -> int:
+        """Remove payload ``keys`` of documents by your ids or by filter."""
+        return self.client.request("POST", f"/indexes/{self.name}/payload/delete",
+                                   json={**_select(ids, filter), "keys": list(keys)})["updated"]
+
+    def get(self, ids: Sequence[int | str]) -> list[dict[str, Any] | None]:
+        """Documents ``{id, store_id, payload}`` of your ids (None where unknown)."""
+        return self.client.request("POST", f"/indexes/{self.name}/get",
+                                   json={"ids": list(ids)})["documents"]
+
+    def scroll(self, limit: int = 100, offset: int | None = None,
+               filter: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of documents and the offset of the next (None at the end)."""
+        out = self.client.request("POST", f"/indexes/{self.name}/scroll",
+                                  json={"limit": limit, "offset": offset, "filter": filter})
+        return out["documents"], out["next_offset"]
+
+    def count(self, filter: dict[str, Any] | None = None) -> int:
+        """Documents (matching ``filter``), exact."""
+        return self.client.request("POST", f"/indexes/{self.name}/count",
+                                   json={"filter": filter})["count"]
 
     def info(self) -> dict[str, Any]:
         """The fields of ``slimvec info --json``."""
@@ -191,6 +232,14 @@ class RemoteIndex:
         """Reduced vectors of texts or full vectors."""
         out = self.client.request("POST", f"/indexes/{self.name}/reduce", json=_queries(queries))
         return np.asarray(out["vectors"], dtype=np.float32)
+
+
+def _select(ids: Sequence[int | str] | None, filter: dict[str, Any] | None) -> dict[str, Any]:
+    if (ids is None) == (filter is None):
+        raise ConfigError("Pass exactly one of ids (your document ids) or filter.")
+    if ids is not None:
+        return {"ids": [int(i) if isinstance(i, (int, np.integer)) else i for i in ids]}
+    return {"filter": filter}
 
 
 def _queries(queries: str | Sequence[str] | np.ndarray) -> dict[str, Any]:

@@ -102,6 +102,8 @@ SLOW_MODULES = (
     "tests/migrate/test_drop_in.py", "tests/migrate/test_qdrant_server_guide.py",
     "tests/reliability/test_snapshot_kill.py", "tests/service/test_snapshot.py",
     "tests/indexer/test_sync.py", "tests/reliability/test_kill_sync.py",
+    "tests/service/test_qdrant_api.py", "tests/service/test_qdrant_compat.py",
+    "tests/service/test_langchain_qdrant.py", "tests/service/test_points.py",
 )
 
 

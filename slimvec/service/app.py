@@ -26,6 +26,9 @@ from slimvec.service.metrics import Metrics
 from slimvec.service.models import (
     CalibrateIn, CreateIndex, DocumentsIn, JobIn, ReduceIn, SearchIn, SearchOut, VectorsIn, WriteOut,
 )
+from slimvec.service import points
+from slimvec.service.qdrant_api import qdrant_router
+from slimvec.service.routes_points import points_router
 from slimvec.service.registry import (
     Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
 )
@@ -232,6 +235,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
                                         keep_full=body.keep_full, encoder=body.encoder,
                                         fit_after=body.fit_after, default_recipe=config.recipe)
         served, new = st.registry.create(name, spec, sample, body.sample_texts)
+        if new and body.payload_index:
+            points.declare_payload_indexes(served, body.payload_index)
         return JSONResponse(served.info(), status_code=201 if new else 200)
 
     @app.get("/indexes/{name}", dependencies=[read], tags=["indexes"])
@@ -292,13 +297,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         vecs = _queries(served, body.texts, body.vectors)
         if not np.isfinite(vecs).all():
             raise ConfigError("Query vectors hold NaN or inf.")
-        pending = served.search_pending(vecs, body.k)
-        if pending is None:
-            index = served.ready_index()
-            res = index.search(vecs, body.k, rescore=body.rescore)
-            found_ids, found_scores, payloads_of = res.ids, res.scores, index.payloads
-        else:  # no fitted reducer yet: exact search over the collected documents
-            found_ids, found_scores, payloads_of = pending
+        # before the reducer is fitted: exact search over the collected documents
+        found_ids, found_scores, payloads_of = points.search(served, vecs, body.k, body.filter,
+                                                             rescore=body.rescore)
         ids = found_ids.tolist()
         scores = [[float(s) if math.isfinite(s) else None for s in row]
                   for row in found_scores.tolist()]
@@ -383,6 +384,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return rec
 
     _offline_docs(app, read)
+    app.include_router(points_router(st, read, write))  # delete, payload, get, scroll, count
+    app.include_router(qdrant_router(st, read, write))  # the Qdrant-compatible REST subset
 
     if config.reports is not None and Path(config.reports).is_dir():
         from fastapi.staticfiles import StaticFiles

@@ -32,6 +32,9 @@ class CreateIndex(_Strict):
     fit_after: int = Field(1000, ge=1, le=10_000_000)
     sample_vectors: Optional[list[list[float]]] = None
     sample_texts: Optional[list[str]] = None
+    payload_index: Optional[list[str]] = Field(
+        None, max_length=100, description="FIELD:keyword|integer|float|bool payload fields to "
+        "index (as slimvec ingest --payload-index); built when the reducer is fitted")
 
 
 class DocumentIn(BaseModel):
@@ -66,6 +69,8 @@ class SearchIn(_Strict):
     k: int = Field(10, ge=1, le=1000)
     rescore: Optional[int] = Field(None, ge=1, le=1000)
     payloads: bool = True
+    #: Qdrant's filter JSON subset (slimvec.filters); has_id takes the user's ids
+    filter: Optional[dict[str, Any]] = None
 
 
 class ReduceIn(_Strict):

@@ -42,8 +42,10 @@ class PendingSearch:
             self._vecs = fresh if self._vecs is None else np.vstack([self._vecs, fresh])
             self._rows = list(rows)
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact cosine top-``k`` over the latest version of each pending document.
+    def search(self, queries: np.ndarray, k: int, allowed: set[int] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact cosine top-``k`` over the latest version of each pending document (only the
+        store ids in ``allowed`` when given: a filter's matches).
 
         Returns
         -------
@@ -56,6 +58,8 @@ class PendingSearch:
         ids_out = np.full((len(q), k), -1, dtype=np.int64)
         scores_out = np.full((len(q), k), np.nan, dtype=np.float32)
         latest = self._latest()
+        if allowed is not None:
+            latest = {sid: pos for sid, pos in latest.items() if sid in allowed}
         if not latest:
             return ids_out, scores_out
         sids = np.fromiter(latest, dtype=np.int64, count=len(latest))
@@ -80,6 +84,20 @@ class PendingSearch:
             out.append(None if row is None else {
                 **(row.get("payload") or {}), "source_id": row["id"],
                 **({"text": row["text"]} if "text" in row else {})})
+        return out
+
+    def count(self) -> int:
+        """Pending documents (the latest version of each id)."""
+        return len(self._latest())
+
+    def vectors(self, ids: list[int]) -> np.ndarray:
+        """Full vectors of store ids as written (zeros for an unknown id)."""
+        latest = self._latest()
+        dim = 0 if self._vecs is None else self._vecs.shape[1]
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        for j, sid in enumerate(ids):
+            if int(sid) in latest:
+                out[j] = self._vecs[latest[int(sid)]]
         return out
 
     def _latest(self) -> dict[int, int]:

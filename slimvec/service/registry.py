@@ -270,7 +270,7 @@ class ServedIndex:
                               f"{self.name!r} takes full vectors of dimension {dim}.")
         return vecs
 
-    def search_pending(self, queries: np.ndarray, k: int
+    def search_pending(self, queries: np.ndarray, k: int, allowed: set[int] | None = None
                        ) -> tuple[np.ndarray, np.ndarray, Callable[[list[int]], list]] | None:
         """Exact search over the documents collected before the reducer is fitted.
 
@@ -285,8 +285,21 @@ class ServedIndex:
             if self.state != "pending":
                 return None
             self._pending_search.sync(_read_pending(self.pending_dir / PENDING))
-            ids, scores = self._pending_search.search(queries, k)
+            ids, scores = self._pending_search.search(queries, k, allowed)
             return ids, scores, self._pending_search.payloads
+
+    def pending_view(self) -> PendingSearch | None:
+        """The pending rows (payloads, vectors, count) while the index collects its fit sample,
+        in step with ``pending.jsonl``; None once it has a fitted reducer."""
+        with self.lock:
+            if self.state != "pending":
+                return None
+            self._pending_search.sync(_read_pending(self.pending_dir / PENDING))
+            return self._pending_search
+
+    def pending_view_reset(self) -> None:
+        """Forget the cached pending rows (``pending.jsonl`` was rewritten by a change)."""
+        self._pending_search = PendingSearch(self._pending_vectors)
 
     def fit_now(self) -> dict[str, Any]:
         """Fit the reducer on the documents collected so far, without waiting for ``fit_after``.
@@ -482,6 +495,10 @@ class ServedIndex:
                           recipe=spec.get("recipe"))
         try:
             self._open_builder(ispec, X)
+            if spec.get("payload_index"):  # declared at creation: built now that it is fitted
+                from slimvec.service.payload_indexes import build_declared_indexes
+
+                build_declared_indexes(self)
         except ValueError as exc:
             if isinstance(exc, SlimvecError):
                 raise
@@ -781,6 +798,11 @@ def _append_fsync(path: Path, lines: list[str]) -> None:
         fh.write("".join(x + "\n" for x in lines))
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def read_pending(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``pending.jsonl`` (an index collecting its fit sample), in order."""
+    return _read_pending(path)
 
 
 def _read_pending(path: Path) -> list[dict[str, Any]]:

@@ -105,6 +105,14 @@ class _Calibrate:
         self.queries, self.fut = queries, fut
 
 
+class _Mutate:
+    """A queued change of stored points (delete, payload update): ``fn(builder)`` under the
+    store lock, then a commit; the future resolves to what ``fn`` returned."""
+
+    def __init__(self, fn: Callable[[IndexBuilder], Any], fut: Future) -> None:
+        self.fn, self.fut = fn, fut
+
+
 class IndexWriter:
     """The writer thread of one index.
 
@@ -153,6 +161,33 @@ class IndexWriter:
                                    + (f" ({self._failed})" if self._failed else "") + "; retry later.")
             self._queue.put(_Calibrate(queries, fut))
         return fut
+
+    def mutate(self, fn: Callable[[IndexBuilder], Any]) -> Future:
+        """Queue a change of stored points (delete, payload update) made by ``fn(builder)``; it
+        runs between the batches queued before and after it (so a delete never overtakes an
+        earlier upsert of the same id), is committed like a batch, and the future resolves to
+        ``fn``'s result once it is durable. Its failure goes to its request only."""
+        fut: Future = Future()
+        with self._guard:
+            if self._closed or self._failed is not None:
+                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
+                                   + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+            self._queue.put(_Mutate(fn, fut))
+        return fut
+
+    def _mutate(self, req: _Mutate) -> None:
+        b = self.builder
+        try:
+            with self.lock:
+                result = req.fn(b)
+                b.commit()
+                self._wrote = True
+                self._on_commit()
+            req.fut.set_result(result)
+        except Exception as exc:  # noqa: BLE001 - handed to the request, never stops the writer
+            log.error("%s: a change of stored points failed (%s); the writer goes on",
+                      b.folder.name, exc)
+            req.fut.set_exception(exc)
 
     def _calibrate(self, req: _Calibrate) -> None:
         """Run a queued calibration; its failure goes to its request only, never stops the writer."""
@@ -235,6 +270,9 @@ class IndexWriter:
                 if isinstance(item, _Calibrate):
                     self._calibrate(item)
                     continue
+                if isinstance(item, _Mutate):
+                    self._mutate(item)
+                    continue
                 items = [item]
                 stop, calibration = False, None
                 while True:  # group commit: take whatever queued meanwhile
@@ -245,12 +283,14 @@ class IndexWriter:
                     if more is _STOP:
                         stop = True
                         break
-                    if isinstance(more, _Calibrate):  # after the batches queued before it
+                    if isinstance(more, (_Calibrate, _Mutate)):  # after the batches queued before
                         calibration = more
                         break
                     items.append(more)
                 self._write_group(items)
-                if calibration is not None:
+                if isinstance(calibration, _Mutate):
+                    self._mutate(calibration)
+                elif calibration is not None:
                     self._calibrate(calibration)
                 if stop:
                     break
@@ -268,7 +308,7 @@ class IndexWriter:
                     break
                 if item is _STOP:
                     continue
-                fut = item.fut if isinstance(item, _Calibrate) else item[2]
+                fut = item.fut if isinstance(item, (_Calibrate, _Mutate)) else item[2]
                 if not fut.done():
                     fut.set_exception(exc)
         finally:

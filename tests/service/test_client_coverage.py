@@ -42,6 +42,12 @@ CLIENT_METHODS: dict[tuple[str, str], str] = {
     ("POST", "/indexes/{name}/snapshot"): "Client.snapshot",
     ("GET", "/snapshots"): "Client.snapshots",
     ("POST", "/indexes/{name}/restore"): "Client.restore",
+    ("POST", "/indexes/{name}/delete"): "RemoteIndex.delete",
+    ("POST", "/indexes/{name}/payload"): "RemoteIndex.set_payload",
+    ("POST", "/indexes/{name}/payload/delete"): "RemoteIndex.delete_payload_keys",
+    ("POST", "/indexes/{name}/get"): "RemoteIndex.get",
+    ("POST", "/indexes/{name}/scroll"): "RemoteIndex.scroll",
+    ("POST", "/indexes/{name}/count"): "RemoteIndex.count",
 }
 
 #: path (and everything under it) -> why its operations are served for another client, not

@@ -1,0 +1,280 @@
+"""Point operations of a served index, by the user's ids: get, scroll, count, filtered search,
+delete and payload updates (issue 25 item 7's service side, and what the Qdrant-compatible API
+translates to).
+
+Reads of a fitted index are the library's :class:`~slimvec.indexer.index.Index` operations
+(``get``, ``scroll``, ``count``, ``search(filter=)``) on the served ``LiveIndex``. Changes go
+through the index's one writer (:meth:`IndexWriter.mutate`): the store's ``delete`` /
+``set_payload`` / ``delete_payload_keys`` and the kept full vectors' ``delete``, committed like a
+batch. An index still collecting its fit sample keeps its rows in ``pending.jsonl``: filters are
+evaluated on them with :meth:`slimvec.filters.Filter.matches` and a change rewrites the file
+(atomically), so the rows flushed into the index at the fit are the changed ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from slimvec.errors import ConfigError
+from slimvec.ids import doc_id, doc_ids
+from slimvec.service.payload_indexes import payload_index_mutation
+
+__all__ = ["count", "delete", "get", "scroll", "search", "set_payload", "delete_payload_keys"]
+
+#: payload keys the service stores beside the user's payload (not the user's data)
+SERVICE_KEYS = ("source_id",)
+
+
+def _filter(spec: Any) -> Any:
+    from slimvec.filters import parse_filter
+
+    return parse_filter(spec)
+
+
+def _one_of(ids: Sequence[Any] | None, flt: Any) -> None:
+    if (ids is None) == (flt is None):
+        raise ConfigError("Send exactly one of 'ids' (your document ids) or 'filter' (a Qdrant "
+                          "filter object).")
+
+
+# ---------------------------------------------------------------------- pending rows
+def _pending(served: Any) -> list[dict[str, Any]] | None:
+    """The latest version of each pending row (None when the index is fitted)."""
+    from slimvec.service.registry import PENDING, read_pending
+
+    if served.state != "pending":
+        return None
+    latest: dict[int, dict[str, Any]] = {}
+    rows = read_pending(served.pending_dir / PENDING)
+    for sid, row in zip(doc_ids([r["id"] for r in rows]).tolist() if rows else [], rows):
+        latest[sid] = row
+    return [{**r, "store_id": s} for s, r in sorted(latest.items())]
+
+
+def _pending_match(rows: list[dict[str, Any]], ids: Sequence[Any] | None, flt: Any
+                   ) -> list[dict[str, Any]]:
+    if ids is not None:
+        wanted = set(doc_ids(list(ids)).tolist()) if len(ids) else set()
+        return [r for r in rows if r["store_id"] in wanted]
+    return [r for r in rows if flt is None or flt.matches(r["id"], r.get("payload") or {})]
+
+
+def _rewrite_pending(served: Any, rows: list[dict[str, Any]]) -> None:
+    from slimvec.service.registry import PENDING
+
+    path = served.pending_dir / PENDING
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps({k: v for k, v in r.items() if k != "store_id"},
+                                ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    served.pending_rows = len(rows)
+    served.pending_view_reset()
+
+
+def _record(row: dict[str, Any]) -> dict[str, Any]:
+    return {"id": row["id"], "store_id": int(row["store_id"]), "payload": dict(row.get("payload") or {})}
+
+
+# ---------------------------------------------------------------------- reads
+def get(served: Any, ids: Sequence[Any]) -> list[dict[str, Any] | None]:
+    """Records ``{"id", "store_id", "payload"}`` of the user's ids (None where unknown)."""
+    with served.lock:
+        rows = _pending(served)
+    if rows is None:
+        return [_clean(r) for r in served.ready_index().get(list(ids))]
+    by_sid = {r["store_id"]: r for r in rows}
+    return [None if (r := by_sid.get(doc_id(i))) is None else _record(r) for i in ids]
+
+
+def scroll(served: Any, limit: int, offset: Any = None, filter: Any = None
+           ) -> tuple[list[dict[str, Any]], Any]:
+    """One page of records in store-id order and the offset of the next page (None at the end)."""
+    flt = _filter(filter)
+    with served.lock:
+        rows = _pending(served)
+    if rows is None:
+        recs, nxt = served.ready_index().scroll(limit=limit, offset=offset, filter=flt)
+        return [c for c in (_clean(r) for r in recs) if c is not None], nxt
+    rows = [r for r in _pending_match(rows, None, flt) if offset is None or r["store_id"] >= offset]
+    nxt = rows[limit]["store_id"] if len(rows) > limit else None
+    return [_record(r) for r in rows[:limit]], nxt
+
+
+def count(served: Any, filter: Any = None) -> int:
+    """Documents (matching ``filter``), exact."""
+    flt = _filter(filter)
+    with served.lock:
+        rows = _pending(served)
+    if rows is None:
+        index = served.ready_index()
+        return int(index.store.count() if flt is None else index.count(filter=flt))
+    return len(_pending_match(rows, None, flt))
+
+
+def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
+           rescore: int | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
+    """``(ids, scores, payloads_of)`` of full query vectors, filtered (store ids); ``rescore``
+    as :meth:`Index.search` (None: the index's recorded depth)."""
+    flt = _filter(filter)
+    if flt is None:
+        pending = served.search_pending(queries, k)
+    else:
+        pending = served.search_pending(queries, k, allowed=_allowed(served, flt))
+    if pending is not None:
+        return pending
+    index = served.ready_index()
+    res = (index.search(queries, k, rescore=rescore, filter=flt) if flt is not None
+           else index.search(queries, k, rescore=rescore))
+    return res.ids, res.scores, index.payloads
+
+
+def _allowed(served: Any, flt: Any) -> set[int] | None:
+    with served.lock:
+        rows = _pending(served)
+    return None if rows is None else {r["store_id"] for r in _pending_match(rows, None, flt)}
+
+
+def _clean(rec: dict[str, Any] | None) -> dict[str, Any] | None:
+    if rec is None:
+        return None
+    payload = {k: v for k, v in (rec.get("payload") or {}).items() if k not in SERVICE_KEYS}
+    source = (rec.get("payload") or {}).get("source_id", rec.get("id"))
+    return {"id": source, "store_id": int(rec["store_id"]), "payload": payload}
+
+
+# ---------------------------------------------------------------------- changes
+def _store_ids(b: Any, ids: Sequence[Any] | None, flt: Any) -> np.ndarray:
+    """Store ids of the user's ids, or of the points matching ``flt`` (has_id in user ids)."""
+    if ids is not None:
+        return doc_ids(list(ids)) if len(ids) else np.zeros(0, np.int64)
+    return np.asarray(b.store.filter_ids(flt.map_ids(doc_id)), dtype=np.int64)
+
+
+def _change(served: Any, fn: Any) -> Any:
+    from slimvec.service.registry import Busy
+
+    if served.writer is None:
+        raise Busy(f"Index {served.name!r} has no writer open; retry later.")
+    return served.writer.mutate(fn).result()
+
+
+def delete(served: Any, ids: Sequence[Any] | None = None, filter: Any = None) -> int:
+    """Delete documents by the user's ids or by filter; returns how many were removed (durable
+    when this returns)."""
+    flt = _filter(filter)
+    _one_of(ids, flt)
+    with served.lock:
+        rows = _pending(served)
+        if rows is not None:
+            gone = {r["store_id"] for r in _pending_match(rows, ids, flt)}
+            _rewrite_pending(served, [r for r in rows if r["store_id"] not in gone])
+            return len(gone)
+        served.ready_index()
+
+    def run(b: Any) -> int:
+        sids = _store_ids(b, ids, flt)
+        n = int(b.store.delete(sids))
+        full = getattr(getattr(b, "_target", None), "full", None)
+        if full is not None and len(sids):
+            full.delete(sids)
+        return n
+
+    return _change(served, run)
+
+
+def set_payload(served: Any, fields: dict[str, Any], ids: Sequence[Any] | None = None,
+                filter: Any = None, overwrite: bool = False) -> int:
+    """Set payload ``fields`` (``overwrite``: replace the whole payload) of documents by the
+    user's ids or by filter; returns how many were updated."""
+    from slimvec.indexer.rowcheck import RowProblem, check_payload
+
+    flt = _filter(filter)
+    _one_of(ids, flt)
+    if not isinstance(fields, dict) or any(k in SERVICE_KEYS for k in fields):
+        raise ConfigError(f"'payload' must be an object without the service's keys {SERVICE_KEYS}.")
+    try:
+        fields = check_payload(fields, []) or {}
+    except RowProblem as bad:
+        raise ConfigError(f"payload field {bad.field!r}: {bad.reason}.") from None
+    with served.lock:
+        rows = _pending(served)
+        if rows is not None:
+            hit = {r["store_id"] for r in _pending_match(rows, ids, flt)}
+            for r in rows:
+                if r["store_id"] in hit:
+                    r["payload"] = dict(fields) if overwrite else {**(r.get("payload") or {}), **fields}
+            _rewrite_pending(served, rows)
+            return len(hit)
+        served.ready_index()
+
+    def run(b: Any) -> int:
+        sids = _store_ids(b, ids, flt)
+        if not overwrite:
+            return int(b.store.set_payload(sids, fields))
+        # the service's own keys (the user's id) survive an overwrite
+        olds = b.store.get_payloads(sids.tolist())
+        n = 0
+        for sid, old in zip(sids.tolist(), olds):
+            if old is not None:
+                keep = {k: old[k] for k in SERVICE_KEYS if k in old}
+                n += int(b.store.set_payload([sid], {**fields, **keep}, overwrite=True))
+        return n
+
+    return _change(served, run)
+
+
+def delete_payload_keys(served: Any, keys: Sequence[str], ids: Sequence[Any] | None = None,
+                        filter: Any = None) -> int:
+    """Remove payload ``keys`` of documents by the user's ids or by filter."""
+    flt = _filter(filter)
+    _one_of(ids, flt)
+    keys = [k for k in keys if k not in SERVICE_KEYS]
+    with served.lock:
+        rows = _pending(served)
+        if rows is not None:
+            hit = {r["store_id"] for r in _pending_match(rows, ids, flt)}
+            for r in rows:
+                if r["store_id"] in hit:
+                    r["payload"] = {k: v for k, v in (r.get("payload") or {}).items() if k not in keys}
+            _rewrite_pending(served, rows)
+            return len(hit)
+        served.ready_index()
+    return _change(served, lambda b: int(b.store.delete_payload_keys(_store_ids(b, ids, flt), keys)))
+
+
+def create_payload_index(served: Any, field: str, kind: str) -> bool:
+    """Build a payload index on ``field`` (keyword, integer, float, bool) through the writer
+    when the index is fitted and its store has payload indexes; returns whether one was built
+    (a pending index, or a store without them, filters by scanning the matching ids)."""
+    with served.lock:
+        if served.state != "ready":
+            return False
+        served.ready_index()
+
+    return bool(_change(served, payload_index_mutation(field, kind)))
+
+
+def declare_payload_indexes(served: Any, specs: Sequence[str]) -> None:
+    """Payload indexes declared at creation (``["lang:keyword", ...]``): built now on a fitted
+    index, else kept in its ``service.json`` and built when the reducer is fitted
+    (:func:`slimvec.service.payload_indexes.build_declared_indexes`)."""
+    from slimvec.indexer.lifecycle import parse_payload_indexes
+    from slimvec.persistence import write_json_atomic
+    from slimvec.service.registry import SERVICE_SPEC
+
+    declared = parse_payload_indexes(list(specs), where="payload_index")
+    with served.lock:
+        if served.state == "pending":
+            served.spec["payload_index"] = {**served.spec.get("payload_index", {}), **declared}
+            write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+            return
+    for field, kind in declared.items():
+        create_payload_index(served, field, kind)

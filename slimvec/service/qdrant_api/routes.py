@@ -1,0 +1,224 @@
+"""The Qdrant REST routes of ``slimvec serve`` (the subset qdrant-client's REST transport calls).
+
+Every route answers Qdrant's envelope ``{"result", "status", "time"}``; every failure, Qdrant's
+error shape ``{"status": {"error": ...}, "time"}`` (qdrant-client raises ``UnexpectedResponse``).
+Authentication is the service's key gate: Qdrant's ``api-key`` header (or ``Authorization:
+Bearer``), the read key for reads, the write key for writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from fastapi import APIRouter, Body, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
+from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
+from slimvec.service.qdrant_api.translate import Collections
+
+__all__ = ["qdrant_router"]
+
+log = logging.getLogger(__name__)
+
+
+def _qdrant_error(exc: Exception) -> tuple[int, str]:
+    """The status and Qdrant-style message of an exception raised by a route."""
+    from slimvec.service.registry import NotFound
+    from slimvec.service.writer import WriterClosed
+
+    if isinstance(exc, QdrantError):
+        return exc.status, exc.message
+    if isinstance(exc, HTTPException):
+        return exc.status_code, str(exc.detail)
+    if isinstance(exc, RequestValidationError):
+        parts = [f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}"
+                 for e in exc.errors()[:5]]
+        return 400, "Format error in JSON body: " + "; ".join(parts)
+    if isinstance(exc, NotFound):
+        return 404, f"Not found: {exc}"
+    if isinstance(exc, IndexBusyError):
+        return 409, f"Service busy: {exc}"
+    if isinstance(exc, WriterClosed):
+        return 503, f"Service unavailable: {exc}"
+    if isinstance(exc, ConfigError):
+        return 400, f"Bad request: {exc}"
+    if isinstance(exc, PermissionError):
+        return 403, f"Forbidden: {exc}"
+    if isinstance(exc, SlimvecError):
+        return 500, f"Service internal error: {exc}"
+    log.exception("qdrant-compatible route failed")
+    return 500, f"Service internal error: {type(exc).__name__}; see the server log."
+
+
+class QdrantRoute(APIRoute):
+    """An APIRoute whose every failure (validation and authorisation included) answers in
+    Qdrant's error shape instead of the native API's ``{"detail"}``."""
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return await handler(request)
+            except Exception as exc:  # noqa: BLE001 - every error is answered in Qdrant's shape
+                status, message = _qdrant_error(exc)
+                return error_response(status, message, t0)
+
+        return route
+
+
+def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
+    """The Qdrant-compatible routes over the service's registry.
+
+    Parameters
+    ----------
+    state : object
+        The app's shared state (registry, config, write slots).
+    read, write : fastapi.params.Depends
+        The key gate's read and write dependencies.
+    """
+    cols = Collections(state)
+    r = APIRouter(route_class=QdrantRoute, tags=["qdrant"])
+
+    def ok(result: Any, t0: float) -> JSONResponse:
+        return envelope(result, t0)
+
+    @r.get("/", dependencies=[read])
+    def root() -> JSONResponse:
+        """Qdrant's version info (qdrant-client checks the version at start-up)."""
+        from slimvec import __version__
+
+        return JSONResponse({"title": "slimvec - Qdrant-compatible REST subset",
+                             "version": QDRANT_VERSION, "slimvec_version": __version__})
+
+    @r.get("/collections", dependencies=[read])
+    def list_collections() -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok({"collections": [{"name": n} for n in state.registry.names()]}, t0)
+
+    @r.put("/collections/{name}", dependencies=[write])
+    def create_collection(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.create(name, body), t0)
+
+    @r.get("/collections/{name}", dependencies=[read])
+    def get_collection(name: str) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.info(name), t0)
+
+    @r.get("/collections/{name}/exists", dependencies=[read])
+    def collection_exists(name: str) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok({"exists": name in state.registry.names()}, t0)
+
+    @r.delete("/collections/{name}", dependencies=[write])
+    def delete_collection(name: str) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete(name), t0)
+
+    @r.put("/collections/{name}/points", dependencies=[write])
+    def upsert(name: str, body: dict[str, Any] = Body(...),
+               wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.upsert(name, body, wait), t0)
+
+    @r.post("/collections/{name}/points", dependencies=[read])
+    def retrieve(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.retrieve(name, body), t0)
+
+    @r.post("/collections/{name}/points/query", dependencies=[read])
+    def query(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.query(name, body), t0)
+
+    @r.post("/collections/{name}/points/query/batch", dependencies=[read])
+    def query_batch(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        searches = body.get("searches")
+        if not isinstance(searches, list):
+            raise QdrantError(400, "Bad request: send {\"searches\": [query, ...]}.")
+        return ok([cols.query(name, s) for s in searches], t0)
+
+    @r.post("/collections/{name}/points/count", dependencies=[read])
+    def count(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.count(name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/scroll", dependencies=[read])
+    def scroll(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.scroll(name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/delete", dependencies=[write])
+    def delete_points(name: str, body: dict[str, Any] = Body(...),
+                      wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_points(name, body), t0)
+
+    @r.post("/collections/{name}/points/payload", dependencies=[write])
+    def set_payload(name: str, body: dict[str, Any] = Body(...),
+                    wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.set_payload(name, body, overwrite=False), t0)
+
+    @r.put("/collections/{name}/points/payload", dependencies=[write])
+    def overwrite_payload(name: str, body: dict[str, Any] = Body(...),
+                          wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.set_payload(name, body, overwrite=True), t0)
+
+    @r.post("/collections/{name}/points/payload/delete", dependencies=[write])
+    def delete_payload(name: str, body: dict[str, Any] = Body(...),
+                       wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_payload(name, body), t0)
+
+    @r.post("/collections/{name}/points/payload/clear", dependencies=[write])
+    def clear_payload(name: str, body: dict[str, Any] = Body(...),
+                      wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.clear_payload(name, body), t0)
+
+    @r.put("/collections/{name}/index", dependencies=[write])
+    def create_index(name: str, body: dict[str, Any] = Body(...),
+                     wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.create_index(name, body), t0)
+
+    @r.delete("/collections/{name}/index/{field}", dependencies=[write])
+    def delete_index(name: str, field: str, wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_index(name, field), t0)
+
+    _unsupported_rest(r)
+    return r
+
+
+def _qdrant_version() -> str:
+    """The Qdrant version announced at ``GET /``: the release of the installed qdrant-client,
+    whose models define every shape served here (the client accepts a server within one minor
+    version of its own)."""
+    from importlib.metadata import version
+
+    major, minor = version("qdrant-client").split(".")[:2]
+    return f"{major}.{minor}.0"
+
+
+QDRANT_VERSION = _qdrant_version()
+
+
+def _unsupported_rest(r: APIRouter) -> None:
+    """Every other Qdrant path answers a 400 naming the endpoint (never a silent success)."""
+
+    @r.api_route("/collections/{name}/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                 include_in_schema=False)
+    def other_collection_path(name: str, rest: str, request: Request) -> JSONResponse:
+        raise unsupported(f"{request.method} /collections/{{name}}/{rest}")
+

@@ -1,0 +1,479 @@
+"""Qdrant operations as calls on the service's served indexes (a thin translation).
+
+A Qdrant collection is a vector-only slimvec index served by the same :class:`Registry`: created
+with the server's ``--recipe`` (or ``metadata.slimvec_recipe``), written through the index's one
+writer (``ServedIndex.add_vectors``), searchable while it collects its fit sample (the pending
+state's exact search), searched with the index's own rescoring. What Qdrant knows and slimvec does
+not (the distance, the declared payload schema, the collection metadata) is kept beside the
+indexes in ``ROOT/.qdrant/NAME.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slimvec.ids import doc_id, doc_ids
+from slimvec.service import points
+from slimvec.indexer.rowcheck import RowProblem, check_payload
+from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
+                                               qdrant_id, unsupported)
+
+__all__ = ["Collections", "QDRANT_DIR"]
+
+#: per-collection Qdrant settings, under the served root (dot folders are never indexes)
+QDRANT_DIR = ".qdrant"
+_CREATE_FIELDS = ("vectors", "metadata")
+_VECTOR_FIELDS = ("size", "distance")
+
+
+class Collections:
+    """The Qdrant view of a service's registry.
+
+    Parameters
+    ----------
+    state : object
+        The app's shared state (``registry``, ``config``, ``slots``).
+    """
+
+    def __init__(self, state: Any) -> None:
+        self.st = state
+        self.root: Path = Path(state.config.root)
+
+    # ------------------------------------------------------------------ settings
+    def _settings_path(self, name: str) -> Path:
+        from slimvec.service.names import check_name
+
+        return self.root / QDRANT_DIR / f"{check_name(name)}.json"
+
+    def settings(self, name: str) -> dict[str, Any]:
+        """The Qdrant settings of collection ``name`` (a native index: Cosine, its dimension)."""
+        import json
+
+        path = self._settings_path(name)
+        if path.exists():
+            return json.loads(path.read_text("utf-8"))
+        served = self.served(name)
+        return {"size": _dim_of(served), "distance": "Cosine", "metadata": None, "payload_schema": {}}
+
+    def _save(self, name: str, settings: dict[str, Any]) -> None:
+        from slimvec.persistence import write_json_atomic
+
+        path = self._settings_path(name)
+        path.parent.mkdir(exist_ok=True)
+        write_json_atomic(path, settings)
+
+    def served(self, name: str) -> Any:
+        """The served index of collection ``name`` (404 in Qdrant's words when absent)."""
+        from slimvec.service.registry import NotFound
+
+        try:
+            return self.st.registry.get(name)
+        except NotFound:
+            raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!") from None
+
+    # ------------------------------------------------------------------ collections
+    def create(self, name: str, body: dict[str, Any]) -> bool:
+        """``PUT /collections/NAME``: a pending vector-only index with the server's recipe (or
+        ``metadata.slimvec_recipe``; ``metadata.slimvec_fit_after`` points fit the reducer)."""
+        from slimvec.reducers import make_reducer
+        from slimvec.service.registry import IndexSpecIn
+
+        check_fields(body, _CREATE_FIELDS, "create collection")
+        vectors = _default_vector(body.get("vectors"))
+        if not isinstance(vectors, dict) or "size" not in vectors:
+            raise unsupported("named vectors (or a collection without a vector size)",
+                              "create one unnamed vector: {\"vectors\": {\"size\": N, \"distance\": "
+                              "\"Cosine\"}}")
+        check_fields(vectors, _VECTOR_FIELDS, "vectors")
+        size, distance = vectors.get("size"), vectors.get("distance")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise QdrantError(400, f"Bad request: vectors.size must be a positive integer, got {size!r}.")
+        if distance != "Cosine":
+            raise unsupported(f"distance {distance!r}", "create the collection with distance Cosine")
+        meta = body.get("metadata") or {}
+        if name in self.st.registry.names():
+            raise QdrantError(409, f"Wrong input: Collection `{name}` already exists!")
+        fit_after = meta.get("slimvec_fit_after", 1000)
+        if isinstance(fit_after, bool) or not isinstance(fit_after, int) or fit_after < 1:
+            raise QdrantError(400, "Bad request: metadata.slimvec_fit_after must be a positive "
+                                   f"integer (points before the reducer is fitted), got {fit_after!r}.")
+        spec = IndexSpecIn.from_request(recipe=meta.get("slimvec_recipe"), reducer=None, store=None,
+                                        keep_full=None, encoder=None, fit_after=fit_after,
+                                        default_recipe=self.st.config.recipe)
+        n_out = getattr(make_reducer(spec.reducer), "n_components", None)
+        if isinstance(n_out, int) and n_out > size:
+            raise QdrantError(400, f"Bad request: recipe {spec.recipe or spec.reducer} keeps {n_out} "
+                                   f"dimensions, more than the collection's {size}; name a smaller "
+                                   "one in metadata.slimvec_recipe (e.g. pca:8).")
+        served, _new = self.st.registry.create(name, spec)
+        with served.lock:
+            served.spec["dim_in"] = size  # the collection's size is the index's input dimension
+            from slimvec.persistence import write_json_atomic
+            from slimvec.service.registry import SERVICE_SPEC
+
+            write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+        self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
+                          "payload_schema": {}, "created_at": time.time()})
+        return True
+
+    def delete(self, name: str) -> bool:
+        """``DELETE /collections/NAME`` (Qdrant answers ``false`` for an unknown one)."""
+        if name not in self.st.registry.names():
+            return False
+        self.st.registry.delete(name)
+        self._settings_path(name).unlink(missing_ok=True)
+        return True
+
+    def info(self, name: str) -> dict[str, Any]:
+        """``GET /collections/NAME`` as qdrant-client's ``CollectionInfo``."""
+        from qdrant_client.http import models as m
+
+        served = self.served(name)
+        s = self.settings(name)
+        count = self.count_all(served)
+        schema = {str(k): m.PayloadIndexInfo(data_type=v, points=count)
+                  for k, v in s.get("payload_schema", {}).items()}
+        config = m.CollectionConfig(
+            params=m.CollectionParams(vectors=m.VectorParams(size=s["size"], distance=s["distance"])),
+            hnsw_config=m.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
+            optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
+            metadata=s.get("metadata"))
+        info = m.CollectionInfo(status=m.CollectionStatus.GREEN, optimizer_status=m.OptimizersStatusOneOf.OK,
+                                segments_count=1,
+                                points_count=count, indexed_vectors_count=count, config=config,
+                                payload_schema=schema)
+        return info.model_dump(mode="json", exclude_none=True)
+
+    def count_all(self, served: Any) -> int:
+        """Points in the collection (exact)."""
+        return points.count(served)
+
+    def count(self, name: str, body: dict[str, Any]) -> dict[str, int]:
+        """``POST /collections/NAME/points/count`` (always exact)."""
+        check_fields(body, ("filter", "exact"), "count")
+        served = self.served(name)
+        return {"count": points.count(served, _qfilter(body.get("filter")))}
+
+    # ------------------------------------------------------------------ points
+    def upsert(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
+        """``PUT /collections/NAME/points``: the list form ``{"points": [...]}`` or the batch form
+        ``{"batch": {"ids", "vectors", "payloads"}}``; every point is checked first, so a bad one
+        refuses the request (as Qdrant does) and nothing of it is written."""
+        served = self.served(name)
+        check_fields(body, ("points", "batch"), "upsert")
+        if body.get("points") is not None:
+            rows = body["points"]
+            if not isinstance(rows, list):
+                raise QdrantError(400, "Bad request: 'points' must be a list of points.")
+            for i, p in enumerate(rows):
+                if not isinstance(p, dict):
+                    raise QdrantError(400, f"Bad request: points[{i}] is not an object.")
+                check_fields(p, ("id", "vector", "payload"), f"points[{i}]")
+            points = [(p.get("id"), p.get("vector"), p.get("payload")) for p in rows]
+        elif isinstance(body.get("batch"), dict):
+            b = body["batch"]
+            check_fields(b, ("ids", "vectors", "payloads"), "batch")
+            ids, vecs = b.get("ids") or [], _default_vector(b.get("vectors"))
+            pays = b.get("payloads") or [None] * len(ids)
+            if not isinstance(vecs, list) or len(vecs) != len(ids) or len(pays) != len(ids):
+                raise unsupported("a batch whose vectors are not one list per id (named vectors)")
+            points = list(zip(ids, vecs, pays))
+        else:
+            raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
+        items = self._items(points, int(self.settings(name)["size"]))
+        from slimvec.service.limits import check_batch
+
+        check_batch(len(items), self.st.config.max_batch, "points")
+        source = f"{name}:qdrant:{uuid.uuid4().hex[:12]}"
+        with self.st.slots:
+            result, fut = served.add_vectors(items, source)
+            if fut is not None and wait:
+                fut.result()
+        if result.rejected:  # checked above: only a store-level refusal can reach this
+            raise QdrantError(400, f"Bad request: {len(result.rejected)} point(s) refused: "
+                                   f"{result.rejected[:3]}")
+        return {"operation_id": 0, "status": "completed" if wait or fut is None else "acknowledged"}
+
+    def _items(self, points: list[tuple[Any, Any, Any]], size: int) -> list[dict[str, Any]]:
+        items = []
+        for raw_id, vec, payload in points:
+            pid = point_id(raw_id)
+            vec = _default_vector(vec)
+            if isinstance(vec, dict):
+                raise unsupported(f"point {raw_id}: named or sparse vectors ({sorted(vec)[:3]})")
+            if not isinstance(vec, list) or (vec and isinstance(vec[0], list)):
+                raise unsupported(f"point {raw_id}: a vector that is not one list of numbers "
+                                  "(multivectors)")
+            if len(vec) != size:
+                raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: {size}, "
+                                       f"got {len(vec)} (point {raw_id}).")
+            try:
+                arr = np.asarray(vec, dtype=np.float32)
+            except (TypeError, ValueError):
+                raise QdrantError(400, f"Bad request: point {raw_id}: the vector holds a value that "
+                                       "is not a number.") from None
+            if not np.isfinite(arr).all():
+                raise QdrantError(400, f"Bad request: point {raw_id}: the vector holds NaN or inf.")
+            if payload is not None and not isinstance(payload, dict):
+                raise QdrantError(400, f"Bad request: point {raw_id}: payload must be an object.")
+            if payload and SOURCE_ID in payload:
+                raise QdrantError(400, f"Bad request: point {raw_id}: payload key {SOURCE_ID!r} is "
+                                       "where slimvec keeps the point's id; rename that field.")
+            try:
+                check_payload(payload, [])
+            except RowProblem as bad:
+                raise QdrantError(400, f"Bad request: point {raw_id}: payload field {bad.field!r}: "
+                                       f"{bad.reason}.") from None
+            items.append({"id": pid, "vector": vec, "payload": payload or {}})
+        return items
+
+    def retrieve(self, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """``POST /collections/NAME/points``: the points of ``ids`` (unknown ids are left out)."""
+        check_fields(body, ("ids", "with_payload", "with_vector"), "retrieve")
+        served = self.served(name)
+        wanted = list(dict.fromkeys(point_id(x) for x in body.get("ids") or []))
+        sids = doc_ids(wanted).tolist() if wanted else []
+        return self._records(served, sids, body.get("with_payload", True),
+                             body.get("with_vector", False))
+
+    def _records(self, served: Any, sids: list[int], with_payload: Any, with_vector: Any,
+                 scores: list[float] | None = None) -> list[dict[str, Any]]:
+        """Records (or scored points) of store ids, in order; ids without a stored point dropped."""
+        view = served.pending_view()
+        pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+        keep = [j for j, p in enumerate(pays) if p is not None]
+        vecs = self._vectors(served, view, [sids[j] for j in keep]) if _wants_vector(with_vector) else None
+        out = []
+        for n, j in enumerate(keep):
+            p = dict(pays[j])
+            rec: dict[str, Any] = {"id": qdrant_id(p.pop(SOURCE_ID, None))}
+            if scores is not None:
+                rec.update(version=0, score=scores[j])
+            rec["payload"] = _select_payload(p, with_payload)
+            if vecs is not None:
+                rec["vector"] = vecs[n].tolist()
+            out.append(rec)
+        return out
+
+    def _vectors(self, served: Any, view: Any, sids: list[int]) -> np.ndarray:
+        """The full vectors of store ids from the kept full vectors, normalised to unit length as
+        Qdrant returns the vectors of a Cosine collection (at the kept dtype's precision)."""
+        X = view.vectors(sids) if view is not None else self._kept(served, sids)
+        return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+
+    def _kept(self, served: Any, sids: list[int]) -> np.ndarray:
+        index = served.ready_index()
+        full = index.manifest.full
+        if full is None:
+            raise unsupported("with_vector on a collection whose recipe keeps no full vectors",
+                              "create it with a recipe that has keep_full (the default does)")
+        got, _found = (index.store.get_full(sids) if full.in_store
+                       else index.full_vectors.get(sids))
+        return np.asarray(got, dtype=np.float32)
+
+    # ------------------------------------------------------------------ query
+    def query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/query`` with a vector (``query`` or ``{"nearest"}``),
+        ``limit``, ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``."""
+        if body.get("using") == "":  # the unnamed vector by its name (LangChain sends it)
+            body = {k: v for k, v in body.items() if k != "using"}
+        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
+                            "score_threshold"), "query")
+        served = self.served(name)
+        vec = _query_vector(body.get("query"))
+        limit, offset = _count_arg(body, "limit", 10), _count_arg(body, "offset", 0)
+        k = limit + offset
+        sids, scores = self._search(served, vec, k, _qfilter(body.get("filter")))
+        threshold = body.get("score_threshold")
+        pairs = [(i, s) for i, s in zip(sids, scores)
+                 if i >= 0 and s is not None and (threshold is None or s >= threshold)][offset:]
+        points = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                               body.get("with_vector", False), [s for _, s in pairs])
+        return {"points": points}
+
+    def _search(self, served: Any, vec: list[Any], k: int, flt: Any = None
+                ) -> tuple[list[int], list[float | None]]:
+        size = int(self.settings(served.name)["size"])
+        if len(vec) != size:
+            raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: {size}, "
+                                   f"got {len(vec)}.")
+        q = np.asarray([vec], dtype=np.float32)
+        if not np.isfinite(q).all():
+            raise QdrantError(400, "Bad request: the query vector holds NaN or inf.")
+        ids, scores, _ = points.search(served, q, k, flt)
+        return (ids[0].tolist(),
+                [float(s) if math.isfinite(s) else None for s in np.asarray(scores[0]).tolist()])
+
+
+    # ------------------------------------------------------------------ lifecycle
+    def scroll(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/scroll``: a page in id order and the next page's id."""
+        check_fields(body, ("offset", "limit", "filter", "with_payload", "with_vector"), "scroll")
+        served = self.served(name)
+        offset = body.get("offset")
+        start = None if offset is None else doc_id(point_id(offset))
+        recs, nxt = points.scroll(served, _count_arg(body, "limit", 10) or 10, start,
+                                  _qfilter(body.get("filter")))
+        sids = [r["store_id"] for r in recs]
+        out = self._records(served, sids, body.get("with_payload", True),
+                            body.get("with_vector", False))
+        return {"points": out, "next_page_offset": None if nxt is None else self._qid(served, nxt)}
+
+    def _qid(self, served: Any, sid: int) -> Any:
+        view = served.pending_view()
+        pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
+        return qdrant_id((pay or {}).get(SOURCE_ID))
+
+    def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
+        check_fields(body, ("points", "filter"), "delete points")
+        ids, flt = _selector(body)
+        points.delete(self.served(name), ids=ids, filter=flt)
+        return _done()
+
+    def set_payload(self, name: str, body: dict[str, Any], overwrite: bool) -> dict[str, Any]:
+        """``POST`` (merge) / ``PUT`` (overwrite) ``/collections/NAME/points/payload``."""
+        check_fields(body, ("payload", "points", "filter"), "set payload")
+        ids, flt = _selector(body)
+        points.set_payload(self.served(name), body.get("payload") or {}, ids=ids, filter=flt,
+                           overwrite=overwrite)
+        return _done()
+
+    def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
+        check_fields(body, ("keys", "points", "filter"), "delete payload")
+        ids, flt = _selector(body)
+        keys = body.get("keys")
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
+        points.delete_payload_keys(self.served(name), keys, ids=ids, filter=flt)
+        return _done()
+
+    def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /collections/NAME/points/payload/clear``: an empty payload."""
+        check_fields(body, ("points", "filter"), "clear payload")
+        ids, flt = _selector(body)
+        points.set_payload(self.served(name), {}, ids=ids, filter=flt, overwrite=True)
+        return _done()
+
+    def create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``PUT /collections/NAME/index``: the field's schema is recorded and shown in the
+        collection's ``payload_schema``; a fitted index whose store has payload indexes (Qdrant
+        Edge) builds one, so its filtered search on the field runs natively (filters are exact
+        without one: the planner selects the matching ids)."""
+        check_fields(body, ("field_name", "field_schema"), "create field index")
+        self.served(name)
+        field, schema = body.get("field_name"), body.get("field_schema")
+        if isinstance(schema, dict):
+            schema = schema.get("type")
+        if not isinstance(field, str) or schema not in ("keyword", "integer", "float", "bool"):
+            raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
+                              "index a field as keyword, integer, float or bool")
+        points.declare_payload_indexes(self.served(name), [f"{field}:{schema}"])
+        s = self.settings(name)
+        s.setdefault("payload_schema", {})[field] = schema
+        self._save(name, s)
+        return _done()
+
+    def delete_index(self, name: str, field: str) -> dict[str, Any]:
+        """``DELETE /collections/NAME/index/FIELD``."""
+        self.served(name)
+        s = self.settings(name)
+        s.get("payload_schema", {}).pop(field, None)
+        self._save(name, s)
+        return _done()
+
+
+def _done() -> dict[str, Any]:
+    return {"operation_id": 0, "status": "completed"}
+
+
+def _qfilter(spec: Any) -> Any:
+    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
+    from slimvec.filters import parse_filter
+
+    flt = parse_filter(spec)
+    return None if flt is None else flt.map_ids(point_id)
+
+
+def _selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+    """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
+    as ``{"points": {"filter": ...}}``)."""
+    sel = body.get("points")
+    if isinstance(sel, dict):
+        return _selector({"filter": sel.get("filter"), "points": sel.get("points")})
+    if sel is not None and body.get("filter") is not None:
+        raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
+    if sel is not None:
+        if not isinstance(sel, list):
+            raise QdrantError(400, "Bad request: 'points' must be a list of point ids.")
+        return [point_id(x) for x in sel], None
+    if body.get("filter") is None:
+        raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
+    return None, _qfilter(body["filter"])
+
+
+def _dim_of(served: Any) -> int:
+    if served.state == "ready" and served.index is not None:
+        return int(served.index.dim_in)
+    return int(served.spec.get("dim_in") or 0)
+
+
+def _default_vector(value: Any) -> Any:
+    """Qdrant's unnamed vector spelled as the vector named ``""`` (``{"": ...}``, as LangChain
+    writes it) is the unnamed vector; other names stay (and are refused as named vectors)."""
+    if isinstance(value, dict) and list(value) == [""]:
+        return value[""]
+    return value
+
+
+def _wants_vector(with_vector: Any) -> bool:
+    if with_vector == [""]:
+        return True
+    if with_vector is None or isinstance(with_vector, bool):
+        return bool(with_vector)
+    raise unsupported(f"with_vector={with_vector!r} (named vectors)", "send true or false")
+
+
+def _select_payload(payload: dict[str, Any], selector: Any) -> dict[str, Any] | None:
+    """Qdrant's ``with_payload``: bool, a list of keys, ``{"include": [...]}`` / ``{"exclude"}``."""
+    if selector is None or selector is False:
+        return None
+    if selector is True:
+        return payload
+    if isinstance(selector, list):
+        return {k: v for k, v in payload.items() if k in selector}
+    if isinstance(selector, dict) and isinstance(selector.get("include"), list):
+        return {k: v for k, v in payload.items() if k in selector["include"]}
+    if isinstance(selector, dict) and isinstance(selector.get("exclude"), list):
+        return {k: v for k, v in payload.items() if k not in selector["exclude"]}
+    raise QdrantError(400, f"Bad request: with_payload={str(selector)[:80]!r}; expected true, "
+                           "false, a list of keys, {\"include\": [...]} or {\"exclude\": [...]}.")
+
+
+def _query_vector(query: Any) -> list[Any]:
+    if isinstance(query, dict) and set(query) == {"nearest"}:
+        query = query["nearest"]
+    if isinstance(query, list) and query and not isinstance(query[0], (list, dict)):
+        return query
+    if query is None:
+        raise unsupported("a query without a vector", "use points/scroll to list points")
+    if isinstance(query, (int, str)):
+        raise unsupported("query by point id", "send the vector itself")
+    what = sorted(query)[0] if isinstance(query, dict) and query else type(query).__name__
+    raise unsupported(f"query {what!r} (only a dense vector or {{\"nearest\": vector}} is served)")
+
+
+def _count_arg(body: dict[str, Any], key: str, default: int) -> int:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise QdrantError(400, f"Bad request: {key} must be a non-negative integer, got {value!r}.")
+    return value
