@@ -99,6 +99,7 @@ SLOW_MODULES = (
     "tests/ux/test_readme_usage.py", "tests/ux/test_noise.py",
     "tests/cli/test_cli.py", "tests/reducers/test_learned.py",
     "tests/migrate/test_drop_in.py", "tests/migrate/test_qdrant_server_guide.py",
+    "tests/indexer/test_rebuild.py", "tests/reliability/test_kill_rebuild.py",  # issue 25 item 5
 )
 
 

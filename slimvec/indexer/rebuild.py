@@ -200,6 +200,8 @@ def _refuse_leftovers(new_dir: Path, journal: Path) -> None:
     """A pending journal still here (an old index a reader held open) or a stray build folder
     without a journal: refuse rather than build over it."""
     if os.path.lexists(journal):
+        if read_json(journal).get("state") == "building":
+            return  # a build to this recipe, resumed
         raise IndexBusyError(
             f"The previous rebuild's old index is still in {new_dir}: a reader had it open when "
             "the swap finished. Close that reader (or restart the server) and rerun; the rerun "
