@@ -100,6 +100,7 @@ SLOW_MODULES = (
     "tests/cli/test_cli.py", "tests/reducers/test_learned.py",
     "tests/migrate/test_drop_in.py", "tests/migrate/test_qdrant_server_guide.py",
     "tests/indexer/test_rebuild.py", "tests/reliability/test_kill_rebuild.py",  # issue 25 item 5
+    "tests/service/test_rebuild.py",
 )
 
 

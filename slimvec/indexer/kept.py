@@ -97,27 +97,46 @@ class _SideFile(KeptVectors):
 
 
 class _InStore(KeptVectors):
-    """Qdrant points scrolled in id order through the migrate sources (named vector ``full``)."""
+    """Qdrant points scrolled in id order (named vector ``full``): through the migrate sources,
+    or through a store the caller has open (a Qdrant Edge shard cannot be opened twice)."""
 
-    def __init__(self, folder: Path, manifest: Manifest) -> None:
+    def __init__(self, folder: Path, manifest: Manifest, store: Any = None) -> None:
         from slimvec.connectors import make_store
         from slimvec.indexer.index import store_folder
         from slimvec.migrate.sources import QdrantEdgeSource, QdrantSource
 
-        store = make_store(manifest.store, store_folder(folder))
-        loc = str(store.location)
-        self.where = f"{manifest.store} at {loc}"
-        if manifest.store.partition(":")[0] == "qdrant-edge":
-            self.src: Any = QdrantEdgeSource(Path(loc), self.where, vector="full")
+        if store is None:
+            spec_store = make_store(manifest.store, store_folder(folder))
+            loc = str(spec_store.location)
+            self.where = f"{manifest.store} at {loc}"
+            if manifest.store.partition(":")[0] == "qdrant-edge":
+                self.src: Any = QdrantEdgeSource(Path(loc), self.where, vector="full")
+            else:
+                self.src = QdrantSource(loc, str(spec_store.options["collection"]), self.where,
+                                        "full")
+            self.dim, self._scroll, self._count = int(self.src.dim), self.src._scroll, \
+                self.src.count
         else:
-            self.src = QdrantSource(loc, str(store.options["collection"]), self.where, "full")
-        self.dim = int(self.src.dim)
+            self.src, self.where = None, f"{manifest.store} at {store.location}"
+            self.dim, self._count = int(manifest.dim_in), store.count
+            self._scroll = _open_store_scroll(store)
 
     def count(self) -> int:
-        return int(self.src.count())
+        return int(self._count())
 
     def sample(self, n: int, seed: int = 0) -> np.ndarray:
-        return np.asarray(self.src.sample(int(n), seed), dtype=np.float32)
+        total = self.count()
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(total, size=min(int(n), total), replace=False))
+        out, j = np.empty((len(rows), self.dim), np.float32), 0
+        for _, full, _, next_row in self.batches(0, 2048):
+            lo = next_row - len(full)
+            while j < len(rows) and rows[j] < next_row:
+                out[j] = full[rows[j] - lo]
+                j += 1
+            if j == len(rows):
+                break
+        return out[:j]
 
     def batches(self, start: int, size: int
                 ) -> Iterator[tuple[np.ndarray, np.ndarray, list[Any], int]]:
@@ -125,12 +144,12 @@ class _InStore(KeptVectors):
 
         offset, row = None, 0
         while row < start:  # skip committed rows cheaply (ids only)
-            page, offset = self.src._scroll(offset, min(int(size) * 4, start - row), False)
+            page, offset = self._scroll(offset, min(int(size) * 4, start - row), False)
             row += len(page)
             if offset is None or not page:
                 return
         while True:
-            page, offset = self.src._scroll(offset, int(size), True)
+            page, offset = self._scroll(offset, int(size), True)
             if not page:
                 return
             row += len(page)
@@ -143,11 +162,33 @@ class _InStore(KeptVectors):
                 return
 
     def close(self) -> None:
-        self.src.close()
+        if self.src is not None:
+            self.src.close()
 
 
-def open_kept(folder: Path, manifest: Manifest) -> KeptVectors:
+def _open_store_scroll(store: Any) -> Any:
+    """``scroll(offset, limit, with_data) -> (points, next offset)`` over an open Qdrant Edge or
+    qdrant-client store (the service's read-only index)."""
+    if hasattr(store, "_shard"):
+        import qdrant_edge as q
+
+        def edge(offset: Any, limit: int, with_data: bool) -> Any:
+            return store._require().scroll(q.ScrollRequest(
+                offset=offset, limit=int(limit), with_payload=with_data, with_vector=with_data))
+        return edge
+
+    def client(offset: Any, limit: int, with_data: bool) -> Any:
+        return store._require().scroll(store.options["collection"], limit=int(limit),
+                                       offset=offset, with_payload=with_data,
+                                       with_vectors=["full"] if with_data else False)
+    return client
+
+
+def open_kept(folder: Path, manifest: Manifest, store: Any = None) -> KeptVectors:
     """The reader of the full vectors ``folder``'s index kept.
+
+    ``store``: the index's store, already open (read through it instead of opening the store
+    again, which Qdrant Edge refuses while a shard is open).
 
     Raises
     ------
@@ -165,7 +206,7 @@ def open_kept(folder: Path, manifest: Manifest) -> KeptVectors:
     if info.dir:
         return _SideFile(folder, manifest)
     if info.in_store:
-        return _InStore(folder, manifest)
+        return _InStore(folder, manifest, store)
     raise ConfigError(f"{folder}: the manifest records full vectors ({info.dtype}) but neither a "
                       "side-file folder nor a store that holds them; the manifest is damaged. "
                       "Re-ingest with --keep-full.")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import logging
 import os
 import shutil
@@ -109,7 +110,8 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
             batch_size: int = 2048, seed: int = 0, progress: bool = False,
             checkpoint_seconds: float = 30.0,
             notify: Callable[[str], None] | None = None,
-            on_phase: Callable[[str, int], None] | None = None) -> RebuildSummary:
+            on_phase: Callable[[str, int], None] | None = None,
+            store: Any = None, swap_wait: float = 30.0) -> RebuildSummary:
     """Rebuild the index at ``index_dir`` with ``recipe`` from its kept full vectors.
 
     Parameters
@@ -134,6 +136,12 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
         One-line notices; default: log.
     on_phase : callable, optional
         Called with ``(phase, rows written)`` as the rebuild moves through :data:`PHASES`.
+    store : VectorStore, optional
+        The index's store, already open by the caller (the service's read-only index): Qdrant
+        full vectors are read through it (a Qdrant Edge shard cannot be opened twice).
+    swap_wait : float
+        Seconds to wait at the swap for readers holding the old index's lock (Qdrant stores:
+        ``slimvec search``, a server); then :class:`IndexBusyError` and a rerun only swaps.
 
     Returns
     -------
@@ -164,8 +172,8 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
     spec = _new_spec(index_dir, old, recipe)
     summary = RebuildSummary(str(index_dir), old.recipe, str(spec.recipe),
                              bytes_before=allocated_bytes(index_dir))
-    with IndexLock(index_dir, exclusive=False):  # readers go on, writers wait for the swap
-        with open_kept(index_dir, old) as kept:
+    with IndexLock(index_dir, exclusive=False) as lock:  # readers go on, writers wait
+        with open_kept(index_dir, old, store) as kept:
             if kept.dim != old.dim_in:
                 raise DimensionMismatchError(f"kept full vectors of {index_dir} ({kept.where})",
                                              old.dim_in, kept.dim, "The index is damaged; "
@@ -182,9 +190,10 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
                     journal.unlink(missing_ok=True)
                 raise
         summary.documents = int(Manifest.read(new_dir).count)
+        phase("swapping", summary.documents)  # (the service closes its reader of the old one)
+        _exclusive_for_swap(lock, index_dir, swap_wait, summary.documents)
         _write_journal(journal, "swapping", index_dir, spec.recipe, new_dir,
                        new_ino=os.stat(new_dir).st_ino)
-        phase("swapping", summary.documents)
         _exchange(index_dir, new_dir)
         phase("swapped", summary.documents)
     summary.old_removed = _cleanup(index_dir, new_dir, journal, say)
@@ -334,9 +343,11 @@ def finish_pending_rebuild(index_dir: str | os.PathLike[str], recipe: str | None
         journal.unlink()
         fsync_dir(index_dir.parent)
         return None
-    with IndexLock(index_dir, exclusive=False) if index_dir.is_dir() else _Nothing():
+    with IndexLock(index_dir, exclusive=False) if index_dir.is_dir() else _Nothing() as lock:
         if state.get("new_ino") is not None and not _swapped(index_dir, int(state["new_ino"])):
             say(f"finishing the interrupted swap of {index_dir} to {state.get('recipe')}")
+            if lock is not None:
+                _exclusive_for_swap(lock, index_dir, 30.0, None)
             _exchange(index_dir, new_dir)
     removed = _cleanup(index_dir, new_dir, journal, say)
     if not same:
@@ -348,7 +359,7 @@ def finish_pending_rebuild(index_dir: str | os.PathLike[str], recipe: str | None
 
 
 class _Nothing:
-    def __enter__(self) -> None:
+    def __enter__(self) -> None:  # noqa: D105 - a context manager that holds nothing
         return None
 
     def __exit__(self, *exc: Any) -> None:
@@ -364,6 +375,26 @@ def _same_recipe(a: Any, b: str) -> bool:
         return False
     return (ra.reducer, ra.store, ra.rescore) == (rb.reducer, rb.store, rb.rescore) and (
         rb.keep_full is None or ra.keep_full == rb.keep_full)
+
+
+def _exclusive_for_swap(lock: IndexLock, index_dir: Path, wait: float, n: int | None) -> None:
+    """Turn the rebuild's shared lock on the old index into the writer lock before the swap,
+    waiting up to ``wait`` seconds for readers that hold it (Qdrant stores: an open shard
+    writes to its folder by path when it closes, so none may stay open across the swap)."""
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        try:
+            fcntl.flock(lock._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+    built = f" (the new index is built: {n:,} documents)" if n is not None else ""
+    raise IndexBusyError(
+        f"{index_dir}: a reader still has the old index open, so it cannot be swapped{built}. "
+        "Close that reader (slimvec search, a server) and rerun the same command: the rerun "
+        "only swaps.")
 
 
 def _swapped(index_dir: Path, new_ino: int) -> bool:
