@@ -183,7 +183,8 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
             try:
                 with progress_bar(progress, "vectors") as bar, IndexBuilder(
                         new_dir, notify=say, checkpoint_seconds=checkpoint_seconds) as b:
-                    _build(b, kept, old, spec, sample, batch_size, seed, bar, phase, summary)
+                    _build(b, kept, old, spec, sample, batch_size, seed, bar, phase, summary,
+                           index_dir)
             except BaseException:
                 if not os.path.lexists(new_dir / MANIFEST):  # nothing committed: leave no trace
                     shutil.rmtree(new_dir, ignore_errors=True)
@@ -264,7 +265,7 @@ def _new_spec(index_dir: Path, old: Manifest, recipe: str) -> IndexSpec:
 
 def _build(b: IndexBuilder, kept: KeptVectors, old: Manifest, spec: IndexSpec, sample: int,
            batch_size: int, seed: int, bar: Any, phase: Callable[[str, int], None],
-           summary: RebuildSummary) -> None:
+           summary: RebuildSummary, index_dir: Path) -> None:
     """Fit, then the commit loop over the kept vectors (resumes after the last commit)."""
     total = kept.count()
     fingerprint = {"size": total, "mtime_ns": 0, "head_sha256": old.sha256.get(
@@ -282,6 +283,7 @@ def _build(b: IndexBuilder, kept: KeptVectors, old: Manifest, spec: IndexSpec, s
     b.open(spec, old.dim_in, fit)
     if b.summary.created:
         b.manifest.id_rule = old.id_rule  # ids are copied as they are, under the old rule
+        _carry_calibration_queries(b, index_dir, old)
     if plan.already_done:
         return
     b.begin(plan)
@@ -303,6 +305,23 @@ def _build(b: IndexBuilder, kept: KeptVectors, old: Manifest, spec: IndexSpec, s
             f"rebuild of {old.reducer}|{old.store} into {spec.recipe} interrupted after row "
             f"{b.summary.next_row:,} of {total:,}; the old index is untouched. Rerun the same "
             "command to resume.")
+
+
+def _carry_calibration_queries(b: IndexBuilder, index_dir: Path, old: Manifest) -> None:
+    """Real queries the old index was calibrated on (``slimvec calibrate --queries``) calibrate
+    the new ``rescore=auto`` depth too, instead of corpus vectors."""
+    from slimvec.indexer.calibration_queries import (
+        CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries,
+    )
+    from slimvec.indexer.manifest import RescoreInfo
+    from slimvec.persistence import sha256_file
+
+    if not b.auto_rescore or old.rescore is None or not old.rescore.queries:
+        return
+    queries = load_calibration_queries(index_dir, int(old.dim_in))
+    path = save_calibration_queries(b.folder, queries)
+    b.manifest.sha256[CALIBRATION_QUERIES_FILE] = sha256_file(path)
+    b.manifest.rescore = RescoreInfo(depth=old.rescore.depth, queries=CALIBRATION_QUERIES_FILE)
 
 
 # ---------------------------------------------------------------------- journal and swap

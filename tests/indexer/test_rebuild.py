@@ -133,3 +133,18 @@ def test_rebuild_keeps_the_encoder_of_a_text_index(tmp_path, sentences, encoder)
     with slimvec.open(tmp_path / "idx") as idx:  # texts still search: same encoder
         assert idx.search(sentences[:5], 1).ids[:, 0].tolist() == before
         assert idx.payloads(before) == pl_before
+
+
+def test_rebuild_calibrates_on_the_queries_the_old_index_was_calibrated_on(tmp_path,
+                                                                          minilm_vectors):
+    from slimvec.indexer.recalibrate import calibrate_index
+
+    index = _build(tmp_path, minilm_vectors[:N], "pca:32|hnsw|rescore=auto,keep_full=float16")
+    queries = minilm_vectors[2000:2060]
+    calibrate_index(index, queries)
+    assert Manifest.read(index).rescore.n_queries == 60
+    rebuild(index, "pca:48|faiss:HNSW16|rescore=auto", sample=400)
+    m = Manifest.read(index)
+    assert m.rescore.calibrated and m.rescore.queries is not None and m.rescore.n_queries == 60
+    with slimvec.open(index) as idx:  # the stored queries file is checksummed and readable
+        assert idx.search(queries[:3], 1).ids.shape == (3, 1)
