@@ -109,11 +109,11 @@ class _InStore(KeptVectors):
             spec_store = make_store(manifest.store, store_folder(folder))
             loc = str(spec_store.location)
             self.where = f"{manifest.store} at {loc}"
-            if manifest.store.partition(":")[0] == "qdrant-edge":
-                self.src: Any = QdrantEdgeSource(Path(loc), self.where, vector="full")
-            else:
-                self.src = QdrantSource(loc, str(spec_store.options["collection"]), self.where,
-                                        "full")
+            if "collection" in spec_store.options:  # qdrant-client names its collection
+                self.src: Any = QdrantSource(loc, str(spec_store.options["collection"]),
+                                             self.where, "full")
+            else:  # a Qdrant Edge shard folder
+                self.src = QdrantEdgeSource(Path(loc), self.where, vector="full")
             self.dim, self._scroll, self._count = int(self.src.dim), self.src._scroll, \
                 self.src.count
         else:
@@ -140,8 +140,6 @@ class _InStore(KeptVectors):
 
     def batches(self, start: int, size: int
                 ) -> Iterator[tuple[np.ndarray, np.ndarray, list[Any], int]]:
-        from slimvec.migrate.sources import _point_vector
-
         offset, row = None, 0
         while row < start:  # skip committed rows cheaply (ids only)
             page, offset = self._scroll(offset, min(int(size) * 4, start - row), False)
@@ -154,7 +152,7 @@ class _InStore(KeptVectors):
                 return
             row += len(page)
             ids = np.array([int(p.id) for p in page], dtype=np.int64)
-            vecs = [_point_vector(p.vector, "full", self.where) for p in page]
+            vecs = [_full_of(p.vector) for p in page]
             full = np.array([v if v is not None else [np.nan] * self.dim for v in vecs],
                             dtype=np.float32).reshape(len(page), self.dim)
             yield ids, full, [dict(p.payload or {}) for p in page], row
@@ -166,10 +164,15 @@ class _InStore(KeptVectors):
             self.src.close()
 
 
+def _full_of(vector: Any) -> Any:
+    """The named vector ``full`` of a point (``None`` when it has none: a NaN row, rejected)."""
+    return vector.get("full") if isinstance(vector, dict) else None
+
+
 def _open_store_scroll(store: Any) -> Any:
     """``scroll(offset, limit, with_data) -> (points, next offset)`` over an open Qdrant Edge or
     qdrant-client store (the service's read-only index)."""
-    if hasattr(store, "_shard"):
+    if "collection" not in store.options:  # Qdrant Edge: one shard, no collection
         import qdrant_edge as q
 
         def edge(offset: Any, limit: int, with_data: bool) -> Any:
