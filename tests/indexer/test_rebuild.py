@@ -148,3 +148,27 @@ def test_rebuild_calibrates_on_the_queries_the_old_index_was_calibrated_on(tmp_p
     assert m.rescore.calibrated and m.rescore.queries is not None and m.rescore.n_queries == 60
     with slimvec.open(index) as idx:  # the stored queries file is checksummed and readable
         assert idx.search(queries[:3], 1).ids.shape == (3, 1)
+
+
+def test_an_open_qdrant_reader_holds_the_swap_and_the_rerun_only_swaps(tmp_path, minilm_vectors):
+    """An open Qdrant Edge shard writes to its folder by path when it closes: it must not stay
+    open across the swap. The rebuild waits for it, then refuses; the old index stays in place
+    and searchable, and the rerun (reader closed) swaps without building again."""
+    from slimvec.errors import IndexBusyError
+
+    index = _build(tmp_path, minilm_vectors[:N], "pca:32|qdrant-edge|rescore=4,keep_full=float32")
+    reader = slimvec.open(index)
+    try:
+        with pytest.raises(IndexBusyError, match="reader still has the old index open.*only swaps"):
+            rebuild(index, "pca:48|hnsw|rescore=4", sample=400, store=reader.store,
+                    swap_wait=0.3)
+        assert reader.search(minilm_vectors[:3], 1).ids[:, 0].tolist() == [3, 10, 17]
+    finally:
+        reader.close()
+    assert Manifest.read(index).store.startswith("qdrant-edge")  # the old one, complete
+    phases = []
+    summary = rebuild(index, "pca:48|hnsw|rescore=4", sample=400,
+                      on_phase=lambda name, rows: phases.append(name))
+    assert "fitting" not in phases and summary.documents == N  # built once, only swapped now
+    assert Manifest.read(index).store == "hnsw"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "idx.parquet"]
