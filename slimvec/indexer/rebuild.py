@@ -157,8 +157,6 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
     IndexBusyError
         Another process is writing the index.
     """
-    from slimvec.indexer.progress import progress_bar
-
     t0 = time.perf_counter()
     index_dir = Path(index_dir)
     say = notify or log.info
@@ -173,23 +171,9 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
     summary = RebuildSummary(str(index_dir), old.recipe, str(spec.recipe),
                              bytes_before=allocated_bytes(index_dir))
     with IndexLock(index_dir, exclusive=False) as lock:  # readers go on, writers wait
-        with open_kept(index_dir, old, store) as kept:
-            if kept.dim != old.dim_in:
-                raise DimensionMismatchError(f"kept full vectors of {index_dir} ({kept.where})",
-                                             old.dim_in, kept.dim, "The index is damaged; "
-                                             "re-ingest it.")
-            _write_journal(journal, "building", index_dir, spec.recipe, new_dir)
-            phase("reading", 0)
-            try:
-                with progress_bar(progress, "vectors") as bar, IndexBuilder(
-                        new_dir, notify=say, checkpoint_seconds=checkpoint_seconds) as b:
-                    _build(b, kept, old, spec, sample, batch_size, seed, bar, phase, summary,
-                           index_dir)
-            except BaseException:
-                if not os.path.lexists(new_dir / MANIFEST):  # nothing committed: leave no trace
-                    shutil.rmtree(new_dir, ignore_errors=True)
-                    journal.unlink(missing_ok=True)
-                raise
+        _build_new(index_dir, old, spec, store, summary, say, phase, progress=progress,
+                   sample=sample, batch_size=batch_size, seed=seed,
+                   checkpoint_seconds=checkpoint_seconds)
         summary.documents = int(Manifest.read(new_dir).count)
         phase("swapping", summary.documents)  # (the service closes its reader of the old one)
         _exclusive_for_swap(lock, index_dir, swap_wait, summary.documents)
@@ -204,6 +188,36 @@ def rebuild(index_dir: str | os.PathLike[str], recipe: str, *, sample: int = 10_
     summary.seconds = time.perf_counter() - t0
     phase("done", summary.documents)
     return summary
+
+
+def _build_new(index_dir: Path, old: Manifest, spec: IndexSpec, store: Any,
+               summary: RebuildSummary, say: Callable[[str], None],
+               phase: Callable[[str, int], None], *, progress: bool, sample: int,
+               batch_size: int, seed: int, checkpoint_seconds: float) -> None:
+    """Build (or resume) the new index beside the old one, journal first; a build that failed
+    before its first commit leaves nothing behind."""
+    from slimvec.indexer.progress import progress_bar
+
+    new_dir, journal = _paths(index_dir)
+    with open_kept(index_dir, old, store) as kept:
+        if kept.dim != old.dim_in:
+            raise DimensionMismatchError(f"kept full vectors of {index_dir} ({kept.where})",
+                                         old.dim_in, kept.dim, "The index is damaged; "
+                                         "re-ingest it.")
+        _write_journal(journal, "building", index_dir, spec.recipe, new_dir)
+        phase("reading", 0)
+        try:
+            with progress_bar(progress, "vectors") as bar, IndexBuilder(
+                    new_dir, notify=say, checkpoint_seconds=checkpoint_seconds) as b:
+                _build(b, kept, old, spec, sample, batch_size, seed, bar, phase, summary,
+                       index_dir)
+        except IndexBusyError:
+            raise  # another rebuild writes it: never clean up under it
+        except BaseException:
+            if not os.path.lexists(new_dir / MANIFEST):  # nothing committed: leave no trace
+                shutil.rmtree(new_dir, ignore_errors=True)
+                journal.unlink(missing_ok=True)
+            raise
 
 
 def _refuse_leftovers(new_dir: Path, journal: Path) -> None:
