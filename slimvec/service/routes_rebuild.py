@@ -43,6 +43,7 @@ class RebuildIn(BaseModel):
 def rebuild_router(st: Any, write: Any) -> APIRouter:
     """The rebuild route over the service state ``st`` (registry, jobs), behind ``write``."""
     router = APIRouter()
+    _mark_interrupted(st)
 
     @router.post("/indexes/{name}/rebuild", dependencies=[write], tags=["jobs"],
                  status_code=202)
@@ -75,6 +76,24 @@ def rebuild_router(st: Any, write: Any) -> APIRouter:
         return rec
 
     return router
+
+
+def _mark_interrupted(st: Any) -> None:
+    """A rebuild job a stopped server left ``rebuilding`` is recorded as interrupted: the same
+    request again resumes its build or finishes its swap (the journal beside the index)."""
+    from slimvec.persistence import read_json
+
+    for path in sorted(st.jobs.dir.glob("*.json")) if st.jobs.dir.is_dir() else []:
+        try:
+            rec = read_json(path)
+        except SlimvecError:
+            continue
+        if isinstance(rec, dict) and rec.get("kind") == "rebuild" and rec.get("state") == "rebuilding":
+            rec.update(state="interrupted", error=(
+                "the server stopped during this rebuild; the index holds the old or the new "
+                f"recipe, complete. POST /indexes/{rec.get('index')}/rebuild with the same recipe "
+                "again: it resumes the build or finishes the swap."))
+            _save(st, rec)
 
 
 def _save(st: Any, rec: dict[str, Any]) -> None:

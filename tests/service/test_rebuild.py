@@ -82,3 +82,33 @@ def test_rebuild_job_refuses_an_index_without_full_vectors(tmp_path, minilm_vect
         with pytest.raises(ConfigError, match="keeps no full vectors.*--keep-full"):
             client.rebuild("docs", NEW)  # 422
         assert client.index("docs").info()["count"] == N  # still served, untouched
+
+
+def test_server_killed_mid_rebuild_then_the_same_request_converges(tmp_path, minilm_vectors):
+    root = _root_with_index(tmp_path, minilm_vectors, "pca:32|hnsw|rescore=4,keep_full=float16")
+    srv = Server(root).start()
+    try:
+        with Client(srv.url) as client:
+            ids = client.index("docs").search(minilm_vectors[:5], 1).ids[:, 0].tolist()
+            payloads = client.index("docs").payloads(ids)
+            job = client.rebuild("docs", NEW, sample=400)
+            deadline = time.monotonic() + 120
+            while client.job(job["id"])["phase"] == "queued" and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen = client.job(job["id"])
+    finally:
+        srv.kill()  # kill -9 mid-rebuild
+    assert seen["state"] == "rebuilding", seen
+    with Server(root) as srv, Client(srv.url) as client:
+        rec = client.job(job["id"])
+        assert rec["state"] == "interrupted" and "same recipe" in rec["error"], rec
+        again = client.rebuild("docs", NEW, sample=400)
+        deadline = time.monotonic() + 240
+        while client.job(again["id"])["state"] == "rebuilding" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.job(again["id"])["state"] == "done"
+        info = client.index("docs").info()
+        assert info["count"] == N and info["recipe"] == NEW
+        assert client.index("docs").search(minilm_vectors[:5], 1).ids[:, 0].tolist() == ids
+        assert client.index("docs").payloads(ids) == payloads
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".jobs")) == ["docs"]
