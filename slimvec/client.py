@@ -107,6 +107,13 @@ class Client:
         return self.request("POST", f"/indexes/{name}/restore",
                             json={"snapshot": snapshot, "force": force})
 
+    def rebuild(self, name: str, recipe: str, sample: int = 10_000) -> dict[str, Any]:
+        """Start a job rebuilding index ``name`` with ``recipe`` from its kept full vectors (no
+        text re-encoded; searches answer from the old index until the swap). Poll it with
+        :meth:`job`: ``phase``, ``rows``, then ``state`` ``done`` and the ``summary``."""
+        return self.request("POST", f"/indexes/{name}/rebuild",
+                            json={"recipe": recipe, "sample": sample})
+
     def job(self, job_id: str) -> dict[str, Any]:
         """State of a job."""
         return self.request("GET", f"/jobs/{job_id}")

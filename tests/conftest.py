@@ -104,6 +104,8 @@ SLOW_MODULES = (
     "tests/indexer/test_sync.py", "tests/reliability/test_kill_sync.py",
     "tests/service/test_qdrant_api.py", "tests/service/test_qdrant_compat.py",
     "tests/service/test_langchain_qdrant.py", "tests/service/test_points.py",
+    "tests/indexer/test_rebuild.py", "tests/reliability/test_kill_rebuild.py",  # issue 25 item 5
+    "tests/service/test_rebuild.py",
 )
 
 

@@ -39,6 +39,7 @@ _COMMANDS = [
     ("slimvec.cli.plan", "plan", "plan"),
     ("slimvec.cli.migrate", "migrate", "migrate"),
     ("slimvec.cli.migrate", "export", "export"),
+    ("slimvec.cli.rebuild", "rebuild", "rebuild"),
     ("slimvec.cli.prune", "prune", "prune"),
     ("slimvec.cli.report", "report", "report"),
     ("slimvec.cli.tune", "tune", "tune"),

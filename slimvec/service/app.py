@@ -33,6 +33,7 @@ from slimvec.service.registry import (
     Busy, ConflictError, Encoders, IndexSpecIn, NotFound, Registry,
 )
 from slimvec.service.writer import WriterClosed
+from slimvec.service.routes_rebuild import rebuild_router
 
 __all__ = ["create_app"]
 
@@ -383,6 +384,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(404, f"No job {job_id[:40]!r}.")
         return rec
 
+    app.include_router(rebuild_router(st, write))  # POST /indexes/{name}/rebuild (issue 25)
     _offline_docs(app, read)
     app.include_router(points_router(st, read, write))  # delete, payload, get, scroll, count
     app.include_router(qdrant_router(st, read, write))  # the Qdrant-compatible REST subset

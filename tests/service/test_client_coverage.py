@@ -48,6 +48,7 @@ CLIENT_METHODS: dict[tuple[str, str], str] = {
     ("POST", "/indexes/{name}/get"): "RemoteIndex.get",
     ("POST", "/indexes/{name}/scroll"): "RemoteIndex.scroll",
     ("POST", "/indexes/{name}/count"): "RemoteIndex.count",
+    ("POST", "/indexes/{name}/rebuild"): "Client.rebuild",
 }
 
 #: path (and everything under it) -> why its operations are served for another client, not
