@@ -36,7 +36,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_k, check_vectors
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
-from slimvec.connectors.payloads import PayloadTable, scan_filter
+from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, scan_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["FaissStore"]
@@ -294,7 +294,7 @@ def _rabitq_index(index: Any) -> Any:
     return None
 
 
-class FaissStore(VectorStore):
+class FaissStore(PayloadTableStore, VectorStore):
     """A FAISS index in ``location/index.faiss`` with ids and payloads next to it.
 
     Parameters
@@ -765,23 +765,6 @@ class FaissStore(VectorStore):
         self._payloads.delete(known.tolist())
         self._payloads.mark_deleted(known.tolist())  # committed first at flush (see open)
         return int(len(known))
-
-    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
-                    overwrite: bool = False) -> int:
-        known = self._known(ids).tolist()
-        assert self._payloads is not None
-        self._payloads.update(known, dict(fields), overwrite)
-        if known:
-            self._dirty = True
-        return len(known)
-
-    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
-        known = self._known(ids).tolist()
-        assert self._payloads is not None
-        self._payloads.delete_keys(known, list(keys))
-        if known:
-            self._dirty = True
-        return len(known)
 
     def _allowed_mask(self, flt: Any) -> np.ndarray:
         """Positions a search may return: live, not replaced, and (with ``flt``) matching."""

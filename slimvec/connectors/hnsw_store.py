@@ -21,7 +21,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import MAX_DIM, check_options, whole
-from slimvec.connectors.payloads import PayloadTable, scan_filter
+from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, scan_filter
 from slimvec.errors import MissingDependencyError, StoreError
 
 __all__ = ["HnswStore"]
@@ -51,7 +51,7 @@ def _hnswlib():
     return hnswlib
 
 
-class HnswStore(VectorStore):
+class HnswStore(PayloadTableStore, VectorStore):
     """An hnswlib index in ``location/index.hnsw``.
 
     Parameters
@@ -273,23 +273,6 @@ class HnswStore(VectorStore):
         self._deleted.update(known)
         self._payloads.delete(known)
         self._payloads.mark_deleted(known)
-        return len(known)
-
-    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
-                    overwrite: bool = False) -> int:
-        known = self._known(ids).tolist()
-        assert self._payloads is not None
-        self._payloads.update(known, dict(fields), overwrite)
-        if known:
-            self._dirty = True
-        return len(known)
-
-    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
-        known = self._known(ids).tolist()
-        assert self._payloads is not None
-        self._payloads.delete_keys(known, list(keys))
-        if known:
-            self._dirty = True
         return len(known)
 
     def flush(self) -> None:

@@ -6,13 +6,13 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from slimvec.errors import StoreError
 
-__all__ = ["PayloadTable", "scan_filter"]
+__all__ = ["PayloadTable", "PayloadTableStore", "scan_filter"]
 
 
 class PayloadTable:
@@ -166,3 +166,35 @@ def scan_filter(table: PayloadTable, live: np.ndarray, flt: Any) -> np.ndarray:
                 keep.append(i)
     keep.extend(i for i in live_set - seen if flt.matches(i, {}))
     return np.asarray(sorted(keep), dtype=np.int64)
+
+
+class PayloadTableStore:
+    """Payload updates of a store whose payloads live in a :class:`PayloadTable` (FAISS, hnswlib):
+    listed first in the store's bases so these override :class:`~slimvec.connectors.base.VectorStore`'s
+    refusals. The store provides ``_known`` (its live ids among those given), ``_payloads`` and
+    ``_dirty`` (set when something must be written at the next flush)."""
+
+    _payloads: PayloadTable | None
+    _dirty: bool
+    #: annotated only (no definition here, which would shadow VectorStore._known in the MRO)
+    _known: Callable[[Sequence[int] | np.ndarray], np.ndarray]
+
+    def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
+                    overwrite: bool = False) -> int:
+        """Merge ``fields`` into the payloads of the stored ``ids`` (``overwrite``: replace each
+        payload); unknown ids are ignored; durable at the store's flush. Returns the ids updated."""
+        known = self._known(ids).tolist()
+        assert self._payloads is not None
+        self._payloads.update(known, dict(fields), overwrite)
+        if known:
+            self._dirty = True
+        return len(known)
+
+    def delete_payload_keys(self, ids: Sequence[int] | np.ndarray, keys: Sequence[str]) -> int:
+        """Remove top-level payload ``keys`` of the stored ``ids``; returns how many are stored."""
+        known = self._known(ids).tolist()
+        assert self._payloads is not None
+        self._payloads.delete_keys(known, list(keys))
+        if known:
+            self._dirty = True
+        return len(known)
