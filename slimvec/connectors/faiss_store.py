@@ -670,16 +670,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             finally:
                 if rq is not None:
                     rq.qb = old_qb
-        if params:
-            saved = dict(self.options)
-            self.options.update(params)
-            self._set_search_params()
-            self.options = saved
-        if not index.is_trained and self._pending_ids:
-            self._train_and_add()
-        qs = self._prepare(check_vectors(queries, self.dim or 0, "queries"))
-        k = self._capped(k)
-        out = SearchResult.empty(len(qs), k)
+        qs, k, out = self._begin_search(queries, k, params)
         if index.ntotal == 0 or k == 0:  # faiss asserts k > 0
             return out
         stale = self._stale
@@ -787,9 +778,11 @@ class FaissStore(PayloadTableStore, VectorStore):
             return faiss.SearchParametersIVF(sel=sel, nprobe=int(self.options["nprobe"]))
         return faiss.SearchParameters(sel=sel)
 
-    def _search_selected(self, queries: np.ndarray, k: Any, flt: Any, params: dict[str, Any]
-                         ) -> SearchResult:
-        faiss = _faiss()
+    def _begin_search(self, queries: np.ndarray, k: Any, params: dict[str, Any]
+                      ) -> tuple[np.ndarray, int, SearchResult]:
+        """What every search does first: apply per-search parameters, train a pending index,
+        check the queries and ``k``; returns the prepared queries, the capped k and an empty
+        result of that shape."""
         index = self._require()
         if params:
             saved = dict(self.options)
@@ -800,7 +793,13 @@ class FaissStore(PayloadTableStore, VectorStore):
             self._train_and_add()
         qs = self._prepare(check_vectors(queries, self.dim or 0, "queries"))
         k = self._capped(k)
-        out = SearchResult.empty(len(qs), k)
+        return qs, k, SearchResult.empty(len(qs), k)
+
+    def _search_selected(self, queries: np.ndarray, k: Any, flt: Any, params: dict[str, Any]
+                         ) -> SearchResult:
+        faiss = _faiss()
+        index = self._require()
+        qs, k, out = self._begin_search(queries, k, params)
         mask = self._allowed_mask(flt)
         kk = min(k, int(mask.sum()))
         if index.ntotal == 0 or kk == 0:
