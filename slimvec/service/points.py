@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -204,16 +204,9 @@ def set_payload(served: Any, fields: dict[str, Any], ids: Sequence[Any] | None =
         fields = check_payload(fields, []) or {}
     except RowProblem as bad:
         raise ConfigError(f"payload field {bad.field!r}: {bad.reason}.") from None
-    with served.lock:
-        rows = _pending(served)
-        if rows is not None:
-            hit = {r["store_id"] for r in _pending_match(rows, ids, flt)}
-            for r in rows:
-                if r["store_id"] in hit:
-                    r["payload"] = dict(fields) if overwrite else {**(r.get("payload") or {}), **fields}
-            _rewrite_pending(served, rows)
-            return len(hit)
-        served.ready_index()
+    edited = _edit_pending(served, ids, flt, lambda old: dict(fields) if overwrite else {**old, **fields})
+    if edited is not None:
+        return edited
 
     def run(b: Any) -> int:
         sids = _store_ids(b, ids, flt)
@@ -231,22 +224,33 @@ def set_payload(served: Any, fields: dict[str, Any], ids: Sequence[Any] | None =
     return _change(served, run)
 
 
+def _edit_pending(served: Any, ids: Sequence[Any] | None, flt: Any,
+                  edit: Callable[[dict[str, Any]], dict[str, Any]]) -> int | None:
+    """On an index still collecting its fit sample, replace the payload of each matching
+    collected row by ``edit(payload)`` and rewrite the journal; returns the rows edited, or None
+    when the index is fitted (the change then goes through its writer)."""
+    with served.lock:
+        rows = _pending(served)
+        if rows is None:
+            served.ready_index()  # raises when the index cannot take changes now
+            return None
+        hit = {r["store_id"] for r in _pending_match(rows, ids, flt)}
+        for r in rows:
+            if r["store_id"] in hit:
+                r["payload"] = edit(r.get("payload") or {})
+        _rewrite_pending(served, rows)
+        return len(hit)
+
+
 def delete_payload_keys(served: Any, keys: Sequence[str], ids: Sequence[Any] | None = None,
                         filter: Any = None) -> int:
     """Remove payload ``keys`` of documents by the user's ids or by filter."""
     flt = _filter(filter)
     _one_of(ids, flt)
     keys = [k for k in keys if k not in SERVICE_KEYS]
-    with served.lock:
-        rows = _pending(served)
-        if rows is not None:
-            hit = {r["store_id"] for r in _pending_match(rows, ids, flt)}
-            for r in rows:
-                if r["store_id"] in hit:
-                    r["payload"] = {k: v for k, v in (r.get("payload") or {}).items() if k not in keys}
-            _rewrite_pending(served, rows)
-            return len(hit)
-        served.ready_index()
+    edited = _edit_pending(served, ids, flt, lambda old: {k: v for k, v in old.items() if k not in keys})
+    if edited is not None:
+        return edited
     return _change(served, lambda b: int(b.store.delete_payload_keys(_store_ids(b, ids, flt), keys)))
 
 
