@@ -92,7 +92,7 @@ SLOW_MODULES = (
     "tests/benchmarks/test_tune.py", "tests/benchmarks/test_report_html.py",
     "tests/benchmarks/test_latency.py",
     "tests/reliability/test_kill_resume.py", "tests/reliability/test_kill_migrate.py",
-    "tests/reliability/test_kill_delete.py",
+    "tests/reliability/test_kill_delete.py", "tests/reliability/test_kill_compact.py",
     "tests/reliability/test_sigint.py", "tests/reliability/test_full_disk.py",
     "tests/reliability/test_concurrency.py", "tests/reliability/test_unstorable_rows.py",
     "tests/service/test_quickstart.py", "tests/service/test_text.py",
