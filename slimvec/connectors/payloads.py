@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from slimvec.errors import StoreError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PayloadTable", "PayloadTableStore", "scan_filter"]
 
@@ -136,9 +139,18 @@ class PayloadTable:
             return {int(r[0]) for r in self._db.execute("SELECT id FROM deleted")}
 
     def commit(self) -> None:
-        """Make written payloads durable."""
+        """Make written payloads durable, in ``payloads.sqlite`` itself.
+
+        The WAL is checkpointed into the file and truncated here, because the index records the
+        file's SHA-256 at each commit: left in the WAL, the rows would be copied into the file by
+        whichever connection closes last, a reader that was open across this commit included,
+        and the file would then differ from its recorded checksum (a false "corrupted").
+        """
         with self._lock:
             self._db.commit()
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:  # a reader mid-query: the next commit checkpoints what is left
+                log.info("%s: WAL checkpoint deferred (a reader was busy)", self.path)
 
     def close(self) -> None:
         """Commit and close."""
