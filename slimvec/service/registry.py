@@ -149,6 +149,10 @@ class ServedIndex:
         self.busy_reason = ""
         self.index: Index | None = None
         self.writer: IndexWriter | None = None
+        #: while a job writes (``busy``): the index as it was at its last commit before the job,
+        #: opened read-only, so searches keep answering (stores read without a lock: FAISS,
+        #: hnswlib; a Qdrant store's files are taken by the job's writer, so those searches wait)
+        self.reader: Index | None = None
         self.spec: dict[str, Any] = {}
         self.pending_rows = 0
         self._pending_lock: IndexLock | None = None
@@ -219,6 +223,9 @@ class ServedIndex:
     def close(self) -> None:
         """Commit queued writes, finish, close the store, release the locks (idempotent)."""
         with self.lock:
+            reader, self.reader = self.reader, None
+            if reader is not None:
+                reader.close()
             try:
                 if self.writer is not None:
                     self.writer.close()  # the builder closes the store and the full vectors
@@ -235,6 +242,8 @@ class ServedIndex:
         """The open :class:`Index`, or :class:`Busy` saying why there is none."""
         if self.state == "ready" and self.index is not None:
             return self.index
+        if self.state == "busy" and self.reader is not None:
+            return self.reader  # reads never wait for the job: its last commit before it
         if self.state == "busy":
             raise Busy(f"Index {self.name!r} is being written by {self.busy_reason}; retry when it "
                        "finishes.")
@@ -357,6 +366,9 @@ class ServedIndex:
         with self.lock:
             if self.state == "ready" and self.index is not None:
                 out = self.index.info()
+            elif self.state == "busy" and self.reader is not None:
+                out = self.reader.info()
+                out["reads"] = f"its last commit before {self.busy_reason}"
             else:
                 out = {"index": self.folder.name, "count": 0, "encoder": self.spec.get("encoder"),
                        "reducer": self.spec.get("reducer"), "store": self.spec.get("store"),
@@ -407,6 +419,9 @@ class ServedIndex:
 
     def _submit(self, batch: VectorBatch, rows: int) -> Any:
         with self.lock:
+            if self.state == "busy":
+                raise Busy(f"Index {self.name!r} is being written by {self.busy_reason}; searches "
+                           "answer meanwhile, writes are taken when it finishes: retry then.")
             self.ready_index()
             if self.writer is None:
                 raise WriterClosed(f"Index {self.name!r} has no writer; retry later.")
@@ -670,6 +685,7 @@ class Registry:
                 raise Busy(f"Index {name!r} is being written by {served.busy_reason}.")
             served.close()  # a pending index keeps its rows: they are written after the job
             served.state, served.busy_reason = "busy", reason
+            served.reader = _job_reader(served)
         return served
 
     def pending_spec(self, name: str) -> dict[str, Any] | None:
@@ -681,6 +697,13 @@ class Registry:
     def resume(self, name: str) -> None:
         """Reopen index ``name`` after a job (drop it if the job created nothing)."""
         folder = index_folder(self.root, name)
+        with self._lock:
+            busy = self._indexes.get(name)
+        reader = busy.reader if busy is not None else None
+        if busy is not None:
+            busy.reader = None
+        if reader is not None:
+            reader.close()  # before the writer reopens (nothing of the job's is in it)
         if (folder / MANIFEST).exists():
             try:
                 self.open(name)  # replaces the busy placeholder
@@ -701,6 +724,25 @@ class Registry:
                     served.close()
             except Exception as exc:  # noqa: BLE001 - close the others anyway
                 log.error("closing %s failed: %s", name, exc)
+
+
+def _job_reader(served: ServedIndex) -> Index | None:
+    """The index opened read-only for searches while a job writes it, or None: not fitted yet,
+    or a store that takes its folder for the writer alone (Qdrant Edge, qdrant-client local
+    mode: :meth:`~slimvec.connectors.base.VectorStore.needs_reader_lock`)."""
+    from slimvec.connectors import store_class
+    from slimvec.indexer.index import open_index, read_manifest
+
+    if not (served.folder / MANIFEST).exists():
+        return None
+    try:
+        manifest = read_manifest(served.folder)
+        if store_class(manifest.store).needs_reader_lock(manifest.store):
+            return None
+        return open_index(served.folder, trust_store=served._trusted_store())
+    except SlimvecError as exc:  # searches then answer 409 until the job ends, as before
+        log.warning("%s: no read-only view during the job (%s)", served.name, exc)
+        return None
 
 
 class ConflictError(StoreError):

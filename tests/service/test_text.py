@@ -114,3 +114,45 @@ def test_job_survives_kill9_by_resuming(tmp_path, sentences):
         assert rec["rows"] == 150
         info = httpx.get(f"{srv.url}/indexes/j").json()
         assert info["count"] == 150 and info["state"] == "ready"
+
+
+def test_searches_answer_from_the_last_commit_while_a_job_writes(tmp_path):
+    """Issue 25 item 7: reads never wait for a job. An hnswlib index keeps answering searches
+    (from its last commit before the job) while an ingest job writes 800 more documents; writes
+    meanwhile get 409 saying why; after the job every document is searchable."""
+    texts = bundled_sentences(1000)
+    root, data = tmp_path / "root", tmp_path / "data"
+    root.mkdir()
+    data.mkdir()
+    src = data / "more.jsonl"
+    src.write_text("".join(json.dumps({"id": f"m{i}", "text": s}) + "\n"
+                           for i, s in enumerate(texts[200:])))
+    with Server(root, "--allow-dir", str(data)) as srv, httpx.Client(timeout=120) as http:
+        url = srv.url
+        body = {"reducer": "rp:32", "store": "hnsw", "encoder": "minilm", "sample_texts": texts[:100]}
+        assert http.put(f"{url}/indexes/r", json=body).status_code == 201
+        docs = [{"id": f"d{i}", "text": s} for i, s in enumerate(texts[:200])]
+        assert http.post(f"{url}/indexes/r/documents", json={"documents": docs}).status_code == 200
+        r = http.post(f"{url}/indexes/r/jobs", json={"path": str(src), "batch_size": 10})
+        assert r.status_code == 202, r.text
+        job = r.json()["id"]
+        during = http.post(f"{url}/indexes/r/search", json={"texts": [texts[3]], "k": 3})
+        state = http.get(f"{url}/jobs/{job}").json()["state"]
+        info = http.get(f"{url}/indexes/r").json()
+        write = http.post(f"{url}/indexes/r/documents", json={"documents": [{"id": "x", "text": "x"}]})
+        assert state in ("queued", "running"), "the job ended before the searches: make it longer"
+        assert during.status_code == 200, during.text  # was 409 "being written by an ingest job"
+        hits = during.json()["hits"][0]
+        assert hits and hits[0]["source_id"] == "d3"  # the documents committed before the job
+        assert info["state"] == "busy" and info["count"] == 200 and "last commit" in info["reads"]
+        assert write.status_code == 409 and "being written by an ingest job" in write.json()["detail"]
+        deadline = time.monotonic() + 600
+        rec = http.get(f"{url}/jobs/{job}").json()
+        while rec["state"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.5)
+            rec = http.get(f"{url}/jobs/{job}").json()
+        assert rec["state"] == "done", rec
+        after = http.post(f"{url}/indexes/r/search", json={"texts": [texts[900]], "k": 3}).json()
+        assert "hits" in after, (after, http.get(f"{url}/indexes/r").json())
+        assert after["hits"][0][0]["source_id"] == "m700"
+        assert http.get(f"{url}/indexes/r").json()["count"] == 1000
