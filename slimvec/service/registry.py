@@ -365,8 +365,20 @@ class ServedIndex:
                 if self.state == "pending":
                     out["fit_after"] = self.spec.get("fit_after")
             # the folder relative to the served root: a client never learns the server's layout
-            out.update(index=self.folder.name, name=self.name, state=self.state)
+            out.update(index=self.folder.name, name=self.name, state=self.health())
+            w = self.writer
+            if w is not None and w.degraded is not None:
+                out.update(last_error=w.last_error, retries=w.retries,
+                           next_retry=_iso(w.next_retry))
             return out
+
+    def health(self) -> str:
+        """``state``, or ``degraded`` while a ready index's writer retries a failed commit
+        (searches answer, writes get 503 until the writer is back)."""
+        w = self.writer
+        if self.state == "ready" and w is not None and w.degraded is not None:
+            return "degraded"
+        return self.state
 
     # ------------------------------------------------------------------ writes
     def add_documents(self, docs: list[dict[str, Any]], source: str) -> tuple[WriteResult, Any]:
@@ -809,6 +821,15 @@ def _read_pending(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
+
+
+def _iso(epoch: float | None) -> str | None:
+    """An epoch time as ISO 8601 UTC (``None`` stays ``None``)."""
+    from datetime import datetime, timezone
+
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _count_lines(path: Path) -> int:
