@@ -166,12 +166,17 @@ class IndexWriter:
         Shared with the searches' :class:`LockedStore`.
     on_commit : callable, optional
         Called (holding ``lock``) after each commit.
+    on_dead : callable, optional
+        Called with the exception when the thread died (store closed, lock released) and the
+        writer was not closed: its owner reopens the index (:meth:`ServedIndex._supervise`).
     """
 
     def __init__(self, builder: IndexBuilder, lock: threading.RLock,
-                 on_commit: Callable[[], None] | None = None) -> None:
+                 on_commit: Callable[[], None] | None = None,
+                 on_dead: Callable[[BaseException], None] | None = None) -> None:
         self.builder, self.lock = builder, lock
         self._on_commit = on_commit or (lambda: None)
+        self._on_dead = on_dead
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._failed: BaseException | None = None
         self._closed = False
@@ -216,6 +221,11 @@ class IndexWriter:
             self._queue.put(_Mutate(fn, fut))
         return fut
 
+    @property
+    def dead(self) -> BaseException | None:
+        """Why the writer thread died (``None`` while it runs or after a clean close)."""
+        return self._failed
+
     def _refuse(self) -> None:
         """Raise why the writer takes no request now (call holding ``_guard``)."""
         if self._closed or self._failed is not None:
@@ -223,6 +233,14 @@ class IndexWriter:
                                + (f" ({self._failed})" if self._failed else "") + "; retry later.")
         if self.degraded is not None:
             raise self._degraded_error()
+
+    def dead_error(self) -> WriterDegraded:
+        """The 503 of an index whose writer thread died, until it is reopened."""
+        wait = max(0.0, (self.next_retry or time.time()) - time.time())
+        return WriterDegraded(
+            f"Index {self.builder.folder.name!r} is degraded: its writer stopped "
+            f"({self.last_error}) and is being reopened (next attempt in {wait:.1f} s, attempt "
+            f"{self.retries + 1}); retry later.", retry_after=max(1.0, wait))
 
     def _degraded_error(self) -> WriterDegraded:
         wait = max(0.0, (self.next_retry or time.time()) - time.time())
@@ -301,6 +319,9 @@ class IndexWriter:
             log.error("%s: a change of stored points failed (%s); the writer goes on",
                       b.folder.name, exc)
             req.fut.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - the thread dies: no request left waiting
+            req.fut.set_exception(exc)
+            raise
 
     def _calibrate(self, req: _Calibrate) -> None:
         """Run a queued calibration; its failure goes to its request only, never stops the writer."""
@@ -416,6 +437,8 @@ class IndexWriter:
                     b.finish()
         except BaseException as exc:  # noqa: BLE001
             log.error("writer of %s failed: %s", b.folder, exc)
+            self.last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            self.next_retry = time.time() + RETRY_FIRST  # the owner's supervisor reopens it
             self._failed = exc
             exc_info = sys.exc_info()
             while True:
@@ -434,6 +457,8 @@ class IndexWriter:
                     b.__exit__(*exc_info)
                 except BaseException as exc:  # noqa: BLE001 - already reported above
                     log.error("closing %s: %s", b.folder, exc)
+            if self._failed is not None and not self._closed and self._on_dead is not None:
+                self._on_dead(self._failed)
 
 
 def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:
