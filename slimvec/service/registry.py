@@ -137,7 +137,10 @@ class Encoders:
 
 
 class ServedIndex:
-    """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job)."""
+    """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job).
+
+    ``state`` stays one of those; :meth:`health` (what clients see) says ``degraded`` while a
+    ready index's writer retries a failed commit or its dead writer is being reopened."""
 
     def __init__(self, name: str, root: Path, encoders: Encoders,
                  on_commit: Callable[[str, int, int], None],
