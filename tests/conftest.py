@@ -106,6 +106,7 @@ SLOW_MODULES = (
     "tests/service/test_langchain_qdrant.py", "tests/service/test_points.py",
     "tests/indexer/test_rebuild.py", "tests/reliability/test_kill_rebuild.py",  # issue 25 item 5
     "tests/service/test_rebuild.py",
+    "tests/service/test_degraded.py",  # issue 25 item 7: two servers, a backoff wait
 )
 
 

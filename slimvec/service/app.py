@@ -125,8 +125,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         status = _status_of(exc)
         if status == 500:
             log.error("%s %s: %s", request.method, request.url.path, exc)
-        headers = {"Retry-After": "1"} if status in (409, 503) else None
-        return _error(status, str(exc), headers)
+        retry = max(1, round(getattr(exc, "retry_after", 1)))  # a degraded writer's next attempt
+        headers = {"Retry-After": str(retry)} if status in (409, 503) else None
+        return _error(status, _redact(str(exc), config) if status == 503 else str(exc), headers)
 
     @app.exception_handler(PermissionError)
     async def _forbidden(request: Request, exc: PermissionError) -> JSONResponse:
@@ -178,8 +179,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
     # ------------------------------------------------------------------ health
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:
-        """Alive."""
-        return {"status": "ok"}
+        """Alive; ``degraded`` (only when there are some) counts the indexes whose writer
+        retries a failed commit (the process is alive and reads answer: still 200)."""
+        degraded = 0
+        for name in st.registry.names() if st.ready.is_set() else []:
+            try:
+                degraded += st.registry.get(name).health() == "degraded"
+            except SlimvecError:
+                continue
+        return {"status": "ok", "degraded": degraded} if degraded else {"status": "ok"}
 
     @app.get("/readyz", tags=["health"])
     def readyz(request: Request) -> JSONResponse:
@@ -188,11 +196,13 @@ def create_app(config: ServiceConfig) -> FastAPI:
         failed ones failed (paths relative to the root, secrets masked)."""
         if not st.ready.is_set():
             return JSONResponse({"status": "starting"}, status_code=503)
-        counts = {"ready": 0, "pending": 0, "busy": 0}
+        # a degraded index still answers searches, so the server stays ready (200): taking it
+        # out of a load balancer would cut its reads too; the count says writes are refused
+        counts = {"ready": 0, "pending": 0, "busy": 0, "degraded": 0}
         names = st.registry.names()
         for name in names:
             try:
-                state = st.registry.get(name).state
+                state = st.registry.get(name).health()
             except SlimvecError:
                 continue
             counts[state] = counts.get(state, 0) + 1
@@ -242,8 +252,12 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
     @app.get("/indexes/{name}", dependencies=[read], tags=["indexes"])
     def index_info(name: str) -> dict[str, Any]:
-        """The fields of ``slimvec info --json``."""
-        return st.registry.get(name).info()
+        """The fields of ``slimvec info --json``; a degraded index adds ``last_error`` (root
+        and secrets masked), ``retries`` and ``next_retry``."""
+        out = st.registry.get(name).info()
+        if out.get("last_error"):
+            out["last_error"] = _redact(out["last_error"], config)
+        return out
 
     @app.delete("/indexes/{name}", dependencies=[write], tags=["indexes"])
     def delete_index(name: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -136,7 +137,10 @@ class Encoders:
 
 
 class ServedIndex:
-    """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job)."""
+    """One index as served: ``ready``, ``pending`` (not fitted yet) or ``busy`` (a job).
+
+    ``state`` stays one of those; :meth:`health` (what clients see) says ``degraded`` while a
+    ready index's writer retries a failed commit or its dead writer is being reopened."""
 
     def __init__(self, name: str, root: Path, encoders: Encoders,
                  on_commit: Callable[[str, int, int], None],
@@ -158,6 +162,7 @@ class ServedIndex:
         self._pending_lock: IndexLock | None = None
         self._pending_search = PendingSearch(self._pending_vectors)
         self.lock = threading.RLock()
+        self._closing = threading.Event()  # stops the dead writer's supervisor
 
     # ------------------------------------------------------------------ open / close
     def open(self) -> "ServedIndex":
@@ -215,13 +220,49 @@ class ServedIndex:
             raise
         rw = threading.RLock()
         self.index = LiveIndex(self.folder, b.manifest, b.reducer, LockedStore(b.store, rw), rw)
-        self.writer = IndexWriter(b, rw, on_commit=self.index.committed)
+        self.writer = IndexWriter(b, rw, on_commit=self.index.committed,
+                                  on_dead=self._writer_died)
         self.state = "ready"
         if b.manifest.encoder:
             self.encoders.get(b.manifest.encoder)
 
+    def _writer_died(self, exc: BaseException) -> None:
+        """The writer thread died (store closed): reopen the index in the background."""
+        self._closing.clear()
+        threading.Thread(target=self._supervise, daemon=True,
+                         name=f"supervise:{self.name}").start()
+
+    def _supervise(self) -> None:
+        """Reopen a dead writer every 0.5 s doubling to 30 s until it opens or the index is
+        closed; meanwhile the index is ``degraded`` (reads and writes 503: its store is closed)."""
+        from slimvec.service.writer import RETRY_FIRST, RETRY_MAX
+
+        dead, delay = self.writer, RETRY_FIRST
+        while dead is not None:
+            dead.next_retry = time.time() + delay
+            if self._closing.wait(delay):
+                return
+            with self.lock:
+                if self.writer is not dead or self.state != "ready":
+                    return  # closed, deleted or suspended meanwhile
+                dead.retries += 1
+                try:
+                    self._open_builder(None, None)
+                except Exception as exc:  # noqa: BLE001 - still degraded: retry later
+                    self.writer, self.state = dead, "ready"
+                    dead.last_error = str(exc).splitlines()[0][:300] or type(exc).__name__
+                    delay = min(delay * 2, RETRY_MAX)
+                    log.warning("%s: reopening the dead writer failed (attempt %d: %s); next "
+                                "attempt in %.1f s", self.name, dead.retries, dead.last_error,
+                                delay)
+                    continue
+            log.warning("%s: the writer was reopened after %d attempt(s); the index is ready",
+                        self.name, dead.retries)
+            return
+
     def close(self) -> None:
         """Commit queued writes, finish, close the store, release the locks (idempotent)."""
+        self._closing.set()
         with self.lock:
             reader, self.reader = self.reader, None
             if reader is not None:
@@ -240,6 +281,9 @@ class ServedIndex:
     # ------------------------------------------------------------------ reads
     def ready_index(self) -> Index:
         """The open :class:`Index`, or :class:`Busy` saying why there is none."""
+        w = self.writer
+        if self.state == "ready" and w is not None and w.dead is not None:
+            raise w.dead_error()  # its store is closed until the supervisor reopens it
         if self.state == "ready" and self.index is not None:
             return self.index
         if self.state == "busy" and self.reader is not None:
@@ -364,7 +408,11 @@ class ServedIndex:
         """The fields of ``slimvec info --json`` (plus ``name`` and ``state``); ``index`` is the
         folder relative to the root, never an absolute server path."""
         with self.lock:
-            if self.state == "ready" and self.index is not None:
+            w = self.writer
+            if self.state == "ready" and self.index is not None and w is not None and w.dead:
+                m = self.index.manifest  # its store is closed until the writer is reopened
+                out = {"count": int(m.count), "encoder": m.encoder, "store": m.store}
+            elif self.state == "ready" and self.index is not None:
                 out = self.index.info()
             elif self.state == "busy" and self.reader is not None:
                 out = self.reader.info()
@@ -377,8 +425,19 @@ class ServedIndex:
                 if self.state == "pending":
                     out["fit_after"] = self.spec.get("fit_after")
             # the folder relative to the served root: a client never learns the server's layout
-            out.update(index=self.folder.name, name=self.name, state=self.state)
+            out.update(index=self.folder.name, name=self.name, state=self.health())
+            if w is not None and (w.degraded or w.dead) is not None:
+                out.update(last_error=w.last_error, retries=w.retries,
+                           next_retry=_iso(w.next_retry))
             return out
+
+    def health(self) -> str:
+        """``state``, or ``degraded`` while a ready index's writer retries a failed commit
+        (searches answer, writes get 503 until the writer is back)."""
+        w = self.writer
+        if self.state == "ready" and w is not None and (w.degraded or w.dead) is not None:
+            return "degraded"
+        return self.state
 
     # ------------------------------------------------------------------ writes
     def add_documents(self, docs: list[dict[str, Any]], source: str) -> tuple[WriteResult, Any]:
@@ -851,6 +910,15 @@ def _read_pending(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text("utf-8").splitlines() if x.strip()]
+
+
+def _iso(epoch: float | None) -> str | None:
+    """An epoch time as ISO 8601 UTC (``None`` stays ``None``)."""
+    from datetime import datetime, timezone
+
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _count_lines(path: Path) -> int:

@@ -12,6 +12,15 @@ user's own queries (``POST /indexes/NAME/calibrate``) is queued like a batch and
 commits. A batch that fails (group-committed batches are then retried one by one) fails its own
 request only: the writer goes on.
 
+A failure of the store itself on a commit (an I/O error: disk full, folder made read-only, file too
+large) is not a bad batch: the writer turns *degraded* (:attr:`IndexWriter.degraded`). The request
+(and whatever queued behind it) gets :class:`WriterDegraded` (503 with Retry-After), new writes are
+refused with the cause, searches go on from the last commit (the store stays open), and the writer
+thread retries the commit with exponential backoff (0.5 s doubling to 30 s, each attempt logged);
+once a commit goes through, the writer is ready again. Every write acknowledged before the failure
+was committed, so nothing acknowledged is lost; a write answered 503 may or may not have been kept:
+resend it (an upsert by id is idempotent).
+
 Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
 cannot be opened twice in one process, and its writes and reads are not documented as
 thread-safe).
@@ -23,25 +32,58 @@ import logging
 import queue
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
 import numpy as np
 
-from slimvec.errors import StoreError
+from slimvec.errors import PersistenceError, StoreError
 from slimvec.indexer.builder import IndexBuilder
 from slimvec.indexer.index import Index
 from slimvec.indexer.writer import VectorBatch
 
-__all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "SERVICE_INPUT"]
+__all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "WriterDegraded",
+           "SERVICE_INPUT", "is_store_failure"]
 
 log = logging.getLogger(__name__)
 _STOP = object()
 SERVICE_INPUT = "slimvec-serve"
+RETRY_FIRST, RETRY_MAX = 0.5, 30.0  # seconds: the degraded writer's backoff
+_IO_HINTS = ("No space left", "Read-only file system", "Permission denied", "Disk quota",
+             "File too large", "disk I/O error", "database or disk is full",
+             "attempt to write a readonly database", "os error")
 
 
 class WriterClosed(StoreError):
     """The writer is stopped (shutting down, deleted, or it failed)."""
+
+
+class WriterDegraded(WriterClosed):
+    """The writer's store failed on a commit; it retries by itself (``retry_after`` seconds)."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def is_store_failure(exc: BaseException) -> bool:
+    """True when ``exc`` is the store or disk failing (I/O), not a bad batch.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What a write or commit raised.
+
+    Returns
+    -------
+    bool
+        ``OSError``, :class:`~slimvec.errors.PersistenceError`, or a store engine's own
+        exception whose message reports an I/O failure.
+    """
+    if isinstance(exc, (OSError, PersistenceError)):
+        return True
+    return isinstance(exc, Exception) and any(h in str(exc) for h in _IO_HINTS)
 
 
 class LockedStore:
@@ -124,18 +166,28 @@ class IndexWriter:
         Shared with the searches' :class:`LockedStore`.
     on_commit : callable, optional
         Called (holding ``lock``) after each commit.
+    on_dead : callable, optional
+        Called with the exception when the thread died (store closed, lock released) and the
+        writer was not closed: its owner reopens the index (:meth:`ServedIndex._supervise`).
     """
 
     def __init__(self, builder: IndexBuilder, lock: threading.RLock,
-                 on_commit: Callable[[], None] | None = None) -> None:
+                 on_commit: Callable[[], None] | None = None,
+                 on_dead: Callable[[BaseException], None] | None = None) -> None:
         self.builder, self.lock = builder, lock
         self._on_commit = on_commit or (lambda: None)
+        self._on_dead = on_dead
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._failed: BaseException | None = None
         self._closed = False
         self._wrote = False
         self._calibration_failed_at = 0
         self._guard = threading.Lock()
+        self._wake = threading.Event()
+        self.degraded: BaseException | None = None
+        self.last_error: str | None = None
+        self.next_retry: float | None = None  # epoch seconds of the next reopen attempt
+        self.retries = 0
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"writer:{builder.folder.name}")
         self._thread.start()
@@ -144,9 +196,7 @@ class IndexWriter:
         """Queue a batch of ``rows`` request rows; the future resolves once it is committed."""
         fut: Future = Future()
         with self._guard:
-            if self._closed or self._failed is not None:
-                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
-                                   + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+            self._refuse()
             self._queue.put((batch, rows, fut))
         return fut
 
@@ -156,9 +206,7 @@ class IndexWriter:
         (:meth:`IndexBuilder.calibrate`). The future resolves to the new ``RescoreInfo``."""
         fut: Future = Future()
         with self._guard:
-            if self._closed or self._failed is not None:
-                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
-                                   + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+            self._refuse()
             self._queue.put(_Calibrate(queries, fut))
         return fut
 
@@ -169,11 +217,91 @@ class IndexWriter:
         ``fn``'s result once it is durable. Its failure goes to its request only."""
         fut: Future = Future()
         with self._guard:
-            if self._closed or self._failed is not None:
-                raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
-                                   + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+            self._refuse()
             self._queue.put(_Mutate(fn, fut))
         return fut
+
+    @property
+    def dead(self) -> BaseException | None:
+        """Why the writer thread died (``None`` while it runs or after a clean close)."""
+        return self._failed
+
+    def _refuse(self) -> None:
+        """Raise why the writer takes no request now (call holding ``_guard``)."""
+        if self._closed or self._failed is not None:
+            raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
+                               + (f" ({self._failed})" if self._failed else "") + "; retry later.")
+        if self.degraded is not None:
+            raise self._degraded_error()
+
+    def dead_error(self) -> WriterDegraded:
+        """The 503 of an index whose writer thread died, until it is reopened."""
+        wait = max(0.0, (self.next_retry or time.time()) - time.time())
+        return WriterDegraded(
+            f"Index {self.builder.folder.name!r} is degraded: its writer stopped "
+            f"({self.last_error}) and is being reopened (next attempt in {wait:.1f} s, attempt "
+            f"{self.retries + 1}); retry later.", retry_after=max(1.0, wait))
+
+    def _degraded_error(self) -> WriterDegraded:
+        wait = max(0.0, (self.next_retry or time.time()) - time.time())
+        return WriterDegraded(
+            f"Index {self.builder.folder.name!r} is degraded: its store failed on a commit "
+            f"({self.last_error}). Searches still answer from the last commit; the writer "
+            f"retries by itself (next attempt in {wait:.1f} s, attempt {self.retries + 1}). "
+            "Fix the cause (disk space, permissions) and resend this write later.",
+            retry_after=max(1.0, wait))
+
+    def _degrade(self, exc: BaseException, futs: list[Future]) -> None:
+        """The store failed on a commit: fail ``futs`` and everything queued with the cause,
+        then retry the commit with backoff until it goes through or the writer is closed."""
+        with self._guard:
+            self.degraded = exc
+            self.last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            self.next_retry = time.time() + RETRY_FIRST
+            err = self._degraded_error()
+            stop = False
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    continue
+                futs.append(item.fut if isinstance(item, (_Calibrate, _Mutate)) else item[2])
+            if stop:
+                self._queue.put(_STOP)
+        log.error("%s: the store failed on a commit (%s); the index is degraded (reads go on, "
+                  "writes answer 503) and the writer retries with backoff",
+                  self.builder.folder.name, self.last_error)
+        for fut in futs:
+            if not fut.done():
+                fut.set_exception(err)
+        self._recover()
+
+    def _recover(self) -> None:
+        """Retry the commit every 0.5 s doubling to 30 s until it succeeds or ``close``."""
+        b, delay = self.builder, RETRY_FIRST
+        while not self._closed:
+            self.next_retry = time.time() + delay
+            if self._wake.wait(delay) or self._closed:
+                return
+            self.retries += 1
+            try:
+                with self.lock:
+                    b.commit()
+                    self._on_commit()
+            except Exception as exc:  # noqa: BLE001 - still degraded: retry later
+                self.last_error = str(exc).splitlines()[0][:300] or type(exc).__name__
+                delay = min(delay * 2, RETRY_MAX)
+                log.warning("%s: reopening the writer failed (attempt %d: %s); next attempt in "
+                            "%.1f s", b.folder.name, self.retries, self.last_error, delay)
+                continue
+            with self._guard:
+                log.warning("%s: the writer is back after %d attempt(s); the index is ready",
+                            b.folder.name, self.retries)
+                self.degraded, self.last_error, self.next_retry, self.retries = None, None, None, 0
+            return
 
     def _mutate(self, req: _Mutate) -> None:
         b = self.builder
@@ -185,9 +313,15 @@ class IndexWriter:
                 self._on_commit()
             req.fut.set_result(result)
         except Exception as exc:  # noqa: BLE001 - handed to the request, never stops the writer
+            if is_store_failure(exc):
+                self._degrade(exc, [req.fut])
+                return
             log.error("%s: a change of stored points failed (%s); the writer goes on",
                       b.folder.name, exc)
             req.fut.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - the thread dies: no request left waiting
+            req.fut.set_exception(exc)
+            raise
 
     def _calibrate(self, req: _Calibrate) -> None:
         """Run a queued calibration; its failure goes to its request only, never stops the writer."""
@@ -206,6 +340,7 @@ class IndexWriter:
                 return
             self._closed = True
             self._queue.put(_STOP)
+        self._wake.set()
         self._thread.join(timeout)
 
     def _maybe_calibrate(self) -> None:
@@ -231,6 +366,9 @@ class IndexWriter:
         try:
             next_row = self._commit(items)
         except Exception as exc:  # noqa: BLE001 - handed to the requests, never stops the writer
+            if is_store_failure(exc):  # the store, not a batch: degraded until a commit passes
+                self._degrade(exc, [fut for _, _, fut in items])
+                return
             if len(items) > 1:
                 for item in items:
                     self._write_group([item])
@@ -294,11 +432,13 @@ class IndexWriter:
                     self._calibrate(calibration)
                 if stop:
                     break
-            if self._wrote:
+            if self._wrote and self.degraded is None:  # a degraded store keeps its last commit
                 with self.lock:
                     b.finish()
         except BaseException as exc:  # noqa: BLE001
             log.error("writer of %s failed: %s", b.folder, exc)
+            self.last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            self.next_retry = time.time() + RETRY_FIRST  # the owner's supervisor reopens it
             self._failed = exc
             exc_info = sys.exc_info()
             while True:
@@ -317,6 +457,8 @@ class IndexWriter:
                     b.__exit__(*exc_info)
                 except BaseException as exc:  # noqa: BLE001 - already reported above
                     log.error("closing %s: %s", b.folder, exc)
+            if self._failed is not None and not self._closed and self._on_dead is not None:
+                self._on_dead(self._failed)
 
 
 def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:
