@@ -89,6 +89,13 @@ class BenchConfig:
         the Qdrant Edge peers with their own rescoring at ``oversampling=R``, at every depth R of
         ``rescore``. On by default (issue 28: a re-ranked recipe is only compared with re-ranked
         peers); off measures the peers without re-ranking only.
+    filtered : list of float
+        Filtered-search suite (:mod:`slimvec.benchmarks.filtered`): selectivities in percent of
+        the corpus (e.g. 50, 10, 1, 0.1); each recipe of ``filter_recipes`` and the reference
+        ``none|qdrant-edge`` is built and searched with ``Index.search(filter=...)``, recall
+        against exact filtered truth. Empty (default): not measured.
+    filter_recipes : list of str
+        Recipes of the filtered-search suite; empty: the default recipe.
     measure_rss : bool
         Also measure memory: the process's peak RSS growth during each build and, in a fresh
         child process, the RSS of opening the built store and answering the queries.
@@ -113,6 +120,8 @@ class BenchConfig:
     build_threads: int = 0
     peers: list[str] | None = None
     rescore_peers: bool = True
+    filtered: list[float] = field(default_factory=list)
+    filter_recipes: list[str] = field(default_factory=list)
     measure_rss: bool = False
     keep_indexes: bool = False
     seed: int = 0
@@ -162,6 +171,15 @@ class BenchConfig:
                 if not peer.startswith("st:"):
                     parse_store_spec(peer)
 
+        for sel in self.filtered:
+            if isinstance(sel, bool) or not isinstance(sel, (int, float)) or not 0.1 <= sel <= 100:
+                raise ConfigError(f"Bench option filtered takes selectivities in percent, 0.1 to 100 "
+                                  f"(e.g. [50, 10, 1, 0.1]), got {sel!r}.")
+        if self.filter_recipes:
+            from slimvec.recipe import parse_recipe
+
+            for recipe in self.filter_recipes:
+                parse_recipe(recipe)
         for spec in self.reducers:
             make_reducer(spec)
         for spec in self.stores:
@@ -171,7 +189,8 @@ class BenchConfig:
         """Units of work for the progress bar: one per (dataset, reducer, store/extra)."""
         per_reducer = len(self.stores) + (1 if self.kmeans else 0)
         peers = (len(self._peer_variants(384)) + len(self._st_variants())) if self.baselines else 0
-        return n_datasets * (len(self.reducers) * per_reducer + peers)
+        filtered = (len(self.filter_recipes) or 1) + 1 if self.filtered else 0
+        return n_datasets * (len(self.reducers) * per_reducer + peers + filtered)
 
 
     def _peer_variants(self, dim: int) -> list[StoreVariant]:
@@ -591,6 +610,10 @@ class _Runner:
                 except Exception as exc:  # noqa: BLE001
                     self._skip(ds, f"peer {label}", exc)
                 self.progress(None, 1)
+        if cfg.filtered:
+            from slimvec.benchmarks.filtered import measure_filtered
+
+            self.rows += measure_filtered(self, ds, root)
         full.close()
         if not cfg.keep_indexes:
             shutil.rmtree(root, ignore_errors=True)
@@ -654,6 +677,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "latency_queries": config.latency_queries, "threads": config.threads,
                    "build_threads": config.build_threads or os.cpu_count(), "peers": config.peers,
                    "rescore_peers": config.rescore_peers,
+                   "filtered": list(config.filtered), "filter_recipes": list(config.filter_recipes),
                    "measure_rss": config.measure_rss,
                    "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},
