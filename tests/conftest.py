@@ -106,6 +106,7 @@ SLOW_MODULES = (
     "tests/service/test_langchain_qdrant.py", "tests/service/test_points.py",
     "tests/indexer/test_rebuild.py", "tests/reliability/test_kill_rebuild.py",  # issue 25 item 5
     "tests/service/test_rebuild.py",
+    "tests/benchmarks/test_filtered_bench.py",  # a whole run_bench: 2 recipes built by migrate
 )
 
 
