@@ -251,7 +251,8 @@ def render_filtered(rows: list[Row], note: str = "") -> list[str]:
         recall = "—" if r.neighbor_recall_at_k is None or math.isnan(r.neighbor_recall_at_k) \
             else f"{r.neighbor_recall_at_k:.3f}{note}"
         p50 = "—" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.2f}{note}"
-        body.append(f"| {r.store} | {r.selectivity:g} % | {r.filter_matches} | {r.filter_path} | "
+        label = str(r.store).replace("|", "\\|")  # a recipe's '|' would split the cell
+        body.append(f"| {label} | {r.selectivity:g} % | {r.filter_matches} | {r.filter_path} | "
                     f"{recall} | {p50} |")
     return ["### Filtered search", "",
             f"| configuration | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms |",

@@ -84,6 +84,8 @@ def test_report_shows_the_filtered_table(filtered_rows):
     assert "### Filtered search" in text
     assert f"| {REFERENCE_LABEL} | 0.1 % | 1 | native |" in text
     assert "| exact scan |" in text and "| store filter |" in text
+    escaped = DEFAULT_RECIPE.replace("|", "\\|")  # a recipe's own '|' must not split the cell
+    assert f"| {escaped} | 0.1 % | 1 | exact scan |" in text
 
 
 def test_suite_declares_the_filtered_options(tmp_path: Path):
