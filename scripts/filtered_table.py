@@ -77,6 +77,11 @@ def render(results: Path) -> str:
         "**Not quiet**: the machine (2 cores) was shared with other engineers' runs and a "
         "clean-clone CI run; every figure below carries \"(not quiet)\". Recall does not depend "
         "on load; latencies do.", "",
+        "Reading the latencies: on FAISS and hnswlib every filtered search first resolves the "
+        "filter to store ids through the payload table (`store.filter_ids`), and on this corpus "
+        "that step, not the search or the exact scan, is most of the p50 (timed apart from this "
+        "run, on the same data: see the branch report); Qdrant Edge resolves it in its own "
+        "payload index.", "",
         "Command:", "", "```", str(command), "```", "",
         *render_filtered(filtered, note=" (not quiet)"),
     ]) + "\n"
