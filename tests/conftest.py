@@ -107,6 +107,7 @@ SLOW_MODULES = (
     "tests/indexer/test_rebuild.py", "tests/reliability/test_kill_rebuild.py",  # issue 25 item 5
     "tests/service/test_rebuild.py",
     "tests/service/test_degraded.py",  # issue 25 item 7: two servers, a backoff wait
+    "tests/benchmarks/test_filtered_bench.py",  # a whole run_bench: 2 recipes built by migrate
 )
 
 

@@ -6,11 +6,13 @@ not apply is ``None`` (``null`` in ``results.json``), never 0.
 
 from __future__ import annotations
 
-from typing import Sequence
+import time
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 __all__ = [
+    "time_single",
     "exact_topk",
     "drop_rows",
     "recall_at_k",
@@ -210,3 +212,18 @@ def routed_search(vectors: np.ndarray, labels: np.ndarray, queries: np.ndarray,
         top = np.argsort(-sims, kind="stable")[:k]
         found[i, :len(top)] = cand[top]
     return found, float(scanned / max(len(queries), 1) / max(len(vectors), 1))
+
+
+def time_single(search_i: Callable[[int], Any], n_queries: int, n: int, repeats: int) -> dict[str, float]:
+    """Per-query latency (ms) of ``search_i(i)`` for the first ``n`` queries: warm-up, then the
+    median of ``repeats`` timings of each query, summarised as p50/p95/p99."""
+    count = max(1, min(n, n_queries))
+    for i in range(min(20, count)):  # warm-up
+        search_i(i)
+    times = np.empty((repeats, count))
+    for r in range(repeats):
+        for i in range(count):
+            t0 = time.perf_counter()
+            search_i(i)
+            times[r, i] = (time.perf_counter() - t0) * 1000.0
+    return latency_summary(np.median(times, axis=0))

@@ -332,7 +332,11 @@ def render_report(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any] | N
         out += ["Command:", "", "```", *_wrap_command(str(meta["command"])), "```", ""]
     out += [f"{len(rows)} result rows. Null metrics (not applicable) print as {NULL}.", ""]
     for name, group in by_dataset(rows).items():
-        out += _dataset_section(name, group)
+        from slimvec.benchmarks.filtered import render_filtered
+
+        plain = [r for r in group if r.selectivity is None]  # filtered rows: their own table
+        out += _dataset_section(name, plain) if plain else [f"## Dataset `{name}`", ""]
+        out += render_filtered(group)
     drawn = [name for name, reason in plots.items() if reason is None]
     if drawn:
         out += ["## Plots", ""] + [f"![{Path(n).stem}]({n})" for n in drawn] + [""]

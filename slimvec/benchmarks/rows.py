@@ -112,6 +112,14 @@ class Row:
     clusters_used, effective_clusters, largest_cluster_share : float
         Cluster-routed rows: how evenly the clustering spreads the corpus
         (:func:`slimvec.benchmarks.metrics.cluster_balance`).
+    selectivity : float or None
+        Filtered-search rows (``kind == "filtered"``, :mod:`slimvec.benchmarks.filtered`): the
+        percent of the corpus the filter matches; their recall is against exact filtered truth.
+    filter_matches : int or None
+        Filtered-search rows: documents the filter matches.
+    filter_path : str or None
+        Filtered-search rows: the path the search took, ``exact scan``, ``store filter`` or
+        ``native`` (the reference: Qdrant Edge's own filtered search on full vectors).
     extra : dict
         Keys this version does not know, kept as read.
     """
@@ -154,6 +162,9 @@ class Row:
     clusters_used: int | None = None
     effective_clusters: float | None = None
     largest_cluster_share: float | None = None
+    selectivity: float | None = None
+    filter_matches: int | None = None
+    filter_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant, peer_store_variants
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, latency_summary, recall_at_k,
+from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, recall_at_k, time_single,
                                         routed_search, sts_spearman, task_recall_mrr)
 from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
@@ -89,6 +89,13 @@ class BenchConfig:
         the Qdrant Edge peers with their own rescoring at ``oversampling=R``, at every depth R of
         ``rescore``. On by default (issue 28: a re-ranked recipe is only compared with re-ranked
         peers); off measures the peers without re-ranking only.
+    filtered : list of float
+        Filtered-search suite (:mod:`slimvec.benchmarks.filtered`): selectivities in percent of
+        the corpus (e.g. 50, 10, 1, 0.1); each recipe of ``filter_recipes`` and the reference
+        ``none|qdrant-edge`` is built and searched with ``Index.search(filter=...)``, recall
+        against exact filtered truth. Empty (default): not measured.
+    filter_recipes : list of str
+        Recipes of the filtered-search suite; empty: the default recipe.
     measure_rss : bool
         Also measure memory: the process's peak RSS growth during each build and, in a fresh
         child process, the RSS of opening the built store and answering the queries.
@@ -113,6 +120,8 @@ class BenchConfig:
     build_threads: int = 0
     peers: list[str] | None = None
     rescore_peers: bool = True
+    filtered: list[float] = field(default_factory=list)
+    filter_recipes: list[str] = field(default_factory=list)
     measure_rss: bool = False
     keep_indexes: bool = False
     seed: int = 0
@@ -162,6 +171,15 @@ class BenchConfig:
                 if not peer.startswith("st:"):
                     parse_store_spec(peer)
 
+        for sel in self.filtered:
+            if isinstance(sel, bool) or not isinstance(sel, (int, float)) or not 0.1 <= sel <= 100:
+                raise ConfigError(f"Bench option filtered takes selectivities in percent, 0.1 to 100 "
+                                  f"(e.g. [50, 10, 1, 0.1]), got {sel!r}.")
+        if self.filter_recipes:
+            from slimvec.recipe import parse_recipe
+
+            for recipe in self.filter_recipes:
+                parse_recipe(recipe)
         for spec in self.reducers:
             make_reducer(spec)
         for spec in self.stores:
@@ -171,7 +189,8 @@ class BenchConfig:
         """Units of work for the progress bar: one per (dataset, reducer, store/extra)."""
         per_reducer = len(self.stores) + (1 if self.kmeans else 0)
         peers = (len(self._peer_variants(384)) + len(self._st_variants())) if self.baselines else 0
-        return n_datasets * (len(self.reducers) * per_reducer + peers)
+        filtered = (len(self.filter_recipes) or 1) + 1 if self.filtered else 0
+        return n_datasets * (len(self.reducers) * per_reducer + peers + filtered)
 
 
     def _peer_variants(self, dim: int) -> list[StoreVariant]:
@@ -280,21 +299,6 @@ def _rows_of(ids: np.ndarray) -> np.ndarray:
     """Store ids (row + 1) back to corpus rows; missing results stay -1."""
     ids = np.asarray(ids, dtype=np.int64)
     return np.where(ids > 0, ids - 1, -1)
-
-
-def _time_single(search_i: Callable[[int], Any], n_queries: int, n: int, repeats: int) -> dict[str, float]:
-    """Per-query latency (ms) of ``search_i(i)`` for the first ``n`` queries: warm-up, then the
-    median of ``repeats`` timings of each query, summarised as p50/p95/p99."""
-    count = max(1, min(n, n_queries))
-    for i in range(min(20, count)):  # warm-up
-        search_i(i)
-    times = np.empty((repeats, count))
-    for r in range(repeats):
-        for i in range(count):
-            t0 = time.perf_counter()
-            search_i(i)
-            times[r, i] = (time.perf_counter() - t0) * 1000.0
-    return latency_summary(np.median(times, axis=0))
 
 
 def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) -> float:
@@ -450,7 +454,7 @@ class _Runner:
                     row.reranked, row.rerank_depth = rerank_of(R, label)
                     if R:
                         row.full_bytes_per_vector = float(ds.dim * 4)
-                    row.update(_time_single(
+                    row.update(time_single(
                         lambda i: search(red.queries[i:i + 1], ds.queries[i:i + 1]),
                         len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
                     row.qps = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
@@ -489,7 +493,7 @@ class _Runner:
         row.reranked, row.rerank_depth = rerank_of(R, label)  # re-ranked from the int8 vectors
         if R:
             row.full_bytes_per_vector = float(ds.dim)  # the int8 vectors read for rescoring
-        row.update(_time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
+        row.update(time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
                                 self.cfg.latency_queries, self.cfg.latency_repeats))
         row.qps = _time_batch(search, ds.queries)
         if ds.sts_file is not None:
@@ -591,6 +595,10 @@ class _Runner:
                 except Exception as exc:  # noqa: BLE001
                     self._skip(ds, f"peer {label}", exc)
                 self.progress(None, 1)
+        if cfg.filtered:
+            from slimvec.benchmarks.filtered import measure_filtered
+
+            self.rows += measure_filtered(self, ds, root)
         full.close()
         if not cfg.keep_indexes:
             shutil.rmtree(root, ignore_errors=True)
@@ -654,6 +662,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "latency_queries": config.latency_queries, "threads": config.threads,
                    "build_threads": config.build_threads or os.cpu_count(), "peers": config.peers,
                    "rescore_peers": config.rescore_peers,
+                   "filtered": list(config.filtered), "filter_recipes": list(config.filter_recipes),
                    "measure_rss": config.measure_rss,
                    "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},

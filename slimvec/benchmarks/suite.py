@@ -49,7 +49,8 @@ _RUN_KEYS: dict[str, tuple[str, Any]] = {
     "k": ("k", int), "latency_queries": ("latency_queries", int), "latency_repeats": ("latency_repeats", int),
     "fit_max": ("fit_max", int), "fit_on": ("fit_on", str), "threads": ("threads", int), "seed": ("seed", int),
     "build_threads": ("build_threads", int), "peers": ("peers", list), "measure_rss": ("measure_rss", bool),
-    "rescore_peers": ("rescore_peers", bool),
+    "rescore_peers": ("rescore_peers", bool), "filtered": ("filtered", list),
+    "filter_recipes": ("filter_recipes", list),
 }
 _TOP_KEYS = {"out", "description", "data", "run"}
 

@@ -35,7 +35,7 @@ from slimvec.ids import doc_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filtered_search",
+__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search",
            "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
 
 #: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
@@ -205,15 +205,23 @@ def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> 
     return out
 
 
+def filter_path(index: Any, n_allowed: int, k: int, depth: int | None) -> str:
+    """The path :func:`filtered_search` takes for ``n_allowed`` matches: ``exact scan`` (the
+    index keeps full vectors and few match) or ``store filter`` (the store's filtered search,
+    re-ranked from the full vectors when ``depth`` is given); the benchmarks record it."""
+    keeps_full = index.full_vectors is not None or (index.manifest.full is not None
+                                                    and index.manifest.full.in_store)
+    if keeps_full and n_allowed <= exact_threshold(index.store.count(), k, depth or 1):
+        return "exact scan"
+    return "store filter"
+
+
 def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
                     depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
     """The planner: exact scan of few matches, else the store's filtered search (+ rescoring)."""
     allowed = index.store.filter_ids(flt)
-    keeps_full = index.full_vectors is not None or (index.manifest.full is not None
-                                                    and index.manifest.full.in_store)
-    threshold = exact_threshold(index.store.count(), k, depth or 1)
-    if keeps_full and len(allowed) <= threshold:
-        log.debug("filter matches %d <= %d: exact scan", len(allowed), threshold)
+    if filter_path(index, len(allowed), k, depth) == "exact scan":
+        log.debug("filter matches %d: exact scan", len(allowed))
         return exact_scan(index, vectors, allowed, k)
     if depth is None:
         return index.store.search(reduced, k, filter=allowed, **params)

@@ -1,0 +1,256 @@
+"""Filtered-search suite of ``slimvec bench`` (issue 25 "Done when", issue 28 item 6).
+
+For each dataset, every recipe of ``filter_recipes`` (default: the default recipe) is built
+through the product path (a Parquet file of the corpus with an integer payload field ``bucket``,
+migrated into an index folder), and searched with ``Index.search(..., filter=...)`` at each
+selectivity of ``filtered`` (percent of the corpus matching). ``bucket`` is ``rank * 1000 // n``
+over a random permutation, so ``bucket < 10 * s`` matches ``ceil(n * s / 100)`` documents: exactly
+``s`` % when ``n`` is a multiple of 1,000. Beside them, Qdrant Edge's own filtered search on the
+full vectors (recipe ``none|qdrant-edge``, the store's search with the filter, no planner) is the
+reference row, labelled ``qdrant-edge (native filter)``.
+
+Neighbour recall@k is measured against the EXACT filtered truth: brute force over the matching
+full vectors only (each query's own corpus row excluded, as in the unfiltered rows). Recall of a
+query is ``|found ∩ truth| / min(k, matches)``, so 0.1 % of a small corpus (fewer than k
+matches) can still reach 1. Latency is the single-query p50/p95/p99 through the same call. Each
+row carries ``selectivity`` (percent), ``filter_matches`` and ``filter_path``: ``exact scan``
+(the planner scanned the matches' kept full vectors), ``store filter`` (the store's filtered
+search, re-ranked from the full vectors when the recipe rescores) or ``native`` (the reference).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from slimvec.benchmarks.datasets import BenchDataset
+from slimvec.benchmarks.rows import Row
+
+__all__ = ["FIELD", "REFERENCE_RECIPE", "bucket_field", "filtered_truth", "filtered_recall",
+           "measure_filtered", "render_filtered"]
+
+log = logging.getLogger(__name__)
+
+#: the payload field the suite filters on
+FIELD = "bucket"
+#: the reference: Qdrant Edge's filtered search on the full vectors, no reduction
+REFERENCE_RECIPE = "none|qdrant-edge"
+REFERENCE_LABEL = "qdrant-edge (native filter)"
+
+
+def bucket_field(n: int, seed: int = 0) -> np.ndarray:
+    """``bucket`` in 0..999 of ``n`` documents: ``bucket < 10 * s`` matches ``ceil(n * s / 100)``.
+
+    Parameters
+    ----------
+    n : int
+        Corpus size.
+    seed : int
+        Seed of the random order the buckets are dealt in.
+
+    Returns
+    -------
+    ndarray int64 (n,)
+    """
+    rank = np.random.default_rng(seed).permutation(n).astype(np.int64)
+    return (rank * 1000) // max(n, 1)
+
+
+def _limit(selectivity: float) -> int:
+    """Buckets below this value match ``selectivity`` percent."""
+    return max(1, int(round(float(selectivity) * 10)))
+
+
+def filtered_truth(corpus: np.ndarray, queries: np.ndarray, match: np.ndarray, k: int,
+                   exclude: np.ndarray | None, metric: str) -> list[np.ndarray]:
+    """Exact top ``k`` corpus rows among ``match`` per query (its own row ``exclude[i]`` removed).
+
+    Parameters
+    ----------
+    corpus, queries : ndarray float32
+        Full vectors (normalised already when ``metric`` is cosine, as datasets are).
+    match : ndarray int64
+        Corpus rows the filter matches.
+    k : int
+    exclude : ndarray int64 or None
+        Each query's own corpus row, left out of its truth.
+    metric : str
+        ``cosine`` / ``ip`` (dot product) or ``l2``.
+
+    Returns
+    -------
+    list of ndarray
+        Per query, up to ``k`` corpus rows, nearest first.
+    """
+    vecs = corpus[match]
+    if metric == "l2":
+        scores = -((queries[:, None, :] - vecs[None]) ** 2).sum(-1)
+    else:
+        scores = queries @ vecs.T
+    out = []
+    for i, row in enumerate(scores):
+        order = match[np.argsort(-row, kind="stable")]
+        if exclude is not None:
+            order = order[order != exclude[i]]
+        out.append(order[:k])
+    return out
+
+
+def filtered_recall(found: np.ndarray, truth: list[np.ndarray], k: int) -> float:
+    """Mean of ``|found[:k] ∩ truth| / min(k, len(truth))`` (queries with no truth skipped)."""
+    hits = [len(set(f[:k][f[:k] >= 0].tolist()) & set(t.tolist())) / min(k, len(t))
+            for f, t in zip(np.asarray(found), truth) if len(t)]
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+def _write_source(ds: BenchDataset, buckets: np.ndarray, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = np.arange(1, len(ds.corpus) + 1, dtype=np.int64)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(ds.corpus, np.float32).ravel()),
+                                            ds.corpus.shape[1])
+    pq.write_table(pa.table({"id": ids, "vector": pa.array(vec.to_pylist(), pa.list_(pa.float32())),
+                             FIELD: buckets}), path)
+
+
+def _build(recipe: str, source: Path, folder: Path, metric: str) -> Path:
+    from slimvec.migrate import MigrateOptions, migrate
+
+    if folder.exists():
+        shutil.rmtree(folder)
+    migrate(f"parquet:{source}", folder, MigrateOptions(progress=False, recipe=recipe, metric=metric))
+    return folder
+
+
+def _rows_of(idx: Any, n: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Store ids of the index -> corpus rows (the source ids are rows + 1)."""
+    records = idx.get(list(range(1, n + 1)))
+    sid_to_row = {int(r["store_id"]): i for i, r in enumerate(records) if r is not None}
+
+    def convert(ids: np.ndarray) -> np.ndarray:
+        return np.vectorize(lambda s: sid_to_row.get(int(s), -1), otypes=[np.int64])(ids) \
+            if np.asarray(ids).size else np.asarray(ids, dtype=np.int64)
+    return convert
+
+
+def _drop_own(found: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:
+    from slimvec.benchmarks.metrics import drop_rows
+
+    return drop_rows(found, own, k)
+
+
+def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
+    """Rows of the filtered-search suite for one dataset (see the module docstring).
+
+    Parameters
+    ----------
+    runner : slimvec.benchmarks.runner._Runner
+        Gives the config (``filtered``, ``filter_recipes``, ``k``, latency settings) and records
+        a recipe that fails in ``meta["skipped"]``.
+    ds : BenchDataset
+    root : Path
+        Work folder of the dataset.
+
+    Returns
+    -------
+    list of Row
+        ``kind == "filtered"``, one per recipe × selectivity.
+    """
+    cfg = runner.cfg  # a slimvec.benchmarks.runner.BenchConfig (not imported: runner imports this)
+    buckets = bucket_field(len(ds.corpus), cfg.seed)
+    source = root / "filtered-source.parquet"
+    _write_source(ds, buckets, source)
+    rows: list[Row] = []
+    recipes = [REFERENCE_RECIPE] + [r for r in _recipes(cfg, ds.metric) if r != REFERENCE_RECIPE]
+    for recipe in recipes:
+        runner.progress(f"{ds.name}: filtered {recipe}", 0)
+        try:
+            rows += _measure_recipe(cfg, ds, recipe, buckets, source, root / "filtered-index")
+        except Exception as exc:  # noqa: BLE001 - recorded and reported, the run goes on
+            runner._skip(ds, f"filtered {recipe}", exc)
+        finally:
+            shutil.rmtree(root / "filtered-index", ignore_errors=True)
+        runner.progress(None, 1)
+    source.unlink(missing_ok=True)
+    return rows
+
+
+def _recipes(cfg: Any, metric: str) -> list[str]:
+    from slimvec.recipe import default_recipe
+
+    return list(cfg.filter_recipes) or [default_recipe(metric)]
+
+
+def _measure_recipe(cfg: Any, ds: BenchDataset, recipe: str, buckets: np.ndarray, source: Path,
+                    folder: Path) -> list[Row]:
+    import slimvec
+    from slimvec.benchmarks.metrics import time_single
+    from slimvec.indexer.lifecycle import filter_path, resolve_filter
+
+    k = cfg.k
+    _build(recipe, source, folder, ds.metric)
+    out: list[Row] = []
+    with slimvec.open(folder) as idx:
+        idx.create_payload_index(FIELD, "integer")
+        to_rows = _rows_of(idx, len(ds.corpus))
+        reference = recipe == REFERENCE_RECIPE
+        depth = idx.manifest.rescore.depth if (not reference and idx.manifest.rescore is not None) else None
+        for sel in cfg.filtered:
+            flt = {"must": [{"key": FIELD, "range": {"lt": _limit(sel)}}]}
+            parsed = resolve_filter(idx, flt)
+            match = np.flatnonzero(buckets < _limit(sel))
+            truth = filtered_truth(ds.corpus, ds.queries, match, k, ds.query_rows, ds.metric)
+
+            def search(q: np.ndarray, flt: Any = flt, parsed: Any = parsed) -> np.ndarray:
+                res = idx.store.search(q, k + 1, filter=parsed) if reference else idx.search(q, k + 1, filter=flt)
+                return np.asarray(res.ids)
+
+            found = _drop_own(to_rows(search(ds.queries)), ds.query_rows, k)
+            spec = recipe.split("|")
+            row = Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=spec[0],
+                      dim_out=int(idx.manifest.dim_out),
+                      store=REFERENCE_LABEL if reference else recipe, kind="filtered",
+                      n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)), k=k, rescore=depth)
+            row.neighbor_recall_at_k = filtered_recall(found, truth, k)
+            row.selectivity = float(sel)
+            row.filter_matches = int(len(match))
+            row.filter_path = "native" if reference else filter_path(idx, len(match), k + 1, depth)
+            row.update(time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
+                                    cfg.latency_queries, cfg.latency_repeats))
+            out.append(row)
+            log.info("filtered %s at %s %%: recall %.3f, %s", recipe, sel, row.neighbor_recall_at_k,
+                     row.filter_path)
+    return out
+
+
+def render_filtered(rows: list[Row], note: str = "") -> list[str]:
+    """Markdown lines of the filtered-search rows: one table, rows by recipe then selectivity.
+
+    Parameters
+    ----------
+    rows : list of Row
+        Rows with ``selectivity`` set (others are ignored).
+    note : str
+        Appended to every figure (e.g. ``" (not quiet)"``).
+    """
+    filt = [r for r in rows if r.selectivity is not None]
+    if not filt:
+        return []
+    k = filt[0].k
+    body = []
+    for r in sorted(filt, key=lambda r: (r.store != REFERENCE_LABEL, str(r.store), -float(r.selectivity or 0))):
+        recall = "—" if r.neighbor_recall_at_k is None or math.isnan(r.neighbor_recall_at_k) \
+            else f"{r.neighbor_recall_at_k:.3f}{note}"
+        p50 = "—" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.2f}{note}"
+        label = str(r.store).replace("|", "\\|")  # a recipe's '|' would split the cell
+        body.append(f"| {label} | {r.selectivity:g} % | {r.filter_matches} | {r.filter_path} | "
+                    f"{recall} | {p50} |")
+    return ["### Filtered search", "",
+            f"| configuration | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms |",
+            "|---|---|---|---|---|---|", *body, ""]
