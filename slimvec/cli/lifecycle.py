@@ -129,7 +129,7 @@ def compact(
 ) -> None:
     """Rewrite the full vectors kept for rescoring without deleted or replaced rows, beside the
     old ones, and swap them in atomically; prints {"compacted": bool, "dropped": rows}."""
-    from slimvec.indexer.index import compact_index
+    from slimvec.indexer.compaction import compact_index
 
     if max_tombstones is not None and not 0 <= max_tombstones:
         raise ConfigError(f"--max-tombstones must be 0 or more (a share, e.g. 0.2), got {max_tombstones}.")

@@ -328,6 +328,11 @@ class VectorStore(abc.ABC):
         wanted = np.unique(self._as_ids(ids))
         return wanted[np.isin(wanted, self.ids(), assume_unique=True)] if len(wanted) else wanted
 
+    def dead_positions(self) -> int:
+        """Positions the store keeps for deleted or replaced vectors that only a rebuild sheds
+        (FAISS: tombstones excluded at search time); 0 for stores that reclaim space themselves."""
+        return 0
+
     def finalize(self) -> None:
         """Build indexes after a bulk load (Qdrant Edge ``optimize()``); default no-op."""
 

@@ -757,6 +757,11 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._payloads.mark_deleted(known.tolist())  # committed first at flush (see open)
         return int(len(known))
 
+    def dead_positions(self) -> int:
+        """Tombstoned and replaced positions, excluded at search; ``slimvec compact`` rebuilds
+        the index from the kept full vectors to shed them."""
+        return len(self._stale)
+
     def _allowed_mask(self, flt: Any) -> np.ndarray:
         """Positions a search may return: live, not replaced, and (with ``flt``) matching."""
         mask = self._ids >= 0

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Index", "open_index", "MANIFEST", "INDEX_FORMAT", "INDEX_FORMAT_VERSION", "Manifest",
            "verify_index_files", "reducer_checksum", "store_checksums", "check_store_dim",
            "read_manifest", "write_manifest", "external_store", "UntrustedStoreError",
-           "check_store_trusted", "refuse_links_inside", "compact_index", "store_folder", "REDUCER_DIR",
+           "check_store_trusted", "refuse_links_inside", "store_folder", "REDUCER_DIR",
            "STORE_DIR"]
 
 
@@ -440,22 +440,3 @@ def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
     store = make_store(manifest.store, store_folder(folder)).open()
     check_store_dim(folder, store, reducer)
     return Index(folder, manifest, reducer, store)
-
-
-def compact_index(folder: str | Path, max_tombstones: float | None = None) -> dict[str, Any]:
-    """Compact an index folder when its dead full-vector rows exceed ``max_tombstones`` x live
-    rows (``None``: always). Returns ``{"dropped": rows, "compacted": bool}``."""
-    from slimvec.indexer.lifecycle import Mutation
-
-    with open_index(folder) as idx:
-        full = idx.full_vectors
-        if full is None:
-            return {"dropped": 0, "compacted": False}
-        due = max_tombstones is None or full.dead_rows() > float(max_tombstones) * max(len(full), 1)
-        if not due:
-            return {"dropped": 0, "compacted": False, "dead_rows": full.dead_rows()}
-        with Mutation(idx):
-            from slimvec.indexer.compact import compact_full
-
-            dropped = compact_full(idx)
-        return {"dropped": dropped, "compacted": True}

@@ -149,7 +149,7 @@ def test_mutation_refused_while_another_process_writes(index_copy):
 
 @pytest.mark.parametrize("recipe", ["pca:24|hnsw|rescore=4", "pca:24|faiss:HNSW32|rescore=4"])
 def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, minilm_vectors, tmp_path):
-    from slimvec.indexer.index import compact_index
+    from slimvec.indexer.compaction import compact_index
     from slimvec.indexer.index import store_checksums
 
     vecs = np.ascontiguousarray(minilm_vectors[:400])
@@ -175,9 +175,17 @@ def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, mi
     # 100 tombstones + 100 dead rows over 300 live: past the 0.2 ratio, compacted automatically
     m = Manifest.read(folder)
     assert m.full.dir != "full" and not (folder / "full").exists() and m.full.dir == full_dir
-    assert compact_index(folder, 0.2)["compacted"] is False  # nothing dead left
+    out = compact_index(folder, 0.2)
+    assert out["compacted"] is False  # nothing dead left in the side file
+    # FAISS keeps the 100 tombstoned positions (excluded at search) until compact rebuilds the
+    # store from the kept full vectors with the same recipe; hnswlib marks them itself
+    assert out["store_rebuilt"] is recipe.startswith("pca:24|faiss")
+    assert out["store_dead_positions"] == (100 if recipe.startswith("pca:24|faiss") else 0)
     with slimvec.open(folder) as idx:
         assert idx.full_vectors.dead_rows() == 0 and len(idx.full_vectors) == 300
+        assert idx.store.dead_positions() == 0 and idx.count() == 300
+        assert idx.get(["doc-1"])[0]["payload"]["x"] == 1 and idx.get(["doc-0"])[0] is None
+        assert not np.isin(idx.search(vecs[:40:4], 10).ids, gone).any()
         assert idx.search(vecs[1:2], 1).ids[0, 0] == idx.get(["doc-1"])[0]["store_id"]
 
 
