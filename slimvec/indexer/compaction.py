@@ -20,6 +20,7 @@ __all__ = ["compact_index"]
 
 
 def _due(dead: int, live: int, max_tombstones: float | None) -> bool:
+    """Dead rows past the ratio; ``None`` (compact on demand): any dead row."""
     return dead > 0 and (max_tombstones is None or dead > float(max_tombstones) * max(live, 1))
 
 
@@ -48,7 +49,9 @@ def compact_index(folder: str | Path, max_tombstones: float | None = None) -> di
         keeps_full = m.full is not None and bool(m.full.dir)
         if full is not None:
             out["dead_rows"] = full.dead_rows()
-            if _due(full.dead_rows(), len(full), max_tombstones):
+            # on demand (None) the side file is rewritten whatever it holds, as before; a ratio
+            # rewrites it only past that ratio
+            if max_tombstones is None or _due(full.dead_rows(), len(full), max_tombstones):
                 with Mutation(idx):
                     out["dropped"] = compact_full(idx)
                 out.update(compacted=True, dead_rows=0)
