@@ -350,9 +350,9 @@ class _Sync:
         step = max(1, int(self.opts.batch_size))
         for start in range(0, len(gone), step):
             chunk = gone[start:start + step]
-            self._delete(chunk)
+            removed = self._delete(chunk)
             self.records.forget(chunk.tolist())  # committed after the store's flush
-            s.deleted += len(chunk)
+            s.deleted += removed
             self.b.commit(self._next_row)
             if on_delete is not None:
                 on_delete(s.deleted)
@@ -361,17 +361,19 @@ class _Sync:
         return callable(getattr(self.b, "delete", None)) or \
             callable(getattr(self.b.store, "delete", None))
 
-    def _delete(self, ids: np.ndarray) -> None:
-        """Delete ids from the store and the kept full vectors (not durable before commit)."""
+    def _delete(self, ids: np.ndarray) -> int:
+        """Delete ids from the store and the kept full vectors (not durable before commit);
+        returns how many the store held. A rerun after a kill between the store's commit and
+        the record's can find recorded ids the store no longer has: they are not counted."""
         b = self.b
         deleter = getattr(b, "delete", None)
         if callable(deleter):
-            deleter(ids)
-            return
-        b.store.delete(ids)
+            return int(deleter(ids) or 0)
+        removed = int(b.store.delete(ids) or 0)
         full = getattr(getattr(b, "_target", None), "full", None)
         if full is not None and callable(getattr(full, "delete", None)):
             full.delete(ids)
+        return removed
 
 
 def _empty() -> dict[str, list[Any]]:
