@@ -1,5 +1,6 @@
 """One kill -9 / resume trial of a real ``slimvec ingest`` subprocess (used by
-tests/reliability/test_kill_resume.py)."""
+tests/reliability/test_kill_resume.py), and the migrated index the delete and compact kill trials
+start from."""
 from __future__ import annotations
 
 import json
@@ -72,3 +73,24 @@ def run_trial(corpus: Path, rows: list[dict], index: Path, store: str, seed: int
     return {"store": store, "seed": seed, "killed": killed, "count": count,
             "lost": max(0, len(unique) - count), "duplicates": max(0, count - len(unique)),
             "unsearchable": unsearchable}
+
+
+def migrated_index(vectors, folder_factory, recipe: str, n: int):
+    """An index of ``n`` real vectors migrated with ``recipe`` (ids ``doc-i``, payload ``g`` =
+    i % 5); returns its folder, the vectors and the store id of each document."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import slimvec
+    from slimvec.migrate import MigrateOptions, migrate
+
+    src = folder_factory.mktemp("src") / "s.parquet"
+    vecs = np.ascontiguousarray(vectors[:n])
+    pq.write_table(pa.table({"id": [f"doc-{i}" for i in range(n)], "vector": [v.tolist() for v in vecs],
+                            "g": [i % 5 for i in range(n)]}), src)
+    folder = folder_factory.mktemp("idx") / "idx"
+    migrate(str(src), folder, MigrateOptions(progress=False, recipe=recipe))
+    with slimvec.open(folder) as idx:
+        sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in range(n)])])
+    return folder, vecs, sids

@@ -20,7 +20,7 @@ import pytest
 
 import slimvec
 from slimvec.indexer.compaction import compact_index
-from slimvec.migrate import MigrateOptions, migrate
+from tests.reliability.killtrial import migrated_index
 
 TRIALS = int(os.environ.get("SLIMVEC_KILL_TRIALS", "2"))
 N, BATCH = 600, 20
@@ -45,18 +45,9 @@ while True:
 @pytest.fixture(scope="module", params=["pca:16|hnsw|rescore=4",
                                         "pca:16|qdrant-edge|rescore=4,keep_full=float16"])
 def built(request, minilm_vectors, tmp_path_factory):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    src = tmp_path_factory.mktemp("src") / "s.parquet"
-    vecs = np.ascontiguousarray(minilm_vectors[:N])
-    pq.write_table(pa.table({"id": [f"doc-{i}" for i in range(N)],
-                             "vector": [v.tolist() for v in vecs]}), src)
-    folder = tmp_path_factory.mktemp("idx") / "idx"
-    migrate(str(src), folder, MigrateOptions(progress=False, recipe=request.param))
+    folder, vecs, sids = migrated_index(minilm_vectors, tmp_path_factory, request.param, N)
     with slimvec.open(folder) as idx:
         assert idx.manifest.full is not None and idx.manifest.full.dir  # the side file compacts
-        sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in range(N)])])
     return folder, vecs, sids
 
 

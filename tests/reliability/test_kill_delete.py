@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import slimvec
-from slimvec.migrate import MigrateOptions, migrate
+from tests.reliability.killtrial import migrated_index
 
 TRIALS = int(os.environ.get("SLIMVEC_KILL_TRIALS", "2"))
 N, BATCH = 600, 20
@@ -39,17 +39,7 @@ while True:
 
 @pytest.fixture(scope="module", params=["pca:16|hnsw|rescore=4", "pca:16|qdrant-edge|rescore=4,keep_full=float16"])
 def built(request, minilm_vectors, tmp_path_factory):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    src = tmp_path_factory.mktemp("src") / "s.parquet"
-    vecs = np.ascontiguousarray(minilm_vectors[:N])
-    pq.write_table(pa.table({"id": [f"doc-{i}" for i in range(N)], "vector": [v.tolist() for v in vecs],
-                            "g": [i % 5 for i in range(N)]}), src)
-    folder = tmp_path_factory.mktemp("idx") / "idx"
-    migrate(str(src), folder, MigrateOptions(progress=False, recipe=request.param))
-    with slimvec.open(folder) as idx:
-        sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in range(N)])])
+    folder, vecs, sids = migrated_index(minilm_vectors, tmp_path_factory, request.param, N)
     return folder, vecs, sids
 
 
