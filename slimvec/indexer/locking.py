@@ -90,12 +90,8 @@ class IndexLock:
 
     def release(self) -> None:
         """Drop the lock (idempotent)."""
-        if self._fd is not None:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._fd)
-                self._fd = None
+        _unlock(self._fd)
+        self._fd = None
 
     def __enter__(self) -> "IndexLock":
         return self.acquire()
@@ -179,9 +175,16 @@ class CommitGuard:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._fd is not None:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._fd)
-                self._fd = None
+        _unlock(self._fd)
+        self._fd = None
+
+
+def _unlock(fd: int | None) -> None:
+    """Unlock and close a lock's file descriptor (nothing for None): one release for
+    :class:`IndexLock` and :class:`CommitGuard`."""
+    if fd is None:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
