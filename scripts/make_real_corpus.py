@@ -8,6 +8,12 @@ duplicates, holds out seeded queries, and writes corpus.jsonl, queries.jsonl and
 slimvec.benchmarks.encoding_cache (see the realtext module docstring).
 
     python scripts/make_real_corpus.py [--out DIR] [--queries 2000] [--seed 0] [--limit N]
+
+With --encode it then encodes the corpus (resumably, through the encoding cache) into
+bench-data/realtext-minilm-{100k,300k,all,queries}.npy, the files the real-text scale suites read
+(slimvec.benchmarks.realtext_encode); an existing corpus folder is reused, not rebuilt.
+
+    python scripts/make_real_corpus.py --encode [--data bench-data] [--sizes 100000,300000]
 """
 
 from __future__ import annotations
@@ -33,8 +39,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="Entries read per source file at most (a quick partial corpus).")
     ap.add_argument("--no-install", action="store_true",
                     help="Fail instead of running apt-get when the package files are missing.")
+    ap.add_argument("--encode", action="store_true",
+                    help="Encode the corpus into --data (reuses an existing corpus folder).")
+    ap.add_argument("--data", type=Path, default=Path("bench-data"),
+                    help="Folder of the encoded .npy files [default: %(default)s].")
+    ap.add_argument("--sizes", default="100000,300000",
+                    help="Comma-separated corpus prefixes to write [default: %(default)s].")
+    ap.add_argument("--model", default="minilm", help="Encoder [default: %(default)s].")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.encode:
+        return _encode(args)
     try:
         manifest = build_corpus(args.out, n_queries=args.queries, seed=args.seed,
                                 limit=args.limit, install=not args.no_install)
@@ -44,6 +59,22 @@ def main(argv: list[str] | None = None) -> int:
     summary = {k: manifest[k] for k in ("corpus", "queries", "dropped_per_source", "packages",
                                         "seconds")}
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+def _encode(args: argparse.Namespace) -> int:
+    from slimvec.benchmarks.realtext_encode import encode_corpus
+
+    try:
+        if not (args.out / "manifest.json").is_file():
+            build_corpus(args.out, n_queries=args.queries, seed=args.seed, limit=args.limit,
+                         install=not args.no_install)
+        sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
+        record = encode_corpus(args.out, args.data, sizes=sizes, model=args.model, seed=args.seed)
+    except (SlimvecError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(record, indent=2) + "\n")
     return 0
 
 
