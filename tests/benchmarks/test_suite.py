@@ -164,6 +164,17 @@ def test_scale_suites_measure_the_same_rows_at_every_size() -> None:
     assert runs["100k"] == runs["300k"] == runs["1m"]
 
 
+def test_realtext_suites_are_the_scale_rows_plus_the_default_store_and_rabitq() -> None:
+    runs = {name: load_suite(REPO / "benchmarks" / "suites" / f"realtext-{name}.toml").run
+            for name in ("100k", "300k")}
+    assert runs["100k"] == runs["300k"]
+    scale = load_suite(REPO / "benchmarks" / "suites" / "scale-100k.toml").run
+    real = runs["100k"]
+    assert set(scale["stores"]) < set(real["stores"]) and "qdrant-edge" in real["stores"]
+    assert set(scale["peers"]) < set(real["peers"])
+    assert any("RaBitQ" in p for p in real["peers"]) and real["rescore_peers"]
+
+
 def test_chosen_peers_rescored_and_memory_measured(tmp_path: Path) -> None:
     """``peers`` picks built-in and custom peer specs, ``rescore_peers`` re-ranks the FAISS ones
     from the full vectors, ``measure_rss`` fills the build and serving memory of every store row."""
