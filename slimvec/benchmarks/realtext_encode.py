@@ -76,7 +76,7 @@ def encode_corpus(corpus_dir: Path, data_dir: Path, *, sizes: tuple[int, ...] = 
     dict
         The record also written to ``realtext-<model>.json``.
     """
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.indexer.encoder import Encoder, default_encoder_threads, encoder_threads
 
     manifest_path = corpus_dir / "manifest.json"
     if not manifest_path.is_file():
@@ -101,7 +101,8 @@ def encode_corpus(corpus_dir: Path, data_dir: Path, *, sizes: tuple[int, ...] = 
     marks = sorted(set(sizes) | {len(texts)})
     for start in range(0, len(texts), chunk):
         part = [texts[i] for i in order[start:start + chunk]]
-        done.append(cache.encode(encoder, part, chunk=chunk))
+        with encoder_threads(default_encoder_threads()):  # one core fewer: see its docstring
+            done.append(cache.encode(encoder, part, chunk=chunk))
         n = start + len(part)
         log.info("encoded %d of %d corpus sentences (%.0f s)", n, len(texts),
                  time.perf_counter() - started)

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slimvec.errors import ConfigError
+from slimvec.reducers import decompose
 from slimvec.reducers.base import as_float32_2d, check_finite, l2_normalize
 from slimvec.reducers.linear import LinearReducer
 
@@ -53,7 +54,7 @@ def leanvec_loss(A: np.ndarray, B: np.ndarray, KQ: np.ndarray, KX: np.ndarray) -
 
 
 def _top_eigvecs(K: np.ndarray, D: int) -> np.ndarray:
-    evals, evecs = np.linalg.eigh(K)
+    evals, evecs = decompose.eigh(K)
     P = evecs[:, np.argsort(evals)[::-1][:D]]
     signs = np.sign(P[np.abs(P).argmax(axis=0), np.arange(D)])
     signs[signs == 0] = 1.0
@@ -62,7 +63,7 @@ def _top_eigvecs(K: np.ndarray, D: int) -> np.ndarray:
 
 def _lmo(G: np.ndarray) -> np.ndarray:
     """argmin over the spectral-norm ball of <G, S>: ``-U Vᵀ``."""
-    U, _, Vt = np.linalg.svd(G, full_matrices=False)
+    U, _, Vt = decompose.svd(G, full_matrices=False)
     return -(U @ Vt)
 
 

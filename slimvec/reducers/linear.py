@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from slimvec.reducers import decompose
 from slimvec.reducers.base import Reducer
 
 __all__ = ["LinearReducer", "PCAReducer"]
@@ -158,7 +159,7 @@ class PCAReducer(LinearReducer):
         Xc = X - mean
         # eigh of the (d x d) covariance: O(n d^2), fast for any n at sentence-embedding d.
         cov = Xc.T @ Xc / max(X.shape[0] - 1, 1)
-        evals, evecs = np.linalg.eigh(cov)
+        evals, evecs = decompose.eigh(cov)
         order = np.argsort(evals)[::-1][: self.n_components]
         evals, evecs = np.clip(evals[order], 0.0, None), evecs[:, order]
         # deterministic sign: largest-magnitude loading of each component is positive

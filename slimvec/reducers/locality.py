@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slimvec.errors import ConfigError
+from slimvec.reducers import decompose
 from slimvec.reducers._knn import knn_graph, knn_query
 from slimvec.reducers.base import Reducer
 from slimvec.reducers.linear import LinearReducer
@@ -254,7 +255,7 @@ class NPEReducer(LinearReducer):
         W = barycentric_weights(X, X, ind, self.reg)
         E = Xc - np.einsum("nk,nkd->nd", W, Xc[ind])
         # principal subspace of the fit rows
-        evals, evecs = np.linalg.eigh(Xc.T @ Xc)
+        evals, evecs = decompose.eigh(Xc.T @ Xc)
         basis = evecs[:, evals > self.tol * max(evals.max(), 1e-300)]
         if basis.shape[1] < self.n_components:
             raise ConfigError(

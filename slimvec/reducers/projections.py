@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slimvec.errors import ConfigError
+from slimvec.reducers import decompose
 from slimvec.reducers.linear import LinearReducer, PCAReducer
 
 __all__ = [
@@ -41,7 +42,7 @@ def top_eigenvectors(S: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     evecs : ndarray of shape (dim, n)
         Orthonormal columns.
     """
-    evals, evecs = np.linalg.eigh(S)
+    evals, evecs = decompose.eigh(S)
     order = np.argsort(evals)[::-1][:n]
     return np.clip(evals[order], 0.0, None), _fix_signs(evecs[:, order])
 
