@@ -32,6 +32,7 @@ from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_
 from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
+from slimvec.measure import IndexUnderTest
 
 __all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS", "Row"]
 
@@ -436,28 +437,29 @@ class _Runner:
         rescores: list[int | None] = [None] + (list(self.cfg.rescore) if full is not None else [])
         try:
             for label, params in variant.searches:
+                # the product's search path (Index.search): reducer's query side, store, re-rank
+                under_test = IndexUnderTest(store, red.reducer, full, dict(params))
                 for R in rescores:
-                    n_cand = k * R + 1 if R else k + 1
+                    # k + 1 results (a query finds itself); k x R candidates plus that one
+                    n_cand = k * R + 1 if R else None
 
-                    def search(q: np.ndarray, fq: np.ndarray, n_cand: int = n_cand,
-                               R: int | None = R, params: dict[str, Any] = params) -> np.ndarray:
-                        found = store.search(q, n_cand, **params)
-                        return _rows_of((full.rerank(fq, found, n_cand) if R else found).ids)
+                    def search(fq: np.ndarray, n_cand: int | None = n_cand,
+                               under_test: IndexUnderTest = under_test) -> np.ndarray:
+                        return _rows_of(under_test.search(fq, k + 1, n_cand).ids)
 
                     row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind, k)
                     row.update(red.facts)
                     row.update(self._store_facts(build_s, index_bytes, len(ds.corpus), store_fixed,
                                                  red.facts.get("reducer_bytes")))
-                    row.update(_quality(ds, search(red.queries, ds.queries), k))
+                    row.update(_quality(ds, search(ds.queries), k))
                     row.update(memory)
                     row.rescore = R
                     row.reranked, row.rerank_depth = rerank_of(R, label)
                     if R:
                         row.full_bytes_per_vector = float(ds.dim * 4)
-                    row.update(time_single(
-                        lambda i: search(red.queries[i:i + 1], ds.queries[i:i + 1]),
-                        len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
-                    row.qps = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
+                    row.update(time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
+                                           self.cfg.latency_queries, self.cfg.latency_repeats))
+                    row.qps = _time_batch(search, ds.queries)
                     self.rows.append(row)
         finally:
             store.close()
