@@ -87,3 +87,53 @@ def test_recall_at_k_drops_own_ids_and_counts_ties_within_the_floor():
     scores = np.array([[0.0, 0.9, 0.8, -np.inf], [0.9, 0.9, 0.1, 0.1]])
     assert recall_at_k(found, truth, 2, exclude=np.array([9, -1]), found_scores=scores,
                        floor=np.array([0.79, 0.5])) == pytest.approx(1.0)
+
+
+def test_index_recipe_rows_measure_the_built_index_with_index_search(data, tmp_path):
+    """Recipe rows (scripts/bench_rescore.py folded into the harness): the recipe is built by
+    migrate, measured with Index.search at its calibrated depth and at each R of the run, in the
+    one row schema, with the bytes split into searchable / full vectors / folder."""
+    from slimvec.benchmarks.datasets import from_vectors
+    from slimvec.benchmarks.recipes import recipe_rows
+    from slimvec.benchmarks.runner import BenchConfig
+
+    np.save(tmp_path / "v.npy", data[0], allow_pickle=False)
+    ds = from_vectors(tmp_path / "v.npy", max_queries=20, seed=1)
+    recipe = "pca:32|hnsw|rescore=auto,keep_full=float32"
+    cfg = BenchConfig(reducers=[], stores=[], work_dir=tmp_path / "work", baselines=False, rescore=[1, 64],
+                      index_recipes=[recipe], latency_queries=3, latency_repeats=1)
+    cfg.validate()
+    rows = recipe_rows(cfg, ds, recipe, tmp_path / "v.npy", tmp_path / "idx")
+    calibrated = rows[0].extra["calibrated_depth"]
+    assert [r.rescore for r in rows] == [calibrated] + [R for R in (1, 64) if R != calibrated]
+    assert {r.kind for r in rows} == {"recipe"} and {r.store for r in rows} == {recipe}
+    by_depth = {r.rescore: r for r in rows}
+    # store ids map to corpus rows: re-ranking 64 x 11 of 700 candidates finds the exact neighbours
+    assert by_depth[64].neighbor_recall_at_k == pytest.approx(1.0)
+    assert by_depth[1].neighbor_recall_at_k < by_depth[64].neighbor_recall_at_k
+    row = rows[0]
+    assert row.full_bytes_per_vector >= 384 * 4 and row.bytes_per_vector < row.full_bytes_per_vector
+    assert row.extra["disk_bytes_per_vector"] > row.bytes_per_vector + row.full_bytes_per_vector - 1
+    assert row.latency_p50_ms > 0 and row.reranked and row.dim_out == 32
+    from slimvec.benchmarks.rescore_tables import render_recipes
+
+    table = [line for line in render_recipes(rows) if line.startswith(f"| {recipe}")]
+    assert len(table) == len(rows) and f"| {calibrated} (auto) |" in table[0]
+
+
+def test_two_stage_table_ratios_to_full_hnsw_and_marks_the_goal():
+    """scripts/rescore_table.py's table, now a report.md section rendered from rows."""
+    from slimvec.benchmarks.rescore_tables import render_two_stage
+    from slimvec.benchmarks.rows import Row
+
+    def row(reducer, store, R, bpv, p50, recall):
+        return Row(dataset="d", reducer=reducer, store=store, kind="reducer", dim_out=8, rescore=R,
+                   bytes_per_vector=bpv, latency_p50_ms=p50, neighbor_recall_at_k=recall, task_recall_at_k=0.5)
+
+    rows = [row("none", "hnsw", None, 1000.0, 0.2, 0.99), row("pca:8", "hnsw", 4, 200.0, 0.1, 0.995),
+            row("pca:8", "hnsw", 8, 200.0, 0.3, 0.999)]
+    lines = render_two_stage(rows)
+    got = {line.split(" | ")[1]: line for line in lines if line.startswith("| pca:8")}
+    assert "| 0.20 |" in got["4"] and "| 0.50 | **yes** |" in got["4"]
+    assert "| 1.50 |  |" in got["8"]  # slower than full HNSW: not the goal
+    assert render_two_stage(rows[:1]) == []  # nothing re-ranked: no table

@@ -27,7 +27,7 @@ import numpy as np
 
 from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant, peer_store_variants
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, recall_at_k, time_single,
+from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, recall_at_k, time_single,
                                         routed_search, sts_spearman, task_recall_mrr)
 from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
@@ -97,6 +97,10 @@ class BenchConfig:
         against exact filtered truth. Empty (default): not measured.
     filter_recipes : list of str
         Recipes of the filtered-search suite; empty: the default recipe.
+    index_recipes : list of str
+        Recipes built as index folders by ``migrate`` and measured with ``Index.search`` at their
+        own depth and every ``rescore`` R (:mod:`slimvec.benchmarks.recipes`, rows of kind
+        ``recipe``): the product measured as users run it.
     measure_rss : bool
         Also measure memory: the process's peak RSS growth during each build and, in a fresh
         child process, the RSS of opening the built store and answering the queries.
@@ -123,6 +127,7 @@ class BenchConfig:
     rescore_peers: bool = True
     filtered: list[float] = field(default_factory=list)
     filter_recipes: list[str] = field(default_factory=list)
+    index_recipes: list[str] = field(default_factory=list)
     measure_rss: bool = False
     keep_indexes: bool = False
     seed: int = 0
@@ -176,10 +181,10 @@ class BenchConfig:
             if isinstance(sel, bool) or not isinstance(sel, (int, float)) or not 0.1 <= sel <= 100:
                 raise ConfigError(f"Bench option filtered takes selectivities in percent, 0.1 to 100 "
                                   f"(e.g. [50, 10, 1, 0.1]), got {sel!r}.")
-        if self.filter_recipes:
+        if self.filter_recipes or self.index_recipes:
             from slimvec.recipe import parse_recipe
 
-            for recipe in self.filter_recipes:
+            for recipe in [*self.filter_recipes, *self.index_recipes]:
                 parse_recipe(recipe)
         for spec in self.reducers:
             make_reducer(spec)
@@ -191,7 +196,7 @@ class BenchConfig:
         per_reducer = len(self.stores) + (1 if self.kmeans else 0)
         peers = (len(self._peer_variants(384)) + len(self._st_variants())) if self.baselines else 0
         filtered = (len(self.filter_recipes) or 1) + 1 if self.filtered else 0
-        return n_datasets * (len(self.reducers) * per_reducer + peers + filtered)
+        return n_datasets * (len(self.reducers) * per_reducer + peers + filtered + len(self.index_recipes))
 
 
     def _peer_variants(self, dim: int) -> list[StoreVariant]:
@@ -306,13 +311,6 @@ def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) ->
     t0 = time.perf_counter()
     search_all(queries)
     return len(queries) / max(time.perf_counter() - t0, 1e-9)
-
-
-def _quality(ds: BenchDataset, rows: np.ndarray, k: int) -> dict[str, Any]:
-    found = drop_rows(rows, ds.query_rows, k)
-    task_r, task_mrr = task_recall_mrr(found, ds.task_query, ds.task_target, k)
-    return {"neighbor_recall_at_k": recall_at_k(found, ds.truth, k),
-            "task_recall_at_k": task_r, "task_mrr_at_k": task_mrr}
 
 
 def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str, k: int) -> Row:
@@ -451,7 +449,7 @@ class _Runner:
                     row.update(red.facts)
                     row.update(self._store_facts(build_s, index_bytes, len(ds.corpus), store_fixed,
                                                  red.facts.get("reducer_bytes")))
-                    row.update(_quality(ds, search(ds.queries), k))
+                    row.update(ds.quality(search(ds.queries), k))
                     row.update(memory)
                     row.rescore = R
                     row.reranked, row.rerank_depth = rerank_of(R, label)
@@ -490,7 +488,7 @@ class _Runner:
 
         row = _base_row(ds, "none", ds.dim, label, "peer", k)
         row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
-        row.update(_quality(ds, search(ds.queries), k))
+        row.update(ds.quality(search(ds.queries), k))
         row.rescore = R
         row.reranked, row.rerank_depth = rerank_of(R, label)  # re-ranked from the int8 vectors
         if R:
@@ -601,6 +599,10 @@ class _Runner:
             from slimvec.benchmarks.filtered import measure_filtered
 
             self.rows += measure_filtered(self, ds, root)
+        if cfg.index_recipes:
+            from slimvec.benchmarks.recipes import measure_recipes
+
+            self.rows += measure_recipes(self, ds, root)
         full.close()
         if not cfg.keep_indexes:
             shutil.rmtree(root, ignore_errors=True)
@@ -665,6 +667,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "build_threads": config.build_threads or os.cpu_count(), "peers": config.peers,
                    "rescore_peers": config.rescore_peers,
                    "filtered": list(config.filtered), "filter_recipes": list(config.filter_recipes),
+                   "index_recipes": list(config.index_recipes),
                    "measure_rss": config.measure_rss,
                    "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},
