@@ -41,7 +41,7 @@ CALIBRATION_QUERIES = 200
 #: vectors. Corpus vectors used as queries flatter the reduced index (a corpus sentence's
 #: paraphrase is usually in the corpus; a real query's is not): on 24,722 bundled sentences the
 #: depth reaching 0.99 on them (16) gave held-out queries 0.983 (MiniLM) and 0.985 (mpnet), one
-#: step more 0.992 and 0.9955 (``scripts/bench_rescore.py --calibration``). Queries given by the
+#: step more 0.992 and 0.9955 (docs/benchmarks/rescore.md, calibration section). Queries given by the
 #: user (``slimvec calibrate``) are the real distribution and get none.
 CORPUS_HEADROOM = 1
 #: corpus rows scored at once by the exact-truth search (memory ``queries × block`` floats)
