@@ -5,10 +5,11 @@ Two tables, both from rows of the one schema (no script of their own):
 - :func:`render_two_stage` (was ``scripts/rescore_table.py``): every reducer and peer row of a
   dataset with its bytes/vector and p50 as ratios to the full-dimension hnswlib row of the same
   run, its neighbour and task recall, and whether it meets issue 7's goal (recall >= 0.99, bytes
-  <= 1/4, p50 <= 1). Written when the run re-ranked (``rescore``) and measured full hnswlib.
+  <= 1/4, p50 <= 1). The reference is the full-dimension row of the run's first store (hnswlib
+  in ``rescore.toml``); written when the run re-ranked (``rescore``).
 - :func:`render_recipes` (was ``scripts/bench_rescore.py --render``): the index recipes built and
   searched through ``Index.search`` (:mod:`slimvec.benchmarks.recipes`), bytes split into the
-  searchable index, the full vectors and the folder, ratios to the first ``none|hnsw`` recipe.
+  searchable index, the full vectors and the folder, ratios to the first full-dimension recipe.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def render_two_stage(group: Sequence[Row]) -> list[str]:
     """Markdown lines of the two-stage table of one dataset's rows (empty when not applicable)."""
     rows = [r for r in group if r.kind in ("reducer", "peer")]
-    base = next((r for r in rows if r.reducer == "none" and r.store == "hnsw" and not r.rescore), None)
+    # the reference: the full-dimension row of the run's first store (rows come in run order;
+    # hnswlib in rescore.toml), never re-ranked
+    base = next((r for r in rows if r.kind == "reducer" and r.reducer == "none" and not r.rescore), None)
     if base is None or not any(r.rescore for r in rows):
         return []
     k = base.k
-    out = ["### Two-stage search against full-dimension hnswlib", "",
-           f"Reference: full-dimension hnswlib, {_f(base.bytes_per_vector, ',.0f')} B/vector, "
+    out = [f"### Two-stage search against full-dimension {base.store}", "",
+           f"Reference: full-dimension {base.store}, {_f(base.bytes_per_vector, ',.0f')} B/vector, "
            f"p50 {_f(base.latency_p50_ms, '.3f')} ms, neighbour recall@{k} "
            f"{_f(base.neighbor_recall_at_k, '.3f')}.", "",
            f"| configuration | R | bytes/vec | × full HNSW bytes | nbr R@{k} | task R@{k} | p50 ms | "
@@ -57,11 +60,11 @@ def render_recipes(group: Sequence[Row]) -> list[str]:
     rows = [r for r in group if r.kind == "recipe"]
     if not rows:
         return []
-    base = next((r for r in rows if r.reducer == "none" and "|hnsw" in str(r.store)), rows[0])
+    base = next((r for r in rows if r.reducer == "none"), rows[0])  # the first full-dimension recipe
     k = rows[0].k
     out = ["### Index recipes (built by migrate, searched with Index.search)", "",
            f"| recipe | R | neighbour recall@{k} | task recall@{k} | p50 ms | p99 ms | searchable B/vec | "
-           "vs first none-hnsw | full B/vec | disk B/vec |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "vs first none | full B/vec | disk B/vec |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         depth = "-" if not r.rescore else str(r.rescore)
         if r.extra.get("calibrated_depth") == r.rescore and r.rescore:

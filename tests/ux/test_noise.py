@@ -66,13 +66,13 @@ def test_bench_index_times_index_search_end_to_end(tmp_path):
                                                  progress=False))
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-m", "slimvec", "bench", "--index", str(tmp_path / "idx"),
-                           "--out", str(tmp_path / "out")],
+                           "--out", str(tmp_path / "out"), "--latency-queries", "50"],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                                "PYTHONPATH": str(root)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    assert "Index.search, k=10, rescoring x4, over 200 single queries:" in out, out
+    assert "Index.search, k=10, rescoring x4, over 50 single queries:" in out, out
     assert "end to end from text (encode + reduce + store + re-rank): p50" in out, out
     assert "recipe pca:16|hnsw|rescore=4,keep_full=float16" in out, out
     written = json.loads((tmp_path / "out" / "index-latency.json").read_text())
