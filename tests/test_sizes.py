@@ -23,8 +23,6 @@ OVERSIZE: dict[str, str] = {
                           "before quick_sweep moved to sweep.py; its row handling is item 5's",
     "benchmarks/realtext.py": "597: one corpus pipeline (WordNet and GCIDE readers, cleaning, "
                               "held-out queries, manifest); the readers can move out",
-    "benchmarks/runner.py": "638: the harness's run loop with its own search/recall/timing; "
-                            "item 3 moves those into the neutral measuring core",
     "benchmarks/sizing.py": "515: the per-store size models with their fit and check",
     "connectors/faiss_store.py": "630: factory parsing, id map, training, snapshots; item 6 "
                                  "moves the upsert checks and the reader to the store base",

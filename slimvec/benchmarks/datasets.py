@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from slimvec.benchmarks.metrics import exact_topk
+from slimvec.benchmarks.metrics import drop_rows, exact_topk, recall_at_k, task_recall_mrr
 from slimvec.benchmarks.pairs import PairsCorpus, TrainPairs
 from slimvec.errors import ConfigError
 from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
@@ -104,6 +104,14 @@ class BenchDataset:
     @property
     def has_task(self) -> bool:
         return len(self.task_query) > 0
+
+    def quality(self, rows: np.ndarray, k: int) -> dict[str, Any]:
+        """Neighbour recall@k against :attr:`truth` and task recall / MRR@k of found corpus
+        ``rows`` (q, >= k + 1: each query's own row is dropped first when it is a corpus row)."""
+        found = drop_rows(rows, self.query_rows, k)
+        task_r, task_mrr = task_recall_mrr(found, self.task_query, self.task_target, k)
+        return {"neighbor_recall_at_k": recall_at_k(found, self.truth, k),
+                "task_recall_at_k": task_r, "task_mrr_at_k": task_mrr}
 
     def summary(self) -> dict[str, Any]:
         """JSON description for ``results.json``."""
@@ -400,8 +408,10 @@ def pairs_datasets(pairs: Sequence[str | os.PathLike[str]], encoders: Sequence[s
                                   dup_threshold, eval_corpus=corpus)
     base = "+".join(Path(str(p)).stem for p in pairs)
     out = []
+    from slimvec.benchmarks.mpnet import bench_encoder
+
     for spec in encoders or [None]:
-        encoder = Encoder(spec)
+        encoder = Encoder(bench_encoder(spec))  # "mpnet": assembled from the bench-mpnet extra
         cache = EncodingCache(cache_dir or default_cache_dir(), encoder.fingerprint)
         name = base if len(encoders) <= 1 else f"{base}@{Path(encoder.name).name}"
         out.append(encode_pairs_dataset(corpus, encoder, cache, name=name, max_queries=max_queries,

@@ -1,15 +1,18 @@
 """Benchmark metrics, each a small pure function over arrays (tested on hand-computed cases).
 
+Exact kNN, recall@k and single-query timing live in :mod:`slimvec.measure` (shared with the
+indexer's calibration); ``exact_topk``, ``recall_at_k``, ``time_single`` and ``latency_summary``
+are those, over corpus rows.
+
 Conventions: result arrays hold corpus *rows* (0-based), ``-1`` for "no result"; a metric that does
 not apply is ``None`` (``null`` in ``results.json``), never 0.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Sequence
-
 import numpy as np
+
+from slimvec.measure import exact_knn, latency_summary, recall_at_k, similarities, time_single
 
 __all__ = [
     "time_single",
@@ -22,13 +25,6 @@ __all__ = [
     "cluster_accuracy",
     "routed_search",
 ]
-
-
-def _scores(corpus: np.ndarray, queries: np.ndarray, metric: str) -> np.ndarray:
-    sims = queries @ corpus.T
-    if metric == "l2":  # larger is better: -||q - x||^2 up to the query's own norm
-        sims = 2.0 * sims - np.einsum("ij,ij->i", corpus, corpus)[None, :]
-    return sims
 
 
 def exact_topk(corpus: np.ndarray, queries: np.ndarray, k: int, *,
@@ -46,26 +42,19 @@ def exact_topk(corpus: np.ndarray, queries: np.ndarray, k: int, *,
     metric : {"cosine", "ip", "l2"}
         ``cosine`` expects normalised vectors (inner product).
     block : int
-        Queries scored at a time (memory is ``block * n`` floats).
+        Unused (kept for callers): :func:`slimvec.measure.exact_knn` blocks queries and corpus.
 
     Returns
     -------
     ndarray int64 (q, min(k, n))
     """
     corpus = np.asarray(corpus, dtype=np.float32)
-    queries = np.asarray(queries, dtype=np.float32)
     k = min(int(k), len(corpus) - (1 if exclude is not None else 0))
-    out = np.empty((len(queries), max(k, 0)), dtype=np.int64)
-    for start in range(0, len(queries), block):
-        sims = _scores(corpus, queries[start:start + block], metric)
-        if exclude is not None:
-            rows = np.asarray(exclude[start:start + block], dtype=np.int64)
-            sims[np.arange(len(rows)), rows] = -np.inf
-        part = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < sims.shape[1] else \
-            np.tile(np.arange(sims.shape[1]), (len(sims), 1))
-        order = np.take_along_axis(sims, part, axis=1).argsort(axis=1, kind="stable")[:, ::-1]
-        out[start:start + len(sims)] = np.take_along_axis(part, order, axis=1)
-    return out
+    if k <= 0:
+        return np.empty((len(queries), 0), dtype=np.int64)
+    # cosine here means normalised vectors: scored by their inner product, not normalised again
+    return exact_knn(corpus, queries, k, metric="ip" if metric == "cosine" else metric,
+                     exclude=exclude)[0]
 
 
 def drop_rows(found: np.ndarray, rows: np.ndarray | None, k: int) -> np.ndarray:
@@ -82,16 +71,6 @@ def drop_rows(found: np.ndarray, rows: np.ndarray | None, k: int) -> np.ndarray:
         kept = res[res != own][:k]
         out[i, :len(kept)] = kept
     return out
-
-
-def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
-    """Mean over queries of |found[:k] ∩ truth[:k]| / k (ignoring ``-1`` entries in ``found``)."""
-    found = np.asarray(found)[:, :k]
-    truth = np.asarray(truth)[:, :k]
-    if len(truth) == 0:
-        raise ValueError("recall_at_k needs at least one query")
-    hits = [len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in zip(found, truth)]
-    return float(np.mean(hits) / truth.shape[1])
 
 
 def task_recall_mrr(found: np.ndarray, task_query: np.ndarray, task_target: np.ndarray,
@@ -132,15 +111,6 @@ def sts_spearman(Z: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray, gold: np
     cos = np.einsum("ij,ij->i", A, B) / np.maximum(na * nb, 1e-12)
     rho = spearmanr(cos, np.asarray(gold)).statistic
     return None if not np.isfinite(rho) else float(rho)
-
-
-def latency_summary(times_ms: Sequence[float] | np.ndarray) -> dict[str, float]:
-    """``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms`` of per-query times."""
-    t = np.asarray(times_ms, dtype=np.float64)
-    if t.size == 0:
-        raise ValueError("latency_summary needs at least one time")
-    p50, p95, p99 = np.percentile(t, [50, 95, 99])
-    return {"latency_p50_ms": float(p50), "latency_p95_ms": float(p95), "latency_p99_ms": float(p99)}
 
 
 def cluster_accuracy(labels: np.ndarray, dup_pairs: np.ndarray) -> float | None:
@@ -208,22 +178,7 @@ def routed_search(vectors: np.ndarray, labels: np.ndarray, queries: np.ndarray,
         scanned += len(cand)
         if len(cand) == 0:
             continue
-        sims = _scores(vectors[cand], q[None, :], metric)[0]
+        sims = similarities(q[None, :], vectors[cand], "ip" if metric == "cosine" else metric)[0]
         top = np.argsort(-sims, kind="stable")[:k]
         found[i, :len(top)] = cand[top]
     return found, float(scanned / max(len(queries), 1) / max(len(vectors), 1))
-
-
-def time_single(search_i: Callable[[int], Any], n_queries: int, n: int, repeats: int) -> dict[str, float]:
-    """Per-query latency (ms) of ``search_i(i)`` for the first ``n`` queries: warm-up, then the
-    median of ``repeats`` timings of each query, summarised as p50/p95/p99."""
-    count = max(1, min(n, n_queries))
-    for i in range(min(20, count)):  # warm-up
-        search_i(i)
-    times = np.empty((repeats, count))
-    for r in range(repeats):
-        for i in range(count):
-            t0 = time.perf_counter()
-            search_i(i)
-            times[r, i] = (time.perf_counter() - t0) * 1000.0
-    return latency_summary(np.median(times, axis=0))

@@ -333,10 +333,12 @@ def render_report(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any] | N
     out += [f"{len(rows)} result rows. Null metrics (not applicable) print as {NULL}.", ""]
     for name, group in by_dataset(rows).items():
         from slimvec.benchmarks.filtered import render_filtered
+        from slimvec.benchmarks.rescore_tables import render_recipes, render_two_stage
 
-        plain = [r for r in group if r.selectivity is None]  # filtered rows: their own table
+        # filtered and index-recipe rows: their own tables
+        plain = [r for r in group if r.selectivity is None and r.kind != "recipe"]
         out += _dataset_section(name, plain) if plain else [f"## Dataset `{name}`", ""]
-        out += render_filtered(group)
+        out += render_filtered(group) + render_two_stage(group) + render_recipes(group)
     drawn = [name for name, reason in plots.items() if reason is None]
     if drawn:
         out += ["## Plots", ""] + [f"![{Path(n).stem}]({n})" for n in drawn] + [""]

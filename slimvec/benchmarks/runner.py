@@ -19,19 +19,21 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from slimvec.benchmarks.baselines import ST_VARIANTS, STQuantIndex, StoreVariant, peer_store_variants
+from slimvec.benchmarks.baselines import STQuantIndex, StoreVariant
+from slimvec.benchmarks.config import BenchConfig, lossy
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, drop_rows, recall_at_k, time_single,
+from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, recall_at_k, time_single,
                                         routed_search, sts_spearman, task_recall_mrr)
 from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
+from slimvec.measure import IndexUnderTest
 
 __all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS", "Row"]
 
@@ -39,206 +41,6 @@ log = logging.getLogger(__name__)
 
 #: progress callback: (description or None, units of work finished)
 Progress = Callable[[Any, int], None]
-
-
-@dataclass
-class BenchConfig:
-    """What one ``slimvec bench`` run measures.
-
-    Attributes
-    ----------
-    reducers : list of str
-        Reducer specs; ``none`` (full dimension) is always measured first.
-    stores : list of str
-        Store specs (default ``hnsw``).
-    work_dir : Path
-        Where indexes and reducer artifacts are built.
-    baselines : bool
-        Measure the peer quantization baselines on full-dimension vectors.
-    rescore : list of int
-        Candidate multipliers R: each reduced row also measured with ``k * R`` candidates re-ranked
-        by the full vectors.
-    kmeans : int or None
-        K of the cluster-routed retrieval rows (FAISS k-means on each reducer's output).
-    route_probes : list of int
-        Clusters p a query is routed to.
-    k : int
-        Results per query (metrics are @k; 10 in the issue).
-    latency_queries, latency_repeats : int
-        Single queries timed (after a warm-up), each timed this many times (median kept).
-    fit_max : int
-        Rows an unsupervised reducer is fitted on (random sample beyond this).
-    fit_on : str
-        ``corpus`` (default: unsupervised reducers fit on a sample of the corpus searched) or
-        ``train``: every reducer fits on the training sentences only (``--train-pairs``), so no
-        reducer has seen the evaluation corpus. Pair-learning reducers always fit on the training
-        pairs when there are some.
-    threads : int
-        Threads for FAISS / torch while searching (1 = single-thread latency).
-    build_threads : int
-        Threads for FAISS while building stores (0 = every core; hnswlib and Qdrant Edge use
-        their own settings).
-    peers : list of str or None
-        Which peer baselines to measure: the built-in ones by name (``faiss:HNSW32,SQ8``,
-        ``faiss:OPQ48,PQ48np``, ``qdrant-edge:quant=sq8``, ``st:int8``, ``st:binary``...) or any
-        other store spec (e.g. ``faiss:IVF4096,PQ48,nprobe=64``) built on the full vectors; None
-        measures the built-in ones.
-    rescore_peers : bool
-        Also measure the FAISS peers (and custom peer specs) with ``k * R`` candidates re-ranked
-        by the full vectors on disk, as the reducer rows are (FAISS's "refine", from disk), and
-        the Qdrant Edge peers with their own rescoring at ``oversampling=R``, at every depth R of
-        ``rescore``. On by default (issue 28: a re-ranked recipe is only compared with re-ranked
-        peers); off measures the peers without re-ranking only.
-    filtered : list of float
-        Filtered-search suite (:mod:`slimvec.benchmarks.filtered`): selectivities in percent of
-        the corpus (e.g. 50, 10, 1, 0.1); each recipe of ``filter_recipes`` and the reference
-        ``none|qdrant-edge`` is built and searched with ``Index.search(filter=...)``, recall
-        against exact filtered truth. Empty (default): not measured.
-    filter_recipes : list of str
-        Recipes of the filtered-search suite; empty: the default recipe.
-    measure_rss : bool
-        Also measure memory: the process's peak RSS growth during each build and, in a fresh
-        child process, the RSS of opening the built store and answering the queries.
-    keep_indexes : bool
-        Leave the built indexes in ``work_dir``.
-    seed : int
-    """
-
-    reducers: list[str]
-    stores: list[str]
-    work_dir: Path
-    baselines: bool = True
-    rescore: list[int] = field(default_factory=list)
-    kmeans: int | None = None
-    route_probes: list[int] = field(default_factory=lambda: [1, 4])
-    k: int = 10
-    latency_queries: int = 200
-    latency_repeats: int = 3
-    fit_max: int = 20000
-    fit_on: str = "corpus"
-    threads: int = 1
-    build_threads: int = 0
-    peers: list[str] | None = None
-    rescore_peers: bool = True
-    filtered: list[float] = field(default_factory=list)
-    filter_recipes: list[str] = field(default_factory=list)
-    measure_rss: bool = False
-    keep_indexes: bool = False
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        self.reducers = ["none"] + [r for r in self.reducers if r.strip().lower() != "none"]
-        self.stores = list(self.stores) or ["hnsw"]
-        self.work_dir = Path(self.work_dir)
-        if any(int(r) < 1 for r in self.rescore):
-            raise ConfigError(f"--rescore takes multipliers >= 1, got {self.rescore}.")
-        if self.kmeans is not None and self.kmeans < 2:
-            raise ConfigError(f"--kmeans takes K >= 2 clusters, got {self.kmeans}.")
-
-    def validate(self) -> None:
-        """Check the numbers and parse every spec up front, so a typo fails before hours of work.
-
-        :func:`run_bench` calls this; callers that encode texts first (``slimvec bench``, suites,
-        the planner's quick sweep) call it before encoding.
-
-        Raises
-        ------
-        ConfigError
-            A number out of range, an unknown reducer or store spec (the message lists valid names).
-        """
-        from slimvec.connectors import parse_store_spec
-        from slimvec.reducers import make_reducer
-
-        for name, value, low in (("k", self.k, 1), ("latency_queries", self.latency_queries, 1),
-                                 ("latency_repeats", self.latency_repeats, 1), ("threads", self.threads, 1),
-                                 ("fit_max", self.fit_max, 2)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"Bench option {name} must be an integer >= {low}, got {value!r}.")
-        if self.fit_on not in ("corpus", "train"):
-            raise ConfigError(f"--fit-on must be corpus or train, got {self.fit_on!r}.")
-        if any(int(p) < 1 for p in self.route_probes):
-            raise ConfigError(f"--route-probes takes cluster counts >= 1, got {self.route_probes}.")
-        if isinstance(self.build_threads, bool) or not isinstance(self.build_threads, int) \
-                or self.build_threads < 0:
-            raise ConfigError(f"Bench option build_threads must be an integer >= 0 (0 = every core), "
-                              f"got {self.build_threads!r}.")
-        if self.peers is not None:
-            st_labels = {label for label, _, _ in ST_VARIANTS}
-            for peer in self.peers:
-                if peer.startswith("st:") and peer not in st_labels:
-                    raise ConfigError(f"Unknown sentence-transformers peer {peer!r}; known: "
-                                      f"{', '.join(sorted(st_labels))}.")
-                if not peer.startswith("st:"):
-                    parse_store_spec(peer)
-
-        for sel in self.filtered:
-            if isinstance(sel, bool) or not isinstance(sel, (int, float)) or not 0.1 <= sel <= 100:
-                raise ConfigError(f"Bench option filtered takes selectivities in percent, 0.1 to 100 "
-                                  f"(e.g. [50, 10, 1, 0.1]), got {sel!r}.")
-        if self.filter_recipes:
-            from slimvec.recipe import parse_recipe
-
-            for recipe in self.filter_recipes:
-                parse_recipe(recipe)
-        for spec in self.reducers:
-            make_reducer(spec)
-        for spec in self.stores:
-            parse_store_spec(spec)
-
-    def n_steps(self, n_datasets: int) -> int:
-        """Units of work for the progress bar: one per (dataset, reducer, store/extra)."""
-        per_reducer = len(self.stores) + (1 if self.kmeans else 0)
-        peers = (len(self._peer_variants(384)) + len(self._st_variants())) if self.baselines else 0
-        filtered = (len(self.filter_recipes) or 1) + 1 if self.filtered else 0
-        return n_datasets * (len(self.reducers) * per_reducer + peers + filtered)
-
-
-    def _peer_variants(self, dim: int) -> list[StoreVariant]:
-        """The peer store variants this run measures for vectors of ``dim`` (a built-in PQ peer
-        named for another dimension, ``faiss:PQ48np`` on 50-d vectors, is that peer at ``dim``)."""
-        builtin = peer_store_variants(dim, self.rescore if self.rescore_peers else ())
-        if self.peers is None:
-            return builtin
-        by_spec = {v.spec: v for v in builtin}
-        by_family = {_pq_family(v.spec): v for v in builtin}
-        out = []
-        for peer in self.peers:
-            if peer.startswith("st:"):
-                continue
-            # a built-in peer by its name; a PQ peer whose m does not divide ``dim`` is the
-            # built-in one of that family at ``dim`` (OPQ24 on 384-d stays OPQ24)
-            fits = not peer.startswith("faiss:") or _pq_fits(peer, dim)
-            out.append(by_spec.get(peer) or (None if fits else by_family.get(_pq_family(peer)))
-                       or StoreVariant(peer, rescorable=True))
-        return out
-
-    def _st_variants(self) -> list[tuple[str, str, int | None]]:
-        """The sentence-transformers quantization peers this run measures."""
-        return [v for v in ST_VARIANTS if self.peers is None or v[0] in self.peers]
-
-
-def _pq_family(spec: str) -> str:
-    """``faiss:PQ48np`` and ``faiss:PQ32np`` are the same peer at another dimension."""
-    import re
-
-    return re.sub(r"\d+", "#", spec) if spec.startswith("faiss:") and "PQ" in spec else spec
-
-
-def _lossy(store: str) -> bool:
-    """The store keeps lossy codes of the vectors (SQ, PQ, RaBitQ, Qdrant ``quant=``): a
-    full-dimension row on it is re-ranked from the full vectors too, like the reduced rows (only
-    an exact store at full dimension has nothing to gain)."""
-    from slimvec.connectors import parse_store_spec, store_class
-
-    parsed = parse_store_spec(store)
-    return store_class(parsed).quantization_label(parsed.arg, dict(parsed.options or {})) not in ("float32", "none")
-
-
-def _pq_fits(spec: str, dim: int) -> bool:
-    """Every PQ / OPQ sub-quantizer count of a FAISS peer spec divides ``dim``."""
-    import re
-
-    return all(dim % int(m) == 0 for m in re.findall(r"PQ(\d+)", spec))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -305,13 +107,6 @@ def _time_batch(search_all: Callable[[np.ndarray], Any], queries: np.ndarray) ->
     t0 = time.perf_counter()
     search_all(queries)
     return len(queries) / max(time.perf_counter() - t0, 1e-9)
-
-
-def _quality(ds: BenchDataset, rows: np.ndarray, k: int) -> dict[str, Any]:
-    found = drop_rows(rows, ds.query_rows, k)
-    task_r, task_mrr = task_recall_mrr(found, ds.task_query, ds.task_target, k)
-    return {"neighbor_recall_at_k": recall_at_k(found, ds.truth, k),
-            "task_recall_at_k": task_r, "task_mrr_at_k": task_mrr}
 
 
 def _base_row(ds: BenchDataset, reducer: str, dim_out: int, store: str, kind: str, k: int) -> Row:
@@ -436,28 +231,29 @@ class _Runner:
         rescores: list[int | None] = [None] + (list(self.cfg.rescore) if full is not None else [])
         try:
             for label, params in variant.searches:
+                # the product's search path (Index.search): reducer's query side, store, re-rank
+                under_test = IndexUnderTest(store, red.reducer, full, dict(params))
                 for R in rescores:
-                    n_cand = k * R + 1 if R else k + 1
+                    # k + 1 results (a query finds itself); k x R candidates plus that one
+                    n_cand = k * R + 1 if R else None
 
-                    def search(q: np.ndarray, fq: np.ndarray, n_cand: int = n_cand,
-                               R: int | None = R, params: dict[str, Any] = params) -> np.ndarray:
-                        found = store.search(q, n_cand, **params)
-                        return _rows_of((full.rerank(fq, found, n_cand) if R else found).ids)
+                    def search(fq: np.ndarray, n_cand: int | None = n_cand,
+                               under_test: IndexUnderTest = under_test) -> np.ndarray:
+                        return _rows_of(under_test.search(fq, k + 1, n_cand).ids)
 
                     row = _base_row(ds, red.spec, red.corpus.shape[1], label, kind, k)
                     row.update(red.facts)
                     row.update(self._store_facts(build_s, index_bytes, len(ds.corpus), store_fixed,
                                                  red.facts.get("reducer_bytes")))
-                    row.update(_quality(ds, search(red.queries, ds.queries), k))
+                    row.update(ds.quality(search(ds.queries), k))
                     row.update(memory)
                     row.rescore = R
                     row.reranked, row.rerank_depth = rerank_of(R, label)
                     if R:
                         row.full_bytes_per_vector = float(ds.dim * 4)
-                    row.update(time_single(
-                        lambda i: search(red.queries[i:i + 1], ds.queries[i:i + 1]),
-                        len(red.queries), self.cfg.latency_queries, self.cfg.latency_repeats))
-                    row.qps = _time_batch(lambda qs: search(qs, ds.queries), red.queries)
+                    row.update(time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
+                                           self.cfg.latency_queries, self.cfg.latency_repeats))
+                    row.qps = _time_batch(search, ds.queries)
                     self.rows.append(row)
         finally:
             store.close()
@@ -488,7 +284,7 @@ class _Runner:
 
         row = _base_row(ds, "none", ds.dim, label, "peer", k)
         row.update(self._store_facts(build_s, index_bytes, len(ds.corpus)))
-        row.update(_quality(ds, search(ds.queries), k))
+        row.update(ds.quality(search(ds.queries), k))
         row.rescore = R
         row.reranked, row.rerank_depth = rerank_of(R, label)  # re-ranked from the int8 vectors
         if R:
@@ -559,7 +355,7 @@ class _Runner:
                 self.progress(f"{ds.name}: {spec} → {store}", 0)
                 try:
                     self.measure_store(ds, red, StoreVariant(store), folder / _safe(store),
-                                       full if spec != "none" or _lossy(store) else None, "reducer")
+                                       full if spec != "none" or lossy(store) else None, "reducer")
                 except Exception as exc:  # noqa: BLE001
                     self._skip(ds, f"{spec} → {store}", exc)
                 self._cleanup(folder / _safe(store))
@@ -599,6 +395,10 @@ class _Runner:
             from slimvec.benchmarks.filtered import measure_filtered
 
             self.rows += measure_filtered(self, ds, root)
+        if cfg.index_recipes:
+            from slimvec.benchmarks.recipes import measure_recipes
+
+            self.rows += measure_recipes(self, ds, root)
         full.close()
         if not cfg.keep_indexes:
             shutil.rmtree(root, ignore_errors=True)
@@ -663,6 +463,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "build_threads": config.build_threads or os.cpu_count(), "peers": config.peers,
                    "rescore_peers": config.rescore_peers,
                    "filtered": list(config.filtered), "filter_recipes": list(config.filter_recipes),
+                   "index_recipes": list(config.index_recipes),
                    "measure_rss": config.measure_rss,
                    "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
         "machine": {"cpus": os.cpu_count()},

@@ -50,7 +50,7 @@ _RUN_KEYS: dict[str, tuple[str, Any]] = {
     "fit_max": ("fit_max", int), "fit_on": ("fit_on", str), "threads": ("threads", int), "seed": ("seed", int),
     "build_threads": ("build_threads", int), "peers": ("peers", list), "measure_rss": ("measure_rss", bool),
     "rescore_peers": ("rescore_peers", bool), "filtered": ("filtered", list),
-    "filter_recipes": ("filter_recipes", list),
+    "filter_recipes": ("filter_recipes", list), "index_recipes": ("index_recipes", list),
 }
 _TOP_KEYS = {"out", "description", "data", "run"}
 

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from slimvec.benchmarks.sizing import rescore_bytes_per_vector
+from slimvec.measure import IndexUnderTest, recall_at_k, time_single
 from slimvec.recipe import AUTO_LADDER, Recipe
 from slimvec.errors import ConfigError
 from slimvec.ranges import check_int, check_number
@@ -199,7 +200,6 @@ def _measure_group(group: list[TuneCandidate], corpus: np.ndarray, queries: np.n
 
     first = group[0].recipe
     reducer = make_reducer(first.reducer).fit(fit)
-    to_query = getattr(reducer, "transform_query", reducer.transform)
     folder = Path(tempfile.mkdtemp(prefix="tune-", dir=workdir))
     try:
         store = make_store(first.store, folder / "store").create(reducer.n_components_)
@@ -213,23 +213,16 @@ def _measure_group(group: list[TuneCandidate], corpus: np.ndarray, queries: np.n
                                       dtype=next(c.recipe.keep_full for c in group if c.recipe.keep_full))
             full.append(ids, corpus)
             full.commit()
-        rq = to_query(queries)
+        under_test = IndexUnderTest(store, reducer, full)  # Index.search's path (slimvec.measure)
         for c in group:
-            R = c.recipe.rescore
+            n_cand = None if c.recipe.rescore is None else k * int(c.recipe.rescore)
 
-            def search(i: slice, R: Any = R) -> np.ndarray:
-                if R is None:
-                    return store.search(rq[i], k).ids
-                return full.rerank(queries[i], store.search(rq[i], k * int(R)), k).ids  # type: ignore[union-attr]
+            def search(i: slice, n_cand: int | None = n_cand) -> np.ndarray:
+                return under_test.search(queries[i], k, n_cand).ids
 
-            found = search(slice(None)) - 1
-            c.recall = float(np.mean([len(set(f.tolist()) & set(t.tolist())) / k for f, t in zip(found, truth)]))
-            times = []
-            for j in range(min(latency_queries, len(queries))):
-                t0 = time.perf_counter()
-                search(slice(j, j + 1))
-                times.append((time.perf_counter() - t0) * 1000)
-            c.p50_ms = float(np.median(times))
+            c.recall = recall_at_k(search(slice(None)) - 1, truth, k)
+            c.p50_ms = time_single(lambda j: search(slice(j, j + 1)), len(queries), latency_queries,
+                                   1)["latency_p50_ms"]
         store.close()
         if full is not None:
             full.close()

@@ -57,6 +57,7 @@ def bench(
     work: Optional[Path] = typer.Option(None, "--work", help="Where indexes are built [default: a temporary folder]."),
     keep_indexes: bool = typer.Option(False, "--keep-indexes", help="Keep the built indexes in --work."),
     seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of query sampling, fit sampling and k-means."),
+    index: Optional[Path] = typer.Option(None, "--index", help="Only time single queries of this existing index through Index.search, from texts and from vectors (the demo's figure); with --out, also write index-latency.json there."),
 ) -> None:
     """Measure reducers × stores beside quantization baselines; write results.json and report.md.
 
@@ -70,6 +71,9 @@ def bench(
     from slimvec.cli.checks import check_bench_inputs
     from slimvec.recipe import recipe_grid
 
+    if index is not None:  # an existing index, timed as users search it
+        _time_index(index, latency_queries, k, out)
+        return
     check_bench_inputs(vectors)  # a .hdf5 / folder given to --vectors belongs to --dataset
     console = Console(stderr=True)
     command = "slimvec " + shlex.join(sys.argv[1:])
@@ -149,3 +153,17 @@ def bench(
         console.print(f"FAISS: {warned:,} clustering warning(s) not shown (IVF / PQ / k-means "
                       "trained on fewer than 39 points per centroid, as small corpora are; "
                       "their rows are measured as trained)", markup=False)
+
+
+def _time_index(index: Path, n: int, k: int, out: Optional[Path]) -> None:
+    """``slimvec bench --index DIR``: print (and with ``--out`` write) its Index.search latency."""
+    import json
+
+    from slimvec.benchmarks.index_latency import index_latency, render_index_latency
+
+    result = index_latency(index, n=n, k=k)
+    for line in render_index_latency(result):
+        typer.echo(line)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "index-latency.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -29,6 +29,7 @@ from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
 from slimvec.indexer.manifest import RescoreInfo, shortfall_message
+from slimvec.measure import TRUTH_BLOCK, exact_knn, paired_similarities, recall_at_k, rescored_search
 
 __all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids",
            "tie_tolerance", "shortfall_message"]
@@ -40,11 +41,11 @@ CALIBRATION_QUERIES = 200
 #: vectors. Corpus vectors used as queries flatter the reduced index (a corpus sentence's
 #: paraphrase is usually in the corpus; a real query's is not): on 24,722 bundled sentences the
 #: depth reaching 0.99 on them (16) gave held-out queries 0.983 (MiniLM) and 0.985 (mpnet), one
-#: step more 0.992 and 0.9955 (``scripts/bench_rescore.py --calibration``). Queries given by the
+#: step more 0.992 and 0.9955 (docs/benchmarks/rescore.md, calibration section). Queries given by the
 #: user (``slimvec calibrate``) are the real distribution and get none.
 CORPUS_HEADROOM = 1
 #: corpus rows scored at once by the exact-truth search (memory ``queries × block`` floats)
-_TRUTH_BLOCK = 65536
+_TRUTH_BLOCK = TRUTH_BLOCK
 
 #: rescored search: (reduced queries, full queries, k, candidates) -> SearchResult
 RescoredSearch = Callable[[np.ndarray, np.ndarray, int, int], SearchResult]
@@ -179,42 +180,17 @@ def _exact_top(corpus: tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]], qu
     return _exact_top_scored(corpus, queries, k, metric, block, own)[0]
 
 
-def _prepared(q: np.ndarray, metric: str) -> np.ndarray:
-    q = np.asarray(q, dtype=np.float32)
-    if metric == "cosine":
-        q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-    return q
-
-
-def _scores(q: np.ndarray, x: np.ndarray, metric: str) -> np.ndarray:
-    """Exact similarity of prepared queries ``q`` to corpus rows ``x`` (the truth's formula)."""
-    if metric == "cosine":
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    s = q @ x.T
-    if metric == "l2":
-        s = 2.0 * s - np.einsum("ij,ij->i", x, x)[None, :]
-    return s
-
-
 def _exact_top_scored(corpus: tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]], queries: np.ndarray,
                       k: int, metric: str, block: int, own: np.ndarray | None
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """Ids (q, k) and exact scores (q, k) of the exact top k, in no particular order."""
+    """Ids (q, k) and exact scores (q, k) of the exact top k (:func:`slimvec.measure.exact_knn`)."""
     all_ids, lookup = corpus
-    q = _prepared(queries, metric)
-    best_s = np.full((len(q), k), -np.inf, dtype=np.float32)
-    best_i = np.full((len(q), k), -1, dtype=np.int64)
-    for lo in range(0, len(all_ids), block):
-        ids = all_ids[lo:lo + block]
-        s = _scores(q, lookup(ids), metric)
-        if own is not None:
-            s[ids[None, :] == np.asarray(own)[:, None]] = -np.inf  # a query is not its own neighbour
-        cat_s = np.concatenate([best_s, s.astype(np.float32)], axis=1)
-        cat_i = np.concatenate([best_i, np.broadcast_to(ids, s.shape)], axis=1)
-        top = np.argpartition(-cat_s, k - 1, axis=1)[:, :k]
-        best_s = np.take_along_axis(cat_s, top, axis=1)
-        best_i = np.take_along_axis(cat_i, top, axis=1)
-    return best_i, best_s
+    ids, scores = exact_knn(lookup, queries, k, metric=metric, ids=all_ids, exclude=own, block=block)
+    if ids.shape[1] < k:  # fewer corpus vectors than k: padded as before
+        pad = k - ids.shape[1]
+        ids = np.pad(ids, ((0, 0), (0, pad)), constant_values=-1)
+        scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+    return ids, scores
 
 
 #: float32 ulps of slack when the full vectors are float32: the truth and the re-ranking sum the
@@ -237,23 +213,6 @@ def tie_tolerance(scores: np.ndarray, dtype: str = "float32") -> np.ndarray:
     return _F32_ULPS * np.spacing(s.astype(np.float32)).astype(np.float64)
 
 
-def _recall(found: np.ndarray, truth: np.ndarray, own: np.ndarray, k: int,
-            found_scores: np.ndarray | None = None, floor: np.ndarray | None = None) -> float:
-    """Neighbour recall@k; with ``found_scores`` and ``floor`` (per query: the k-th true score
-    minus :func:`tie_tolerance`), a found candidate scoring at least the floor counts as a hit
-    even when the truth kept another of the tied candidates."""
-    hits = 0
-    for i, (res, tru, me) in enumerate(zip(found, truth, own)):
-        keep = (res >= 0) & (res != me)
-        res = res[keep][:k]
-        hit = set(res.tolist()) & set(tru.tolist())
-        if found_scores is not None and floor is not None:
-            scored = found_scores[i][keep][:k]
-            hit |= {int(r) for r, sc in zip(res.tolist(), scored.tolist()) if sc >= floor[i]}
-        hits += min(len(hit), k)
-    return hits / (len(truth) * k)
-
-
 def _found_scores(found: np.ndarray, full_q: np.ndarray, lookup: Callable[[np.ndarray], np.ndarray],
                   metric: str) -> np.ndarray:
     """Exact scores (truth's formula) of the found ids; -inf for padding (-1)."""
@@ -262,13 +221,8 @@ def _found_scores(found: np.ndarray, full_q: np.ndarray, lookup: Callable[[np.nd
     if not valid.any():
         return out
     uniq, inv = np.unique(found[valid], return_inverse=True)
-    x = lookup(uniq)
-    q = _prepared(full_q, metric)
     rows = np.nonzero(valid)[0]
-    flat = np.einsum("ij,ij->i", q[rows], _prepared(x, "cosine")[inv] if metric == "cosine" else x[inv])
-    if metric == "l2":
-        flat = 2.0 * flat - np.einsum("ij,ij->i", x[inv], x[inv])
-    out[valid] = flat
+    out[valid] = paired_similarities(np.asarray(full_q, dtype=np.float32)[rows], lookup(uniq)[inv], metric)
     return out
 
 
@@ -352,7 +306,7 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
             raise ConfigError("calibrate_rescore: pass search=... when the full vectors are not a FullVectors.")
 
         def search(rq: np.ndarray, fq: np.ndarray, kk: int, n_cand: int) -> SearchResult:
-            return full_vectors.rerank(fq, store.search(rq, n_cand, **params), kk)
+            return rescored_search(store, rq, fq, kk, n_cand, full_vectors, **params)  # Index.search's path
 
     # ties within the kept precision count as hits: a candidate scoring within tie_tolerance of
     # the k-th true score is as near as the truth's own k-th (duplicates, near-duplicates)
@@ -364,7 +318,8 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
     steps_left: int | None = None  # ladder steps still to take once the target is reached
     for R in ladder:
         found = search(reduced_q, full_q, k + extra, k * R + extra).ids
-        measured[R] = _recall(found, truth, own, k, _found_scores(found, full_q, lookup, metric), floor)
+        measured[R] = recall_at_k(found, truth, k, exclude=own,
+                                  found_scores=_found_scores(found, full_q, lookup, metric), floor=floor)
         log.debug("rescore depth %d: recall@%d %.4f", R, k, measured[R])
         if steps_left is None and measured[R] >= target:
             steps_left = int(headroom)

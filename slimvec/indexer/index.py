@@ -23,6 +23,7 @@ from slimvec.indexer.folder_checks import (
 )
 from slimvec.indexer.layout import REDUCER_DIR, STORE_DIR, reducer_checksum, store_checksums, store_folder
 from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, Manifest
+from slimvec.measure import reduce_queries, rescored_search
 from slimvec.persistence import allocated_bytes
 from slimvec.reducers import Reducer, load_reducer
 
@@ -192,7 +193,7 @@ class Index:
         if rescore is not None and int(rescore) == 0:
             rescore = None
         vectors = self.embed(queries)
-        reduced = getattr(self.reducer, "transform_query", self.reducer.transform)(vectors)  # leanvec: query side
+        reduced = reduce_queries(self.reducer, vectors)  # leanvec: query side
         if filter is not None:
             from slimvec.indexer.lifecycle import filtered_search, resolve_filter
 
@@ -200,14 +201,14 @@ class Index:
             if flt is not None:
                 return filtered_search(self, vectors, reduced, k, rescore, flt, params)
         if rescore is None:
-            return self.store.search(reduced, k, **params)
-        if self.manifest.full is not None and self.manifest.full.in_store:  # Qdrant Edge named vectors
-            return self.store.search_rescored(reduced, vectors, k, k * int(rescore), **params)
-        if self.full_vectors is None:
+            return rescored_search(self.store, reduced, vectors, k, **params)
+        in_store = self.manifest.full is not None and self.manifest.full.in_store  # Qdrant Edge named vectors
+        if not in_store and self.full_vectors is None:
             raise ConfigError(f"{self.folder} keeps no full vectors, so it cannot rescore. Rebuild it "
                               "with --keep-full (slimvec migrate / ingest), or search without rescore.")
-        candidates = self.store.search(reduced, k * int(rescore), **params)
-        return self.full_vectors.rerank(vectors, candidates, k)
+        # the one rescored search the harness and calibration also run (slimvec.measure)
+        return rescored_search(self.store, reduced, vectors, k, k * int(rescore),
+                               None if in_store else self.full_vectors, **params)
 
     def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Stored payloads (text and source fields) of ids."""

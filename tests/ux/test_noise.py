@@ -1,5 +1,5 @@
 """Issue 27 item 8: FAISS's C++ clustering warnings are counted, not printed; the planner's size
-builds show progress; scripts/latency.py times Index.search end to end."""
+builds show progress; slimvec bench --index times Index.search end to end."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def test_planner_size_builds_show_progress(tmp_path, capsys, monkeypatch):
     assert "1/1" in err, err
 
 
-def test_latency_script_times_index_search_end_to_end(tmp_path):
-    """scripts/latency.py (the demo's figure) times Index.search, labelled, not the bare store."""
+def test_bench_index_times_index_search_end_to_end(tmp_path):
+    """slimvec bench --index (the demo's figure; was scripts/latency.py) times Index.search,
+    labelled, not the bare store."""
     import json
     import os
     import subprocess
@@ -64,27 +65,30 @@ def test_latency_script_times_index_search_end_to_end(tmp_path):
     ingest(docs, tmp_path / "idx", IngestOptions(recipe="pca:16|hnsw|rescore=4,keep_full=float16",
                                                  progress=False))
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, str(root / "scripts" / "latency.py"), str(tmp_path / "idx")],
+    proc = subprocess.run([sys.executable, "-m", "slimvec", "bench", "--index", str(tmp_path / "idx"),
+                           "--out", str(tmp_path / "out"), "--latency-queries", "50"],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                                "PYTHONPATH": str(root)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    assert "Index.search, k=10, rescoring x4, over 200 single queries:" in out, out
+    assert "Index.search, k=10, rescoring x4, over 50 single queries:" in out, out
     assert "end to end from text (encode + reduce + store + re-rank): p50" in out, out
     assert "recipe pca:16|hnsw|rescore=4,keep_full=float16" in out, out
+    written = json.loads((tmp_path / "out" / "index-latency.json").read_text())
+    assert written["rescore_depth"] == 4 and written["from_vectors"]["latency_p50_ms"] > 0
 
 
 def test_demo_uses_the_default_recipe_and_hides_setup_chatter():
     """The demo runs what the README describes (no --reducer/--store) and keeps pip's output in a
-    log shown only on failure; its latency figure comes from scripts/latency.py (tested above)."""
+    log shown only on failure; its latency figure comes from slimvec bench --index (tested above)."""
     from pathlib import Path
 
     demo = (Path(__file__).resolve().parents[2] / "scripts" / "demo.sh").read_text()
     ingest = [ln for ln in demo.splitlines() if ln.startswith("slimvec ingest")]
     assert len(ingest) == 1 and "--reducer" not in ingest[0] and "--store" not in ingest[0]
     assert 'bash scripts/setup.sh >"$SETUP_LOG" 2>&1' in demo
-    assert "python scripts/latency.py" in demo
+    assert 'slimvec bench --index "$INDEX"' in demo
 
 
 def test_ingest_threads_default_leaves_a_core_and_is_restored(tmp_path):
