@@ -8,6 +8,8 @@ __all__ = ["filtered_intro"]
 def filtered_intro() -> list[str]:
     """Paragraphs (with blank lines) between the page's first line and its command."""
     return [
+        "The corpus is assembled from MiniLM encodings already in the encoding caches (nothing is "
+        "encoded) by `slimvec bench vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.", "",
         "Each recipe is built through the product path (Parquet with an integer payload `bucket` in "
         "0..999, dealt so `bucket < 10·s` matches exactly s % of the corpus; `slimvec migrate`; an "
         "integer payload index) and searched with `Index.search(..., filter=...)`. The reference "
