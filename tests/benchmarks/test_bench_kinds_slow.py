@@ -115,7 +115,8 @@ def test_service_kind_bounded_load_on_loopback(tmp_path):
     assert res.exit_code == 0, res.output
     result = _record(tmp_path / "l.json", "service")
     assert [r["clients"] for r in result["search_http_batched"]] == [1, 4, 16]
-    assert all(r["errors"] == 0 and r["requests"] > 0 for r in result["search_http_unbatched"])
+    loads = result["search_http_batched"] + result["search_http_unbatched"]
+    assert all(r["errors"] == 0 and r["requests"] >= r["clients"] for r in loads), loads
     assert result["big_count"] == 200 and result["idle_rss_big_mb"] > 0
     assert result["ingest_http"]["docs_per_s"] > 0 and result["ingest_ratio_http_vs_cli"] > 0
 

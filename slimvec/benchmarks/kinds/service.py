@@ -55,13 +55,15 @@ def search_load(url: str, name: str, queries: list[str], clients: int, seconds: 
     def worker(w: int) -> None:
         with httpx.Client(timeout=60) as c:
             i = w
-            while time.monotonic() < stop:
+            while True:  # at least one request per client, however late its thread started
                 t0 = time.perf_counter()
                 r = c.post(f"{url}/indexes/{name}/search",
                            json={"texts": [queries[i % len(queries)]], "k": 10, "payloads": False})
                 lat.append(time.perf_counter() - t0)
                 errors[0] += r.status_code != 200
                 i += clients
+                if time.monotonic() >= stop:
+                    break
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(clients)]
