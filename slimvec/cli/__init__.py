@@ -35,7 +35,7 @@ _COMMANDS = [
     ("slimvec.cli.index_cmds", "search", "search"),
     ("slimvec.cli.index_cmds", "info", "info"),
     ("slimvec.cli.index_cmds", "calibrate", "calibrate"),
-    ("slimvec.cli.bench", "bench", "bench"),
+    ("slimvec.cli.bench_kinds", "bench_app", "bench"),  # bench --suite and its sub-commands
     ("slimvec.cli.plan", "plan", "plan"),
     ("slimvec.cli.migrate", "migrate", "migrate"),
     ("slimvec.cli.migrate", "export", "export"),
@@ -67,7 +67,11 @@ def _register() -> None:
                 raise
             _MISSING.append((name, module))
             continue
-        app.command(name)(getattr(mod, func))
+        command = getattr(mod, func)
+        if isinstance(command, typer.Typer):  # a group (bench: the suite run and its measurements)
+            app.add_typer(command, name=name)
+            continue
+        app.command(name)(command)
 
 
 def _missing_message() -> str | None:

@@ -1,7 +1,8 @@
-"""Issue 17's scale tables, rendered from the scale suites' results (docs/benchmarks/scale-runs.md).
+"""Issue 17's scale tables from the scale suites' results (``slimvec bench table scale [DIR]``).
 
-Reads ``bench-results/scale-{100k,300k,1m}/results.json`` (the sizes present; run the suites
-first: ``slimvec bench --suite benchmarks/suites/scale-1m.toml``) and writes one Markdown page:
+Reads ``DIR/scale-{100k,300k,1m}/results.json`` (the sizes present, default DIR ``bench-results``;
+run the suites first: ``slimvec bench --suite benchmarks/suites/scale-1m.toml``) and renders
+docs/benchmarks/scale-runs.md:
 
 - the largest size's rows: neighbour recall@10, p50/p99 single-query latency, QPS, build time,
   measured build and serving RSS, disk and RAM bytes per vector;
@@ -13,26 +14,25 @@ first: ``slimvec bench --suite benchmarks/suites/scale-1m.toml``) and writes one
 
 "RAM" is the measured serving RSS of the store (a fresh process that opened it and answered the
 queries) divided by the corpus size; full vectors used for rescoring stay on disk and are not in it.
-
-    PYTHONPATH=. python scripts/scale_report.py [--out docs/benchmarks/scale-runs.md] [--no-models]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 from slimvec.benchmarks.analysis import config_label, human_bytes
 from slimvec.benchmarks.rows import Row, load_rows
+from slimvec.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+__all__ = ["render_scale", "SIZES"]
+
 SIZES = ("100k", "300k", "1m")
 BUDGETS = (384, 192, 96, 48, 24, 12)
-log = logging.getLogger("scale_report")
+#: the goals' reference configuration as a results.json labels it: full-precision HNSW (hnswlib)
+REFERENCE_STORE = "hnsw"
+log = logging.getLogger(__name__)
 
 
 #: RAM per vector a rescored search adds: the full vectors' sorted id -> row lookup (two int64
@@ -67,7 +67,7 @@ def _label(r: Row) -> str:
 
 def _reference(rows: list[Row]) -> Row | None:
     """hnswlib on the full vectors, no rescoring: the full-precision HNSW of the goals."""
-    return next((r for r in rows if r.reducer == "none" and r.store == "hnsw" and not r.rescore), None)
+    return next((r for r in rows if r.reducer == "none" and r.store == REFERENCE_STORE and not r.rescore), None)
 
 
 def _rows_table(rows: list[Row]) -> list[str]:
@@ -93,10 +93,10 @@ def _growth(by_size: dict[str, list[Row]]) -> list[str]:
     for (reducer, store), per in sorted(seen.items()):
         cells = []
         for s in sizes:
-            r = per.get(s)
-            k = r.n_corpus / 1000 if r and r.n_corpus else None
-            cells += [_f(r.build_s / k if r and k else None, ".3f"),
-                      _f(r.serve_rss_bytes / 2**20 / k if r and k and r.serve_rss_bytes else None, ".3f")]
+            got = per.get(s)
+            k = got.n_corpus / 1000 if got and got.n_corpus else None
+            cells += [_f(got.build_s / k if got and k and got.build_s is not None else None, ".3f"),
+                      _f(got.serve_rss_bytes / 2**20 / k if got and k and got.serve_rss_bytes else None, ".3f")]
         out.append(f"| {reducer} → {store} | " + " | ".join(cells) + " |")
     return out
 
@@ -134,15 +134,16 @@ def _models(by_size: dict[str, list[Row]]) -> list[str]:
 
 def _goals(rows: list[Row]) -> list[str]:
     ref = _reference(rows)
-    if ref is None or _ram(ref) is None:
+    full_ram = _ram(ref) if ref is not None else None
+    if ref is None or full_ram is None:
         return ["No full hnswlib reference row with measured RAM: goals not evaluated."]
-    full_ram, full_p50 = _ram(ref), ref.latency_p50_ms
+    full_p50 = ref.latency_p50_ms
     out = [f"Reference: hnswlib M=16 on the full vectors, {_f(full_ram, ',.0f')} B/vector serving RAM, "
            f"p50 {_f(full_p50, '.2f')} ms, recall@10 {_f(ref.neighbor_recall_at_k, '.3f')}.", ""]
     goals = [("recall ≥ 0.99, RAM ≤ 1/6, p50 ≤ reference", 0.99, full_ram / 6, full_p50),
              ("recall ≥ 0.95, RAM ≤ 1/20", 0.95, full_ram / 20, None)]
     for name, floor, budget, p50 in goals:
-        fits = [r for r in rows if _ram(r) is not None and _ram(r) <= budget
+        fits = [r for r in rows if (_ram(r) or float("inf")) <= budget
                 and (p50 is None or (r.latency_p50_ms or 1e9) <= p50)]
         met = [r for r in fits if (r.neighbor_recall_at_k or 0) >= floor]
         if met:
@@ -162,40 +163,46 @@ def _front(rows: list[Row]) -> list[str]:
     for b in BUDGETS:
         cells = []
         for recipe in (True, False):
-            fits = [r for r in rows if _is_recipe(r) == recipe and _ram(r) is not None and _ram(r) <= b]
+            fits = [r for r in rows if _is_recipe(r) == recipe and (_ram(r) or float("inf")) <= b]
             best = max(fits, key=lambda r: (r.neighbor_recall_at_k or 0, -(_ram(r) or 0)), default=None)
             cells += [_label(best), _f(best.neighbor_recall_at_k, ".3f")] if best else ["none fits", "–"]
         out.append(f"| {b} | " + " | ".join(cells) + " |")
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", type=Path, default=ROOT / "bench-results")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "scale-runs.md")
-    ap.add_argument("--no-models", action="store_true", help="skip the size-model check (it builds stores)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+def _load(results: Path) -> tuple[dict[str, list[Row]], dict[str, dict[str, Any]]]:
     by_size: dict[str, list[Row]] = {}
     meta_of: dict[str, dict[str, Any]] = {}
     for size in SIZES:
-        path = args.results / f"scale-{size}" / "results.json"
+        path = results / f"scale-{size}" / "results.json"
         if path.is_file():
             by_size[size], meta_of[size] = load_rows(path)
             # extra peer runs on the same data (e.g. scale-1m-qdrant-cold) join their size's rows
-            for extra in sorted(args.results.glob(f"scale-{size}-*/results.json")):
+            for extra in sorted(results.glob(f"scale-{size}-*/results.json")):
                 rows, meta = load_rows(extra)
                 by_size[size] += rows
                 meta_of[size]["command"] = (meta_of[size].get("command", "") + "` and `"
                                             + meta.get("command", str(extra)))
     if not by_size:
-        raise SystemExit(f"no scale results under {args.results}: run the scale suites first")
+        raise ConfigError(f"No scale results under {results} (expected scale-100k/, scale-300k/ or "
+                          "scale-1m/ with a results.json): run the scale suites first.")
+    return by_size, meta_of
+
+
+def render_scale(results: Path, root: Path, models: bool = True) -> str:
+    """The scale-runs page from the folder holding ``scale-SIZE/results.json``.
+
+    ``models`` adds the size-model check (it builds small stores: seconds to minutes).
+    """
+    by_size, meta_of = _load(results)
     last = list(by_size)[-1]
     rows = [r for r in by_size[last] if r.kind != "routed"]
     n = rows[0].n_corpus if rows else 0
+    res = results.resolve()
+    rel = res.relative_to(root).as_posix() if res.is_relative_to(root) else str(results)
     lines = [f"# Scale runs (issue 17): {', '.join(by_size)} vectors", "",
-             f"Generated by `{shlex.join(['python', 'scripts/scale_report.py', *(argv or sys.argv[1:])])}` from "
-             + ", ".join(f"`bench-results/scale-{s}/results.json` "
+             f"Generated by `slimvec bench table scale {rel}` from "
+             + ", ".join(f"`{rel}/scale-{s}/results.json` "
                          f"(`{meta_of[s].get('command', 'slimvec bench --suite benchmarks/suites/scale-' + s + '.toml')}`)"
                          for s in by_size) + ".",
              "", "SYNTHETIC 384-d vectors from a Gaussian mixture fitted to MiniLM vectors of the bundled "
@@ -207,12 +214,6 @@ def main(argv: list[str] | None = None) -> None:
              "## Goals", "", *_goals(rows), "",
              f"## Best recall per serving-RAM budget at {last}", "", *_front(rows), "",
              "## Growth (per 1,000 vectors; flat across sizes = linear)", "", *_growth(by_size), ""]
-    if not args.no_models:
+    if models:
         lines += ["## Size models fitted at ≤ 4,000 vectors, checked at scale", "", *_models(by_size), ""]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    log.info("wrote %s", args.out)
-
-
-if __name__ == "__main__":
-    main()
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""Ingest throughput against the encoder (``slimvec bench ingest`` and ``ingest-ceiling``).
+
+``measure_ingest``: per store, encoder-only documents/s over the corpus measured right before the
+store's full ``ingest`` (``pca:96``, whole wall time: sampling pass, fit-sample encoding, fit,
+streaming, index build), the ratio of the two, allocated bytes at full dimension (``none``) and
+with ``pca:96``, and the p50 single-query search latency (reduced queries, k=10, after warm-up).
+
+``measure_ceiling``: the ceiling is the *best* encoder-only run of the same texts: one
+``Encoder.encode`` over the whole list (length-sorted, so batches pad little) at 32 and at 128
+sentences per pass, the faster of the two, re-run before each store's ingest (model loading
+excluded). The store ``default`` runs plain ``slimvec ingest``: the default recipe, the reducer
+ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["INGEST_STORES", "measure_ingest", "ingest_markdown", "measure_ceiling", "ceiling_markdown"]
+
+log = logging.getLogger(__name__)
+
+INGEST_STORES = ("qdrant-edge", "qdrant", "faiss", "hnsw")
+
+
+def _p50_search_ms(index: Path, queries: np.ndarray) -> float:
+    import slimvec
+
+    with slimvec.open(index) as idx:
+        reduced = idx.reducer.transform(queries)
+        idx.store.search(reduced[:20], 10)  # warm-up
+        times = []
+        for q in reduced:
+            t0 = time.perf_counter()
+            idx.store.search(q[None, :], 10)
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1000)
+
+
+def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_size: int = 256,
+                   reducer: str = "pca:96") -> dict[str, Any]:
+    """Measure ingest against encoder-only per store on a JSONL corpus.
+
+    Returns
+    -------
+    dict
+        ``{"corpus", "documents", "batch_size", "reducer", "rows": [{"store",
+        "encoder_docs_per_s", "ingest_docs_per_s", "ratio", "bytes_full", "bytes_reduced",
+        "p50_search_ms"}]}``.
+    """
+    import slimvec
+    from slimvec.benchmarks.kinds.corpora import jsonl_rows
+    from slimvec.indexer.encoder import Encoder
+    from slimvec.indexer.pipeline import IngestOptions, ingest
+
+    texts = [str(r["text"]) for r in jsonl_rows(corpus)]
+    enc = Encoder(batch_size=128)
+    enc.encode(texts[:256])  # warm-up
+    queries = enc.encode(texts[:200])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="slimvec-bench-ingest-") as tmp:
+        for store in stores:
+            t0 = time.perf_counter()
+            for i in range(0, len(texts), batch_size):
+                enc.encode(texts[i:i + batch_size])
+            enc_dps = len(texts) / (time.perf_counter() - t0)
+            sizes, rate, p50 = {}, 0.0, 0.0
+            for red in ("none", reducer):
+                index = Path(tmp) / f"{store}-{red.replace(':', '')}"
+                summary = ingest(corpus, index, IngestOptions(reducer=red, store=store, batch_size=batch_size,
+                                                              progress=False))
+                with slimvec.open(index) as idx:
+                    sizes[red] = idx.store.size_bytes()
+                if red != "none":
+                    rate = summary.ingested / summary.total_seconds
+                    p50 = _p50_search_ms(index, queries)
+            rows.append({"store": store, "encoder_docs_per_s": round(enc_dps, 1), "ingest_docs_per_s": round(rate, 1),
+                         "ratio": round(rate / enc_dps, 3), "bytes_full": sizes["none"],
+                         "bytes_reduced": sizes[reducer], "p50_search_ms": round(p50, 4)})
+            log.info("%s: %s", store, rows[-1])
+    return {"corpus": str(corpus), "documents": len(texts), "batch_size": batch_size, "reducer": reducer,
+            "rows": rows}
+
+
+def ingest_markdown(result: dict[str, Any]) -> str:
+    """The Markdown table of docs/benchmarks/ingest-table.md from :func:`measure_ingest`'s result."""
+    n, red = result["documents"], result["reducer"]
+    lines = [
+        f"Corpus: {result['corpus']} ({n:,} documents), encoder all-MiniLM-L6-v2 (384-d) on CPU, "
+        f"batch {result['batch_size']}. Encoder-only is re-measured right before each store's ingest.",
+        "",
+        f"| store | encoder-only docs/s | ingest docs/s ({red}) | ratio | bytes on disk, 384-d (none) | "
+        f"bytes on disk ({red}) | bytes/vector 384-d | bytes/vector ({red}) | p50 search ms ({red}) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in result["rows"]:
+        lines.append(f"| {r['store']} | {r['encoder_docs_per_s']:,.0f} | {r['ingest_docs_per_s']:,.0f} | "
+                     f"{r['ratio']:.2f} | {r['bytes_full']:,} | {r['bytes_reduced']:,} | "
+                     f"{r['bytes_full'] / n:,.0f} | {r['bytes_reduced'] / n:,.0f} | {r['p50_search_ms']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def measure_ceiling(texts: Sequence[str], stores: Sequence[str] = ("qdrant-edge", "hnsw", "faiss"),
+                    reducer: str = "pca:96", batches: Sequence[int] = (32, 128)) -> dict[str, Any]:
+    """Measure each store's ``ingest`` against a fresh encoder-only ceiling run before it.
+
+    Returns
+    -------
+    dict
+        ``{"documents", "reducer", "batches", "rows": [{"store", "encoder_docs_per_s": {batch:
+        rate}, "ceiling_docs_per_s", "ingest_docs_per_s", "ratio", "ingest_s", "encode_s"}]}``.
+    """
+    from slimvec.indexer.encoder import Encoder
+    from slimvec.indexer.pipeline import IngestOptions, ingest
+
+    texts = list(texts)
+    encoders = [Encoder("minilm", batch_size=b) for b in batches]
+    for encoder in encoders:
+        encoder.encode(texts[:64])  # warm-up
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="slimvec-ceiling-") as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        for store in stores:
+            rates = {}
+            for encoder in encoders:
+                t0 = time.perf_counter()
+                encoder.encode(texts)
+                rates[str(encoder.batch_size)] = round(len(texts) / (time.perf_counter() - t0), 1)
+            ceiling = max(rates.values())
+            # "default": plain `slimvec ingest` (the default recipe: full vectors kept as float16
+            # and the rescoring depth calibrated at the end, both inside the measured time)
+            opts = IngestOptions(progress=False) if store == "default" else IngestOptions(
+                reducer=reducer, store=store, progress=False)
+            summary = ingest(corpus, Path(tmp) / f"index-{store}", opts)
+            rate = summary.ingested / summary.total_seconds
+            rows.append({"store": store, "encoder_docs_per_s": rates, "ceiling_docs_per_s": ceiling,
+                         "ingest_docs_per_s": round(rate, 1), "ratio": round(rate / ceiling, 3),
+                         "ingest_s": round(summary.total_seconds, 2), "encode_s": round(summary.encode_seconds, 2)})
+            log.info("%s: %s", store, rows[-1])
+    return {"documents": len(texts), "reducer": reducer, "batches": list(batches), "rows": rows}
+
+
+def ceiling_markdown(result: dict[str, Any]) -> str:
+    """The Markdown table of docs/benchmarks/ingest.md's ceiling section."""
+    batches = " and ".join(str(b) for b in result["batches"])
+    lines = [f"Corpus: {result['documents']:,} unique bundled sentences, one per line; all-MiniLM-L6-v2 on "
+             f"CPU; reducer {result['reducer']}; ceiling = the faster of one length-sorted `Encoder.encode` "
+             f"over all texts at {batches} sentences per pass, re-run before each store.", "",
+             "| store | ceiling docs/s | ingest docs/s | ratio | ingest s | stream encoding s |",
+             "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['store']} | {r['ceiling_docs_per_s']:,.0f} | {r['ingest_docs_per_s']:,.0f} | {r['ratio']:.2f} | "
+              f"{r['ingest_s']:.1f} | {r['encode_s']:.1f} |" for r in result["rows"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,120 @@
+"""The JSON record every ``slimvec bench KIND`` measurement writes, with the machine's facts.
+
+A record is one JSON object::
+
+    {"kind": "rebuild",                       # which measurement
+     "command": "slimvec bench rebuild ...",  # what produced it
+     "when": "2026-11-25T17:00:00Z",
+     "machine": {"cpus": 2, "load_average_start": [..3], "load_average_end": [..3],
+                 "quiet": false},             # quiet: 1-minute load below half the cores, both ends
+     "result": {...}}                         # the measurement's own figures (documented per kind)
+
+Measurements whose figures are per-configuration recall rows use
+:class:`slimvec.benchmarks.rows.Row` (``slimvec bench --suite``); these records hold figures
+that are not rows of that kind (whole-command wall times, server load, size models).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MachineFacts", "Record", "write_record", "load_record", "command_line"]
+
+log = logging.getLogger(__name__)
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def command_line() -> str:
+    """The command as typed: ``slimvec`` plus its arguments (``python -m slimvec`` included)."""
+    return "slimvec " + shlex.join(sys.argv[1:])
+
+
+@dataclass
+class MachineFacts:
+    """Cores and load average around a measurement; ``quiet`` when nothing else competed.
+
+    Attributes
+    ----------
+    cpus : int
+        ``os.cpu_count()``.
+    load_average_start, load_average_end : list of float
+        1, 5 and 15-minute load averages before and after the measurement.
+    """
+
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    load_average_start: list[float] = field(default_factory=_load)
+    load_average_end: list[float] | None = None
+
+    def finish(self) -> None:
+        """Record the load average at the end."""
+        self.load_average_end = _load()
+
+    @property
+    def quiet(self) -> bool:
+        """1-minute load below half the cores at both ends: the figures are not contended."""
+        ends = [self.load_average_start, self.load_average_end or self.load_average_start]
+        return all(load[0] < self.cpus / 2 for load in ends)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``machine`` object of a record."""
+        return {"cpus": self.cpus, "load_average_start": self.load_average_start,
+                "load_average_end": self.load_average_end, "quiet": self.quiet}
+
+
+@dataclass
+class Record:
+    """One measurement's figures with its kind, command and machine facts."""
+
+    kind: str
+    result: dict[str, Any]
+    machine: MachineFacts
+    command: str = field(default_factory=command_line)
+    when: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written to disk."""
+        return {"kind": self.kind, "command": self.command, "when": self.when,
+                "machine": self.machine.to_json(), "result": self.result}
+
+
+def write_record(record: Record, out: Path | None) -> str:
+    """Finish the machine facts, write the record to ``out`` (when given) and return its JSON text."""
+    if record.machine.load_average_end is None:
+        record.machine.finish()
+    text = json.dumps(record.to_json(), indent=2, ensure_ascii=False)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+        log.info("wrote %s", out)
+    return text
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """Read a record written by :func:`write_record` (or an older script's bare JSON result).
+
+    Returns the ``result`` object; a file without one (written before the records) is returned
+    whole.
+    """
+    from slimvec.errors import ConfigError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"Cannot read the measurement record {path}: {exc}. Expected the JSON "
+                          "file a `slimvec bench KIND --out FILE` run wrote; run it again.") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object (a measurement record), got "
+                          f"{type(data).__name__}. Pass the file a `slimvec bench KIND --out` wrote.")
+    result = data.get("result", data)
+    return result if isinstance(result, dict) else {"rows": result}

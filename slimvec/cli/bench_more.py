@@ -1,0 +1,83 @@
+"""``slimvec bench pruning``, ``slimvec bench table KIND`` and ``slimvec bench vectors KIND``
+(sub-commands of the ``bench`` group in :mod:`slimvec.cli.bench_kinds`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from slimvec.cli.checks import int_range
+from slimvec.errors import ConfigError
+
+__all__ = ["register", "pruning_kind", "table_kind", "vectors_kind"]
+
+#: the checkout (paths on generated pages are shown relative to it)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pruning_kind(
+    sparsity: list[float] = typer.Option([], "--sparsity", help="Sparsity (repeatable; the first is the speed-up reference) [default: 0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5]."),
+    structures: str = typer.Option("joint", "--structures", help="joint, heads or neurons."),
+    rewind_steps: int = typer.Option(100, "--rewind-steps", callback=int_range(0), help="SimCSE rewinding steps (0: none)."),
+    score_sentences: int = typer.Option(512, "--score-sentences", callback=int_range(1), help="Sentences importance is scored on."),
+    threads: int = typer.Option(1, "--threads", callback=int_range(1), help="torch threads."),
+    throughput_sentences: int = typer.Option(1024, "--throughput-sentences", callback=int_range(1), help="Sentences timed per round."),
+    rounds: int = typer.Option(5, "--rounds", callback=int_range(1), help="Throughput rounds (median)."),
+    batch_size: int = typer.Option(64, "--batch-size", callback=int_range(1), help="Encoding batch size."),
+    eval_pairs: Optional[int] = typer.Option(None, "--eval-pairs", callback=int_range(1), help="STS-B dev/test pairs evaluated at most [default: all]."),
+    rewind_sentences: Optional[int] = typer.Option(None, "--rewind-sentences", callback=int_range(1), help="Rewinding corpus sentences at most [default: all]."),
+    seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of scoring and rewinding."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON record here."),
+) -> None:
+    """SparseCSE on MiniLM: throughput, bytes and quality per sparsity, before and after rewinding."""
+    from slimvec.benchmarks.kinds.pruning import measure_pruning
+    from slimvec.benchmarks.kinds.record import MachineFacts, Record, write_record
+
+    if structures not in ("joint", "heads", "neurons"):
+        raise ConfigError(f"--structures must be joint, heads or neurons, got {structures!r}.")
+    machine = MachineFacts()
+    result = measure_pruning(sparsity or [0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5], structures, rewind_steps, score_sentences,
+                             threads, throughput_sentences, rounds, batch_size, seed, eval_pairs, rewind_sentences)
+    typer.echo(write_record(Record("pruning", result, machine), out))
+
+
+def table_kind(
+    kind: str = typer.Argument(..., help="sweep, pruning, filtered, fair-peers or scale."),
+    results: list[Path] = typer.Argument(None, help="results.json / record files (scale: the folder of scale-SIZE/) [default: the kind's published results]."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the page here [default: the kind's docs page, or print]."),
+    print_only: bool = typer.Option(False, "--print", help="Print, do not write the default page."),
+) -> None:
+    """Render a docs page or table from runs' results (nothing typed by hand)."""
+    from slimvec.benchmarks.kinds.tables import TABLES, render_table
+
+    text = render_table(kind, list(results or []), ROOT)
+    default_page = TABLES[kind][2]
+    page = out or (None if print_only or default_page is None else ROOT / default_page)
+    if page is None:
+        typer.echo(text)
+        return
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {page}")
+
+
+def vectors_kind(
+    kind: str = typer.Argument(..., help="fair-peers or filtered."),
+    npy: Path = typer.Argument(..., help="The .npy file to write."),
+) -> None:
+    """Write the vector corpus a suite reads (fair-peers: encodes what no cache holds; filtered: caches only)."""
+    from slimvec.benchmarks.kinds.corpora import VECTOR_KINDS
+
+    if kind not in VECTOR_KINDS:
+        raise ConfigError(f"Unknown vectors kind {kind!r}: expected one of {', '.join(VECTOR_KINDS)}.")
+    n = VECTOR_KINDS[kind](npy.expanduser())
+    typer.echo(f"wrote {n:,} MiniLM vectors to {npy}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add these sub-commands to the ``bench`` group."""
+    app.command("pruning")(pruning_kind)
+    app.command("table")(table_kind)
+    app.command("vectors")(vectors_kind)

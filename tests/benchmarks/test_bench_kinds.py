@@ -1,0 +1,108 @@
+"""``slimvec bench KIND``: the measurements the suite run cannot make (issue 24 item 3).
+
+The scripts that measured with their own loops are sub-commands of ``slimvec bench`` now; each
+writes one JSON record with the machine facts. Here: ``bench --suite`` still parses as before,
+options of the suite run are refused before a sub-command, every table re-renders its published
+page from the published results, and the filtered corpus assembled from a cache. Tiny runs of
+every measuring kind (they load MiniLM, build stores, start processes) are in
+test_bench_kinds_slow.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from slimvec.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = CliRunner()
+
+
+def _run(*args: str):
+    return RUNNER.invoke(app, list(args))
+
+
+def _record(path: Path, kind: str) -> dict:
+    rec = json.loads(path.read_text())
+    assert rec["kind"] == kind and rec["command"].startswith("slimvec ")
+    machine = rec["machine"]
+    assert machine["cpus"] >= 1 and len(machine["load_average_start"]) == 3
+    assert len(machine["load_average_end"]) == 3 and isinstance(machine["quiet"], bool)
+    return rec["result"]
+
+
+def test_bench_is_the_suite_run_and_lists_its_measurements():
+    res = _run("bench", "--help")
+    assert res.exit_code == 0, res.output
+    for word in ("--suite", "--out", "ingest", "ingest-ceiling", "rebuild", "sync", "service",
+                 "qdrant-compat", "sizing", "scaleout", "pruning", "table", "vectors"):
+        assert word in res.output
+    missing = _run("bench", "--suite", str(ROOT / "no-such-suite.toml"))
+    assert "No suite file" in str(missing.exception)
+
+
+def test_suite_run_options_before_a_measurement_are_refused_not_ignored(tmp_path):
+    res = _run("bench", "--max-queries", "3", "table", "sweep")
+    assert res.exit_code != 0
+    assert "--max-queries" in str(res.exception) and "slimvec bench table --help" in str(res.exception)
+
+
+def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(tmp_path):
+    from slimvec.benchmarks.kinds.record import MachineFacts, Record, load_record, write_record
+
+    quiet = MachineFacts(cpus=4, load_average_start=[1.0, 1, 1], load_average_end=[1.5, 1, 1])
+    busy = MachineFacts(cpus=4, load_average_start=[1.0, 1, 1], load_average_end=[2.5, 1, 1])
+    assert quiet.quiet and not busy.quiet
+    write_record(Record("x", {"a": 1}, busy), tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["machine"]["quiet"] is False
+    assert load_record(tmp_path / "r.json") == {"a": 1}
+
+
+@pytest.mark.parametrize("kind, results, page", [
+    ("fair-peers", ["bench-results/fair-peers-rabitq/results.json", "bench-results/fair-peers-pq/results.json"],
+     "docs/benchmarks/fair-peers.md"),
+    ("filtered", ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
+])
+def test_a_table_re_renders_its_published_page(kind, results, page, tmp_path):
+    res = _run("bench", "table", kind, *[str(ROOT / r) for r in results], "--out", str(tmp_path / "page.md"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "page.md").read_text() == (ROOT / page).read_text()
+
+
+def test_sweep_and_pruning_tables_hold_the_published_figures():
+    sweep = _run("bench", "table", "sweep", str(ROOT / "bench-results/sweep/results.json"),
+                 str(ROOT / "bench-results/sweep-96-48/results.json"))
+    assert sweep.exit_code == 0, sweep.output
+    reducers = (ROOT / "docs/benchmarks/reducers.md").read_text()
+    rows = [line for line in sweep.output.splitlines() if line.startswith("| pca |")]
+    assert rows and all(line in reducers for line in rows)
+    pruning = _run("bench", "table", "pruning", str(ROOT / "bench-results/pruning/pruning.json"))
+    assert pruning.exit_code == 0, pruning.output
+    page = (ROOT / "docs/benchmarks/pruning.md").read_text()
+    assert [line for line in pruning.output.splitlines() if line.startswith("| 10% |")][0] in page
+
+
+def test_a_table_without_results_says_what_to_pass(tmp_path):
+    res = _run("bench", "table", "scale", str(tmp_path))
+    assert "No scale results under" in str(res.exception)
+    res = _run("bench", "table", "nope", str(tmp_path))
+    assert "Unknown table kind 'nope'" in str(res.exception) and "fair-peers" in str(res.exception)
+
+
+def test_vectors_kind_assembles_the_filtered_corpus_from_cached_encodings_only(tmp_path):
+    from slimvec.benchmarks.kinds.corpora import filtered_vectors
+
+    shard = tmp_path / "cache" / "fingerprint"
+    shard.mkdir(parents=True)
+    vecs = np.eye(6, dtype=np.float32)[[0, 1, 1, 2, 3, 4]]  # row 2 repeats row 1
+    np.save(shard / "shard-0.keys.npy", np.array([b"a", b"b", b"c", b"d", b"e", b"f"]), allow_pickle=False)
+    np.save(shard / "shard-0.vecs.npy", vecs, allow_pickle=False)
+    assert filtered_vectors(tmp_path / "out.npy", n=4, caches=[tmp_path / "cache"]) == 4
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), np.eye(6, dtype=np.float32)[[0, 1, 2, 3]])
+    res = _run("bench", "vectors", "nope", str(tmp_path / "x.npy"))
+    assert "Unknown vectors kind 'nope'" in str(res.exception)
