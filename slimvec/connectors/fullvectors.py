@@ -267,10 +267,12 @@ class FullVectors:
         pos = np.searchsorted(sid, wanted)
         np.minimum(pos, len(sid) - 1, out=pos)
         found = sid[pos] == wanted
+        # np.take on axis 0 copies whole rows: half the time of ``mm[rows]``'s fancy indexing
+        # (53 vs 96 us for 320 rows of 384 float16 values; issue 28 item 4)
         if found.all():  # the usual case on the search path: one gather, no mask
-            return _as_float32(mm[srows[pos]]), found  # reads only these rows' pages
+            return _as_float32(np.take(mm, srows[pos], axis=0)), found  # reads only these rows' pages
         out = np.zeros((len(wanted), self.dim), dtype=np.float32)
-        out[found] = _as_float32(mm[srows[pos[found]]])
+        out[found] = _as_float32(np.take(mm, srows[pos[found]], axis=0))
         return out, found
 
     def rerank(self, queries: np.ndarray, candidates: SearchResult, k: int) -> SearchResult:

@@ -12,14 +12,15 @@ build time, on the finished index::
 The sample is a set of corpus ids used as queries (each one's own id is left out of its results,
 as the bench does); it should be held out from the reducer's fit sample
 (:func:`pick_sample`). Truth is exact search over every full vector (streamed in blocks from the
-memory-mapped file, never loaded whole). Depths are tried up the ladder 1, 2, 4, 8, ... up to
-``max_depth`` and the first whose measured recall@k reaches the target wins, so half that depth
-did not reach it.
+memory-mapped file, never loaded whole). Depths are tried up the ladder 1, 2, 3, 4, 6, 9, 14,
+21, 32, 48, ... (:func:`depth_ladder`: ×1.5 steps) up to ``max_depth`` and the first whose
+measured recall@k reaches the target wins, so the step below it did not reach it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -31,7 +32,7 @@ from slimvec.errors import ConfigError
 from slimvec.indexer.manifest import RescoreInfo, shortfall_message
 from slimvec.measure import TRUTH_BLOCK, exact_knn, paired_similarities, recall_at_k, rescored_search
 
-__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids",
+__all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "LADDER_STEP", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids",
            "tie_tolerance", "shortfall_message"]
 
 log = logging.getLogger(__name__)
@@ -105,14 +106,26 @@ def _kept_dtype(full: Any) -> str:
     return "float32"
 
 
+#: depths below this are each tried; from it on the ladder grows by :data:`LADDER_STEP`
+_LADDER_BASE = 4
+#: growth per ladder step from :data:`_LADDER_BASE` on (rounded up): 4, 6, 9, 14, 21, 32, 48, 72...
+LADDER_STEP = 1.5
+
+
 def depth_ladder(max_depth: int) -> list[int]:
-    """1, 2, 4, ... up to ``max_depth`` (included even when not a power of two)."""
+    """Depths tried by calibration: 1, 2, 3, 4, then ×1.5 steps rounded up (6, 9, 14, 21, 32,
+    48, 72, ...), up to ``max_depth`` (included even when not on the ladder).
+
+    Doubling (1, 2, 4, ..., 32, 64) made every depth up to twice what the target needed, and the
+    corpus headroom step doubled it again: on 20,000 real sentences the default recipe stopped
+    at 64 (640 candidates), and a search's cost grows with its candidates (issue 28 item 4).
+    """
     if int(max_depth) < 1:
         raise ConfigError(f"max_depth must be >= 1, got {max_depth}.")
     out, r = [], 1
     while r < max_depth:
         out.append(r)
-        r *= 2
+        r = r + 1 if r < _LADDER_BASE else math.ceil(r * LADDER_STEP)
     return out + [int(max_depth)]
 
 
@@ -231,8 +244,9 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
                       search: RescoredSearch | None = None, metric: str | None = None,
                       queries: np.ndarray | None = None, headroom: int = 0,
                       **params: Any) -> RescoreCalibration:
-    """Smallest rescoring depth R on the ladder 1, 2, 4, ... whose neighbour recall@k reaches
-    ``target`` (then ``headroom`` steps further up the ladder, when asked).
+    """Smallest rescoring depth R on the ladder 1, 2, 3, 4, 6, 9, ... (:func:`depth_ladder`) whose
+    neighbour recall@k reaches ``target`` (then ``headroom`` steps further up the ladder, when
+    asked).
 
     Parameters
     ----------

@@ -3,6 +3,8 @@ with the corpus (real MiniLM vectors, real hnswlib / FAISS stores, full vectors 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -31,9 +33,20 @@ def _build(tmp_path, vectors, reducer_spec, store_spec):
     return reducer, store, full, pick_sample(ids, 200, exclude=fit_ids, seed=0)
 
 
+def _step_below(depth, max_depth=64):
+    """The ladder step just below ``depth`` (which must be on the ladder)."""
+    ladder = depth_ladder(max_depth)
+    return ladder[ladder.index(depth) - 1]
+
+
 def test_ladder_and_sample():
-    assert depth_ladder(64) == [1, 2, 4, 8, 16, 32, 64]
-    assert depth_ladder(20) == [1, 2, 4, 8, 16, 20]
+    # x1.5 steps from 4 (rounded up), not doubling: headroom and graph noise cost half as much
+    # (issue 28 item 4: doubling stopped the default recipe at 64 on 20,000 real sentences)
+    assert depth_ladder(64) == [1, 2, 3, 4, 6, 9, 14, 21, 32, 48, 64]
+    assert depth_ladder(20) == [1, 2, 3, 4, 6, 9, 14, 20]
+    assert depth_ladder(100)[-3:] == [48, 72, 100]
+    ladder = depth_ladder(1000)
+    assert all(b == math.ceil(1.5 * a) for a, b in zip(ladder[3:-2], ladder[4:-1]))  # x1.5, rounded up
     with pytest.raises(ConfigError):
         depth_ladder(0)
     s = pick_sample(np.arange(1, 101), 10, exclude=np.arange(1, 51), seed=1)
@@ -58,7 +71,7 @@ def test_depth_reaches_target_and_is_smallest(tmp_path, minilm_vectors, store_sp
     cal = calibrate_rescore(store, reducer, full, sample, k=10, target=0.99, max_depth=64)
     assert cal.reached and cal.recall >= 0.99 and cal.depth > 1
     assert cal.ladder[cal.depth] == cal.recall
-    assert cal.ladder[cal.depth // 2] < 0.99  # half the depth did not reach it
+    assert cal.ladder[_step_below(cal.depth)] < 0.99  # the step below did not reach it
     # the recorded recall is what a rescored search of the same sample measures
     found = full.rerank(full.get(sample)[0], store.search(reducer.transform(full.get(sample)[0]),
                                                            10 * cal.depth + 1), 11).ids
@@ -101,7 +114,7 @@ def test_calibration_on_query_vectors_that_are_not_in_the_corpus(tmp_path, minil
     assert [set(r) for r in got.tolist()] == [set(r) for r in want.tolist()]
     cal = calibrate_rescore(store, reducer, full, None, k=10, target=0.99, queries=queries)
     assert cal.reached and cal.n_queries == 200 and cal.depth > 1
-    assert cal.ladder[cal.depth // 2] < 0.99
+    assert cal.ladder[_step_below(cal.depth)] < 0.99
     found = full.rerank(queries, store.search(reducer.transform(queries), 10 * cal.depth), 10).ids
     hits = sum(len(set(f.tolist()) & set(t.tolist())) for f, t in zip(found, want))
     assert hits / (10 * len(queries)) == pytest.approx(cal.recall)
@@ -119,7 +132,9 @@ def test_headroom_takes_ladder_steps_past_the_target_and_the_writer_takes_one(tm
     reducer, store, full, sample = _build(tmp_path, minilm_vectors[:2000], "pca:48", "hnsw:threads=1")
     exact = calibrate_rescore(store, reducer, full, sample, target=0.99)
     padded = calibrate_rescore(store, reducer, full, sample, target=0.99, headroom=1)
-    assert padded.depth == 2 * exact.depth and padded.recall == padded.ladder[padded.depth]
+    ladder = depth_ladder(64)
+    assert padded.depth == ladder[ladder.index(exact.depth) + 1]  # one x1.5 step, not a doubling
+    assert padded.recall == padded.ladder[padded.depth]
     assert padded.reached and padded.recall >= exact.recall
     capped = calibrate_rescore(store, reducer, full, sample, target=0.99, headroom=5, max_depth=exact.depth)
     assert capped.depth == exact.depth  # the ladder ends at max_depth
@@ -130,7 +145,7 @@ def test_headroom_takes_ladder_steps_past_the_target_and_the_writer_takes_one(tm
     info = rescore_for_recipe(recipe, store, reducer, full)
     first = calibrate_rescore(store, reducer, full,
                               pick_sample(corpus_ids(full), 200, seed=0), target=0.99).depth
-    assert info.depth == 2 * first and info.queries is None
+    assert info.depth == ladder[ladder.index(first) + 1] and info.queries is None
     given = rescore_for_recipe(recipe, store, reducer, full, queries=minilm_vectors[2500:2700])
     assert given.depth == calibrate_rescore(store, reducer, full, None, target=0.99,
                                             queries=minilm_vectors[2500:2700]).depth

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from slimvec.cli import app
 from slimvec.errors import ConfigError, PersistenceError
-from slimvec.indexer.calibrate import exact_neighbours_of
+from slimvec.indexer.calibrate import depth_ladder, exact_neighbours_of
 from slimvec.indexer.calibration_queries import CALIBRATION_QUERIES_FILE
 from slimvec.indexer.index import open_index, read_manifest
 from slimvec.indexer.pipeline import IngestOptions, ingest
@@ -66,13 +66,15 @@ def test_cli_calibrates_on_the_queries_and_records_what_they_measure(built, inde
     q = encoder.encode(QUERIES)
     with open_index(index) as idx:
         truth = exact_neighbours_of(idx.full_vectors, q, 10)
-        for depth in {m.rescore.depth, max(1, m.rescore.depth // 2)}:
+        ladder = depth_ladder(64)
+        below = ladder[max(0, ladder.index(m.rescore.depth) - 1)]  # the x1.5 ladder's step below
+        for depth in {m.rescore.depth, below}:
             found = idx.search(QUERIES, 10, rescore=depth).ids
             recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found.tolist(), truth.tolist())])
             if depth == m.rescore.depth:
                 assert recall == pytest.approx(m.rescore.recall, abs=1e-6)
             elif m.rescore.depth > 1:
-                assert recall < m.rescore.target  # half the depth did not reach it
+                assert recall < m.rescore.target  # the step below did not reach it
         assert idx.info()["rescore_calibrated_on"] == "200 given queries"
 
 

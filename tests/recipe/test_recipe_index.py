@@ -14,6 +14,7 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.indexer.calibrate import depth_ladder
 from slimvec.indexer.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
 
@@ -46,7 +47,7 @@ def test_auto_depth_is_calibrated_and_recorded(auto_index, minilm_vectors):
     assert m.full is not None and m.full.dtype == "float32" and m.full.dir
     r = m.rescore
     assert r is not None and r.calibrated and r.reached
-    assert r.depth in (1, 2, 4, 8, 16, 32, 64) and r.depth > 1  # pca:24 + SQ8 needs rescoring
+    assert r.depth in depth_ladder(64) and r.depth > 1  # pca:24 + SQ8 needs rescoring
     assert r.recall >= 0.99 and r.target == 0.99 and r.k == 10
     assert r.n_queries == 200 and r.n_corpus == len(minilm_vectors)
 
