@@ -1,4 +1,4 @@
-"""``slimvec bench pruning``, ``slimvec bench table KIND`` and ``slimvec bench vectors KIND``
+"""``slimvec bench pruning``, ``table KIND``, ``vectors KIND`` and ``search-profile``
 (sub-commands of the ``bench`` group in :mod:`slimvec.cli.bench_kinds`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import typer
 from slimvec.cli.checks import int_range
 from slimvec.errors import ConfigError
 
-__all__ = ["register", "pruning_kind", "table_kind", "vectors_kind"]
+__all__ = ["register", "pruning_kind", "table_kind", "vectors_kind", "search_profile_kind"]
 
 #: the checkout (paths on generated pages are shown relative to it)
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +76,23 @@ def vectors_kind(
     typer.echo(f"wrote {n:,} MiniLM vectors to {npy}")
 
 
+def search_profile_kind(ctx: typer.Context) -> None:
+    """Where the default recipe's single-query search spends its time; before / after a commit.
+
+    Its options (``--data``, ``--queries``, ``--n``, ``--before``, ``--breakdown``, ``--pool``,
+    ``--out`` ...) are read by :mod:`slimvec.benchmarks.kinds.search_profile`; ``--help`` there
+    lists them: ``slimvec bench search-profile -- --help``.
+    """
+    from slimvec.benchmarks.kinds.search_profile import main
+
+    main(list(ctx.args))
+
+
 def register(app: typer.Typer) -> None:
     """Add these sub-commands to the ``bench`` group."""
     app.command("pruning")(pruning_kind)
     app.command("table")(table_kind)
     app.command("vectors")(vectors_kind)
+    app.command("search-profile", context_settings={"allow_extra_args": True,
+                                                    "ignore_unknown_options": True,
+                                                    "help_option_names": []})(search_profile_kind)

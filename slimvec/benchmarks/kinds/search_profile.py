@@ -24,7 +24,7 @@ there.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python scripts/search_profile.py --data bench-data/realtext-minilm-100k.npy \
+    OMP_NUM_THREADS=1 slimvec bench search-profile --data bench-data/realtext-minilm-100k.npy \
         --queries bench-data/realtext-minilm-queries.npy --n 20000 --before 6147bc7 \
         --before-index /tmp/before-20000 --out docs/benchmarks/search-latency.json
 """
@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 DEFAULT = "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
 REFERENCE = "none|hnsw"
 log = logging.getLogger("search_profile")
@@ -202,10 +202,12 @@ def breakdown(idx: Any, queries: np.ndarray) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(18)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """``slimvec bench search-profile [OPTIONS]`` (the options are the module docstring's)."""
     import slimvec
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="slimvec bench search-profile",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT / "bench-data" / "realtext-minilm-100k.npy")
     ap.add_argument("--queries", type=Path, default=ROOT / "bench-data" / "realtext-minilm-queries.npy")
     ap.add_argument("--n", type=int, default=20000)
@@ -221,7 +223,7 @@ def main() -> None:
     ap.add_argument("--pool", action="store_true",
                     help="the engine's search pool against one search thread, on copies of the shard")
     ap.add_argument("--out", type=Path, help="write the comparison as JSON here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     folders = build(args.data, args.n, args.work)
     queries = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
@@ -264,6 +266,3 @@ def main() -> None:
                                             "before_depth": runs_depth,
                                             "depth": idx.manifest.rescore.depth, "rounds": rounds}, indent=1))
 
-
-if __name__ == "__main__":
-    main()
