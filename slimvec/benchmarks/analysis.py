@@ -1,6 +1,6 @@
 """Analysis of benchmark rows shared by the report, the plots and the HTML page: numbers, labels,
-Pareto fronts and budget picks. Rows may be :class:`~slimvec.benchmarks.rows.Row` objects or
-``results.json`` dicts (legacy ``*_at_10`` keys included): everything reads through ``row.get``.
+Pareto fronts and budget picks, over :class:`~slimvec.benchmarks.rows.Row` objects (a metric
+chosen at run time is read by name through ``row.get``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ from slimvec.benchmarks.rows import Row, as_rows, load_rows, metric_title
 
 __all__ = [
     "NULL",
-    "load_results",
     "pareto_front",
     "best_per_budget",
     "budget_ladder",
@@ -67,29 +66,6 @@ NOTED_METRICS = ["task_recall_at_k", "task_mrr_at_k", "neighbor_recall_at_k", "s
 
 #: no line of a report is longer than this (long reasons are cut; details stay in results.json)
 MAX_LINE = 300
-
-
-# --------------------------------------------------------------------------- loading
-def load_results(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read ``results.json`` as plain row dicts (new ``*_at_k`` keys and, for k = 10, the legacy
-    ``*_at_10`` keys), for code that wants JSON; :func:`slimvec.benchmarks.rows.load_rows` gives
-    typed :class:`Row` objects.
-
-    Returns
-    -------
-    rows : list of dict
-    meta : dict
-        Empty when the file is a bare list.
-
-    Raises
-    ------
-    PersistenceError
-        The file is missing or not JSON.
-    ConfigError
-        The JSON is neither a list of objects nor an object with a ``rows`` list.
-    """
-    rows, meta = load_rows(path)
-    return [r.to_json() for r in rows], meta
 
 
 def _title(key: str, k: int) -> str:
