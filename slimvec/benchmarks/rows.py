@@ -26,8 +26,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Row", "rerank_of", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows",
-           "save_rows", "metric_title", "RowLike", "value_of", "num", "finite", "row_k", "budget_ladder"]
+__all__ = ["Row", "rerank_of", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "load_rows",
+           "save_rows", "metric_title", "num", "finite", "row_k", "budget_ladder"]
 
 #: metrics measured "at k": new key -> short title stem (the title gets ``@{k}``)
 AT_K_METRICS: dict[str, str] = {
@@ -306,11 +306,6 @@ def metric_title(key: str, k: int | None = 10) -> str:
     return _OTHER_TITLES.get(key, key)
 
 
-def as_rows(rows: Iterable[Row | Mapping[str, Any]]) -> list[Row]:
-    """Rows as :class:`Row` (dicts converted, rows passed through)."""
-    return [r if isinstance(r, Row) else Row.from_json(r) for r in rows]
-
-
 def load_rows(path: str | Path) -> tuple[list[Row], dict[str, Any]]:
     """Read ``results.json``: ``{"rows": [...], "meta": {...}}`` or a bare list of rows.
 
@@ -350,24 +345,17 @@ def save_rows(rows: Iterable[Row], meta: Mapping[str, Any], out_dir: str | Path)
     from slimvec.persistence import write_json_atomic
 
     path = Path(out_dir) / "results.json"
-    write_json_atomic(path, {"rows": [r.to_json() for r in as_rows(rows)], "meta": dict(meta)})
+    write_json_atomic(path, {"rows": [r.to_json() for r in rows], "meta": dict(meta)})
     return path
 
 
 # ------------------------------------------------------------------ reading one row
 # (here, below analysis.py and ranking.py, which both read rows: issue 24 item 7)
 
-RowLike = Row | Mapping[str, Any]
-
-
-def value_of(row: RowLike, key: str) -> Any:
-    """``row.get(key)``: a field (or extra key) by name."""
-    return row.get(key)
-
-
-def num(row: RowLike, key: str) -> float | None:
-    """``row[key]`` as a finite float, or None (missing, null, bool, NaN, not a number)."""
-    return finite(value_of(row, key))
+def num(row: Row, key: str) -> float | None:
+    """The field (or extra key) ``key`` as a finite float, or None (missing, null, bool, NaN,
+    not a number)."""
+    return finite(row.get(key))
 
 
 def finite(value: Any) -> float | None:
@@ -381,13 +369,12 @@ def finite(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def row_k(row: RowLike) -> int:
+def row_k(row: Row) -> int:
     """The k of a row's "at k" metrics (10 for rows written before k was recorded)."""
-    value = row.get("k")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 10
+    return row.k
 
 
-def budget_ladder(rows: Sequence[RowLike], key: str = "bytes_per_vector") -> list[float]:
+def budget_ladder(rows: Sequence[Row], key: str = "bytes_per_vector") -> list[float]:
     """Powers of two spanning the rows' bytes per vector (the budgets of the report)."""
     values = [v for v in (num(r, key) for r in rows) if v is not None and v > 0]
     if not values:
