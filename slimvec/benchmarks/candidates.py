@@ -139,6 +139,7 @@ def _depth(row: Row) -> int:
 
 
 def rows_at_dim(rows: Sequence[Row], dim: int) -> list[Row]:
+    """The rows measured at encoder dimension ``dim`` (rows without ``dim_in`` count as any)."""
     return [r for r in rows if r.dim_in is None or finite(r.dim_in) == dim]
 
 
@@ -257,5 +258,6 @@ def _sized(row: Row) -> str | None:
 
 
 def sizing_candidates(dim: int, stores: Sequence[str]) -> list[Candidate]:
+    """Without rows: each store at the full dimension and PCA at 1/2, 1/4, 1/8 of it, sized only."""
     dims = [dim] + [d for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
     return [Candidate("none" if d == dim else f"pca:{d}", d, sizing_spec(s)) for s in stores for d in dims]
