@@ -1,6 +1,6 @@
 """Analysis of benchmark rows shared by the report, the plots and the HTML page: numbers, labels,
-Pareto fronts and budget picks. Rows may be :class:`~slimvec.benchmarks.rows.Row` objects or
-``results.json`` dicts (legacy ``*_at_10`` keys included): everything reads through ``row.get``.
+Pareto fronts and budget picks, over :class:`~slimvec.benchmarks.rows.Row` objects (a metric
+chosen at run time is read by name through ``row.get``).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any, Iterable, Sequence
 
 # the row readers live in rows.py (ranking.py reads rows too and analysis imports ranking: one
 # home below both, no cycle); imported here for the callers that know them from this module
-from slimvec.benchmarks.rows import RowLike, budget_ladder, finite, num, row_k, value_of
+from slimvec.benchmarks.rows import Row, budget_ladder, finite, num, row_k
 
 __all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "rescore_suffix", "pareto_front",
-           "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "value_of", "finite"]
+           "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "finite"]
 
 #: how a null (not applicable) metric is printed
 NULL = "—"
@@ -46,20 +46,20 @@ def human_bytes(n: float | None) -> str:
     return f"{value:.1f} TiB"  # pragma: no cover - loop always returns
 
 
-def rescore_suffix(row: RowLike) -> str:
+def rescore_suffix(row: Row) -> str:
     """`` +rescore×R`` for rows re-ranked from ``k × R`` candidates (`` +rescore`` without R)."""
-    value = row.get("rescore")
+    value = row.rescore
     if not value:
         return ""
     return f" +rescore×{value}" if isinstance(value, int) and not isinstance(value, bool) else " +rescore"
 
 
-def config_label(row: RowLike) -> str:
+def config_label(row: Row) -> str:
     """``pca:96 → faiss:HNSW32`` (with ``+rescore`` when the row was rescored)."""
-    return f"{row.get('reducer', '?')} → {row.get('store', '?')}{rescore_suffix(row)}"
+    return f"{row.reducer or '?'} → {row.store or '?'}{rescore_suffix(row)}"
 
 
-def pareto_front(rows: Iterable[RowLike], x: str = "bytes_per_vector",
+def pareto_front(rows: Iterable[Row], x: str = "bytes_per_vector",
                  y: str = "task_recall_at_k") -> list[Any]:
     """Rows not dominated by another: no other row has ``x`` <= and ``y`` >= with one strict.
 
@@ -79,7 +79,7 @@ def pareto_front(rows: Iterable[RowLike], x: str = "bytes_per_vector",
     return front
 
 
-def best_per_budget(rows: Sequence[RowLike], budgets: Sequence[float], metric: str = "task_recall_at_k",
+def best_per_budget(rows: Sequence[Row], budgets: Sequence[float], metric: str = "task_recall_at_k",
                     key: str = "bytes_per_vector") -> list[tuple[float, Any]]:
     """For each budget, the best row by ``metric`` among rows with ``key`` <= budget that
     ``slimvec ingest`` can build (:func:`slimvec.benchmarks.ranking.buildable`), ranked by
@@ -97,7 +97,7 @@ def best_per_budget(rows: Sequence[RowLike], budgets: Sequence[float], metric: s
     return out
 
 
-def quality_metric(rows: Sequence[RowLike]) -> str:
+def quality_metric(rows: Sequence[Row]) -> str:
     """The metric rows are ranked by: task recall@k when it can tell the rows apart, else the
     next that can (:func:`slimvec.benchmarks.ranking.ranking_metric`: a saturated metric, or
     one on too few positives, is not used)."""
@@ -108,9 +108,9 @@ def quality_metric(rows: Sequence[RowLike]) -> str:
     return ranking_metric(rows, "task_recall_at_k")[0]
 
 
-def by_dataset(rows: Sequence[Any]) -> dict[str, list[Any]]:
+def by_dataset(rows: Sequence[Row]) -> dict[str, list[Row]]:
     """Rows grouped by dataset name, in first-seen order."""
-    groups: dict[str, list[Any]] = {}
+    groups: dict[str, list[Row]] = {}
     for r in rows:
-        groups.setdefault(str(r.get("dataset", "dataset")), []).append(r)
+        groups.setdefault(str(r.dataset or "dataset"), []).append(r)
     return groups

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from slimvec.benchmarks.analysis import (by_dataset, config_label, num, pareto_front, quality_metric,
                                          rescore_suffix, row_k)
-from slimvec.benchmarks.rows import Row, as_rows, metric_title
+from slimvec.benchmarks.rows import Row, metric_title
 
 __all__ = ["PLOTS", "draw_all", "plot_pareto", "plot_latency_vs_dim", "plot_quality_vs_dim"]
 
@@ -70,7 +70,7 @@ def plot_latency_vs_dim(rows: Sequence[Row], path: Path) -> str | None:
     fig, ax = _figure()
     stores: dict[str, list[Row]] = {}
     for r in usable:
-        label = str(r.get("store")) + rescore_suffix(r)
+        label = str(r.store) + rescore_suffix(r)
         stores.setdefault(label, []).append(r)
     for label, group in sorted(stores.items()):
         by_dim: dict[float, list[float]] = {}
@@ -96,7 +96,7 @@ def plot_quality_vs_dim(rows: Sequence[Row], path: Path) -> str | None:
     fig, ax = _figure()
     families: dict[str, dict[float, float]] = {}
     for r in usable:
-        best = families.setdefault(_family(r.get("reducer")), {})
+        best = families.setdefault(_family(r.reducer), {})
         dim, value = num(r, "dim_out") or 0.0, num(r, metric) or 0.0
         best[dim] = max(best.get(dim, value), value)
     for family, best in sorted(families.items()):
@@ -113,9 +113,9 @@ def plot_quality_vs_dim(rows: Sequence[Row], path: Path) -> str | None:
     return None
 
 
-def draw_all(rows: Sequence[Row | dict[str, Any]], out_dir: Path) -> dict[str, str | None]:
+def draw_all(rows: Sequence[Row], out_dir: Path) -> dict[str, str | None]:
     """Draw every plot into ``out_dir``; returns file name -> ``None`` or the reason it was skipped."""
-    rows = as_rows(rows)
+    rows = list(rows)
     out_dir = Path(out_dir)
     jobs = {
         PLOTS[0]: lambda p: plot_pareto(rows, "task_recall_at_k", p),

@@ -35,10 +35,6 @@ MIN_POSITIVES = 50
 #: the metrics tried, in order, when the requested one cannot discriminate
 RANKABLE_METRICS = ("task_recall_at_k", "neighbor_recall_at_k", "task_mrr_at_k")
 
-_ALIASES = {"task_recall_at_10": "task_recall_at_k", "neighbor_recall_at_10": "neighbor_recall_at_k",
-            "task_mrr_at_10": "task_mrr_at_k"}
-
-
 def _value(row: Any, metric: str) -> float | None:
     from slimvec.benchmarks.rows import num
 
@@ -79,7 +75,6 @@ def _scored(row: Any, metric: str) -> int:
 
 def check_metric(rows: Sequence[Any], metric: str) -> MetricCheck:
     """Can ``metric`` tell the ``rows`` apart? See the module docstring for the rule."""
-    metric = _ALIASES.get(metric, metric)
     pairs = [(v, r) for r in rows if (v := _value(r, metric)) is not None]
     n = len(pairs)
     if n == 0:
@@ -113,7 +108,7 @@ def ranking_metric(rows: Sequence[Any], preferred: str | None = None) -> tuple[s
     """The metric to rank by: ``preferred`` (default task recall) when it can discriminate, else
     the first of :data:`RANKABLE_METRICS` that can; with the checks of those passed over (to print).
     When none can, ``preferred`` is kept and every check is returned."""
-    order = [_ALIASES.get(preferred, preferred)] if preferred else []
+    order = [preferred] if preferred else []
     order += [m for m in RANKABLE_METRICS if m not in order]
     flagged: list[MetricCheck] = []
     for m in order:

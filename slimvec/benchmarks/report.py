@@ -19,12 +19,11 @@ from typing import Any, Sequence
 
 from slimvec.benchmarks.analysis import (NULL, best_per_budget, budget_ladder, by_dataset, config_label,
                                          format_value, human_bytes, num, pareto_front, quality_metric,
-                                         rescore_suffix, row_k, value_of)
-from slimvec.benchmarks.rows import Row, as_rows, load_rows, metric_title
+                                         rescore_suffix, row_k)
+from slimvec.benchmarks.rows import Row, load_rows, metric_title
 
 __all__ = [
     "NULL",
-    "load_results",
     "pareto_front",
     "best_per_budget",
     "budget_ladder",
@@ -69,29 +68,6 @@ NOTED_METRICS = ["task_recall_at_k", "task_mrr_at_k", "neighbor_recall_at_k", "s
 MAX_LINE = 300
 
 
-# --------------------------------------------------------------------------- loading
-def load_results(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read ``results.json`` as plain row dicts (new ``*_at_k`` keys and, for k = 10, the legacy
-    ``*_at_10`` keys), for code that wants JSON; :func:`slimvec.benchmarks.rows.load_rows` gives
-    typed :class:`Row` objects.
-
-    Returns
-    -------
-    rows : list of dict
-    meta : dict
-        Empty when the file is a bare list.
-
-    Raises
-    ------
-    PersistenceError
-        The file is missing or not JSON.
-    ConfigError
-        The JSON is neither a list of objects nor an object with a ``rows`` list.
-    """
-    rows, meta = load_rows(path)
-    return [r.to_json() for r in rows], meta
-
-
 def _title(key: str, k: int) -> str:
     return metric_title(key, k)
 
@@ -122,7 +98,7 @@ def _cell(row: Row, key: str, decimals: int) -> str:
         return human_bytes(num(row, key))
     if key == "reranked":
         return reranked_cell(row)
-    return format_value(value_of(row, key), decimals)
+    return format_value(row.get(key), decimals)
 
 
 def _reducer_costs(rows: list[Row]) -> list[str]:
@@ -311,20 +287,20 @@ def _wrap_command(command: str, width: int = 100) -> list[str]:
     return lines + [current]
 
 
-def render_report(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any] | None = None,
+def render_report(rows: Sequence[Row], meta: dict[str, Any] | None = None,
                   plots: dict[str, str | None] | None = None) -> str:
     """The Markdown text of a report (without writing plots).
 
     Parameters
     ----------
-    rows : list of Row or dict
-        Result rows.
+    rows : list of Row
+        Result rows (:func:`slimvec.benchmarks.rows.load_rows` reads them from a file).
     meta : dict, optional
         Run facts (``command``, ``skipped``...), printed when present.
     plots : dict, optional
         Plot file name -> ``None`` when drawn, or the reason it was not.
     """
-    rows = as_rows(rows)
+    rows = list(rows)
     meta = meta or {}
     plots = plots or {}
     out = ["# slimvec benchmark report", ""]

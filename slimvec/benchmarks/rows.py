@@ -1,15 +1,16 @@
 """The one benchmark row type: what ``slimvec bench`` measures per configuration, in ``results.json``.
 
-A :class:`Row` is written by the runner, read by the report, the plots, the planner and the CLI.
-Metrics measured "at k" carry that k in their name (``neighbor_recall_at_k``) and in the row
-(``k``), so a run with ``k=20`` never prints a figure labelled @10. For readers of older files and
-tools that know the earlier keys, a row with ``k == 10`` is also written with the legacy keys
-(``neighbor_recall_at_10``, ``task_recall_at_10``, ``task_mrr_at_10``, ``routed_recall_at_10``),
-and files that only have those keys are read as ``k = 10``::
+A :class:`Row` is written by the runner and read, as a :class:`Row`, by the report, the plots,
+the planner, the ranking rule, the HTML page and the CLI; it becomes JSON only at the file
+boundary (:func:`save_rows`, :func:`load_rows`, the data embedded in ``report.html``).
+
+Metrics measured "at k" have one spelling: the field ``*_at_k`` (``neighbor_recall_at_k``) and the
+row's ``k``, so a run with ``k=5`` is read, planned on and titled ``nbr R@5``. Results files written
+before the typed row spelled them ``*_at_10`` (:data:`LEGACY_KEYS`); :meth:`Row.from_json` reads
+those as the ``*_at_k`` fields at ``k = 10``, and nothing writes or looks up the old keys any more::
 
     rows, meta = load_rows("bench-results/dev/results.json")
-    rows[0].neighbor_recall_at_k, rows[0].k      # 0.998, 10
-    rows[0]["neighbor_recall_at_10"]             # the same number, by its legacy key
+    rows[0].neighbor_recall_at_k, rows[0].k      # 0.998, 10 (read from neighbor_recall_at_10)
 
 A metric that does not apply is ``None`` (``null`` in JSON). Keys a row does not know (written by a
 newer or older tool) are kept in :attr:`Row.extra` and written back unchanged.
@@ -25,8 +26,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Row", "rerank_of", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "as_rows", "load_rows",
-           "save_rows", "metric_title", "RowLike", "value_of", "num", "finite", "row_k", "budget_ladder"]
+__all__ = ["Row", "rerank_of", "ROW_KEYS", "AT_K_METRICS", "LEGACY_KEYS", "load_rows",
+           "save_rows", "metric_title", "num", "finite", "row_k", "budget_ladder"]
 
 #: metrics measured "at k": new key -> short title stem (the title gets ``@{k}``)
 AT_K_METRICS: dict[str, str] = {
@@ -36,7 +37,7 @@ AT_K_METRICS: dict[str, str] = {
     "routed_recall_at_k": "routed R",
 }
 
-#: legacy key (results files before the typed row) -> field; valid only for ``k == 10``
+#: legacy key (results files before the typed row) -> field; read only, as ``k == 10``
 LEGACY_KEYS: dict[str, str] = {
     "neighbor_recall_at_10": "neighbor_recall_at_k",
     "task_recall_at_10": "task_recall_at_k",
@@ -176,7 +177,11 @@ class Row:
     # ------------------------------------------------------------------ JSON
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Row":
-        """A row from a ``results.json`` object (new keys, legacy ``*_at_10`` keys, or both).
+        """A row from a ``results.json`` object (``*_at_k`` keys, legacy ``*_at_10`` keys, or both).
+
+        A legacy key fills its ``*_at_k`` field when the row's k is 10 (or unrecorded) and the field
+        is not given; in a row of another k it is kept in :attr:`extra` as read (it cannot be an
+        "at k" figure of that row).
 
         Raises
         ------
@@ -189,9 +194,7 @@ class Row:
         for key, value in data.items():
             if key in known:
                 values[key] = value
-            elif key in LEGACY_KEYS or key == "extra":
-                continue
-            else:
+            elif key not in LEGACY_KEYS and key != "extra":
                 extra[key] = value
         k = values.get("k", 10)
         if k is None:
@@ -201,44 +204,40 @@ class Row:
                               f"must be a positive integer, got {k!r}.")
         values["k"] = k
         for legacy, new in LEGACY_KEYS.items():
-            if values.get(new) is None and data.get(legacy) is not None and k == 10:
+            if data.get(legacy) is None:
+                continue
+            if k != 10:
+                extra[legacy] = data[legacy]
+            elif values.get(new) is None:
                 values[new] = data[legacy]
         return cls(**values, extra=extra)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``results.json`` object: every field, the legacy ``*_at_10`` keys when ``k == 10``,
-        then the extra keys."""
+        """The ``results.json`` object: every field, then the extra keys."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        if self.k == 10:
-            for legacy, new in LEGACY_KEYS.items():
-                out[legacy] = out[new]
         for key, value in self.extra.items():
             out.setdefault(key, value)
         return {key: _plain(value) for key, value in out.items()}
 
     # ------------------------------------------------------------------ mapping access
     def get(self, key: str, default: Any = None) -> Any:
-        """A value by key: a field, a legacy ``*_at_10`` key (``None`` unless ``k == 10``) or an
+        """A value by name: a field (``row.get(metric)`` for a metric chosen at run time) or an
         extra key; ``default`` when unknown."""
-        if key in LEGACY_KEYS:
-            return getattr(self, LEGACY_KEYS[key]) if self.k == 10 else default
         if key != "extra" and key in _FIELD_NAMES:
             return getattr(self, key)
         return self.extra.get(key, default)
 
     def __getitem__(self, key: str) -> Any:
-        if key in LEGACY_KEYS or (key != "extra" and key in _FIELD_NAMES) or key in self.extra:
+        if (key != "extra" and key in _FIELD_NAMES) or key in self.extra:
             return self.get(key)
         raise KeyError(key)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (key in LEGACY_KEYS or key in _FIELD_NAMES or key in self.extra)
+        return isinstance(key, str) and (key in _FIELD_NAMES or key in self.extra)
 
     def update(self, values: Mapping[str, Any] | None = None, **more: Any) -> None:
-        """Set fields from a mapping (legacy keys go to their ``*_at_k`` field, unknown keys to
-        :attr:`extra`)."""
+        """Set fields from a mapping (unknown keys go to :attr:`extra`)."""
         for key, value in {**(values or {}), **more}.items():
-            key = LEGACY_KEYS.get(key, key)
             if key != "extra" and key in _FIELD_NAMES:
                 setattr(self, key, value)
             else:
@@ -284,7 +283,7 @@ def rerank_of(rescore: Any, store: str | None) -> tuple[bool, float | None]:
     return True, float(options.get("oversampling", 2.0))
 
 #: keys every written row carries (``None`` when the metric does not apply)
-ROW_KEYS: list[str] = [f.name for f in fields(Row) if f.name != "extra"] + list(LEGACY_KEYS)
+ROW_KEYS: list[str] = [f.name for f in fields(Row) if f.name != "extra"]
 
 
 def _plain(value: Any) -> Any:
@@ -299,18 +298,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def metric_title(key: str, k: int = 10) -> str:
+def metric_title(key: str, k: int | None = 10) -> str:
     """A column title that says what the metric is: ``nbr R@20`` for ``neighbor_recall_at_k`` at
-    k = 20 (legacy keys too)."""
-    key = LEGACY_KEYS.get(key, key)
+    k = 20 (``nbr R@k`` when ``k`` is None: rows of several k)."""
     if key in AT_K_METRICS:
-        return f"{AT_K_METRICS[key]}@{k}"
+        return f"{AT_K_METRICS[key]}@{'k' if k is None else k}"
     return _OTHER_TITLES.get(key, key)
-
-
-def as_rows(rows: Iterable[Row | Mapping[str, Any]]) -> list[Row]:
-    """Rows as :class:`Row` (dicts converted, rows passed through)."""
-    return [r if isinstance(r, Row) else Row.from_json(r) for r in rows]
 
 
 def load_rows(path: str | Path) -> tuple[list[Row], dict[str, Any]]:
@@ -352,33 +345,17 @@ def save_rows(rows: Iterable[Row], meta: Mapping[str, Any], out_dir: str | Path)
     from slimvec.persistence import write_json_atomic
 
     path = Path(out_dir) / "results.json"
-    write_json_atomic(path, {"rows": [r.to_json() for r in as_rows(rows)], "meta": dict(meta)})
+    write_json_atomic(path, {"rows": [r.to_json() for r in rows], "meta": dict(meta)})
     return path
 
 
 # ------------------------------------------------------------------ reading one row
 # (here, below analysis.py and ranking.py, which both read rows: issue 24 item 7)
 
-RowLike = Row | Mapping[str, Any]
-
-
-_NEW_TO_LEGACY = {new: legacy for legacy, new in LEGACY_KEYS.items()}
-
-
-def value_of(row: RowLike, key: str) -> Any:
-    """``row.get(key)``, where a ``results.json`` dict answers a ``*_at_k`` key from its legacy
-    ``*_at_10`` key and the other way round (when its k is 10)."""
-    value = row.get(key)
-    if value is None and not isinstance(row, Row) and row_k(row) == 10:
-        other = _NEW_TO_LEGACY.get(key) or LEGACY_KEYS.get(key)
-        if other is not None:
-            value = row.get(other)
-    return value
-
-
-def num(row: RowLike, key: str) -> float | None:
-    """``row[key]`` as a finite float, or None (missing, null, bool, NaN, not a number)."""
-    return finite(value_of(row, key))
+def num(row: Row, key: str) -> float | None:
+    """The field (or extra key) ``key`` as a finite float, or None (missing, null, bool, NaN,
+    not a number)."""
+    return finite(row.get(key))
 
 
 def finite(value: Any) -> float | None:
@@ -392,13 +369,12 @@ def finite(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def row_k(row: RowLike) -> int:
+def row_k(row: Row) -> int:
     """The k of a row's "at k" metrics (10 for rows written before k was recorded)."""
-    value = row.get("k")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 10
+    return row.k
 
 
-def budget_ladder(rows: Sequence[RowLike], key: str = "bytes_per_vector") -> list[float]:
+def budget_ladder(rows: Sequence[Row], key: str = "bytes_per_vector") -> list[float]:
     """Powers of two spanning the rows' bytes per vector (the budgets of the report)."""
     values = [v for v in (num(r, key) for r in rows) if v is not None and v > 0]
     if not values:

@@ -471,6 +471,6 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
     return runner.rows, meta
 
 
-def write_results(rows: Sequence[Row | dict[str, Any]], meta: dict[str, Any], out_dir: str | Path) -> Path:
+def write_results(rows: Sequence[Row], meta: dict[str, Any], out_dir: str | Path) -> Path:
     """Write ``results.json`` (``{"rows": [...], "meta": {...}}``) atomically into ``out_dir``."""
     return save_rows(rows, meta, out_dir)

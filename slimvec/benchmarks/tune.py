@@ -60,12 +60,13 @@ class TuneCandidate:
     n_sample: int = 0
     meets: bool = False
     note: str = ""
+    k: int = 10
 
     def row(self) -> dict[str, Any]:
-        """A JSON row of the runner-up table."""
+        """A JSON row of the runner-up table (recall named as the bench row's field, with its k)."""
         return {"recipe": str(self.recipe), "dim_out": self.dim_out, "ram_bytes": int(self.ram_bytes),
-                "disk_bytes": int(self.disk_bytes),
-                "neighbor_recall_at_10": None if self.recall is None else round(self.recall, 4),
+                "disk_bytes": int(self.disk_bytes), "k": self.k,
+                "neighbor_recall_at_k": None if self.recall is None else round(self.recall, 4),
                 "latency_p50_ms": None if self.p50_ms is None else round(self.p50_ms, 4),
                 "rung": self.rung, "n_sample": self.n_sample, "meets": self.meets, "note": self.note}
 
@@ -93,7 +94,7 @@ class TuneResult:
         b = self.best
         measured = {k: v for k, v in b.row().items() if k not in ("recipe", "note")}
         measured["notes"] = self.notes
-        measured["ranked_by"] = "neighbor_recall_at_10 (benchmarks.ranking.rank_key)"
+        measured["ranked_by"] = "neighbor_recall_at_k (benchmarks.ranking.rank_key)"
         rescore, target = b.recipe.rescore, b.recipe.target_recall
         if rescore is not None and self.min_recall is not None:
             measured["rescore_at_sample"] = rescore
@@ -299,7 +300,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     perm = rng.permutation(len(X))
     queries, pool = X[perm[:n_queries]], X[perm[n_queries:]]
     sizes = sorted({min(int(r), len(pool)) for r in rungs})
-    cands = [TuneCandidate(r, r.dim_out(X.shape[1])) for r in (grid or default_grid(X.shape[1]))]
+    cands = [TuneCandidate(r, r.dim_out(X.shape[1]), k=k) for r in (grid or default_grid(X.shape[1]))]
     from slimvec.connectors import store_dim_problem
 
     dropped = {}

@@ -37,8 +37,8 @@ def plan(
     docs: int = typer.Option(..., "--docs", callback=int_range(1), help="Number of documents to plan for."),
     dim: int = typer.Option(..., "--dim", callback=int_range(1), help="Encoder output dimension (384 for MiniLM)."),
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: every store in the results]."),
-    min_task_recall: Optional[float] = typer.Option(None, "--min-task-recall", callback=number_range(0, 1), help="Target: task recall@10 at least this."),
-    min_neighbor_recall: Optional[float] = typer.Option(None, "--min-neighbor-recall", callback=number_range(0, 1), help="Target: neighbour recall@10 at least this."),
+    min_task_recall: Optional[float] = typer.Option(None, "--min-task-recall", callback=number_range(0, 1), help="Target: task recall@k at least this (k of the results)."),
+    min_neighbor_recall: Optional[float] = typer.Option(None, "--min-neighbor-recall", callback=number_range(0, 1), help="Target: neighbour recall@k at least this (k of the results)."),
     memory_budget: Optional[str] = typer.Option(None, "--memory-budget", callback=byte_size, help="Target: predicted RAM at most this (2GiB, 512MiB, 1.5GB)."),
     results: Optional[Path] = typer.Option(None, "--results", help="results.json of `slimvec bench` (the quality side)."),
     pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV of your data for a quick sweep (repeatable)."),
@@ -65,13 +65,13 @@ def plan(
     """
     from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes
     from slimvec.benchmarks.sweep import quick_sweep
-    from slimvec.benchmarks.report import load_results
+    from slimvec.benchmarks.rows import load_rows
 
     if min_task_recall is not None and min_neighbor_recall is not None:
         raise ConfigError("Give one quality target: --min-task-recall or --min-neighbor-recall, not both.")
-    metric, floor = "task_recall_at_10", min_task_recall
+    metric, floor = "task_recall_at_k", min_task_recall
     if min_neighbor_recall is not None:
-        metric, floor = "neighbor_recall_at_10", min_neighbor_recall
+        metric, floor = "neighbor_recall_at_k", min_neighbor_recall
     if memory_budget is not None:
         parse_bytes(memory_budget)  # fail before any work
     from slimvec.recipe import recipe_grid, resolve_recipe
@@ -81,7 +81,7 @@ def plan(
     with tempfile.TemporaryDirectory(prefix="slimvec-plan-") as tmp:
         rows = None
         if results is not None:
-            rows, _ = load_results(results)
+            rows, _ = load_rows(results)
         elif pairs or vectors is not None:
             err.print(f"quick sweep: `slimvec bench` on the first {sample:,} rows of your data ...")
             reducers, stores, depths = recipe_grid(recipe, reducer or ([] if recipe else default_sweep_reducers(dim)),
@@ -107,18 +107,19 @@ def plan(
         typer.echo(json.dumps(data, indent=2))
         return
     out = Console(width=max(Console().width, 120))
-    short = {"task_recall_at_10": "task R@10", "neighbor_recall_at_10": "nbr R@10"}[metric]
+    from slimvec.benchmarks.rows import metric_title
+
+    short = metric_title(metric, result.k)
     target = []
     if floor is not None:
-        target.append(f"{metric} ≥ {floor}")
+        target.append(f"{short} ≥ {floor}")
     if result.memory_budget is not None:
         target.append(f"RAM ≤ {_human(result.memory_budget)}")
     table = Table(title=f"Plan for {docs:,} documents of dimension {dim} "
                         f"({' and '.join(target) or 'no target: the recipes sized'})")
-    from slimvec.benchmarks.rows import metric_title
-
-    ranked = result.ranked_by if result.ranked_by and result.ranked_by != metric.replace("_at_10", "_at_k") else None
-    cols = ["#", "reducer", "dim", "store", short] + ([metric_title(ranked) + " (ranks)"] if ranked else [])
+    ranked = result.ranked_by if result.ranked_by and result.ranked_by != metric else None
+    cols = ["#", "reducer", "dim", "store", short] + ([metric_title(ranked, result.k) + " (ranks)"]
+                                                       if ranked else [])
     for col in cols + ["RAM", "disk", f"p50 ms at {docs:,}", "meets target", "measured on"]:
         table.add_column(col, justify="right" if col in ("#", "dim", "RAM", "disk") else "left")
     for i, c in enumerate(result.candidates[:top], 1):

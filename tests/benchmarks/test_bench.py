@@ -68,8 +68,8 @@ def test_full_dimension_rows_find_the_exact_neighbours(bench_run):
     for store in ("hnsw", "faiss", "qdrant-edge"):
         row = _row(bench_run["rows"], "none", store)
         assert row["dim_out"] == row["dim_in"] == 384
-        assert row["neighbor_recall_at_10"] >= 0.95
-        assert 0 < row["task_recall_at_10"] <= 1 and 0 < row["task_mrr_at_10"] <= row["task_recall_at_10"]
+        assert row["neighbor_recall_at_k"] >= 0.95
+        assert 0 < row["task_recall_at_k"] <= 1 and 0 < row["task_mrr_at_k"] <= row["task_recall_at_k"]
         assert row["index_bytes"] > 0 and row["latency_p50_ms"] > 0 and row["qps"] > 0
         assert row["latency_p50_ms"] <= row["latency_p95_ms"] <= row["latency_p99_ms"]
         assert row["sts_spearman"] > 0.5
@@ -83,8 +83,8 @@ def test_reduced_rows_are_smaller_and_rescoring_recovers_recall(bench_run):
         pca = _row(rows, "pca:32", store)
         rescored = _row(rows, "pca:32", store, rescore=4)
         assert pca["dim_out"] == 32 and pca["bytes_per_vector"] < full["bytes_per_vector"]
-        assert pca["neighbor_recall_at_10"] < full["neighbor_recall_at_10"]
-        assert rescored["neighbor_recall_at_10"] >= pca["neighbor_recall_at_10"]
+        assert pca["neighbor_recall_at_k"] < full["neighbor_recall_at_k"]
+        assert rescored["neighbor_recall_at_k"] >= pca["neighbor_recall_at_k"]
         assert rescored["full_bytes_per_vector"] == 384 * 4
         assert pca["reducer_bytes"] > 0 and pca["fit_s"] >= 0 and pca["transform_s_per_10k"] > 0
 
@@ -97,12 +97,12 @@ def test_cluster_rows(bench_run):
     stores = {r["store"] for r in routed}
     assert {"kmeans:4,p=1", "kmeans:4,p=4", "head:4,p=1"} <= stores
     for r in routed:
-        assert 0 <= r["routed_recall_at_10"] <= 1 and 0 < r["routed_fraction_scanned"] <= 1
+        assert 0 <= r["routed_recall_at_k"] <= 1 and 0 < r["routed_fraction_scanned"] <= 1
         assert r["index_bytes"] is None  # no store was built for a routed row
     p1 = _row(rows, "none", "kmeans:4,p=1")
     p4 = _row(rows, "none", "kmeans:4,p=4")
     assert p4["routed_fraction_scanned"] > p1["routed_fraction_scanned"]
-    assert p4["routed_recall_at_10"] >= p1["routed_recall_at_10"]
+    assert p4["routed_recall_at_k"] >= p1["routed_recall_at_k"]
     assert p4["routed_fraction_scanned"] == pytest.approx(1.0, abs=0.01)  # all 4 clusters
 
 
@@ -133,12 +133,12 @@ def test_peer_baselines_in_the_same_run(minilm_vectors, tmp_path):
     def peer(store, rescore=None):
         return next(r for r in rows if r["store"] == store and r["rescore"] == rescore)
 
-    assert peer("qdrant-edge:quant=bq1,rescore=true")["neighbor_recall_at_10"] >= \
-        peer("qdrant-edge:quant=bq1,rescore=false")["neighbor_recall_at_10"]
-    assert peer("st:binary", 4)["neighbor_recall_at_10"] > peer("st:binary")["neighbor_recall_at_10"]
+    assert peer("qdrant-edge:quant=bq1,rescore=true")["neighbor_recall_at_k"] >= \
+        peer("qdrant-edge:quant=bq1,rescore=false")["neighbor_recall_at_k"]
+    assert peer("st:binary", 4)["neighbor_recall_at_k"] > peer("st:binary")["neighbor_recall_at_k"]
     assert peer("st:binary")["bytes_per_vector"] < peer("st:int8")["bytes_per_vector"]
     for r in rows:
-        assert r["task_recall_at_10"] is None and r["sts_spearman"] is None  # no pairs: null
+        assert r["task_recall_at_k"] is None and r["sts_spearman"] is None  # no pairs: null
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

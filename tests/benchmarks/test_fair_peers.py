@@ -129,11 +129,11 @@ def test_rabitq_in_tune_grid_is_rescored_and_in_the_quantization_facet():
     assert {r.rescore for r in rabitq if r.reducer == "none"} >= {None, 2, 4, 8, 16, 32}
     # a 1-bit code at full dimension is not lossless: it is re-ranked like SQ8
     assert {r.rescore for r in default_grid(384, ["none"], ["faiss:RaBitQ4"])} != {None}
-    assert row_facets({"reducer": "none", "store": "faiss:IVF256,RaBitQ,nprobe=32", "kind": "peer"})["quant"] \
+    assert row_facets(Row.from_json({"reducer": "none", "store": "faiss:IVF256,RaBitQ,nprobe=32", "kind": "peer"}))["quant"] \
         == "rabitq"
     # report.html draws one front per footing from this facet
-    assert row_facets({"reducer": "pca:96", "store": "faiss:RaBitQ", "rescore": 8})["reranked"] is True
-    assert row_facets({"reducer": "none", "store": "qdrant-edge:quant=bq1,rescore=false"})["reranked"] is False
+    assert row_facets(Row.from_json({"reducer": "pca:96", "store": "faiss:RaBitQ", "rescore": 8}))["reranked"] is True
+    assert row_facets(Row.from_json({"reducer": "none", "store": "qdrant-edge:quant=bq1,rescore=false"}))["reranked"] is False
 
 
 @pytest.mark.parametrize("store", ["faiss:RaBitQ", "faiss:IVF64,RaBitQfs"])

@@ -62,7 +62,7 @@ def test_report_html_planner_carries_where_latency_was_measured(tmp_path):
     from slimvec.benchmarks.rows import load_rows
 
     rows, _ = load_rows(DEV)
-    data = planner_data([r.to_json() for r in rows if r.store in ("faiss:SQ8", "hnsw")], workdir=tmp_path)
+    data = planner_data([r for r in rows if r.store in ("faiss:SQ8", "hnsw")], workdir=tmp_path)
     cands = {c["store"]: c for c in data["dims"]["384"]["candidates"]}
     assert cands["faiss:SQ8"]["growth"] == "linear" and cands["hnsw"]["growth"] == "graph"
     assert cands["faiss:SQ8"]["p50_n"] == 2910 and cands["hnsw"]["p50_n"] == 2910

@@ -7,16 +7,17 @@ from pathlib import Path
 import pytest
 
 from slimvec.benchmarks.plan import candidates_from_results, make_plan, parse_bytes
+from slimvec.benchmarks.rows import Row
 from slimvec.errors import ConfigError
 
 
 def row(reducer: str, dim_out: int, store: str, task: float | None, dataset: str = "stsb-dev",
-        dim_in: int = 384, **extra) -> dict:
+        dim_in: int = 384, **extra) -> Row:
     r = {"dataset": dataset, "encoder": "minilm", "dim_in": dim_in, "reducer": reducer, "dim_out": dim_out,
-         "store": store, "task_recall_at_10": task, "neighbor_recall_at_10": None,
+         "store": store, "task_recall_at_k": task, "neighbor_recall_at_k": None,
          "reducer_bytes": 0 if reducer == "none" else dim_out * dim_in * 4, "bytes_per_vector": None}
     r.update(extra)
-    return r
+    return Row(**r)
 
 
 # quality falls with the dimension; the planner must pick the smallest config meeting the floor
@@ -103,15 +104,15 @@ def test_sizes_only_without_results(tmp_path: Path) -> None:
 def test_recipes_are_planned_with_their_depth_and_full_vectors(tmp_path: Path) -> None:
     from slimvec.recipe import parse_recipe
 
-    rows = [row("pca:96", 96, "hnsw", None, neighbor_recall_at_10=0.60),
-            row("pca:96", 96, "hnsw", None, neighbor_recall_at_10=0.95, rescore=4),
-            row("pca:96", 96, "hnsw", None, neighbor_recall_at_10=0.985, rescore=8),
-            row("pca:96", 96, "hnsw", None, neighbor_recall_at_10=0.993, rescore=16),
-            row("pca:96", 96, "hnsw", None, neighbor_recall_at_10=0.990, rescore=16, dataset="msrp")]
+    rows = [row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.60),
+            row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.95, rescore=4),
+            row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.985, rescore=8),
+            row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.993, rescore=16),
+            row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.990, rescore=16, dataset="msrp")]
     recipes = [parse_recipe(t) for t in ("pca:96|hnsw", "pca:96|hnsw|rescore=8",
                                          "pca:96|hnsw|rescore=auto,keep_full=float16",
                                          "pca:48|hnsw|rescore=2")]
-    plan = make_plan(100_000, 384, rows=rows, recipes=recipes, metric="neighbor_recall_at_10",
+    plan = make_plan(100_000, 384, rows=rows, recipes=recipes, metric="neighbor_recall_at_k",
                      min_quality=0.99, workdir=tmp_path)
     by = {c.label: c for c in plan.candidates}
     assert set(by) == {str(r) for r in recipes}
@@ -141,7 +142,7 @@ def test_recipes_are_planned_with_their_depth_and_full_vectors(tmp_path: Path) -
     ({"docs": -5}, "docs must be an integer >= 1, got -5"),
     ({"docs": 1.5}, "docs must be an integer >= 1, got 1.5"),
     ({"dim": 0}, "dim must be an integer >= 1, got 0"),
-    ({"min_quality": 1.5}, "min_quality (task_recall_at_10) must be a finite number in [0, 1], got 1.5"),
+    ({"min_quality": 1.5}, "min_quality (task_recall_at_k) must be a finite number in [0, 1], got 1.5"),
     ({"min_quality": float("nan")}, "in [0, 1], got nan"),
     ({"min_quality": -1.0}, "in [0, 1], got -1.0"),
     ({"min_quality": -1.5, "metric": "sts_spearman"}, "in [-1, 1], got -1.5"),
@@ -158,3 +159,17 @@ def test_make_plan_refuses_absurd_numbers_before_any_build(kwargs, says, tmp_pat
         make_plan(docs, dim, workdir=tmp_path, **args)
     assert says in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_metrics_have_one_spelling_and_the_plan_says_its_k(tmp_path: Path) -> None:
+    """Issue 24 item 5: a plan metric is the row field (``*_at_k``); the old ``*_at_10`` name is
+    refused with the field to use, and the plan carries the k its rows were measured at."""
+    with pytest.raises(ConfigError, match="'task_recall_at_10' is the old spelling.*use 'task_recall_at_k'"):
+        make_plan(1000, 384, ["hnsw"], rows=ROWS, min_quality=0.9, metric="task_recall_at_10")
+    at5 = [Row(**{**r.to_json(), "k": 5, "extra": {}}) for r in ROWS if r.dataset == "stsb-dev"]
+    plan = make_plan(1000, 384, ["hnsw"], rows=at5, min_quality=0.93, workdir=tmp_path)
+    assert plan.k == 5 and plan.to_json()["k"] == 5
+    assert plan.recommendations and plan.recommendations[0].quality == pytest.approx(0.94)
+    mixed = at5 + [r for r in ROWS if r.dataset == "msrp"]
+    plan = make_plan(1000, 384, ["hnsw"], rows=mixed, min_quality=0.9, workdir=tmp_path)
+    assert plan.k is None and any("measured at k = 5, 10" in n for n in plan.notes)

@@ -16,7 +16,7 @@ from slimvec.benchmarks.analysis import best_per_budget, budget_ladder, quality_
 from slimvec.benchmarks.ranking import (buildable, check_metric, ingest_command, rank_key,
                                         ranking_metric)
 from slimvec.benchmarks.report import render_report
-from slimvec.benchmarks.rows import load_rows
+from slimvec.benchmarks.rows import Row, load_rows
 
 DEV = Path(__file__).parent / "data" / "stsb_dev_results.json"
 
@@ -31,19 +31,19 @@ def test_task_recall_on_the_dev_pairs_is_flagged_saturated_and_not_ranked_by(dev
     check = check_metric(rows, "task_recall_at_k")
     assert not check.usable and check.reason.startswith("saturated: 16 of 16 rows >= 0.99")
     assert check_metric(rows, "neighbor_recall_at_k").usable
-    metric, flagged = ranking_metric(rows, "task_recall_at_10")
+    metric, flagged = ranking_metric(rows, "task_recall_at_k")
     assert metric == "neighbor_recall_at_k" and [c.metric for c in flagged] == ["task_recall_at_k"]
     assert quality_metric(rows) == "neighbor_recall_at_k"
 
 
 def test_too_few_positives_and_within_noise_are_flagged():
-    few = [{"reducer": "none", "store": "hnsw", "n_queries": 12, "task_recall_at_k": v, "k": 10}
-           for v in (0.5, 0.7, 0.9)]
+    few = [Row(reducer="none", store="hnsw", n_queries=12, task_recall_at_k=v, k=10) for v in (0.5, 0.7, 0.9)]
     assert check_metric(few, "task_recall_at_k").reason.startswith("too few positives: 12 queries")
-    close = [{"reducer": "none", "store": "hnsw", "n_queries": 200, "k": 10, "neighbor_recall_at_k": v}
+    close = [Row(reducer="none", store="hnsw", n_queries=200, k=10, neighbor_recall_at_k=v)
              for v in (0.951, 0.950, 0.949, 0.80)]
     assert "within one standard error" in check_metric(close, "neighbor_recall_at_k").reason
-    spread = [dict(r, neighbor_recall_at_k=v) for r, v in zip(close, (0.95, 0.90, 0.85, 0.80))]
+    spread = [Row(reducer="none", store="hnsw", n_queries=200, k=10, neighbor_recall_at_k=v)
+              for v in (0.95, 0.90, 0.85, 0.80)]
     assert check_metric(spread, "neighbor_recall_at_k").usable
 
 
@@ -141,16 +141,16 @@ def test_report_html_planner_ranks_like_plan_and_shows_what_rescoring_costs(dev,
     from slimvec.benchmarks.sizing import rescore_bytes_per_vector
 
     rows, _ = dev
-    some = [r.to_json() for r in rows if r.store in ("faiss:SQ8", "faiss:PQ48np", "st:binary")]
+    some = [r for r in rows if r.store in ("faiss:SQ8", "faiss:PQ48np", "st:binary")]
     data = planner_data(some, workdir=tmp_path)
     block = data["dims"]["384"]
-    assert block["ranked_by"]["task_recall_at_10"] == "neighbor_recall_at_10"
-    assert block["flagged"]["task_recall_at_10"][0]["reason"].startswith("saturated")
+    assert block["ranked_by"]["task_recall_at_k"] == "neighbor_recall_at_k"
+    assert block["flagged"]["task_recall_at_k"][0]["reason"].startswith("saturated")
     sq8 = next(c for c in block["candidates"] if c["store"] == "faiss:SQ8")
     assert sq8["buildable"] and sq8["command"].endswith("--recipe 'none|faiss:SQ8'")
     rescored = next(r for r in rows if r.store == "st:binary" and r.rescore)
-    facets = row_facets(rescored.to_json())
+    facets = row_facets(rescored)
     assert (facets["rescore_ram_per_vector"], facets["rescore_disk_per_vector"]) == rescore_bytes_per_vector(384)
     assert facets["rescore_ram_per_vector"] > 0 and facets["build"] is None and "st:binary" in facets["why_not"]
-    plain = row_facets(next(r for r in rows if r.store == "faiss:SQ8").to_json())
+    plain = row_facets(next(r for r in rows if r.store == "faiss:SQ8"))
     assert plain["rescore_ram_per_vector"] == 0 and plain["build"].startswith("slimvec ingest")

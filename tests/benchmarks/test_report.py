@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from slimvec.benchmarks.plots import PLOTS
-from slimvec.benchmarks.report import (NULL, best_per_budget, budget_ladder, load_results,
-                                       pareto_front, write_report)
+from slimvec.benchmarks.report import NULL, best_per_budget, budget_ladder, pareto_front, write_report
+from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.errors import ConfigError, PersistenceError
 
 KEYS = ["dataset", "encoder", "dim_in", "reducer", "dim_out", "store", "n_corpus", "n_queries",
@@ -31,6 +31,8 @@ def row(name: str, reducer: str, dim: int, store: str, bpv: float, task: float |
     return r
 
 
+# rows as an old results file spells them (``*_at_10``), written to files as they are; the analysis
+# functions take them as typed rows (TYPED), as load_rows reads them
 # hand-checked: C (230, .88) < B (420, .93) < A (1600, .95) are the front;
 # D is beaten by C (more bytes, less recall), E by B (same bytes, less), F by C (same bytes, less),
 # H by A (more bytes, same recall); G has no task recall and is left out.
@@ -44,20 +46,21 @@ ROWS = [
     row("G", "pca:32", 32, "hnsw", 150, None, 0.55),
     row("H", "none", 384, "qdrant-edge", 2000, 0.95, 1.0, p50=None),
 ]
+TYPED = [Row.from_json(r) for r in ROWS]
 
 
 def test_pareto_front_hand_checked() -> None:
-    front = pareto_front(ROWS, "bytes_per_vector", "task_recall_at_10")
+    front = pareto_front(TYPED, "bytes_per_vector", "task_recall_at_k")
     assert [r["_name"] for r in front] == ["C", "B", "A"]
-    nbr_front = pareto_front(ROWS, "bytes_per_vector", "neighbor_recall_at_10")
+    nbr_front = pareto_front(TYPED, "bytes_per_vector", "neighbor_recall_at_k")
     # neighbour recall: B (420, .90) loses to E (420, .97) at the same size
     assert [r["_name"] for r in nbr_front] == ["G", "C", "E", "A"]
 
 
 def test_best_per_budget_picks_highest_recall_that_fits() -> None:
-    ladder = budget_ladder(ROWS)
+    ladder = budget_ladder(TYPED)
     assert ladder[0] == 128 and ladder[-1] == 2048
-    picks = dict(best_per_budget(ROWS, [200, 256, 512, 4096]))
+    picks = dict(best_per_budget(TYPED, [200, 256, 512, 4096]))
     assert picks[200] is None  # only G fits, and it has no task recall
     assert picks[256]["_name"] == "C"
     assert picks[512]["_name"] == "B"
@@ -108,7 +111,7 @@ def test_rows_and_meta_format_and_skips(tmp_path: Path) -> None:
     results = _write(tmp_path, {"rows": only_nbr,
                                 "meta": {"command": "slimvec bench --vectors v.npy",
                                          "skipped": ["lle:96 on faiss: out of memory"]}})
-    rows, meta = load_results(results)
+    rows, meta = load_rows(results)
     assert len(rows) == 2 and meta["command"].startswith("slimvec bench")
     text = write_report(results, tmp_path / "o").read_text(encoding="utf-8")
     assert "slimvec bench --vectors v.npy" in text
@@ -133,10 +136,10 @@ def test_routed_retrieval_table(tmp_path: Path) -> None:
 
 def test_bad_results_files(tmp_path: Path) -> None:
     with pytest.raises(PersistenceError, match="No results file"):
-        load_results(tmp_path / "missing.json")
+        load_rows(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(PersistenceError, match="as JSON"):
-        load_results(bad)
+        load_rows(bad)
     with pytest.raises(ConfigError, match="list of row objects"):
-        load_results(_write(tmp_path, {"meta": {}}))
+        load_rows(_write(tmp_path, {"meta": {}}))

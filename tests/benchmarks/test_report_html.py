@@ -22,7 +22,8 @@ from slimvec.benchmarks.datasets import pairs_datasets
 from slimvec.benchmarks.html import render_report_html
 from slimvec.benchmarks.html.data import row_facets
 from slimvec.benchmarks.plan import make_plan
-from slimvec.benchmarks.report import human_bytes, load_results
+from slimvec.benchmarks.report import human_bytes
+from slimvec.benchmarks.rows import load_rows
 from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
 from slimvec.benchmarks.sizing import SizeModel
 
@@ -87,7 +88,7 @@ def test_committed_results_stay_under_the_size_budget(tmp_path):
     """The 388-row bench-results/dev run (old results format) renders under the stated budget."""
     page = render_report_html([ROOT / "bench-results" / "dev" / "results.json"], tmp_path / "dev.html",
                               planner=False)
-    rows, _ = load_results(ROOT / "bench-results" / "dev" / "results.json")
+    rows, _ = load_rows(ROOT / "bench-results" / "dev" / "results.json")
     size = page.stat().st_size
     log.info("bench-results/dev page: %d rows, %.0f KiB", len(rows), size / 1024)
     assert size <= PAGE_BUDGET_400_ROWS * max(len(rows), 400) / 400
@@ -188,14 +189,14 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert opened.requests == [opened.url]  # the page itself, nothing else
 
         # one mark per configuration row that has both values
-        assert page.eval_on_selector("#metric", "e => e.value") == "task_recall_at_10"
-        want = _expected_marks(rows, "bytes_per_vector", "task_recall_at_10")
+        assert page.eval_on_selector("#metric", "e => e.value") == "task_recall_at_k"
+        want = _expected_marks(rows, "bytes_per_vector", "task_recall_at_k")
         assert want >= 7 and opened.marks("#plot-bytes") == want
-        assert opened.marks("#plot-latency") == _expected_marks(rows, "latency_p50_ms", "task_recall_at_10")
+        assert opened.marks("#plot-latency") == _expected_marks(rows, "latency_p50_ms", "task_recall_at_k")
         assert page.eval_on_selector("#plot-bytes path.front", "e => +e.dataset.front") >= 1
-        page.select_option("#metric", "neighbor_recall_at_10")
-        assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "neighbor_recall_at_10")
-        page.select_option("#metric", "task_recall_at_10")
+        page.select_option("#metric", "neighbor_recall_at_k")
+        assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "neighbor_recall_at_k")
+        page.select_option("#metric", "task_recall_at_k")
 
         # the Pareto front's marks are labelled with their configuration
         front_labels = page.eval_on_selector_all("#plot-bytes text.mark-label", "ts => ts.map(t => t.textContent)")
@@ -212,7 +213,7 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
 
         # a filter changes the count: only the pca family
         page.click("[data-filter='family'] .chip[data-value='pca'] .only")
-        pca = _expected_marks(rows, "bytes_per_vector", "task_recall_at_10",
+        pca = _expected_marks(rows, "bytes_per_vector", "task_recall_at_k",
                               lambda r: str(r["reducer"]).startswith("pca:"))
         assert 0 < pca < want and opened.marks() == pca
         shown = page.eval_on_selector_all("#rows-table tbody tr", "e => e.length")
@@ -221,7 +222,7 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert opened.marks() == want
         # the rescoring filter: drop ×4
         page.click("[data-filter='rescoring'] .chip[data-value='×4']")
-        assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "task_recall_at_10",
+        assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "task_recall_at_k",
                                                  lambda r: not r.get("rescore"))
         page.click("[data-filter='rescoring'] .linkbtn")
 
@@ -229,7 +230,7 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert page.eval_on_selector_all("#rows-table tbody tr", "e => e.length") == len(rows)
         assert page.eval_on_selector_all("#rows-table tbody tr.role-full", "e => e.length") == \
             sum(1 for r in rows if row_facets(r)["role"] == "full")
-        page.click("#rows-table th[data-key='task_recall_at_10']")
+        page.click("#rows-table th[data-key='task_recall_at_k']")
         col = page.eval_on_selector_all(
             # (columns 7 and 8: the RAM and disk per vector that rescoring adds, issue 27)
             "#rows-table tbody tr", "trs => trs.map(tr => tr.children[11].textContent)")
@@ -264,8 +265,8 @@ def test_planner_matches_make_plan(small_run, browser, docs, min_quality, budget
     models = {k: SizeModel.from_json(v) for k, v in block["models"].items()}
     rows = small_run["rows"]
     if min_quality == "low":  # the second-lowest quality: most fit, with different qualities
-        qs = sorted({c["quality"]["task_recall_at_10"] for c in block["candidates"]
-                     if c["quality"]["task_recall_at_10"] is not None})
+        qs = sorted({c["quality"]["task_recall_at_k"] for c in block["candidates"]
+                     if c["quality"]["task_recall_at_k"] is not None})
         min_quality = qs[1]
     plan = make_plan(docs, 384, rows=rows, min_quality=min_quality, memory_budget=budget, models=models)
 
@@ -314,13 +315,13 @@ def test_committed_results_render_in_chromium(browser, tmp_path):
     """The committed 388-row run (old results format) loads without errors, a mark per row."""
     path = ROOT / "bench-results" / "dev" / "results.json"
     page_path = render_report_html([path], tmp_path / "dev.html", planner=False)
-    rows, _ = load_results(path)
+    rows, _ = load_rows(path)
     opened = Opened(browser, page_path)
     try:
         log.info("bench-results/dev page (%d rows, %.0f KiB) rendered in %.2f s", len(rows),
                  page_path.stat().st_size / 1024, opened.load_s)
         assert opened.errors == [] and opened.failed == [] and opened.requests == [opened.url]
-        assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "task_recall_at_10")
+        assert opened.marks() == _expected_marks(rows, "bytes_per_vector", "task_recall_at_k")
         assert "No planner" in opened.page.inner_text("#planner-hint")
         assert not opened.page.is_visible("#plan-form")
         groups = opened.page.eval_on_selector_all("#notes-body details.skip-group", "e => e.length")

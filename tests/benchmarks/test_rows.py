@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.report import MAX_LINE, load_results, render_report
-from slimvec.benchmarks.rows import ROW_KEYS, Row, load_rows, metric_title, save_rows
+from slimvec.benchmarks.report import MAX_LINE, render_report
+from slimvec.benchmarks.rows import LEGACY_KEYS, ROW_KEYS, Row, load_rows, metric_title, save_rows
 from slimvec.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,16 +27,42 @@ def test_old_results_file_loads_and_round_trips(tmp_path: Path) -> None:
         assert row.neighbor_recall_at_k == raw["neighbor_recall_at_10"]
         assert row.task_recall_at_k == raw["task_recall_at_10"]
         assert row.routed_recall_at_k == raw["routed_recall_at_10"]
-        assert row["neighbor_recall_at_10"] == raw["neighbor_recall_at_10"]  # legacy key still reads
+        assert row.get("neighbor_recall_at_10") is None and "neighbor_recall_at_10" not in row  # one spelling
         assert row.reducer == raw["reducer"] and row.store == raw["store"] and row.rescore == raw["rescore"]
-    # written back: every old key keeps its value, the new keys are added beside them
+    # written back: one spelling, every old value kept under it
     save_rows(rows, meta, tmp_path)
     again = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     for new, raw in zip(again["rows"], old["rows"]):
-        assert {k: new[k] for k in raw} == raw
-        assert new["k"] == 10 and new["neighbor_recall_at_k"] == raw["neighbor_recall_at_10"]
-        assert set(ROW_KEYS) <= set(new)
+        assert not any(key.endswith("_at_10") for key in new)
+        assert {k: new[LEGACY_KEYS.get(k, k)] for k in raw} == raw
+        assert new["k"] == 10 and set(new) == set(ROW_KEYS) | set(rows[0].extra)
     assert load_rows(tmp_path / "results.json")[0] == rows
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "bench-results").glob("*/results.json"))
+                         + [OLD_RESULTS, Path(__file__).parent / "data" / "stsb_dev_results.json"],
+                         ids=lambda p: p.parent.name if p.name == "results.json" else p.name)
+def test_every_committed_results_file_reads_with_one_spelling(path: Path) -> None:
+    """Issue 24 item 5: the results files on disk (written before and after the typed row, with the
+    ``*_at_10`` keys, the ``*_at_k`` keys or both) load as rows whose "at k" figures are the
+    ``*_at_k`` fields, equal to whatever either spelling said."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw_rows = raw["rows"] if isinstance(raw, dict) else raw
+    rows, _ = load_rows(path)
+    assert len(rows) == len(raw_rows) > 0
+    for row, data in zip(rows, raw_rows):
+        for legacy, new in LEGACY_KEYS.items():
+            said = data.get(new) if data.get(new) is not None else data.get(legacy)
+            assert getattr(row, new) == said, (path, legacy)
+        assert not any(key.endswith("_at_10") for key in row.to_json())
+    # the report of an old file titles its columns at its k
+    assert "R@10" in render_report(rows[:5]) or all(r.k != 10 for r in rows[:5])
+
+
+def test_a_legacy_key_in_a_row_of_another_k_is_not_read_as_that_k() -> None:
+    row = Row.from_json({"reducer": "pca:8", "store": "hnsw", "k": 5, "neighbor_recall_at_10": 0.7})
+    assert row.k == 5 and row.neighbor_recall_at_k is None  # an @10 figure is no @5 figure
+    assert row.extra == {"neighbor_recall_at_10": 0.7}  # kept as read
 
 
 def test_k_other_than_10_never_writes_an_at_10_key(tmp_path: Path) -> None:
@@ -54,13 +80,6 @@ def test_k_other_than_10_never_writes_an_at_10_key(tmp_path: Path) -> None:
     assert "nbr R@20" in text and "@10" not in text
     with pytest.raises(ConfigError, match="field 'k' must be a positive integer"):
         Row.from_json({"reducer": "pca:8", "store": "hnsw", "k": "ten"})
-
-
-def test_load_results_gives_json_dicts_with_both_spellings() -> None:
-    rows, _ = load_results(OLD_RESULTS)
-    assert isinstance(rows[0], dict)
-    assert rows[0]["neighbor_recall_at_10"] == rows[0]["neighbor_recall_at_k"]
-    json.dumps(rows)  # plain JSON, as the HTML page embeds it
 
 
 def test_report_notes_are_counts_not_walls() -> None:

@@ -41,7 +41,8 @@ def test_winner_meets_the_floor_at_least_ram(minilm_vectors, tmp_path):
     assert best.ram_bytes == min(c.ram_bytes for c in final)
     assert str(best.recipe) != "none|hnsw"  # full 384-d HNSW costs more RAM than a reduced one
     recipe = res.recipe()
-    assert recipe.measured["neighbor_recall_at_10"] == pytest.approx(best.recall, abs=1e-4)
+    assert recipe.measured["neighbor_recall_at_k"] == pytest.approx(best.recall, abs=1e-4)
+    assert recipe.measured["k"] == 10 and "neighbor_recall_at_10" not in recipe.measured
     if best.recipe.rescore is not None:  # the depth is calibrated on the real corpus at build time
         assert recipe.auto_rescore and recipe.target_recall == 0.95
         assert recipe.measured["rescore_at_sample"] == best.recipe.rescore
@@ -101,7 +102,7 @@ def test_exhaustive_table_cli(minilm_vectors, tmp_path):
     # every candidate (2 reducers x no rescoring and R = 2..32) measured once, on the whole sample
     assert len(rows) == 12 and {r["rung"] for r in rows} == {1}
     assert {r["n_sample"] for r in rows} == {1000}
-    assert all(r["neighbor_recall_at_10"] is not None for r in rows)
+    assert all(r["neighbor_recall_at_k"] is not None and r["k"] == 10 for r in rows)
 
 
 def test_halving_keeps_whole_builds():

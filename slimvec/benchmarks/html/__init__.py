@@ -4,7 +4,7 @@ The page holds the rows of one or more ``results.json`` files as JSON, a hand-wr
 renderer and a capacity planner, all inlined (no script, style, font or image is fetched; it
 works from a file:// URL or behind a server). It shows:
 
-- Pareto plots: a quality metric (neighbour recall@10, task recall@10, STS) against bytes per
+- Pareto plots: a quality metric (neighbour recall@k, task recall@k at the runs' k, STS) against bytes per
   vector (log scale) and against p50 latency, one mark per configuration row, the front drawn,
   a tooltip with the full row, filters by reducer family, store, quantization and rescoring;
 - the table of all rows, sortable and filterable, the full-dimension rows and the peer

@@ -1,8 +1,9 @@
 """The data a ``report.html`` embeds: rows labelled with their run, derived facets, planner models.
 
 Everything the page computes from (filters, fronts, planner answers) is prepared here, in
-Python, from ``results.json`` rows read as plain dicts (``.get`` with defaults: old and new
-results files both load). The planner part calls :func:`slimvec.benchmarks.plan.make_plan`, the
+Python, from typed :class:`~slimvec.benchmarks.rows.Row` objects (old and new results files both
+load through :func:`~slimvec.benchmarks.rows.load_rows`); they become JSON once, as the page's
+data. Metrics measured "at k" are the rows' ``*_at_k`` fields, titled with the rows' k. The planner part calls :func:`slimvec.benchmarks.plan.make_plan`, the
 code behind ``slimvec plan``, and exports its fitted size models and candidates.
 """
 
@@ -15,20 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from slimvec.benchmarks.rows import Row, finite, load_rows
 from slimvec.errors import ConfigError, SlimvecError
-from slimvec.benchmarks.analysis import finite
 
 __all__ = ["PageSource", "load_sources", "build_page_data", "planner_data", "row_facets",
            "skipped_groups", "null_metric_notes", "PLOT_METRICS"]
 
 log = logging.getLogger(__name__)
 
-#: quality metrics the Pareto plots offer (key, title)
-PLOT_METRICS = [("neighbor_recall_at_10", "neighbour recall@10"), ("task_recall_at_10", "task recall@10"),
+#: quality metrics the Pareto plots offer (row field, title; an "at k" title gets ``@k`` of the rows)
+PLOT_METRICS = [("neighbor_recall_at_k", "neighbour recall"), ("task_recall_at_k", "task recall"),
                 ("sts_spearman", "STS Spearman ρ")]
 
 #: metrics whose nulls the notes count
-_NOTED = ["task_recall_at_10", "neighbor_recall_at_10", "sts_spearman", "cluster_accuracy",
+_NOTED = ["task_recall_at_k", "neighbor_recall_at_k", "sts_spearman", "cluster_accuracy",
           "latency_p50_ms", "qps", "bytes_per_vector"]
 
 
@@ -41,18 +42,18 @@ class PageSource:
     label : str
         Short name of the run (the results file's folder, made unique), shown on every row.
     path : str
-    rows : list of dict
+    rows : list of Row
     meta : dict
     """
 
     label: str
     path: str
-    rows: list[dict[str, Any]]
+    rows: list[Row]
     meta: dict[str, Any] = field(default_factory=dict)
 
 
 def load_sources(paths: Sequence[str | Path]) -> list[PageSource]:
-    """Read each results file (see :func:`slimvec.benchmarks.report.load_results`) and label it.
+    """Read each results file (:func:`slimvec.benchmarks.rows.load_rows`) and label it.
 
     The label is the file's folder name (``bench-results/dev/results.json`` -> ``dev``), or the
     file stem when the file is not called ``results.json``; repeated labels get ``#2``, ``#3``.
@@ -62,17 +63,15 @@ def load_sources(paths: Sequence[str | Path]) -> list[PageSource]:
     ConfigError
         No path given.
     PersistenceError
-        A file is missing or not JSON (from ``load_results``).
+        A file is missing or not JSON (from ``load_rows``).
     """
-    from slimvec.benchmarks.report import load_results
-
     if not paths:
         raise ConfigError("No results file given: pass one or more results.json files of `slimvec bench`.")
     out: list[PageSource] = []
     seen: dict[str, int] = {}
     for raw in paths:
         p = Path(raw)
-        rows, meta = load_results(p)
+        rows, meta = load_rows(p)
         base = (p.parent.name or p.stem) if p.name == "results.json" else p.stem
         base = base or "run"
         seen[base] = seen.get(base, 0) + 1
@@ -108,7 +107,7 @@ def _quantization(name: str, arg: str | None, options: dict[str, str]) -> str:
         return str(options.get("quant", "float32"))
 
 
-def row_facets(row: dict[str, Any]) -> dict[str, Any]:
+def row_facets(row: Row) -> dict[str, Any]:
     """The facets the page filters on, derived from one row.
 
     Returns
@@ -123,11 +122,11 @@ def row_facets(row: dict[str, Any]) -> dict[str, Any]:
     """
     from slimvec.benchmarks.report import config_label
 
-    reducer = str(row.get("reducer") or "none")
-    store = str(row.get("store") or "?")
-    kind = str(row.get("kind") or "")
+    reducer = str(row.reducer or "none")
+    store = str(row.store or "?")
+    kind = str(row.kind or "")
     name, arg, options = _store_parts(store)
-    routed = kind == "routed" or (kind == "" and _num(row.get("routed_recall_at_10")) is not None)
+    routed = kind == "routed" or (kind == "" and _num(row.routed_recall_at_k) is not None)
     if routed:
         role = "routed"
     elif kind == "peer":
@@ -136,7 +135,7 @@ def row_facets(row: dict[str, Any]) -> dict[str, Any]:
         role = "full"
     else:
         role = "reduced"
-    rescore = row.get("rescore")
+    rescore = row.rescore
     if rescore and not isinstance(rescore, bool) and _num(rescore) is not None:
         rescoring = f"×{int(_num(rescore) or 0)}"
     elif rescore:
@@ -150,7 +149,7 @@ def row_facets(row: dict[str, Any]) -> dict[str, Any]:
 
     # what x R rescoring costs beyond the plain twin's bytes (sizing.rescore_bytes_per_vector):
     # the id lookup in RAM and the full vectors read from disk
-    dim_in = _num(row.get("dim_in"))
+    dim_in = _num(row.dim_in)
     extra_ram, extra_disk = (rescore_bytes_per_vector(int(dim_in), "float32")
                              if rescoring.startswith("×") and dim_in else (0, 0))
     ok, why = buildable(row)
@@ -197,7 +196,7 @@ def skipped_groups(sources: Sequence[PageSource]) -> list[dict[str, Any]]:
     return sorted(groups.values(), key=lambda g: -g["count"])
 
 
-def null_metric_notes(rows: Sequence[dict[str, Any]], roles: Sequence[str]) -> list[dict[str, Any]]:
+def null_metric_notes(rows: Sequence[Row], roles: Sequence[str]) -> list[dict[str, Any]]:
     """Per metric, how many rows have it null, counted by row role (not a list of labels)."""
     out = []
     for key in _NOTED:
@@ -212,16 +211,16 @@ def null_metric_notes(rows: Sequence[dict[str, Any]], roles: Sequence[str]) -> l
 
 
 # --------------------------------------------------------------------------- planner
-def _group_key(row: dict[str, Any]) -> tuple[str, str, bool, int] | None:
+def _group_key(row: Row) -> tuple[str, str, bool, int] | None:
     from slimvec.benchmarks.sizing import sizing_spec
 
     try:
-        store = sizing_spec(str(row.get("store") or ""))
+        store = sizing_spec(str(row.store or ""))
     except (SlimvecError, ValueError):
         return None
-    rescore = row.get("rescore")
+    rescore = row.rescore
     depth = int(_num(rescore) or 0) if not isinstance(rescore, bool) else 0
-    return (str(row.get("reducer") or "none"), store, bool(rescore), depth)
+    return (str(row.reducer or "none"), store, bool(rescore), depth)
 
 
 def _growth(store: str) -> str:
@@ -235,7 +234,7 @@ def _growth(store: str) -> str:
         return "graph"
 
 
-def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None = None) -> dict[str, Any]:
+def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> dict[str, Any]:
     """Size models and candidates of :func:`~slimvec.benchmarks.plan.make_plan`, per encoder dimension.
 
     For each input dimension of the rows, ``make_plan`` is run once (a huge memory budget as a
@@ -256,11 +255,11 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
     from slimvec.benchmarks.plan import QUALITY_METRICS, candidates_from_results, make_plan
     from slimvec.benchmarks.ranking import ranking_metric
 
-    dims = sorted({int(_num(r.get("dim_in")) or 0) for r in rows if _num(r.get("dim_in"))})
+    dims = sorted({int(_num(r.dim_in) or 0) for r in rows if _num(r.dim_in)})
     out: dict[str, Any] = {"metrics": list(QUALITY_METRICS), "payload_bytes": 0, "dims": {}, "errors": {}}
     with tempfile.TemporaryDirectory(prefix="slimvec-report-sizes-", dir=workdir) as tmp:
         for dim in dims:
-            at_dim = [r for r in rows if _num(r.get("dim_in")) == dim]
+            at_dim = [r for r in rows if _num(r.dim_in) == dim]
             try:
                 plan = make_plan(1, dim, rows=at_dim, memory_budget=2**60, workdir=tmp, progress=True)
                 ordered = candidates_from_results(at_dim, dim)
@@ -275,17 +274,16 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
             # the metric each plan metric ranks by (benchmarks.ranking: a saturated one does not)
             ranked_by, flagged = {}, {}
             for metric in QUALITY_METRICS:
-                by, passed = ranking_metric(at_dim, metric.replace("_at_10", "_at_k"))
-                ranked_by[metric] = by.replace("_at_k", "_at_10") if metric.endswith("_at_10") else by
+                ranked_by[metric], passed = ranking_metric(at_dim, metric)
                 flagged[metric] = [c.to_json() for c in passed]
             p50: dict[tuple[str, str, bool, int], float] = {}
             p50_n: dict[tuple[str, str, bool, int], int | None] = {}
             for r in at_dim:
                 key = _group_key(r)
-                value = _num(r.get("latency_p50_ms"))
+                value = _num(r.latency_p50_ms)
                 if key is not None and value is not None and value >= p50.get(key, value):
                     p50[key] = value
-                    p50_n[key] = int(_num(r.get("n_corpus")) or 0) or None
+                    p50_n[key] = int(_num(r.n_corpus) or 0) or None
             cands = []
             for c in ordered:
                 key = (c.reducer, c.store, c.rescore, c.depth)
@@ -312,6 +310,12 @@ def planner_data(rows: Sequence[dict[str, Any]], *, workdir: str | Path | None =
 
 
 # --------------------------------------------------------------------------- the page's data
+def _page_k(rows: Sequence[Row]) -> int | None:
+    """The k of the page's "at k" metrics; None when the runs were measured at several k."""
+    ks = {r.k for r in rows}
+    return ks.pop() if len(ks) == 1 else None
+
+
 def build_page_data(sources: Sequence[PageSource], *, planner: bool = True,
                     workdir: str | Path | None = None) -> dict[str, Any]:
     """Everything the page shows, as one JSON-serialisable dict.
@@ -326,18 +330,16 @@ def build_page_data(sources: Sequence[PageSource], *, planner: bool = True,
     workdir : path, optional
         Parent of the temporary folders of the size builds.
     """
-    rows: list[dict[str, Any]] = []
-    facets: list[dict[str, Any]] = []
-    for src in sources:
-        for r in src.rows:
-            row = dict(r)
-            row["source"] = src.label
-            rows.append(row)
-            facets.append(row_facets(r))
+    rows = [r for src in sources for r in src.rows]
+    facets = [row_facets(r) for r in rows]
+    k = _page_k(rows)
     data: dict[str, Any] = {
-        "rows": rows,
+        # the page's JSON: each row as results.json writes it, labelled with its run
+        "rows": [dict(r.to_json(), source=src.label) for src in sources for r in src.rows],
         "facets": facets,
-        "metrics": PLOT_METRICS,
+        "k": k,
+        "metrics": [[key, title if key == "sts_spearman" else f"{title}@{'k' if k is None else k}"]
+                    for key, title in PLOT_METRICS],
         "sources": [{"label": s.label, "path": s.path, "n_rows": len(s.rows),
                      "command": s.meta.get("command"), "wall_s": s.meta.get("wall_s"),
                      "datasets": s.meta.get("datasets") or [], "machine": s.meta.get("machine")}

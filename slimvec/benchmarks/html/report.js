@@ -5,6 +5,8 @@
 (function () {
   const D = JSON.parse(document.getElementById("report-data").textContent);
   const ROWS = D.rows, FAC = D.facets;
+  // the k of every "at k" metric on the page (data.py: null when the runs mix several k)
+  const AT_K = "@" + (D.k === null || D.k === undefined ? "k" : D.k);
   const NULL = "\u2014";
   const SVGNS = "http://www.w3.org/2000/svg";
   const $ = (id) => document.getElementById(id);
@@ -121,7 +123,7 @@
     metricSel.append(o);
   }
   const firstWithData = D.metrics.find(([k]) => ROWS.some((r) => num(r[k]) !== null));
-  metricSel.value = ROWS.some((r) => num(r.task_recall_at_10) !== null) ? "task_recall_at_10" : (firstWithData || D.metrics[0])[0];
+  metricSel.value = ROWS.some((r) => num(r.task_recall_at_k) !== null) ? "task_recall_at_k" : (firstWithData || D.metrics[0])[0];
   metricSel.addEventListener("change", update);
   $("ymin").addEventListener("input", update);
 
@@ -301,7 +303,7 @@
     const lines = [["run / dataset", `${r.source} / ${r.dataset}`],
                    ["bytes/vec", r.bytes_per_vector === null ? NULL : Number(r.bytes_per_vector).toFixed(1)
                      + (f.rescore_ram_per_vector ? ` + rescoring ${f.rescore_ram_per_vector} B RAM, ${f.rescore_disk_per_vector} B disk` : "")],
-                   ["nbr R@10 / task R@10", `${n3(r.neighbor_recall_at_10)} / ${n3(r.task_recall_at_10)}`],
+                   [`nbr R${AT_K} / task R${AT_K}`, `${n3(r.neighbor_recall_at_k)} / ${n3(r.task_recall_at_k)}`],
                    ["p50 ms", r.latency_p50_ms === null || r.latency_p50_ms === undefined ? NULL : Number(r.latency_p50_ms).toFixed(3)],
                    ["build it", f.build || ("not buildable: " + (f.why_not || "?"))]];
     for (const [k, s] of lines) { const tr = el("tr"); tr.append(el("td", null, k), el("td", null, s)); t.append(tr); }
@@ -323,9 +325,9 @@
     ["source", "run", "s"], ["dataset", "dataset", "s"], ["_role", "kind", "s"], ["reducer", "reducer", "s"],
     ["dim_out", "dim", 0], ["store", "store", "s"], ["_quant", "quant", "s"], ["_rescoring", "rescoring", "s"],
     ["_rescore_ram", "+RAM B/vec (rescore ids)", 0], ["_rescore_disk", "+disk B/vec (rescore reads)", 0],
-    ["bytes_per_vector", "bytes/vec", 1], ["index_bytes", "index", "bytes"], ["task_recall_at_10", "task R@10", 3],
-    ["task_mrr_at_10", "MRR@10", 3], ["neighbor_recall_at_10", "nbr R@10", 3], ["sts_spearman", "STS ρ", 3],
-    ["cluster_accuracy", "cluster acc", 3], ["routed_recall_at_10", "routed R@10", 3],
+    ["bytes_per_vector", "bytes/vec", 1], ["index_bytes", "index", "bytes"], ["task_recall_at_k", "task R" + AT_K, 3],
+    ["task_mrr_at_k", "MRR" + AT_K, 3], ["neighbor_recall_at_k", "nbr R" + AT_K, 3], ["sts_spearman", "STS ρ", 3],
+    ["cluster_accuracy", "cluster acc", 3], ["routed_recall_at_k", "routed R" + AT_K, 3],
     ["latency_p50_ms", "p50 ms", 3], ["latency_p95_ms", "p95 ms", 3], ["latency_p99_ms", "p99 ms", 3],
     ["qps", "QPS", 0], ["fit_s", "fit s", 2], ["transform_s_per_10k", "transform s/10k", 3], ["build_s", "build s", 2],
   ].filter(([k]) => !(k === "source" && D.sources.length < 2));
@@ -589,18 +591,18 @@
     simpleTable($("cost-table"), header, rows, numeric);
   }
   function buildRouted() {
-    const idx = ROWS.map((_, i) => i).filter((i) => num(ROWS[i].routed_recall_at_10) !== null);
+    const idx = ROWS.map((_, i) => i).filter((i) => num(ROWS[i].routed_recall_at_k) !== null);
     if (!idx.length) { $("routed").querySelector(".table-wrap").replaceWith(el("p", { class: "hint" }, "No cluster-routed rows in these results (bench with --kmeans K).")); return; }
-    idx.sort((a, b) => (num(ROWS[b].routed_recall_at_10) - num(ROWS[a].routed_recall_at_10)));
+    idx.sort((a, b) => (num(ROWS[b].routed_recall_at_k) - num(ROWS[a].routed_recall_at_k)));
     const multi = D.sources.length > 1 || datasetsAll.length > 1;
     const rows = idx.map((i) => {
       const r = ROWS[i];
-      const out = [String(r.reducer), String(r.store), fmt(num(r.cluster_accuracy), 3), fmt(num(r.routed_recall_at_10), 3),
-                   fmt(num(r.routed_fraction_scanned), 4), fmt(num(r.task_recall_at_10), 3)];
+      const out = [String(r.reducer), String(r.store), fmt(num(r.cluster_accuracy), 3), fmt(num(r.routed_recall_at_k), 3),
+                   fmt(num(r.routed_fraction_scanned), 4), fmt(num(r.task_recall_at_k), 3)];
       if (multi) out.unshift(`${r.source} / ${r.dataset}`);
       return out;
     });
-    const header = ["reducer", "routing (clusters, probes)", "cluster acc", "routed R@10", "fraction scanned", "task R@10"];
+    const header = ["reducer", "routing (clusters, probes)", "cluster acc", "routed R" + AT_K, "fraction scanned", "task R" + AT_K];
     const numeric = [false, false, true, true, true, true];
     if (multi) { header.unshift("run / dataset"); numeric.unshift(false); }
     simpleTable($("routed-table"), header, rows, numeric);
