@@ -8,10 +8,10 @@ returns the Markdown text.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
+from slimvec.benchmarks.rows import load_rows
 from slimvec.errors import ConfigError
 
 __all__ = ["TABLES", "render_table", "render_sweep", "render_pruning", "render_filtered_page",
@@ -27,12 +27,12 @@ def _family(spec: str) -> str:
     return name + (f" ({opts})" if opts else "")
 
 
-def sweep_load(paths: list[Path]) -> tuple[dict[tuple[str, int], dict], dict | None]:
+def sweep_load(paths: list[Path]) -> tuple[dict[tuple[str, int], Any], Any]:
     """One row per (reducer family, D) — the exact-search store when present, never rescored."""
-    best: dict[tuple[str, int], dict] = {}
+    best: dict[tuple[str, int], Any] = {}
     full = None
     for path in paths:
-        for r in json.loads(Path(path).read_text(encoding="utf-8"))["rows"]:
+        for r in load_rows(path)[0]:  # typed rows: one spelling per metric, any k
             if r.get("kind") != "reducer" or r.get("rescore") or r["store"] not in SWEEP_STORES:
                 continue
             if r["reducer"] == "none":
@@ -49,7 +49,7 @@ def _fmt(v: float | None, d: int = 3) -> str:
     return "—" if v is None else f"{v:.{d}f}"
 
 
-def _sweep_table(best: dict, full: dict | None, metric: str, title: str) -> list[str]:
+def _sweep_table(best: dict, full: Any, metric: str, title: str) -> list[str]:
     dims = sorted({d for _, d in best}, reverse=True)
     fams = sorted({f for f, _ in best}, key=lambda f: (not f.startswith("pca"), f))
     out = [f"### {title}", "", "| reducer | " + " | ".join(f"D={d}" for d in dims) + " |",
@@ -71,8 +71,8 @@ def _sweep_table(best: dict, full: dict | None, metric: str, title: str) -> list
 def render_sweep(paths: list[Path], root: Path) -> str:
     """The reducer D-sweep tables of docs/benchmarks/reducers.md."""
     best, full = sweep_load(paths)
-    lines = _sweep_table(best, full, "task_recall_at_10", "Task recall@10 (↓: more than 0.005 below PCA at the same D)")
-    lines += _sweep_table(best, full, "neighbor_recall_at_10", "Neighbour recall@10 against exact 384-d search")
+    lines = _sweep_table(best, full, "task_recall_at_k", "Task recall@10 (↓: more than 0.005 below PCA at the same D)")
+    lines += _sweep_table(best, full, "neighbor_recall_at_k", "Neighbour recall@10 against exact 384-d search")
     lines += _sweep_table(best, full, "sts_spearman", "STS-B test Spearman of the reduced vectors")
     lines += ["### Cost: fit seconds / transform seconds per 10k vectors / artifact bytes", "",
               "| reducer | D | fit s | transform s / 10k | artifact bytes |", "|---|---|---|---|---|"]
