@@ -36,7 +36,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
-from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, scan_filter
+from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["FaissStore"]
@@ -726,9 +726,10 @@ class FaissStore(PayloadTableStore, VectorStore):
         return live.astype(np.int64)
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
-        """Live ids matching ``flt``: a scan of the SQLite payload rows."""
+        """Live ids matching ``flt``: one SQL query over the payload table (Python evaluation for
+        what SQL cannot say, :func:`~slimvec.connectors.payloads.select_filter`)."""
         assert self._payloads is not None
-        return scan_filter(self._payloads, self.ids(), flt)
+        return select_filter(self._payloads, self.ids(), flt)
 
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """Tombstone the positions of the stored ``ids`` (``-1`` in the ids array) and drop their

@@ -21,7 +21,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.options import MAX_DIM, check_options, whole
-from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, scan_filter
+from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.errors import MissingDependencyError, StoreError
 
 __all__ = ["HnswStore"]
@@ -251,9 +251,10 @@ class HnswStore(PayloadTableStore, VectorStore):
         return np.sort(labels)
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
-        """Live ids matching ``flt``: a scan of the SQLite payload rows."""
+        """Live ids matching ``flt``: one SQL query over the payload table (Python evaluation for
+        what SQL cannot say, :func:`~slimvec.connectors.payloads.select_filter`)."""
         assert self._payloads is not None
-        return scan_filter(self._payloads, self.ids(), flt)
+        return select_filter(self._payloads, self.ids(), flt)
 
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """``mark_deleted`` each stored id, drop its payload row and record its tombstone."""

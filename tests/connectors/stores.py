@@ -44,6 +44,14 @@ def snapshot_specs() -> list[str]:
     return [spec for spec in store_specs() if store_class(spec).snapshot_files]
 
 
+def payload_table_specs() -> list[str]:
+    """Plain specs of the stores whose payloads live in the SQLite payload table (filters run
+    as SQL there: FAISS, hnswlib)."""
+    from slimvec.connectors.payloads import PayloadTableStore
+
+    return [spec for spec in store_specs() if issubclass(store_class(spec), PayloadTableStore)]
+
+
 def with_option(spec: str, option: str) -> str:
     """``spec`` with one more ``key=value`` option (``hnsw`` -> ``hnsw:ef=128``)."""
     return f"{spec},{option}" if ":" in spec else f"{spec}:{option}"
