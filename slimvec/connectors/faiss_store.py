@@ -448,7 +448,7 @@ class FaissStore(PayloadTableStore, VectorStore):
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
         self._check_factory(self.options)
-        self._index = None
+        self._index: Any = None
         self._ids = np.empty(0, dtype=np.int64)        # position -> document id
         self._pos: dict[int, int] | None = {}          # document id -> live position (None: not built)
         self._stale: set[int] = set()                  # positions replaced by a newer vector
@@ -622,7 +622,7 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _train_and_add(self) -> None:
         ids_arr = np.concatenate(self._pending_ids) if self._pending_ids else np.empty(0, np.int64)
-        vecs = np.concatenate(self._pending_vecs) if self._pending_vecs else np.empty((0, self.dim), np.float32)
+        vecs = np.concatenate(self._pending_vecs) if self._pending_vecs else np.empty((0, self.dim or 0), np.float32)
         self._pending_ids, self._pending_vecs = [], []
         if len(vecs) == 0:
             return

@@ -88,7 +88,7 @@ class HnswStore(PayloadTableStore, VectorStore):
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
-        self._index = None
+        self._index: Any = None
         self._payloads: PayloadTable | None = None
 
     def _space(self) -> str:

@@ -124,7 +124,7 @@ class QdrantStore(VectorStore):
                               "through qdrant-client: expected none, sq8, bq1/bq1.5/bq2 or pq4..pq64, "
                               "got TurboQuant. Use the qdrant-edge store for tq1..tq4.")
         self.local = not _is_remote(self.location) and self.location != ":memory:"
-        self._client = None
+        self._client: Any = None
 
     def _connect(self):
         QdrantClient, _ = _client_models()

@@ -59,7 +59,7 @@ def _edge():
 
 def _quantization_config(q, quant: Any):
     family, level = parse_quantization(quant)
-    if family == "none":
+    if family == "none" or level is None:  # every other family has a level (parse_quantization)
         return None
     if family == "sq":
         return q.ScalarQuantizationConfig(type=q.ScalarType.Int8, quantile=0.99, always_ram=True)

@@ -120,7 +120,7 @@ class QdrantEdgeSource(ScrollSource):
             self.metric = store_metric(path, "qdrant-edge")
             path = path / "shard"
         try:
-            self._shard = q.EdgeShard.load(str(path))
+            self._shard: Any = q.EdgeShard.load(str(path))
         except Exception as exc:  # the engine raises its own types
             raise ConfigError(f"{path} is not a loadable Qdrant Edge shard: {exc}.") from exc
         self.path = path
