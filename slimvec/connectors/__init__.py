@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError
 from slimvec.specs import Spec, format_spec, parse_spec
 
-__all__ = ["make_store", "store_names", "store_class", "canonical_store_spec", "parse_store_spec", "store_dim_problem",
-           "store_min_train_vectors",
+if TYPE_CHECKING:
+    from slimvec.connectors.reading import VectorSource
+
+__all__ = ["make_store", "store_names", "store_class", "store_reader", "canonical_store_spec", "parse_store_spec",
+           "store_dim_problem", "store_min_train_vectors",
            "SearchResult", "VectorStore"]
 
 STORES: dict[str, str] = {
@@ -63,6 +66,23 @@ def store_class(spec: str | Spec) -> type[VectorStore]:
         raise ConfigError(f"Unknown store {name!r} in {str(spec)!r}. Known: {', '.join(STORES)}.")
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def store_reader(spec: str | Spec) -> type[VectorSource]:
+    """The source class that reads an existing folder or file of a store (``slimvec migrate
+    --from NAME:...``), the store's ``reader`` capability (:attr:`VectorStore.reader`).
+
+    Raises
+    ------
+    ConfigError
+        Unknown store, or a store that declares no reader.
+    """
+    klass = store_class(spec)
+    if not klass.reader:
+        raise ConfigError(f"The {klass.name} store declares no reader: its folders cannot be read "
+                          "by slimvec migrate. Export its vectors to .npy or Parquet instead.")
+    module, _, name = klass.reader.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def parse_store_spec(spec: str | Spec) -> Spec:

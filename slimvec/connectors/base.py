@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from slimvec.connectors.options import check_options
 from slimvec.errors import ConfigError, DimensionMismatchError, StoreError
 from slimvec.specs import Spec, parse_spec
 
@@ -136,6 +137,14 @@ class VectorStore(abc.ABC):
     #: True when a store opened for serving keeps a Python dict id -> position in RAM, counted by
     #: sizing (FAISS builds its map only when written to)
     python_id_map: ClassVar[bool] = False
+    #: ``"module:Class"`` of the :class:`~slimvec.connectors.reading.VectorSource` that reads an
+    #: existing folder or file of this store (``slimvec migrate --from NAME:...``); resolved by
+    #: :func:`slimvec.connectors.store_reader` (a string, so the store module does not import it)
+    reader: ClassVar[str | None] = None
+    #: the store's options with their defaults, and their range rules (``connectors.options``):
+    #: search parameters are checked against them before :meth:`_search`
+    option_defaults: ClassVar[Mapping[str, Any]] = {}
+    option_rules: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, location: str | os.PathLike[str], **options: Any) -> None:
         self.location = str(location)
@@ -219,20 +228,116 @@ class VectorStore(abc.ABC):
     def open(self) -> "VectorStore":
         """Open an existing store at ``location``; returns self."""
 
-    @abc.abstractmethod
+    # ------------------------------------------------- template methods (issue 24 item 6)
     def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
-        """Insert or overwrite vectors (and payloads) by id."""
+               payloads: Sequence[Mapping[str, Any] | None] | None = None,
+               full: np.ndarray | None = None) -> None:
+        """Insert or overwrite vectors (and payloads) by id.
+
+        The checks every store shares run here (the store is open, ids are non-negative
+        integers, vectors are (n, dim), one payload per id and each a mapping or ``None``, full
+        vectors of the right dimension when the store keeps them); then the store's
+        :meth:`_upsert` writes. A refused batch writes nothing.
+
+        Parameters
+        ----------
+        ids : sequence of int
+            Store ids (non-negative 64-bit).
+        vectors : ndarray (n, dim)
+            Vectors of the store's dimension.
+        payloads : sequence of dict or None, optional
+            One per id (``None``: no payload).
+        full : ndarray (n, full_dim), optional
+            Full vectors, required when :attr:`keeps_full` (ignored otherwise).
+
+        Raises
+        ------
+        StoreError
+            Not open, ``ids`` / ``vectors`` / ``payloads`` of different lengths, a payload that
+            is not a mapping, or full vectors missing.
+        DimensionMismatchError
+            Vectors (or full vectors) of another dimension.
+        """
+        self._require()
+        ids_arr = self._as_ids(ids)
+        vecs = check_vectors(vectors, self.dim or 0)
+        if len(ids_arr) != len(vecs):
+            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        pl = None if payloads is None else self._check_payloads(ids_arr, payloads)
+        if self.keeps_full:
+            if full is None:
+                raise StoreError(f"The {self.name} store at {self.location} keeps full vectors: "
+                                 "pass upsert(..., full=original_vectors).")
+            full = check_vectors(full, int(self.options.get("full_dim") or 0), "full vectors")
+            if len(full) != len(ids_arr):
+                raise StoreError(f"upsert got {len(ids_arr)} ids for {len(full)} full vectors.")
+        else:
+            full = None
+        self._upsert(ids_arr, vecs, pl, full)
+
+    @staticmethod
+    def _check_payloads(ids: np.ndarray, payloads: Sequence[Mapping[str, Any] | None]
+                        ) -> list[dict[str, Any] | None]:
+        """One payload per id, each a mapping (or ``None``), as a list of dicts."""
+        pl = list(payloads)
+        if len(pl) != len(ids):
+            raise StoreError(f"upsert got {len(ids)} ids for {len(pl)} payloads: give one payload "
+                             "per id (None for none), or no payloads at all.")
+        for i, p in zip(ids.tolist(), pl):
+            if p is not None and not isinstance(p, Mapping):
+                raise StoreError(f"The payload of id {i} is a {type(p).__name__}, expected a JSON "
+                                 "object (a dict of field -> value) or None; nothing of this batch "
+                                 "was written. Wrap the value, e.g. {\"value\": ...}.")
+        return [None if p is None else dict(p) for p in pl]
 
     @abc.abstractmethod
-    def search(self, queries: np.ndarray, k: int, **params: Any) -> SearchResult:
+    def _upsert(self, ids: np.ndarray, vectors: np.ndarray,
+                payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
+        """Write a checked batch (see :meth:`upsert`): ``ids`` int64 (n,), ``vectors`` float32
+        (n, dim), ``payloads`` one per id or ``None``, ``full`` (n, full_dim) only when
+        :attr:`keeps_full`."""
+
+    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
         """k nearest stored vectors of each query (see module docstring for conventions).
+
+        The checks every store shares run here (open, search parameters known and in range,
+        queries of the store's dimension, ``k`` a count, capped at the size above
+        :data:`MAX_PADDED_K`; ``k = 0`` gives an empty (n, 0) result), then :meth:`_search`.
+
+        Parameters
+        ----------
+        queries : ndarray (n, dim)
+        k : int
+            Results per query.
+        filter : Filter or array of ids, optional
+            Only ids whose payload matches (a :class:`slimvec.filters.Filter`) or among the ids.
+        **params
+            Search-time options of the store (``ef``, ``nprobe``...).
 
         Raises
         ------
         ConfigError
-            A negative or non-integer ``k``.
+            A negative or non-integer ``k``, an unknown or out-of-range parameter.
         """
+        self._require()
+        self._check_search_params(params)
+        qs = check_vectors(queries, self.dim or 0, "queries")
+        k = self._capped(k)
+        if k == 0:
+            return SearchResult.empty(len(qs), 0)
+        return self._search(qs, k, filter, params)
+
+    def _check_search_params(self, params: Mapping[str, Any]) -> None:
+        """Refuse unknown or out-of-range search parameters (the store's option rules)."""
+        check_options(self.name, dict(params), dict(self.option_defaults), self.option_rules)
+
+    @abc.abstractmethod
+    def _search(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
+        """Search checked ``queries`` (float32 (n, dim)) for ``k`` >= 1 results (see :meth:`search`)."""
+
+    def _require(self) -> Any:
+        """The open engine object; stores raise a :class:`StoreError` when not open."""
+        raise StoreError(f"The {self.name} store at {self.location} is not open: call create() or open().")
 
     @property
     def keeps_full(self) -> bool:

@@ -34,9 +34,9 @@ from typing import Any, Mapping, NoReturn, Sequence
 import numpy as np
 
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
-from slimvec.connectors.base import SearchResult, VectorStore, check_k, check_vectors
+from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
-from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, scan_filter
+from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["FaissStore"]
@@ -325,6 +325,8 @@ class FaissStore(PayloadTableStore, VectorStore):
     spec_arg = "factory"
     spec_arg_has_commas = True
     default_arg = DEFAULTS["factory"]
+    option_defaults, option_rules = DEFAULTS, RULES
+    reader = "slimvec.connectors.file_readers:FaissSource"
     snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, META_FILE, "payloads.sqlite")
     resident_components = frozenset({"index", "ids"})
 
@@ -446,7 +448,7 @@ class FaissStore(PayloadTableStore, VectorStore):
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
         self._check_factory(self.options)
-        self._index = None
+        self._index: Any = None
         self._ids = np.empty(0, dtype=np.int64)        # position -> document id
         self._pos: dict[int, int] | None = {}          # document id -> live position (None: not built)
         self._stale: set[int] = set()                  # positions replaced by a newer vector
@@ -559,21 +561,17 @@ class FaissStore(PayloadTableStore, VectorStore):
             _faiss().normalize_L2(vecs)
         return vecs
 
-    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+    def _upsert(self, ids_arr: np.ndarray, vecs: np.ndarray,
+                payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
         index = self._require()
         self._dirty = True
-        ids_arr = self._as_ids(ids)
-        vecs = self._prepare(check_vectors(vectors, self.dim or 0))
-        if len(ids_arr) != len(vecs):
-            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
+        vecs = self._prepare(vecs)
         # last occurrence wins inside one batch, as in Qdrant
         _, last = np.unique(ids_arr[::-1], return_index=True)
         keep = np.sort(len(ids_arr) - 1 - last)
         if payloads is not None:
-            pl = list(payloads)
             assert self._payloads is not None
-            self._payloads.put([int(ids_arr[i]) for i in keep], [pl[i] for i in keep])
+            self._payloads.put([int(ids_arr[i]) for i in keep], [payloads[i] for i in keep])
         ids_arr, vecs = ids_arr[keep], vecs[keep]
         assert self._payloads is not None
         self._payloads.unmark_deleted(ids_arr.tolist())
@@ -624,7 +622,7 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _train_and_add(self) -> None:
         ids_arr = np.concatenate(self._pending_ids) if self._pending_ids else np.empty(0, np.int64)
-        vecs = np.concatenate(self._pending_vecs) if self._pending_vecs else np.empty((0, self.dim), np.float32)
+        vecs = np.concatenate(self._pending_vecs) if self._pending_vecs else np.empty((0, self.dim or 0), np.float32)
         self._pending_ids, self._pending_vecs = [], []
         if len(vecs) == 0:
             return
@@ -654,24 +652,23 @@ class FaissStore(PayloadTableStore, VectorStore):
         log.info("trained FAISS %s on %d vectors", self.options["factory"], len(vecs))
         self._add(ids_arr, vecs)
 
-    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+    def _search(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
         allowed ids) selects positions with an ``IDSelectorBitmap``."""
         index = self._require()
-        check_options(self.name, params, DEFAULTS, RULES)
         rq = None  # a per-search qb is undone after the search (the store's own stays)
         if params.get("qb") is not None:
             self._check_qb(str(self.options["factory"]), params["qb"])
             rq = _rabitq_index(index)
             old_qb = int(rq.qb) if rq is not None else 0
-        if filter is not None or len(self._stale) > max(64, check_k(k)):
+        if filter is not None or len(self._stale) > max(64, k):
             try:
                 return self._search_selected(queries, k, filter, params)
             finally:
                 if rq is not None:
                     rq.qb = old_qb
-        qs, k, out = self._begin_search(queries, k, params)
-        if index.ntotal == 0 or k == 0:  # faiss asserts k > 0
+        qs, out = self._begin_search(queries, k, params)
+        if index.ntotal == 0:  # faiss asserts k > 0 and ntotal > 0
             return out
         stale = self._stale
         kk = min(k + len(stale), index.ntotal)
@@ -729,9 +726,10 @@ class FaissStore(PayloadTableStore, VectorStore):
         return live.astype(np.int64)
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
-        """Live ids matching ``flt``: a scan of the SQLite payload rows."""
+        """Live ids matching ``flt``: one SQL query over the payload table (Python evaluation for
+        what SQL cannot say, :func:`~slimvec.connectors.payloads.select_filter`)."""
         assert self._payloads is not None
-        return scan_filter(self._payloads, self.ids(), flt)
+        return select_filter(self._payloads, self.ids(), flt)
 
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """Tombstone the positions of the stored ``ids`` (``-1`` in the ids array) and drop their
@@ -783,11 +781,11 @@ class FaissStore(PayloadTableStore, VectorStore):
             return faiss.SearchParametersIVF(sel=sel, nprobe=int(self.options["nprobe"]))
         return faiss.SearchParameters(sel=sel)
 
-    def _begin_search(self, queries: np.ndarray, k: Any, params: dict[str, Any]
-                      ) -> tuple[np.ndarray, int, SearchResult]:
-        """What every search does first: apply per-search parameters, train a pending index,
-        check the queries and ``k``; returns the prepared queries, the capped k and an empty
-        result of that shape."""
+    def _begin_search(self, qs: np.ndarray, k: int, params: dict[str, Any]
+                      ) -> tuple[np.ndarray, SearchResult]:
+        """What every search does after the shared checks (:meth:`VectorStore.search`): apply
+        per-search parameters, train a pending index; returns the prepared queries and an empty
+        result of shape (n, k)."""
         index = self._require()
         if params:
             saved = dict(self.options)
@@ -796,15 +794,13 @@ class FaissStore(PayloadTableStore, VectorStore):
             self.options = saved
         if not index.is_trained and self._pending_ids:
             self._train_and_add()
-        qs = self._prepare(check_vectors(queries, self.dim or 0, "queries"))
-        k = self._capped(k)
-        return qs, k, SearchResult.empty(len(qs), k)
+        return self._prepare(qs), SearchResult.empty(len(qs), k)
 
-    def _search_selected(self, queries: np.ndarray, k: Any, flt: Any, params: dict[str, Any]
+    def _search_selected(self, queries: np.ndarray, k: int, flt: Any, params: dict[str, Any]
                          ) -> SearchResult:
         faiss = _faiss()
         index = self._require()
-        qs, k, out = self._begin_search(queries, k, params)
+        qs, out = self._begin_search(queries, k, params)
         mask = self._allowed_mask(flt)
         kk = min(k, int(mask.sum()))
         if index.ntotal == 0 or kk == 0:

@@ -19,9 +19,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
-from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
+from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.options import MAX_DIM, check_options, whole
-from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, scan_filter
+from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.errors import MissingDependencyError, StoreError
 
 __all__ = ["HnswStore"]
@@ -70,6 +70,8 @@ class HnswStore(PayloadTableStore, VectorStore):
 
     name = "hnsw"
     spec_arg = None  # the data always goes in the index folder
+    option_defaults, option_rules = DEFAULTS, RULES
+    reader = "slimvec.connectors.file_readers:HnswSource"
     snapshot_files = (INDEX_FILE, META_FILE, "payloads.sqlite")
     resident_components = frozenset({"index"})
 
@@ -86,7 +88,7 @@ class HnswStore(PayloadTableStore, VectorStore):
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
-        self._index = None
+        self._index: Any = None
         self._payloads: PayloadTable | None = None
 
     def _space(self) -> str:
@@ -140,18 +142,14 @@ class HnswStore(PayloadTableStore, VectorStore):
             raise StoreError(f"hnswlib store at {self.location} is not open: call create() or open().")
         return self._index
 
-    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None) -> None:
+    def _upsert(self, ids_arr: np.ndarray, vecs: np.ndarray,
+                payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
         index = self._require()
         self._dirty = True
-        ids_arr = self._as_ids(ids)
-        vecs = check_vectors(vectors, self.dim or 0)
-        if len(ids_arr) != len(vecs):
-            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
         rows = None
         if payloads is not None:  # encoded before any vector is added: all or nothing
             assert self._payloads is not None
-            rows = self._payloads.encode(ids_arr.tolist(), list(payloads))
+            rows = self._payloads.encode(ids_arr.tolist(), payloads)
         needed = index.get_current_count() + len(ids_arr)
         capacity = index.get_max_elements()
         if needed > capacity:
@@ -169,13 +167,10 @@ class HnswStore(PayloadTableStore, VectorStore):
             assert self._payloads is not None
             self._payloads.put_rows(rows)
 
-    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+    def _search(self, qs: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
         allowed ids) goes to hnswlib as a ``filter`` callable."""
         index = self._require()
-        check_options(self.name, params, DEFAULTS, RULES)
-        qs = check_vectors(queries, self.dim or 0, "queries")
-        k = self._capped(k)
         out = SearchResult.empty(len(qs), k)
         allowed = None if filter is None else self._allowed(filter)
         n = self.count() if allowed is None else len(allowed)
@@ -256,9 +251,10 @@ class HnswStore(PayloadTableStore, VectorStore):
         return np.sort(labels)
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
-        """Live ids matching ``flt``: a scan of the SQLite payload rows."""
+        """Live ids matching ``flt``: one SQL query over the payload table (Python evaluation for
+        what SQL cannot say, :func:`~slimvec.connectors.payloads.select_filter`)."""
         assert self._payloads is not None
-        return scan_filter(self._payloads, self.ids(), flt)
+        return select_filter(self._payloads, self.ids(), flt)
 
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """``mark_deleted`` each stored id, drop its payload row and record its tombstone."""

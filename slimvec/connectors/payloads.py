@@ -15,7 +15,7 @@ from slimvec.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PayloadTable", "PayloadTableStore", "scan_filter"]
+__all__ = ["PayloadTable", "PayloadTableStore", "scan_filter", "select_filter"]
 
 
 class PayloadTable:
@@ -107,6 +107,33 @@ class PayloadTable:
                 if d is not None]
         self.put([i for i, _ in rows], [d for _, d in rows])
 
+    def matching_ids(self, where: str, params: Sequence[Any]) -> np.ndarray:
+        """Ids of the rows satisfying an SQL ``where`` clause over ``payloads`` (from
+        :func:`slimvec.connectors.payload_sql.filter_sql`, values bound as ``params``), sorted."""
+        with self._lock:  # no ORDER BY: SQLite would walk the table in id order to avoid a
+            # sort instead of reading the expression indexes (32 ms against 0.1 ms at 8k rows)
+            got = self._db.execute(f"SELECT id FROM payloads WHERE {where}", list(params))
+            return np.sort(np.fromiter((r[0] for r in got), dtype=np.int64))
+
+    def row_ids(self) -> np.ndarray:
+        """Every id with a payload row, sorted."""
+        with self._lock:
+            got = self._db.execute("SELECT id FROM payloads ORDER BY id")
+            return np.fromiter((r[0] for r in got), dtype=np.int64)
+
+    def create_index(self, field: str) -> bool:
+        """Create the expression index of a top-level payload ``field`` (what filters on it read
+        first, see :mod:`slimvec.connectors.payload_sql`); False when the field cannot have one
+        (a dotted path, or characters a JSON path cannot spell). Committed on :meth:`commit`."""
+        from slimvec.connectors.payload_sql import index_sql
+
+        made = index_sql(field)
+        if made is None:
+            return False
+        with self._lock:
+            self._db.execute(made[1])
+        return True
+
     def _deleted_table(self) -> None:
         if not self._has_deleted:
             with self._lock:
@@ -160,11 +187,12 @@ class PayloadTable:
 
 
 def scan_filter(table: PayloadTable, live: np.ndarray, flt: Any) -> np.ndarray:
-    """Ids of ``live`` (sorted int64) whose payload in ``table`` matches the filter ``flt``.
+    """Ids of ``live`` (sorted int64) whose payload in ``table`` matches the filter ``flt``,
+    evaluated in Python.
 
     One pass over the payload rows in id order evaluating :meth:`slimvec.filters.Filter.matches`
-    (ids without a payload row are evaluated on ``{}``). The scan is linear in N; SQLite
-    ``json_extract`` expression indexes for declared payload fields are not used yet.
+    (ids without a payload row are evaluated on ``{}``). The path of the filters SQL cannot say
+    exactly (:func:`select_filter`), and the reference the SQL path is tested against.
     """
     if flt is None:
         return live
@@ -178,6 +206,33 @@ def scan_filter(table: PayloadTable, live: np.ndarray, flt: Any) -> np.ndarray:
                 keep.append(i)
     keep.extend(i for i in live_set - seen if flt.matches(i, {}))
     return np.asarray(sorted(keep), dtype=np.int64)
+
+
+def select_filter(table: PayloadTable, live: np.ndarray, flt: Any, sql: bool = True) -> np.ndarray:
+    """Ids of ``live`` (sorted int64) whose payload matches ``flt``: one SQL query over the
+    payload JSON (:func:`slimvec.connectors.payload_sql.filter_sql`, served by the expression
+    indexes of declared fields) when the filter translates, else :func:`scan_filter`.
+
+    Ids without a payload row are evaluated on ``{}`` in Python (once, unless the filter reads
+    ids with ``has_id``; not at all when ``{}`` cannot match). ``sql=False`` forces the Python
+    evaluation.
+    """
+    from slimvec.connectors.payload_sql import filter_sql
+    from slimvec.filters import HasId
+
+    if flt is None:
+        return live
+    query = filter_sql(flt) if sql else None
+    if query is None:
+        return scan_filter(table, live, flt)
+    found = np.intersect1d(table.matching_ids(*query), live, assume_unique=True)
+    by_id = any(isinstance(c, HasId) for c in flt.conditions())
+    if by_id or flt.matches(-1, {}):  # ids without a payload row may match: find them
+        bare = np.setdiff1d(live, table.row_ids(), assume_unique=True)
+        if by_id:
+            bare = np.asarray([i for i in bare.tolist() if flt.matches(i, {})], dtype=np.int64)
+        found = np.union1d(found, bare)
+    return found.astype(np.int64)
 
 
 class PayloadTableStore:
@@ -210,3 +265,13 @@ class PayloadTableStore:
         if known:
             self._dirty = True
         return len(known)
+
+    def create_payload_index(self, field: str, kind: str) -> bool:
+        """An SQLite expression index on ``json_extract(doc, '$."field"')`` in the payload table,
+        which filtered searches on ``field`` read first (:func:`select_filter`); False for a
+        field that cannot have one (a dotted path, or ``"`` / ``\\`` / control characters)."""
+        assert self._payloads is not None
+        made = self._payloads.create_index(field)
+        if made:
+            self._dirty = True
+        return made

@@ -108,6 +108,8 @@ class QdrantStore(VectorStore):
 
     name = "qdrant"
     keeps_full_vectors = True
+    option_defaults, option_rules = DEFAULTS, RULES
+    reader = "slimvec.connectors.qdrant_readers:QdrantSource"
 
     @classmethod
     def needs_reader_lock(cls, spec: Any) -> bool:
@@ -122,7 +124,7 @@ class QdrantStore(VectorStore):
                               "through qdrant-client: expected none, sq8, bq1/bq1.5/bq2 or pq4..pq64, "
                               "got TurboQuant. Use the qdrant-edge store for tq1..tq4.")
         self.local = not _is_remote(self.location) and self.location != ":memory:"
-        self._client = None
+        self._client: Any = None
 
     def _connect(self):
         QdrantClient, _ = _client_models()
@@ -210,22 +212,13 @@ class QdrantStore(VectorStore):
             raise StoreError(f"Qdrant store at {self.location} is not open: call create() or open().")
         return self._client
 
-    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None,
-               full: np.ndarray | None = None) -> None:
-        """Insert or overwrite points; ``full`` (n, full_dim) is required when :attr:`keeps_full`."""
+    def _upsert(self, ids_arr: np.ndarray, vecs: np.ndarray,
+                payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
+        """Insert or overwrite points (``full``: when :attr:`keeps_full`, checked by
+        :meth:`VectorStore.upsert`)."""
         _, models = _client_models()
         client = self._require()
-        ids_arr = self._as_ids(ids)
-        vecs = check_vectors(vectors, self.dim or 0)
-        if len(ids_arr) != len(vecs):
-            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
-        if self.keeps_full:
-            if full is None:
-                raise StoreError(f"The Qdrant collection at {self.location} keeps full vectors: pass "
-                                 "upsert(..., full=original_vectors).")
-            full = check_vectors(full, int(self.options["full_dim"]), "full vectors")
-        pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
+        pl = payloads if payloads is not None else [None] * len(ids_arr)
         step = int(self.options["batch"])
         key = (str(self.options["shard_key"]) or None) if _is_remote(self.location) else None
 
@@ -250,17 +243,13 @@ class QdrantStore(VectorStore):
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(send, starts))  # re-raises the first failure
 
-    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+    def _search(self, qs: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         """k nearest points; ``filter`` (a :class:`slimvec.filters.Filter` or an array of allowed
         ids) is Qdrant's own filtered search."""
         _, models = _client_models()
         client = self._require()
         qfilter = self._qfilter(filter)
-        o = check_options(self.name, params, self.options, RULES)
-        qs = check_vectors(queries, self.dim or 0, "queries")
-        k = self._capped(k)
-        if k == 0:  # Qdrant refuses limit=0
-            return SearchResult.empty(len(qs), 0)
+        o = check_options(self.name, params, self.options, RULES)  # values as the rules convert them
         quant = None
         if parse_quantization(o["quant"])[0] != "none":
             quant = models.QuantizationSearchParams(rescore=bool(o["rescore"]),

@@ -68,7 +68,7 @@ def _edge():
 
 def _quantization_config(q, quant: Any):
     family, level = parse_quantization(quant)
-    if family == "none":
+    if family == "none" or level is None:  # every other family has a level (parse_quantization)
         return None
     if family == "sq":
         return q.ScalarQuantizationConfig(type=q.ScalarType.Int8, quantile=0.99, always_ram=True)
@@ -110,6 +110,8 @@ class QdrantEdgeStore(VectorStore):
 
     name = "qdrant-edge"
     keeps_full_vectors = True
+    option_defaults, option_rules = DEFAULTS, RULES
+    reader = "slimvec.connectors.qdrant_readers:QdrantEdgeSource"
     resident_components = frozenset({"vectors", "quantized", "links", "id_tracker"})
 
     @classmethod
@@ -197,22 +199,13 @@ class QdrantEdgeStore(VectorStore):
         return self._shard
 
     # ------------------------------------------------------------------ data
-    def upsert(self, ids: Sequence[int] | np.ndarray, vectors: np.ndarray,
-               payloads: Sequence[dict[str, Any] | None] | None = None,
-               full: np.ndarray | None = None) -> None:
-        """Insert or overwrite points; ``full`` (n, full_dim) is required when :attr:`keeps_full`."""
+    def _upsert(self, ids_arr: np.ndarray, vecs: np.ndarray,
+                payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
+        """Insert or overwrite points (``full``: when :attr:`keeps_full`, checked by
+        :meth:`VectorStore.upsert`)."""
         q = _edge()
         shard = self._require()
-        ids_arr = self._as_ids(ids)
-        vecs = check_vectors(vectors, self.dim or 0)
-        if len(ids_arr) != len(vecs):
-            raise StoreError(f"upsert got {len(ids_arr)} ids for {len(vecs)} vectors.")
-        if self.keeps_full:
-            if full is None:
-                raise StoreError(f"The Qdrant Edge store at {self.location} keeps full vectors: pass "
-                                 "upsert(..., full=original_vectors).")
-            full = check_vectors(full, int(self.options["full_dim"]), "full vectors")
-        pl = list(payloads) if payloads is not None else [None] * len(ids_arr)
+        pl = payloads if payloads is not None else [None] * len(ids_arr)
         chunks = []  # every point is built (payloads converted) before the first update
         for start in range(0, len(ids_arr), _UPSERT_BATCH):
             end = start + _UPSERT_BATCH
@@ -244,18 +237,13 @@ class QdrantEdgeStore(VectorStore):
         return q.SearchParams(hnsw_ef=int(o["ef"]), exact=bool(o["exact"]), quantization=quant,
                               acorn=acorn)
 
-    def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
+    def _search(self, qs: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         """k nearest points; ``filter`` (a :class:`slimvec.filters.Filter` or an array of allowed
         ids) is Qdrant's own filtered search."""
         q = _edge()
         shard = self._require()
         qfilter = self._qfilter(filter)
-        qs = check_vectors(queries, self.dim or 0, "queries")
-        check_options(self.name, params, DEFAULTS, RULES)
         sp = self._search_params(q, params, qfilter is not None)
-        k = self._capped(k)
-        if k == 0:
-            return SearchResult.empty(len(qs), 0)
         using = REDUCED if self.keeps_full else None
 
         def run(rows: np.ndarray, sp: Any) -> SearchResult:

@@ -105,7 +105,7 @@ class _InStore(KeptVectors):
     def __init__(self, folder: Path, manifest: Manifest, store: Any = None) -> None:
         from slimvec.connectors import make_store
         from slimvec.indexer.index import store_folder
-        from slimvec.migrate.sources import QdrantEdgeSource, QdrantSource
+        from slimvec.connectors.qdrant_readers import QdrantEdgeSource, QdrantSource
 
         if store is None:
             spec_store = make_store(manifest.store, store_folder(folder))

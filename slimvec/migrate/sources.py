@@ -16,7 +16,11 @@ spec                                    source
                                         other columns become the payload
 ======================================  ===========================================================
 
-Every source has a fixed row order, so a migration resumes from a row number.
+Every source has a fixed row order, so a migration resumes from a row number. A store's folders
+and files are read by the source the store declares (its ``reader``, resolved through the store
+registry by :func:`slimvec.connectors.store_reader`: FAISS and hnswlib in
+:mod:`slimvec.connectors.file_readers`, Qdrant in :mod:`slimvec.connectors.qdrant_readers`);
+``.npy`` and Parquet files, which are no store, are read here.
 
 Vector files are untrusted: a ``.npy`` or a Parquet vector column must hold real numbers (float or
 integer dtypes; bool, complex, strings, objects, structured and nested lists are refused in one
@@ -28,128 +32,26 @@ the file, not row 0's; rows of other lengths are rejected, and a file where no l
 
 from __future__ import annotations
 
-import abc
 import logging
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from slimvec.errors import ConfigError, MissingDependencyError, StoreError
-from slimvec.ids import ID_RULE, doc_ids
+from slimvec.connectors import store_names, store_reader
+from slimvec.connectors.reading import (SourceBatch, VectorSource, file_fingerprint, require_file,
+                                        stack_vectors)
+from slimvec.errors import ConfigError
+from slimvec.ids import doc_ids
 from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype, ranked_lengths
 from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
 
 log = logging.getLogger(__name__)
-SOURCE_KINDS = ("qdrant", "qdrant-edge", "faiss", "hnsw", "npy", "parquet")
-
-
-@dataclass
-class SourceBatch:
-    """Rows ``[start, start + len(ids))`` of a source.
-
-    Attributes
-    ----------
-    ids : ndarray of int64
-        Store ids (integer source ids kept as they are, strings / UUIDs hashed).
-    vectors : ndarray of float32, shape (n, dim)
-    payloads : list of dict
-    next_row : int
-        First row after this batch.
-    rejects : list of Reject
-        Rows of the batch left out (e.g. a null id) or kept with a warning (a repeated id).
-    rows : list of int or None
-        Source row of each kept id when some rows were left out (``None``: consecutive).
-    """
-
-    ids: np.ndarray
-    vectors: np.ndarray
-    payloads: list[dict[str, Any]]
-    next_row: int
-    rejects: list[Reject] = field(default_factory=list)
-    rows: list[int] | None = None
-
-
-class VectorSource(abc.ABC):
-    """An existing collection of vectors, read in a fixed row order.
-
-    Attributes
-    ----------
-    spec : str
-        The source spec as given.
-    dim : int
-        Vector dimension.
-    metric : str or None
-        What the source compares its vectors by (``cosine``, ``ip``, ``l2``) when it records it
-        (an hnswlib space, a FAISS metric type, a Qdrant distance, a slimvec store's metadata);
-        ``None``: it does not say (``.npy``, Parquet, a bare Qdrant Edge shard).
-    """
-
-    spec: str = ""
-    dim: int = 0
-    metric: str | None = None
-    id_rule: int = ID_RULE  # set to an existing index's rule before reading batches
-
-    @abc.abstractmethod
-    def count(self) -> int:
-        """Number of vectors (rows)."""
-
-    @abc.abstractmethod
-    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
-        """Batches of ``size`` rows from row ``start`` to the end."""
-
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        """Vectors of the given sorted row numbers (default: one streaming pass)."""
-        wanted = np.asarray(rows, dtype=np.int64)
-        out = np.empty((len(wanted), self.dim), dtype=np.float32)
-        j = 0
-        for batch in self.batches(0, 2048):
-            lo = batch.next_row - len(batch.ids)
-            while j < len(wanted) and wanted[j] < batch.next_row:
-                v = np.asarray(batch.vectors[wanted[j] - lo], dtype=np.float32).ravel()
-                # a wrong-dimension row becomes NaN here (left out of the fit sample) and is
-                # rejected with both dimensions when the batches are streamed
-                out[j] = v if v.shape == (self.dim,) else np.nan
-                j += 1
-            if j == len(wanted):
-                break
-        return out
-
-    def sample(self, n: int, seed: int = 0) -> np.ndarray:
-        """Uniform sample of up to ``n`` vectors (without replacement), for fitting a reducer."""
-        total = self.count()
-        rng = np.random.default_rng(seed)
-        rows = np.sort(rng.choice(total, size=min(n, total), replace=False)) if total else np.array([], np.int64)
-        return self.take(rows)
-
-    def fingerprint(self) -> dict[str, Any]:
-        """What identifies this source's content for resuming (file fingerprint or count)."""
-        return {"size": self.count(), "mtime_ns": 0, "head_sha256": "", "tail_sha256": ""}
-
-    def close(self) -> None:
-        """Release the source."""
-
-    def __enter__(self) -> "VectorSource":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def _file_fingerprint(path: Path) -> dict[str, Any]:
-    from slimvec.indexer.progress import fingerprint
-
-    return fingerprint(path)
-
-
-def _require_file(path: Path, what: str) -> Path:
-    if not path.exists():
-        raise ConfigError(f"{what} {path} does not exist. Check the --from path.")
-    return path
+#: vector files that are no store, read here; every store reads its own (``store_reader``)
+FILE_KINDS = ("npy", "parquet")
+SOURCE_KINDS = (*store_names(), *FILE_KINDS)
 
 
 # --------------------------------------------------------------------------- files
@@ -165,7 +67,7 @@ class NpySource(VectorSource):
     """A 2-D ``.npy`` array read memory-mapped (never with pickle); id = row number."""
 
     def __init__(self, path: Path, spec: str) -> None:
-        self.spec, self.path = spec, _require_file(path, "vectors file")
+        self.spec, self.path = spec, require_file(path, "vectors file")
         check_vector_dtype(npy_dtype(path), f"{path}: dtype")  # before np.load: no object array
         try:
             self._arr = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -188,7 +90,7 @@ class NpySource(VectorSource):
         return np.asarray(self._arr[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
 
     def fingerprint(self) -> dict[str, Any]:
-        return _file_fingerprint(self.path)
+        return file_fingerprint(self.path)
 
 
 class ParquetSource(VectorSource):
@@ -197,7 +99,7 @@ class ParquetSource(VectorSource):
     def __init__(self, path: Path, spec: str, id: str = "id", vector: str = "vector") -> None:
         import pyarrow.parquet as pq
 
-        self.spec, self.path = spec, _require_file(path, "Parquet file")
+        self.spec, self.path = spec, require_file(path, "Parquet file")
         self.id_col, self.vec_col = id, vector
         try:
             self._file = pq.ParquetFile(str(path))
@@ -317,7 +219,7 @@ class ParquetSource(VectorSource):
             vecs = [np.asarray(raw_vecs[i], dtype=np.float32) if raw_vecs[i] is not None
                     else np.full(self.dim, np.nan, np.float32) for i in keep]
             rows = [first + i for i in keep] if len(keep) != len(raw_ids) else None
-            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row, rejects, rows)
+            yield SourceBatch(ids, stack_vectors(vecs, self.dim), payloads, row, rejects, rows)
 
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Vectors of the given sorted rows, read from the vector column alone (a wrong-dimension
@@ -339,323 +241,7 @@ class ParquetSource(VectorSource):
         return out
 
     def fingerprint(self) -> dict[str, Any]:
-        return _file_fingerprint(self.path)
-
-
-def _stack(vecs: list[np.ndarray], dim: int) -> Any:
-    """(n, dim) float32 when every row has ``dim`` values, else the list (bad rows are rejected later)."""
-    if all(v.shape == (dim,) for v in vecs):
-        return np.stack(vecs).astype(np.float32) if vecs else np.empty((0, dim), np.float32)
-    return vecs
-
-
-class FaissSource(VectorSource):
-    """A FAISS index file (ids from an ``IndexIDMap``) or a slimvec FAISS store folder."""
-
-    def __init__(self, path: Path, spec: str) -> None:
-        import faiss
-
-        self.spec = spec
-        path = _require_file(path, "FAISS index")
-        self.path = path / "index.faiss" if path.is_dir() else path
-        try:
-            index = faiss.read_index(str(self.path))
-        except RuntimeError as exc:
-            raise ConfigError(f"{self.path} is not a readable FAISS index: {exc}.") from exc
-        ids: np.ndarray | None = None
-        self._payloads = _payload_table(path)
-        if path.is_dir():
-            ids = np.load(path / "ids.npy", allow_pickle=False).astype(np.int64)
-            self.metric = _store_metric(path, "faiss")
-        elif isinstance(index, (faiss.IndexIDMap, faiss.IndexIDMap2)) or hasattr(index, "id_map"):
-            self._owner = index  # owns the inner index (wrappers below do not): keep it alive
-            self._outer = faiss.downcast_index(index)
-            ids = faiss.vector_to_array(self._outer.id_map).astype(np.int64)
-            index = faiss.downcast_index(self._outer.index)
-        if ids is None:
-            ids = np.arange(index.ntotal, dtype=np.int64)
-        if len(ids) != index.ntotal:
-            raise StoreError(f"{self.path}: {index.ntotal} vectors but {len(ids)} ids.")
-        if self.metric is None:
-            self.metric = {faiss.METRIC_L2: "l2", faiss.METRIC_INNER_PRODUCT: "ip"}.get(
-                int(index.metric_type))
-            if self.metric is None:
-                raise ConfigError(f"{self.path}: FAISS metric type {index.metric_type} is neither L2 "
-                                  "nor inner product; slimvec indexes by cosine, ip or l2 only.")
-        ivf = faiss.try_extract_index_ivf(index)
-        if ivf is not None:  # IVF lists need a direct map to return vectors by position
-            ivf.make_direct_map()
-        # a slimvec store keeps replaced copies: the last position of each id wins
-        _, last = np.unique(ids[::-1], return_index=True)
-        self._positions = np.sort(len(ids) - 1 - last)
-        self._ids, self._index = ids, index
-        self.dim = int(index.d)
-
-    def count(self) -> int:
-        return int(len(self._positions))
-
-    def _vectors(self, positions: np.ndarray) -> np.ndarray:
-        out = np.empty((len(positions), self.dim), dtype=np.float32)
-        for j, p in enumerate(positions.tolist()):
-            try:
-                out[j] = self._index.reconstruct(int(p))
-            except RuntimeError as exc:
-                raise StoreError(f"{self.path}: this FAISS index cannot return its vectors "
-                                 f"(reconstruct failed: {str(exc).strip().splitlines()[-1]}). Export "
-                                 "the vectors to .npy from the original data instead.") from exc
-        return out
-
-    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
-        for lo in range(start, self.count(), size):
-            pos = self._positions[lo:lo + size]
-            ids = self._ids[pos]
-            yield SourceBatch(ids, self._vectors(pos), _payloads_of(self._payloads, ids), lo + len(pos))
-
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        return self._vectors(self._positions[np.asarray(rows, dtype=np.int64)])
-
-    def fingerprint(self) -> dict[str, Any]:
-        return _file_fingerprint(self.path)
-
-
-class HnswSource(VectorSource):
-    """An hnswlib index file (``dim`` and ``space`` must be given) or a slimvec hnsw store folder."""
-
-    def __init__(self, path: Path, spec: str, dim: int | None = None, space: str = "cosine") -> None:
-        import hnswlib
-
-        self.spec = spec
-        path = _require_file(path, "hnswlib index")
-        self._payloads = _payload_table(path)
-        if path.is_dir():
-            from slimvec.connectors.storefiles import read_meta
-
-            meta = read_meta(path, "hnsw")
-            dim, space, path = int(meta["dim"]), meta["metric"], path / "index.hnsw"
-        if not dim:
-            raise ConfigError(f"An hnswlib file does not record its dimension: pass it, e.g. "
-                              f"hnsw:{path},dim=384,space=cosine.")
-        if space not in ("cosine", "ip", "l2"):
-            raise ConfigError(f"hnsw space {space!r} unknown. Known: cosine, ip, l2.")
-        self.path, self.dim, self.metric = path, int(dim), space
-        self._index = hnswlib.Index(space=space, dim=self.dim)
-        try:
-            self._index.load_index(str(path))
-        except RuntimeError as exc:
-            raise ConfigError(f"{path} is not a readable hnswlib index of dimension {dim}: {exc}.") from exc
-        self._labels = np.sort(np.asarray(self._index.get_ids_list(), dtype=np.int64))
-
-    def count(self) -> int:
-        return int(len(self._labels))
-
-    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
-        for lo in range(start, self.count(), size):
-            labels = self._labels[lo:lo + size]
-            yield SourceBatch(labels.copy(), self._get(labels), _payloads_of(self._payloads, labels),
-                              lo + len(labels))
-
-    def _get(self, labels: np.ndarray) -> np.ndarray:
-        return np.asarray(self._index.get_items(labels.tolist()), dtype=np.float32).reshape(-1, self.dim)
-
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        return self._get(self._labels[np.asarray(rows, dtype=np.int64)])
-
-    def fingerprint(self) -> dict[str, Any]:
-        return _file_fingerprint(self.path)
-
-
-def _store_metric(folder: Path, kind: str) -> str | None:
-    """The metric a slimvec store folder recorded at create (``None``: not a store folder)."""
-    from slimvec.connectors.storefiles import META_FILE, read_meta
-
-    return str(read_meta(folder, kind)["metric"]) if (folder / META_FILE).is_file() else None
-
-
-def _payload_table(path: Path) -> Any:
-    """The payload side table of a slimvec FAISS / hnsw store folder (``None`` for bare files)."""
-    if path.is_dir() and (path / "payloads.sqlite").exists():
-        from slimvec.connectors.payloads import PayloadTable
-
-        return PayloadTable(path / "payloads.sqlite")
-    return None
-
-
-def _payloads_of(table: Any, ids: np.ndarray) -> list[dict[str, Any]]:
-    if table is None:
-        return [{} for _ in range(len(ids))]
-    return [p or {} for p in table.get(ids.tolist())]
-
-
-# --------------------------------------------------------------------------- Qdrant
-def _point_vector(vector: Any, name: str | None, where: str) -> list[float] | None:
-    """The chosen vector of a point; ``None`` when the point lacks it (a reject, not a crash)."""
-    if isinstance(vector, dict):
-        if name is None and len(vector) <= 1:
-            return list(next(iter(vector.values()))) if vector else None
-        if name is None:
-            raise ConfigError(f"{where} has named vectors ({', '.join(vector)}): choose one with "
-                              ",vector=NAME in the --from spec.")
-        return list(vector[name]) if vector.get(name) is not None else None
-    if vector is None:
-        return None
-    return list(vector)
-
-
-class _ScrollSource(VectorSource):
-    """Common scrolling of Qdrant points ordered by id; resuming skips rows without vectors."""
-
-    vector_name: str | None = None
-
-    @abc.abstractmethod
-    def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
-        """One page: records and the next offset (None at the end)."""
-
-    def _scan_dim(self, limit: int = 4096) -> int:
-        """Length of the chosen vector of the first point that has it (the engine enforces one
-        size per vector name; a first point without the named vector must not make it 0)."""
-        offset, seen = None, 0
-        while seen < limit:
-            page, offset = self._scroll(offset, 256, True)
-            for p in page:
-                vec = _point_vector(p.vector, self.vector_name, self.spec)
-                if vec is not None:
-                    return len(vec)
-            seen += len(page)
-            if offset is None or not page:
-                break
-        return 0
-
-    def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
-        offset, row = None, 0
-        while row < start:  # skip committed rows cheaply (ids only)
-            page, offset = self._scroll(offset, min(size * 4, start - row), False)
-            row += len(page)
-            if offset is None or not page:
-                return
-        while True:
-            page, offset = self._scroll(offset, size, True)
-            if not page:
-                return
-            row += len(page)
-            first = row - len(page)
-            vecs, payloads, raw_ids, kept_rows, rejects = [], [], [], [], []
-            for j, p in enumerate(page):
-                vec = _point_vector(p.vector, self.vector_name, self.spec)
-                if vec is None:  # e.g. a point without the chosen named vector
-                    rejects.append(Reject(self.spec, first + j, None, "vector",
-                                          f"point {p.id} has no vector"
-                                          f"{f' {self.vector_name!r}' if self.vector_name else ''}",
-                                          ""))
-                    continue
-                vecs.append(np.asarray(vec, np.float32))
-                pl = dict(p.payload or {})
-                if not isinstance(p.id, int):
-                    pl.setdefault("source_id", str(p.id))  # UUID ids are hashed: keep the original
-                payloads.append(pl)
-                raw_ids.append(p.id)
-                kept_rows.append(first + j)
-            ids = doc_ids([i if isinstance(i, int) else str(i) for i in raw_ids], self.id_rule)
-            yield SourceBatch(ids, _stack(vecs, self.dim), payloads, row, rejects,
-                              kept_rows if rejects else None)
-            if offset is None:
-                return
-
-
-class QdrantEdgeSource(_ScrollSource):
-    """A Qdrant Edge shard folder (or a slimvec qdrant-edge store folder holding ``shard/``)."""
-
-    def __init__(self, path: Path, spec: str, vector: str | None = None) -> None:
-        import qdrant_edge as q
-
-        self.spec, self._q, self.vector_name = spec, q, vector
-        path = _require_file(path, "Qdrant Edge shard")
-        if (path / "shard").is_dir():
-            self.metric = _store_metric(path, "qdrant-edge")
-            path = path / "shard"
-        try:
-            self._shard = q.EdgeShard.load(str(path))
-        except Exception as exc:  # the engine raises its own types
-            raise ConfigError(f"{path} is not a loadable Qdrant Edge shard: {exc}.") from exc
-        self.path = path
-        self.dim = self._scan_dim()  # Qdrant Edge does not expose its vector config
-
-    def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
-        q = self._q
-        return self._shard.scroll(q.ScrollRequest(offset=offset, limit=int(limit),
-                                                  with_payload=with_data, with_vector=with_data))
-
-    def count(self) -> int:
-        return int(self._shard.count(self._q.CountRequest(exact=True)))
-
-    def close(self) -> None:
-        if self._shard is not None:
-            self._shard.close()
-            self._shard = None
-
-
-class QdrantSource(_ScrollSource):
-    """A Qdrant collection through qdrant-client: server URL (``QDRANT_API_KEY``) or local folder."""
-
-    def __init__(self, location: str, collection: str, spec: str, vector: str | None = None) -> None:
-        try:
-            from qdrant_client import QdrantClient
-        except ImportError as exc:  # pragma: no cover - a declared dependency
-            raise MissingDependencyError("qdrant-client is not installed: pip install qdrant-client") from exc
-        self.spec, self.collection, self.vector_name = spec, collection, vector
-        if location.startswith(("http://", "https://")):
-            self._client = QdrantClient(url=location, api_key=os.environ.get("QDRANT_API_KEY"))
-        else:
-            _require_file(Path(location), "qdrant-client local folder")
-            self._client = QdrantClient(path=location)
-        if not self._client.collection_exists(collection):
-            names = [c.name for c in self._client.get_collections().collections]
-            self._client.close()
-            raise ConfigError(f"No collection {collection!r} at {location} (collections: "
-                              f"{', '.join(names) or 'none'}).")
-        self.dim = self._config_dim(location) or self._scan_dim()
-
-    def _config_dim(self, location: str) -> int:
-        """The chosen vector's size from the collection config (not from the first point)."""
-        try:
-            params = self._client.get_collection(self.collection).config.params.vectors
-        except Exception as exc:  # noqa: BLE001 - the client raises transport-specific types
-            log.debug("no vector config for %s at %s: %s", self.collection, location, exc)
-            return 0
-        if not isinstance(params, dict):
-            self.metric = _qdrant_metric(params)
-            return int(getattr(params, "size", 0) or 0)
-        sizes = ", ".join(f"{n or '(unnamed)'} ({getattr(v, 'size', '?')})" for n, v in params.items())
-        name = self.vector_name
-        if name is None and len(params) == 1:
-            name = self.vector_name = next(iter(params))
-        if name is None:
-            self._client.close()
-            raise ConfigError(f"{self.spec}: collection {self.collection!r} has named vectors "
-                              f"{sizes}: choose one with ,vector=NAME in the --from spec.")
-        if name not in params:
-            self._client.close()
-            raise ConfigError(f"{self.spec}: collection {self.collection!r} has no vector "
-                              f"{name!r}; its vectors: {sizes}. Name one of them with ,vector=NAME.")
-        self.metric = _qdrant_metric(params[name])
-        return int(params[name].size)
-
-    def _scroll(self, offset: Any, limit: int, with_data: bool) -> tuple[list[Any], Any]:
-        vectors: Any = with_data if not (with_data and self.vector_name) else [self.vector_name]
-        return self._client.scroll(self.collection, limit=int(limit), offset=offset,
-                                   with_payload=with_data, with_vectors=vectors)
-
-    def count(self) -> int:
-        return int(self._client.count(self.collection, exact=True).count)
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def _qdrant_metric(params: Any) -> str | None:
-    """cosine / ip / l2 of a Qdrant vector config; another distance (Manhattan) by its own name,
-    refused by the migration unless ``metric`` is named."""
-    distance = str(getattr(getattr(params, "distance", None), "value", ""))
-    return {"Cosine": "cosine", "Dot": "ip", "Euclid": "l2"}.get(distance, distance.lower() or None)
+        return file_fingerprint(self.path)
 
 
 # --------------------------------------------------------------------------- specs
@@ -723,20 +309,5 @@ def open_source(spec: str) -> VectorSource:
         return NpySource(path, spec)
     if kind == "parquet":
         return ParquetSource(path, spec, **_options(kind, options, ("id", "vector")))
-    if kind == "faiss":
-        _options(kind, options, ())
-        return FaissSource(path, spec)
-    if kind == "hnsw":
-        opts = _options(kind, options, ("dim", "space"))
-        return HnswSource(path, spec, int(opts["dim"]) if "dim" in opts else None,
-                          opts.get("space", "cosine"))
-    if kind == "qdrant-edge":
-        return QdrantEdgeSource(path, spec, **_options(kind, options, ("vector",)))
-    opts = _options(kind, options, ("collection", "vector"))
-    collection = opts.get("collection")
-    if collection is None:
-        location, _, collection = location.rstrip("/").rpartition("/")
-        if not location or not collection:
-            raise ConfigError(f"--from {spec!r}: name the collection, e.g. qdrant:http://host:6333/"
-                              "docs or qdrant:PATH,collection=docs.")
-    return QdrantSource(location, collection, spec, opts.get("vector"))
+    reader = store_reader(kind)  # every store reads its own folders and files
+    return reader.from_spec(location, spec, _options(kind, options, reader.source_options))

@@ -12,11 +12,12 @@ import pytest
 
 from slimvec.connectors import make_store
 from slimvec.errors import StoreError
+from tests.connectors.stores import fast_specs
 
 N = 600  # over Qdrant Edge's chunk of 512 points, with the bad payload in the second chunk
 
 
-@pytest.mark.parametrize("spec", ["qdrant-edge", "hnsw", "faiss:Flat"])
+@pytest.mark.parametrize("spec", fast_specs())
 @pytest.mark.parametrize("bad", [{"k\udc00": 1}, {"v": "x\udc00"}])
 def test_a_refused_upsert_writes_nothing(tmp_path, spec, bad):
     rng = np.random.default_rng(0)

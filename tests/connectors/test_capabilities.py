@@ -12,8 +12,10 @@ import pytest
 from slimvec.connectors import make_store, store_class, store_names
 from slimvec.connectors.base import VectorStore
 from slimvec.errors import ConfigError, StoreError
+from tests.connectors.stores import snapshot_specs, store_specs
 
-LOCAL = ["qdrant-edge", "faiss", "hnsw"]
+#: stores with a local size model (the components they hold in RAM)
+LOCAL = [s for s in store_specs() if store_class(s).resident_components]
 
 
 def _build(name: str, folder, n: int = 300, dim: int = 16) -> VectorStore:
@@ -39,7 +41,7 @@ def test_store_class_by_name_spec_and_unknown():
         store_class("pinecone:x")
 
 
-@pytest.mark.parametrize("name", ["faiss", "hnsw"])
+@pytest.mark.parametrize("name", snapshot_specs())
 def test_snapshot_files_name_every_file_a_flushed_store_keeps(name, tmp_path):
     store = _build(name, tmp_path / "s")
     store.close()

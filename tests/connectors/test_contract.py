@@ -1,4 +1,5 @@
-"""One contract, four real stores: Qdrant Edge, qdrant-client local mode, FAISS, hnswlib."""
+"""One contract, every registered store (Qdrant Edge, qdrant-client local mode, FAISS, hnswlib),
+the list taken from the store registry (tests/connectors/stores.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import pytest
 
 from slimvec.connectors import canonical_store_spec, make_store
 from slimvec.errors import ConfigError, DimensionMismatchError, StoreError
+from tests.connectors.stores import store_specs
 
-STORES = ["qdrant-edge", "qdrant", "faiss", "hnsw"]
+STORES = store_specs()
 N_DOCS = 2500
 
 
@@ -106,7 +108,7 @@ def test_padding_when_k_exceeds_count(name, corpus, tmp_path):
         assert set(result.ids[0, :3]) == set(ids[:3])
 
 
-@pytest.mark.parametrize("name", ["qdrant-edge", "faiss", "hnsw", "qdrant"])
+@pytest.mark.parametrize("name", STORES)
 def test_size_bytes_grows_with_data(name, corpus, tmp_path):
     ids, vecs, _, _ = corpus
     with make_store(name, tmp_path / "s").create(vecs.shape[1]) as store:

@@ -8,17 +8,14 @@ import shutil
 import numpy as np
 import pytest
 
-from slimvec.connectors import make_store, store_names
+from slimvec.connectors import make_store
 from slimvec.filters import parse_filter
+from tests.connectors.stores import variant_specs
 
 N = 400
-STORES = ["qdrant-edge", "qdrant", "faiss", "hnsw", "faiss:Flat", "faiss:IVF8,Flat,train_size=400"]
+STORES = variant_specs()
 GROUP3 = parse_filter({"must": [{"key": "g", "match": {"value": 3}}]})
 FLAGGED = parse_filter({"must": [{"key": "flag", "match": {"value": True}}]})
-
-
-def test_every_registered_store_is_covered():
-    assert {s.partition(":")[0] for s in STORES} == set(store_names())
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,13 @@ from typer.testing import CliRunner
 
 import slimvec
 from slimvec.cli import app
+from slimvec.connectors import store_class
 from slimvec.indexer.pipeline import IngestOptions, ingest
+from tests.connectors.stores import full_vector_placements
 
 
-@pytest.mark.parametrize("store,in_store", [("faiss:Flat", False), ("qdrant-edge", True)])
+@pytest.mark.parametrize("store,in_store", [(s, store_class(s).keeps_full_vectors)
+                                            for s in full_vector_placements()])
 def test_ingest_keep_full_rescores_with_encoder_vectors(tmp_path, sentences, encoder, store, in_store):
     docs = tmp_path / "docs.jsonl"
     texts = sentences[:300]

@@ -18,6 +18,7 @@ from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, PersistenceError
 from slimvec.ids import doc_id
 from slimvec.migrate import MigrateOptions, migrate, open_source
+from tests.connectors.stores import full_vector_placements, tuned_specs
 
 N = 400  # vectors per source-kind test: enough for a PCA, small enough to stay fast
 
@@ -184,7 +185,7 @@ def _recall(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth)]))
 
 
-@pytest.mark.parametrize("store", ["faiss:Flat", "hnsw:M=16,ef=128", "qdrant-edge:ef=128"])
+@pytest.mark.parametrize("store", tuned_specs(ef=128))
 def test_rescoring_never_lowers_recall_and_reaches_099_at_r8(tmp_path, minilm_vectors, store):
     X, queries = minilm_vectors[:2700], minilm_vectors[2700:]
     np.save(tmp_path / "v.npy", X)
@@ -242,7 +243,7 @@ _KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("store", ["faiss:Flat", "qdrant-edge"])
+@pytest.mark.parametrize("store", full_vector_placements())
 def test_sigkilled_migration_resumes_without_loss_or_duplicates(tmp_path, minilm_vectors, store):
     X = minilm_vectors[:1200]
     np.save(tmp_path / "v.npy", X)
