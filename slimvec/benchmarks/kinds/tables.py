@@ -158,7 +158,8 @@ def _scale(paths: list[Path], root: Path) -> str:
 
 #: kind -> (renderer, default results relative to the checkout, default page or None: print)
 TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None]] = {
-    "sweep": (render_sweep, ["bench-results/sweep/results.json"], None),
+    "sweep": (render_sweep, ["bench-results/sweep/results.json",
+                             "bench-results/sweep-96-48/results.json"], None),
     "pruning": (render_pruning, ["bench-results/pruning/pruning.json"], None),
     "filtered": (render_filtered_page, ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
     "fair-peers": (_fair_peers, ["bench-results/fair-peers/results.json"], "docs/benchmarks/fair-peers.md"),
