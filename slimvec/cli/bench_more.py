@@ -76,16 +76,29 @@ def vectors_kind(
     typer.echo(f"wrote {n:,} MiniLM vectors to {npy}")
 
 
-def search_profile_kind(ctx: typer.Context) -> None:
-    """Where the default recipe's single-query search spends its time; before / after a commit.
-
-    Its options (``--data``, ``--queries``, ``--n``, ``--before``, ``--breakdown``, ``--pool``,
-    ``--out`` ...) are read by :mod:`slimvec.benchmarks.kinds.search_profile`; ``--help`` there
-    lists them: ``slimvec bench search-profile -- --help``.
-    """
+def search_profile_kind(
+    data: Path = typer.Option(ROOT / "bench-data" / "realtext-minilm-100k.npy", "--data", help="Corpus vectors (.npy)."),
+    queries: Path = typer.Option(ROOT / "bench-data" / "realtext-minilm-queries.npy", "--queries", help="Query vectors (.npy)."),
+    n: int = typer.Option(20000, "--n", callback=int_range(1), help="Corpus rows used (a prefix)."),
+    n_queries: int = typer.Option(1000, "--n-queries", callback=int_range(1), help="Queries timed."),
+    work: Optional[Path] = typer.Option(None, "--work", help="Where the two indexes are built (reused) [default: a temp folder]."),
+    before: Optional[str] = typer.Option(None, "--before", help="Git commit whose store search and re-ranking to compare with."),
+    before_index: Optional[Path] = typer.Option(None, "--before-index", help="An index built by --before's code from the same vectors."),
+    before_depth: Optional[int] = typer.Option(None, "--before-depth", help="Rescoring depth of the before path."),
+    breakdown: bool = typer.Option(False, "--breakdown", help="Per-stage p50 and a cProfile instead."),
+    pool: bool = typer.Option(False, "--pool", help="The engine's search pool against one search thread."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the comparison as JSON here."),
+) -> None:
+    """Where the default recipe's single-query search spends its time; before / after a commit."""
     from slimvec.benchmarks.kinds.search_profile import main
 
-    main(list(ctx.args))
+    argv = ["--data", str(data), "--queries", str(queries), "--n", str(n), "--n-queries", str(n_queries)]
+    for flag, value in (("--work", work), ("--before", before), ("--before-index", before_index),
+                        ("--before-depth", before_depth), ("--out", out)):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--breakdown"] * breakdown + ["--pool"] * pool
+    main(argv)
 
 
 def register(app: typer.Typer) -> None:
@@ -93,6 +106,4 @@ def register(app: typer.Typer) -> None:
     app.command("pruning")(pruning_kind)
     app.command("table")(table_kind)
     app.command("vectors")(vectors_kind)
-    app.command("search-profile", context_settings={"allow_extra_args": True,
-                                                    "ignore_unknown_options": True,
-                                                    "help_option_names": []})(search_profile_kind)
+    app.command("search-profile")(search_profile_kind)
