@@ -34,7 +34,7 @@ def offline_docs(app: FastAPI, read: Any) -> None:
     from slimvec.extras import require
 
     package = require("serve", "fastapi_offline", "the offline /docs and /redoc pages")
-    static = Path(package.__file__).parent / "static"
+    static = Path(str(package.__file__)).parent / "static"
     missing = [f for f in _DOCS_FILES if not (static / f).is_file()]
     if missing:
         raise ConfigError(f"The docs assets {missing} are missing from {static} (expected the "

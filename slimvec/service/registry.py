@@ -15,7 +15,7 @@ import logging
 import shutil
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import AbstractSet, Any, Callable, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Registry:
         self._lock = threading.Lock()
         self.errors: dict[str, str] = {}
 
-    def open_all(self, skip: set[str] = frozenset()) -> None:
+    def open_all(self, skip: AbstractSet[str] = frozenset()) -> None:
         """Open every index folder under the root (those in ``skip`` are left to their jobs)."""
         for folder in sorted(self.root.iterdir()):
             if not folder.is_dir() or folder.name.startswith(".") or folder.name in skip:

@@ -19,8 +19,6 @@ from slimvec.service.state import ServiceState
 
 __all__ = ["indexes_router", "regular"]
 
-_INFO = {"response_model": IndexInfo, "response_model_exclude_unset": True}
-
 
 def regular(rows: list[list[float]]) -> bool:
     """All rows non-empty and of one length (a matrix)."""
@@ -44,7 +42,8 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
                 continue
         return {"indexes": out}
 
-    @r.put("/indexes/{name}", dependencies=[write], status_code=201, **_INFO)
+    @r.put("/indexes/{name}", dependencies=[write], status_code=201, response_model=IndexInfo,
+           response_model_exclude_unset=True)
     def create_index(name: str, body: CreateIndex) -> JSONResponse:
         """Create an index (200 when it exists with the same specs, 409 with others)."""
         check_batch(len(body.sample_vectors or []) + len(body.sample_texts or []),
@@ -64,7 +63,8 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
             points.declare_payload_indexes(served, body.payload_index)
         return JSONResponse(served.info(), status_code=201 if new else 200)
 
-    @r.get("/indexes/{name}", dependencies=[read], **_INFO)
+    @r.get("/indexes/{name}", dependencies=[read], response_model=IndexInfo,
+           response_model_exclude_unset=True)
     def index_info(name: str) -> dict[str, Any]:
         """The fields of ``slimvec info --json``; a degraded index adds ``last_error`` (root
         and secrets masked), ``retries`` and ``next_retry``."""

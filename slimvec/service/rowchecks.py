@@ -44,7 +44,8 @@ def check_docs(docs: list[dict[str, Any]], source: str
         text = d.get("text")
         problem = text_problem(text)  # the ingest readers' check: the same reasons
         if problem or not isinstance(text, str):
-            rejects.append(Reject(source, i, None, "text", problem, safe_text(text)))
+            rejects.append(Reject(source, i, None, "text", problem or "text is not a string",
+                                  safe_text(text)))
             continue
         did = d.get("id")
         if did is None or (isinstance(did, str) and not did.strip()):
