@@ -29,12 +29,7 @@ OVERSIZE: dict[str, str] = {
                           "(folder safety, spec resolution, commit protocol, calibration)",
     "indexer/sources.py": "644: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
-    "service/app.py": "512: create_app with every route a closure; item 4 moves the routes to "
-                      "APIRouter modules",
-    "service/registry.py": "795: four classes, the state machine, journal and row checks; "
-                           "item 4 splits it",
     # --- functions over 80 lines
-    "service/app.py::create_app": "296: every route is a closure inside it (item 4: routers)",
     "service/qdrant_api/routes.py::qdrant_router": "126: route declarations only (each a few "
                                                    "lines calling translate.py), like create_app",
     "indexer/rebuild.py::rebuild": "82, 45 of them docstring: the journaled steps in order",

@@ -10,14 +10,15 @@ refused with a :class:`~slimvec.errors.PersistenceError` that names it.
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Sequence
 
 from slimvec.errors import PersistenceError
 
 __all__ = ["open_nofollow", "open_append_text", "read_bytes_nofollow", "read_text_nofollow", "refuse_link",
-           "LinkError"]
+           "LinkError", "append_lines_durable", "read_jsonl_nofollow"]
 
 
 class LinkError(PersistenceError):
@@ -72,3 +73,22 @@ def read_text_nofollow(path: str | os.PathLike[str]) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PersistenceError(f"{path} is not UTF-8 text ({exc}).") from exc
+
+
+def append_lines_durable(path: str | os.PathLike[str], lines: Sequence[str]) -> None:
+    """Append whole lines (a journal: ``rejects.jsonl``, a pending index's ``pending.jsonl``)
+    and fsync before returning, without following a link; no lines, no write."""
+    if not lines:
+        return
+    with open_append_text(path) as fh:
+        fh.write("".join(x + "\n" for x in lines))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_jsonl_nofollow(path: str | os.PathLike[str]) -> list[Any]:
+    """The values of a JSON-lines file written by :func:`append_lines_durable`, in order (blank
+    lines skipped; a missing file has none), read without following a link."""
+    if not os.path.lexists(path):
+        return []
+    return [json.loads(x) for x in read_text_nofollow(path).splitlines() if x.strip()]

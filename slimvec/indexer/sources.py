@@ -161,6 +161,10 @@ def _text_problem(text: Any) -> str | None:
     return None
 
 
+#: the text check every producer shares (the service's documents too): the reason, or None
+text_problem = _text_problem
+
+
 class _RowChecker:
     """Turns a parsed row (dict) into a Document or a Reject."""
 

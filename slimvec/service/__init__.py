@@ -1,11 +1,13 @@
 """``slimvec serve``: an HTTP service over index folders (ingest, search, drop-in reduction).
 
 An ASGI app (FastAPI on uvicorn) over the library, with no index logic of its own beyond HTTP:
-validation (:mod:`.models`, :mod:`.names`), auth (:mod:`.auth`), limits and backpressure
-(:mod:`.limits`), one long-lived writer per index (:mod:`.writer`), the open indexes
-(:mod:`.registry`), dynamic batching of query encoding (:mod:`.batching`), background ingest jobs
-(:mod:`.jobs`) and Prometheus metrics (:mod:`.metrics`). :func:`create_app` builds the app,
-:func:`serve` runs it.
+the routes in APIRouter modules (``routes_*.py``, :mod:`.qdrant_api`) answering with the models
+of :mod:`.responses`, validation (:mod:`.models`, :mod:`.names`), auth (:mod:`.auth`), limits and
+backpressure (:mod:`.limits`), one long-lived writer per index (:mod:`.writer`), the open indexes
+(:mod:`.registry`: :mod:`.served`, :mod:`.served_pending`, their states in
+:mod:`.index_state`, creation specs in :mod:`.spec`), dynamic batching of query encoding
+(:mod:`.batching`, :mod:`.encoders`), background ingest jobs (:mod:`.jobs`) and Prometheus
+metrics (:mod:`.metrics`). :func:`create_app` assembles the app, :func:`serve` runs it.
 """
 
 from __future__ import annotations

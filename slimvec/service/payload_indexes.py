@@ -26,5 +26,5 @@ def payload_index_mutation(field: str, kind: str) -> Any:
 
 def build_declared_indexes(served: Any) -> None:
     """Build the payload indexes a pending index declared, once it is fitted (its writer runs)."""
-    for field, kind in (served.spec.get("payload_index") or {}).items():
+    for field, kind in (served.spec.payload_index if served.spec else {}).items():
         served.writer.mutate(payload_index_mutation(field, kind)).result()

@@ -271,14 +271,13 @@ def declare_payload_indexes(served: Any, specs: Sequence[str]) -> None:
     index, else kept in its ``service.json`` and built when the reducer is fitted
     (:func:`slimvec.service.payload_indexes.build_declared_indexes`)."""
     from slimvec.indexer.lifecycle import parse_payload_indexes
-    from slimvec.persistence import write_json_atomic
-    from slimvec.service.registry import SERVICE_SPEC
+    from slimvec.service.spec import SERVICE_SPEC
 
     declared = parse_payload_indexes(list(specs), where="payload_index")
     with served.lock:
         if served.state == "pending":
-            served.spec["payload_index"] = {**served.spec.get("payload_index", {}), **declared}
-            write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+            served.spec = served.spec.with_payload_index(declared)
+            served.spec.save(served.pending_dir / SERVICE_SPEC)
             return
     for field, kind in declared.items():
         create_payload_index(served, field, kind)

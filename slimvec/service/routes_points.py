@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from slimvec.service import points
+from slimvec.service.responses import CountOut, DeletedOut, DocumentsOut, ScrollOut, UpdatedOut
 
 __all__ = ["points_router"]
 
@@ -59,38 +60,38 @@ def points_router(state: Any, read: Any, write: Any) -> APIRouter:
     """The point routes over the service's registry (``read`` / ``write``: the key gate)."""
     r = APIRouter(tags=["points"])
 
-    @r.post("/indexes/{name}/delete", dependencies=[write])
+    @r.post("/indexes/{name}/delete", dependencies=[write], response_model=DeletedOut)
     def delete(name: str, body: SelectIn) -> dict[str, Any]:
         """Delete documents by ids or filter; answered once the deletion is committed."""
         with state.slots:
             return {"deleted": points.delete(state.registry.get(name), body.ids, body.filter)}
 
-    @r.post("/indexes/{name}/payload", dependencies=[write])
+    @r.post("/indexes/{name}/payload", dependencies=[write], response_model=UpdatedOut)
     def set_payload(name: str, body: PayloadIn) -> dict[str, Any]:
         """Set (merge) or overwrite payload fields by ids or filter, without re-encoding."""
         with state.slots:
             return {"updated": points.set_payload(state.registry.get(name), body.fields, body.ids,
                                                   body.filter, body.overwrite)}
 
-    @r.post("/indexes/{name}/payload/delete", dependencies=[write])
+    @r.post("/indexes/{name}/payload/delete", dependencies=[write], response_model=UpdatedOut)
     def delete_keys(name: str, body: DeleteKeysIn) -> dict[str, Any]:
         """Remove payload keys by ids or filter."""
         with state.slots:
             return {"updated": points.delete_payload_keys(state.registry.get(name), body.keys,
                                                           body.ids, body.filter)}
 
-    @r.post("/indexes/{name}/get", dependencies=[read])
+    @r.post("/indexes/{name}/get", dependencies=[read], response_model=DocumentsOut)
     def get(name: str, body: GetIn) -> dict[str, Any]:
         """Documents ``{id, store_id, payload}`` of the user's ids (null where unknown)."""
         return {"documents": points.get(state.registry.get(name), body.ids)}
 
-    @r.post("/indexes/{name}/scroll", dependencies=[read])
+    @r.post("/indexes/{name}/scroll", dependencies=[read], response_model=ScrollOut)
     def scroll(name: str, body: ScrollIn) -> dict[str, Any]:
         """One page of documents (matching ``filter``) and ``next_offset`` (null at the end)."""
         docs, nxt = points.scroll(state.registry.get(name), body.limit, body.offset, body.filter)
         return {"documents": docs, "next_offset": nxt}
 
-    @r.post("/indexes/{name}/count", dependencies=[read])
+    @r.post("/indexes/{name}/count", dependencies=[read], response_model=CountOut)
     def count(name: str, body: CountIn) -> dict[str, Any]:
         """Documents (matching ``filter``), exact."""
         return {"count": points.count(state.registry.get(name), body.filter)}

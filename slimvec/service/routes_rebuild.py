@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slimvec.errors import SlimvecError
 from slimvec.persistence import write_json_atomic
+from slimvec.service.index_state import IndexState
+from slimvec.service.responses import JobOut
 
 __all__ = ["RebuildIn", "rebuild_router"]
 
@@ -46,7 +48,7 @@ def rebuild_router(st: Any, write: Any) -> APIRouter:
     _mark_interrupted(st)
 
     @router.post("/indexes/{name}/rebuild", dependencies=[write], tags=["jobs"],
-                 status_code=202)
+                 status_code=202, response_model=JobOut, response_model_exclude_unset=True)
     def rebuild_index(name: str, body: RebuildIn) -> dict[str, Any]:
         """Rebuild index ``name`` with a new recipe from its kept full vectors, in the
         background (no text is re-encoded); searches answer from the old index until the swap.
@@ -121,7 +123,7 @@ def _serve_read_only(served: Any) -> None:
         finally:
             if ro is None:
                 served.index = open_index(served.folder, trust_store=trust)
-            served.state = "ready"
+            served.state = IndexState.READY
 
 
 def _close_locked_reader(served: Any) -> None:
@@ -135,7 +137,7 @@ def _close_locked_reader(served: Any) -> None:
         if index is None or not store_class(index.manifest.store).needs_reader_lock(
                 index.manifest.store):
             return
-        served.index, served.state, served.busy_reason = None, "busy", "the rebuild's swap"
+        served.index, served.state, served.busy_reason = None, IndexState.BUSY, "the rebuild's swap"
     index.close()
 
 
@@ -145,7 +147,7 @@ def _reopen(st: Any, served: Any, rec: dict[str, Any], swapped: bool) -> None:
     otherwise the read-only index closes first (its reader lock would refuse the writer)."""
     def close_read_only() -> None:
         with served.lock:
-            index, served.index, served.state = served.index, None, "closed"
+            index, served.index, served.state = served.index, None, IndexState.CLOSED
             served.rebuilding = False
         if index is not None:
             index.close()

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from slimvec.errors import ConfigError
 from slimvec.service.names import index_folder
+from slimvec.service.responses import IndexInfo, SnapshotList, SnapshotOut
 
 __all__ = ["snapshot_router", "SNAPSHOT_DIR"]
 
@@ -65,7 +66,7 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
     root: Path = state.config.root
     folder = root / SNAPSHOT_DIR
 
-    @router.post("/indexes/{name}/snapshot", dependencies=[write])
+    @router.post("/indexes/{name}/snapshot", dependencies=[write], response_model=SnapshotOut)
     def snapshot_index(name: str, body: SnapshotIn | None = None) -> dict[str, Any]:
         """Write a snapshot of the index at its last commit under the server's snapshot folder
         (the index keeps serving); returns its file name, size and SHA-256."""
@@ -82,7 +83,7 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
         return {"snapshot": file, "index": name, "count": info.count, "files": info.files,
                 "bytes": info.bytes, "archive_bytes": info.archive_bytes, "sha256": info.sha256}
 
-    @router.get("/snapshots", dependencies=[read])
+    @router.get("/snapshots", dependencies=[read], response_model=SnapshotList)
     def list_snapshots() -> dict[str, Any]:
         """Snapshot files on the server (name, bytes, modified time), newest first."""
         out = []
@@ -95,7 +96,8 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
                                                       time.gmtime(st.st_mtime))})
         return {"snapshots": sorted(out, key=lambda s: s["modified"], reverse=True)}
 
-    @router.post("/indexes/{name}/restore", dependencies=[write])
+    @router.post("/indexes/{name}/restore", dependencies=[write], response_model=IndexInfo,
+                 response_model_exclude_unset=True)
     def restore_index(name: str, body: RestoreIn) -> dict[str, Any]:
         """Restore index ``name`` from a snapshot file on the server (checksums verified, links
         and paths outside the index refused); ``force`` replaces an existing index."""

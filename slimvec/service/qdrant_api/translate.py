@@ -82,7 +82,7 @@ class Collections:
         """``PUT /collections/NAME``: a pending vector-only index with the server's recipe (or
         ``metadata.slimvec_recipe``; ``metadata.slimvec_fit_after`` points fit the reducer)."""
         from slimvec.reducers import make_reducer
-        from slimvec.service.registry import IndexSpecIn
+        from slimvec.service.spec import ServiceSpec
 
         check_fields(body, _CREATE_FIELDS, "create collection")
         vectors = _default_vector(body.get("vectors"))
@@ -103,7 +103,7 @@ class Collections:
         if isinstance(fit_after, bool) or not isinstance(fit_after, int) or fit_after < 1:
             raise QdrantError(400, "Bad request: metadata.slimvec_fit_after must be a positive "
                                    f"integer (points before the reducer is fitted), got {fit_after!r}.")
-        spec = IndexSpecIn.from_request(recipe=meta.get("slimvec_recipe"), reducer=None, store=None,
+        spec = ServiceSpec.from_request(recipe=meta.get("slimvec_recipe"), reducer=None, store=None,
                                         keep_full=None, encoder=None, fit_after=fit_after,
                                         default_recipe=self.st.config.recipe)
         n_out = getattr(make_reducer(spec.reducer), "n_components", None)
@@ -113,11 +113,11 @@ class Collections:
                                    "one in metadata.slimvec_recipe (e.g. pca:8).")
         served, _new = self.st.registry.create(name, spec)
         with served.lock:
-            served.spec["dim_in"] = size  # the collection's size is the index's input dimension
-            from slimvec.persistence import write_json_atomic
-            from slimvec.service.registry import SERVICE_SPEC
+            # the collection's size is the index's input dimension
+            from slimvec.service.spec import SERVICE_SPEC
 
-            write_json_atomic(served.pending_dir / SERVICE_SPEC, served.spec)
+            served.spec = served.spec.with_dim_in(size)
+            served.spec.save(served.pending_dir / SERVICE_SPEC)
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
                           "payload_schema": {}, "created_at": time.time()})
         return True
@@ -422,7 +422,7 @@ def _selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
 def _dim_of(served: Any) -> int:
     if served.state == "ready" and served.index is not None:
         return int(served.index.dim_in)
-    return int(served.spec.get("dim_in") or 0)
+    return int((served.spec.dim_in if served.spec else None) or 0)
 
 
 def _default_vector(value: Any) -> Any:
