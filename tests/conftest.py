@@ -108,6 +108,7 @@ SLOW_MODULES = (
     "tests/service/test_rebuild.py",
     "tests/service/test_degraded.py",  # issue 25 item 7: two servers, a backoff wait
     "tests/benchmarks/test_filtered_bench.py",  # a whole run_bench: 2 recipes built by migrate
+    "tests/service/test_job_reads.py",  # issue 25 item 7: MiniLM servers, a kill -9 restart
 )
 
 

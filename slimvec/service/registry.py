@@ -265,7 +265,7 @@ class ServedIndex:
         self._closing.set()
         with self.lock:
             reader, self.reader = self.reader, None
-            if reader is not None:
+            if reader is not None and reader is not self.index:  # a job's: the writer closes it
                 reader.close()
             try:
                 if self.writer is not None:
@@ -416,7 +416,9 @@ class ServedIndex:
                 out = self.index.info()
             elif self.state == "busy" and self.reader is not None:
                 out = self.reader.info()
-                out["reads"] = f"its last commit before {self.busy_reason}"
+                out["reads"] = ("the index as its writer writes it, from its last commit on"
+                                if self.reader is self.index
+                                else f"its last commit before {self.busy_reason}")
             else:
                 out = {"index": self.folder.name, "count": 0, "encoder": self.spec.get("encoder"),
                        "reducer": self.spec.get("reducer"), "store": self.spec.get("store"),
