@@ -34,6 +34,7 @@ from slimvec.service.registry import (
 )
 from slimvec.service.writer import WriterClosed
 from slimvec.service.routes_rebuild import rebuild_router
+from slimvec.service.routes_sync import sync_router
 
 __all__ = ["create_app"]
 
@@ -399,6 +400,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return rec
 
     app.include_router(rebuild_router(st, write))  # POST /indexes/{name}/rebuild (issue 25)
+    app.include_router(sync_router(st, write))  # POST /indexes/{name}/sync (issue 25 item 4)
     _offline_docs(app, read)
     app.include_router(points_router(st, read, write))  # delete, payload, get, scroll, count
     app.include_router(qdrant_router(st, read, write))  # the Qdrant-compatible REST subset

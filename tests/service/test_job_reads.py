@@ -127,3 +127,32 @@ def test_kill9_mid_job_through_the_writer_converges(tmp_path: Path):
         got = sorted(d["id"] for d in page["documents"])
         assert got == sorted([f"d{i}" for i in range(len(BEFORE))]
                              + [f"m{i}" for i in range(len(JOB))])
+
+
+def test_sync_job_adds_updates_keeps_and_deletes(served):
+    """Issue 25 item 4 over HTTP: ``POST /indexes/NAME/sync`` (``slimvec.Client``'s
+    ``RemoteIndex.sync``) makes a served index equal to a changed file, as ``slimvec ingest
+    --sync`` does, and its job's summary says what it did."""
+    import slimvec
+
+    srv, root, data = served
+    src = data / "sync.jsonl"
+    rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(BEFORE[:30])]  # unchanged
+    rows += [{"id": f"d{i}", "text": f"{t} (edited)"} for i, t in enumerate(BEFORE[30:35], 30)]
+    rows += [{"id": f"n{i}", "text": t} for i, t in enumerate(TEXTS[52:56])]  # new; d35-d39 left
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    with httpx.Client(base_url=srv.url, timeout=120) as http:
+        _index(http, "s", "qdrant-edge")
+        job = slimvec.Client(srv.url, timeout=120).index("s").sync(str(src), batch_size=8)
+        assert job["kind"] == "sync" and job["state"] == "queued", job
+        rec = _wait(http, job["id"], lambda x: x["state"] not in ("queued", "running"))
+        assert rec["state"] == "done" and rec["phase"] == "done", rec
+        assert rec["summary"]["added"] == 4 and rec["summary"]["updated"] == 5, rec
+        assert rec["summary"]["unchanged"] == 30 and rec["summary"]["deleted"] == 5, rec
+        assert rec["rows"] == len(rows) and rec["ingested"] == 9, rec
+        assert http.get("/indexes/s").json()["count"] == 39
+        got = http.post("/indexes/s/get", json={"ids": ["d31", "d36", "n2"]}).json()
+        assert [d and d["id"] for d in got["documents"]] == ["d31", None, "n2"], got
+        for text, want in ((f"{BEFORE[31]} (edited)", "d31"), (TEXTS[54], "n2")):
+            top = http.post("/indexes/s/search", json={"texts": [text], "k": 1}).json()
+            assert top["hits"][0][0]["source_id"] == want and top["hits"][0][0]["text"] == text
