@@ -103,8 +103,9 @@ class Jobs:
                "resumes": 0}
         self.dir.mkdir(exist_ok=True)
         self._save(rec)
+        out = dict(rec)  # as submitted: the job's thread updates ``rec`` from now on
         self._start(rec, writer)
-        return rec
+        return out
 
     def _take(self, name: str, reason: str) -> Any:
         """The served index's writer, lent to the job (searches go on), when the index is built

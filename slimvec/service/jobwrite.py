@@ -59,6 +59,10 @@ class SharedBuilder:
         self.folder = self._b.folder
         self.say = notify or log.info
         self.store = LockedStore(self._b.store, writer.lock)
+        if self._b.existing is None:
+            # the writer created this index (fitted on a sample over HTTP): its manifest is the
+            # index in the folder, which resolve / plan check a job's spec and input against
+            self._b._old = self._b.manifest
         self._saved = (self._b.summary, self._b.on_commit)
         self._b.summary = IngestSummary(index=str(self.folder))
         self.committed_rows = 0

@@ -141,8 +141,16 @@ def test_sync_job_adds_updates_keeps_and_deletes(served):
     rows += [{"id": f"d{i}", "text": f"{t} (edited)"} for i, t in enumerate(BEFORE[30:35], 30)]
     rows += [{"id": f"n{i}", "text": t} for i, t in enumerate(TEXTS[52:56])]  # new; d35-d39 left
     src.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    first = data / "first.jsonl"  # the corpus as it was: ingested by a job
+    first.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
+                             for i, t in enumerate(BEFORE)), "utf-8")
     with httpx.Client(base_url=srv.url, timeout=120) as http:
-        _index(http, "s", "qdrant-edge")
+        body = {"reducer": "rp:16", "store": "qdrant-edge", "encoder": "minilm",
+                "sample_texts": BEFORE}
+        assert http.put("/indexes/s", json=body).status_code == 201
+        ingest = http.post("/indexes/s/jobs", json={"path": str(first), "batch_size": 8}).json()
+        rec = _wait(http, ingest["id"], lambda x: x["state"] not in ("queued", "running"))
+        assert rec["state"] == "done" and http.get("/indexes/s").json()["count"] == len(BEFORE)
         job = slimvec.Client(srv.url, timeout=120).index("s").sync(str(src), batch_size=8)
         assert job["kind"] == "sync" and job["state"] == "queued", job
         rec = _wait(http, job["id"], lambda x: x["state"] not in ("queued", "running"))
