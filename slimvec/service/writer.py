@@ -23,9 +23,8 @@ resend it (an upsert by id is idempotent).
 
 Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
 cannot be opened twice in one process, and its writes and reads are not documented as
-thread-safe). An ingest or sync job writes through this writer too (:meth:`IndexWriter.run_job`,
-:mod:`slimvec.service.jobwrite`): it takes the lock per batch and per commit, never for the whole
-job, so searches go on; other requests are refused (409) until it ends.
+thread-safe). A job writes through this writer too (:meth:`IndexWriter.run_job`), taking the
+lock per batch and commit only, so searches go on; requests are refused (409) until it ends.
 """
 
 from __future__ import annotations
@@ -148,10 +147,9 @@ class IndexWriter:
         self.last_error: str | None = None
         self.next_retry: float | None = None  # epoch seconds of the next reopen attempt
         self.retries = 0
-        #: while a job is queued or runs: what writes (requests are refused meanwhile)
-        self.job: str | None = None
+        self.job: str | None = None  # what writes while a job is queued or runs (refusing)
         #: the manifest's progress record is a job's: "done", or "unfinished" (a resume goes on
-        #: from it, so closing does not finish it); requests then begin their own record
+        #: from it: closing does not finish it); requests then begin their own record
         self.job_progress: str | None = None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"writer:{builder.folder.name}")
@@ -292,19 +290,22 @@ class IndexWriter:
             return
 
     def _job(self, req: _Job) -> None:
+        """Run a queued job; requests are taken again before its future resolves."""
         try:
-            req.fut.set_result(req.job(self))
+            result = req.job(self)
         except Exception as exc:  # noqa: BLE001 - handed to the job, never stops the writer
             self.job = None
             if is_store_failure(exc):
                 self._degrade(exc, [req.fut])
-                return
-            req.fut.set_exception(exc)
+            else:
+                req.fut.set_exception(exc)
+            return
         except BaseException as exc:  # noqa: BLE001 - the thread dies: the job is told
+            self.job = None
             req.fut.set_exception(exc)
             raise
-        finally:
-            self.job = None
+        self.job = None
+        req.fut.set_result(result)
 
     def _service_progress(self) -> None:
         """After a job, the writer's own requests begin their own progress record (no input
