@@ -235,6 +235,29 @@ class RemoteIndex:
         return self.client.request("POST", f"/indexes/{self.name}/jobs",
                                    json={"path": path, **options})
 
+    def sync(self, path: str, force: bool = False, **options: Any) -> dict[str, Any]:
+        """Start a background job making this index equal to a file on the server (under
+        ``--allow-dir``), as ``slimvec ingest PATH --sync`` does: unchanged documents are
+        skipped, changed ones re-encoded, documents whose id left the file deleted.
+
+        Parameters
+        ----------
+        path : str
+            The file on the server.
+        force : bool
+            Delete even when the file had unreadable rows or no document.
+        **options
+            As ``POST /indexes/NAME/jobs`` takes them (``text_column``, ``id_column``...).
+
+        Returns
+        -------
+        dict
+            The job; poll it with ``Client.job``: once done, its ``summary`` says added /
+            updated / unchanged / deleted.
+        """
+        return self.client.request("POST", f"/indexes/{self.name}/sync",
+                                   json={"path": path, "force": force, **options})
+
     def reduce(self, queries: str | Sequence[str] | np.ndarray) -> np.ndarray:
         """Reduced vectors of texts or full vectors."""
         out = self.client.request("POST", f"/indexes/{self.name}/reduce", json=_queries(queries))

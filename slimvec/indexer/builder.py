@@ -478,6 +478,17 @@ class IndexBuilder:
         self.summary.next_row = plan.start_row
         self._last_commit = time.monotonic()
 
+    def begin_input(self, plan: ResumePlan | None = None,
+                    progress: Progress | None = None) -> None:
+        """A long-lived writer starts another input (a service job, or its own requests again
+        after one) between its commits: :meth:`begin` a new progress record, so the manifest
+        says which input a resume continues and where (what was written since the last commit
+        is committed with the new input's first commit)."""
+        if self._rejects is not None:
+            self._rejects.close()
+            self._rejects = None
+        self.begin(plan, progress)
+
     def write(self, batch: VectorBatch) -> int:
         """Reduce and upsert one batch and record its rejects (durable at the next commit).
 

@@ -39,7 +39,7 @@ from slimvec.indexer.sources import (
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
 
-__all__ = ["IngestOptions", "IngestSummary", "ingest", "reservoir_sample", "REJECTS",
+__all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "reservoir_sample", "REJECTS",
            "VectorBatch", "DEFAULT_REDUCER", "DEFAULT_STORE"]
 
 log = logging.getLogger(__name__)
@@ -228,6 +228,13 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
                       checkpoint_seconds=opts.checkpoint_seconds,
                       checkpoint_batches=opts.checkpoint_batches) as builder:
         return _ingest_into(builder, Path(input_path), opts, on_batch)
+
+
+def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: IngestOptions,
+                on_batch: Callable[[int], None] | None = None) -> IngestSummary:
+    """:func:`ingest` through a builder the caller entered and owns (the service's jobs lend
+    their index writer's: :class:`slimvec.service.jobwrite.SharedBuilder`); returns the summary."""
+    return _ingest_into(builder, Path(input_path), options, on_batch)
 
 
 def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,

@@ -46,7 +46,7 @@ from slimvec.indexer.records import RECORDS, RecordTable, content_hash, encoder_
 from slimvec.indexer.sources import SNIPPET, Document, Reject, SourceSpec, iter_batches, iter_records
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 
-__all__ = ["SyncSummary", "sync"]
+__all__ = ["SyncSummary", "sync", "sync_with"]
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,23 @@ def sync(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
         summary.recorded = max(0, summary.recorded - first.ingested)
         summary.created = first.created
     return summary
+
+
+def sync_with(builder: Any, input_path: str | os.PathLike[str], options: Any, *,
+              force: bool = False, notify: Callable[[str], None] | None = None,
+              on_batch: Callable[[int], None] | None = None,
+              on_delete: Callable[[int], None] | None = None) -> SyncSummary:
+    """One sync pass through a builder its caller owns, over an index that exists (the service's
+    sync job lends its writer's: :class:`slimvec.service.jobwrite.SharedBuilder`); see
+    :func:`sync` for the parameters and what is deleted when.
+
+    Returns
+    -------
+    SyncSummary
+    """
+    builder.summary = SyncSummary(index=str(builder.folder), input=str(input_path))
+    return _Sync(builder, Path(input_path), options, force, notify or log.info).run(on_batch,
+                                                                                    on_delete)
 
 
 class _Sync:

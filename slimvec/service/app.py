@@ -28,6 +28,7 @@ from slimvec.service.routes_points import points_router
 from slimvec.service.routes_rebuild import rebuild_router
 from slimvec.service.routes_search import search_router
 from slimvec.service.routes_snapshot import snapshot_router
+from slimvec.service.routes_sync import sync_router
 from slimvec.service.routes_write import write_router
 from slimvec.service.state import ServiceState
 
@@ -67,6 +68,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         search_router(st, read),  # search, payloads, reduce
         jobs_router(st, read, write),  # ingest jobs
         rebuild_router(st, write),  # POST /indexes/{name}/rebuild (issue 25)
+        sync_router(st, write),  # POST /indexes/{name}/sync (issue 25 item 4)
         points_router(st, read, write),  # delete, payload, get, scroll, count
         qdrant_router(st, read, write),  # the Qdrant-compatible REST subset
     ]

@@ -1,8 +1,19 @@
-"""Background ingest jobs: a file on the server, ingested with :func:`slimvec.indexer.pipeline.ingest`.
+"""Background ingest and sync jobs: a file on the server, ingested (or synced) as ``slimvec
+ingest [--sync]`` does.
 
-Each job is recorded in ``ROOT/.jobs/ID.json`` (state, rows done, rejected, docs/s). A job still
-``running`` when the server stops (SIGTERM, crash, kill -9) is run again at the next start, and
-``ingest`` resumes after its last commit exactly as a rerun CLI command does.
+Into a served index, a job writes through the index's one writer
+(:meth:`~slimvec.service.writer.IndexWriter.run_job`, :class:`~slimvec.service.jobwrite.SharedBuilder`):
+the index stays open and searches answer all along, on every store (Qdrant Edge cannot be opened
+twice: a second builder on its folder made its searches answer 409 for the whole job). Writes
+meanwhile answer 409. A job that creates its index, or fills one still collecting its fit
+sample, builds it with :func:`slimvec.indexer.pipeline.ingest` while the index is suspended.
+
+Each job is recorded in ``ROOT/.jobs/ID.json``: ``state``, ``phase`` (``queued``, ``preparing``,
+``writing`` / ``syncing``, ``committing``, ``deleting``, ``finishing``, ``done``), ``rows`` (source
+rows read), ``committed_rows`` (durable), ``ingested``, ``rejected``, docs/s, and for a sync its
+``summary`` (added / updated / unchanged / deleted). A job still ``running`` when the server stops
+(SIGTERM, crash, kill -9) is run again at the next start: an ingest resumes after its last commit
+exactly as a rerun CLI command does, a sync makes a new pass (it converges).
 """
 
 from __future__ import annotations
@@ -18,7 +29,8 @@ from typing import Any
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.persistence import read_json, write_json_atomic
-from slimvec.service.registry import ConflictError, Registry
+from slimvec.indexer.manifest import MANIFEST
+from slimvec.service.registry import PENDING_DIR, ConflictError, NotFound, Registry
 
 __all__ = ["Jobs", "JOBS_DIR"]
 
@@ -56,8 +68,13 @@ class Jobs:
         return real
 
     def pending_names(self) -> set[str]:
-        """Indexes with a job to resume (left out of the registry's first open)."""
-        return {rec["index"] for rec in self._records() if rec["state"] in ("queued", "running")}
+        """Indexes a job to resume builds (left out of the registry's first open): no index yet,
+        or one still collecting its fit sample. A job into a built index is resumed through
+        its writer, so that index is served from the start."""
+        root = self.registry.root
+        return {rec["index"] for rec in self._records() if rec["state"] in ("queued", "running")
+                and (not (root / rec["index"] / MANIFEST).exists()
+                     or (root / PENDING_DIR / rec["index"]).exists())}
 
     def _records(self) -> list[dict[str, Any]]:
         if not self.dir.is_dir():
@@ -72,19 +89,37 @@ class Jobs:
         return read_json(path) if path.is_file() else None
 
     def submit(self, name: str, path: str, options: IngestOptions) -> dict[str, Any]:
-        """Start a job ingesting ``path`` into index ``name``; returns its record."""
+        """Start a job ingesting (``options.sync``: syncing) ``path`` into index ``name``;
+        returns its record."""
         real = self.check_path(path)
         spec = self.registry.pending_spec(name)
         if spec is not None:
             options = _pending_options(options, spec, name)
-        self.registry.suspend(name, "an ingest job")
-        rec = {"id": uuid.uuid4().hex[:16], "index": name, "input": str(real), "state": "queued",
-               "options": asdict(options), "rows": 0, "ingested": 0, "rejected": 0,
-               "docs_per_s": 0.0, "created": time.time(), "error": None, "resumes": 0}
+        writer = self._take(name, _reason(options))
+        rec = {"id": uuid.uuid4().hex[:16], "kind": "sync" if options.sync else "ingest",
+               "index": name, "input": str(real), "state": "queued", "phase": "queued",
+               "options": asdict(options), "rows": 0, "committed_rows": 0, "ingested": 0,
+               "rejected": 0, "docs_per_s": 0.0, "created": time.time(), "error": None,
+               "resumes": 0}
         self.dir.mkdir(exist_ok=True)
         self._save(rec)
-        self._start(rec)
-        return rec
+        out = dict(rec)  # as submitted: the job's thread updates ``rec`` from now on
+        self._start(rec, writer)
+        return out
+
+    def _take(self, name: str, reason: str) -> Any:
+        """The served index's writer, lent to the job (searches go on), when the index is built
+        and served; else None after suspending it (the job builds it in its folder)."""
+        from slimvec.service.jobserve import lend_writer
+
+        try:
+            served = self.registry.get(name)
+        except NotFound:
+            served = None
+        writer = lend_writer(served, reason) if served is not None else None
+        if writer is None:
+            self.registry.suspend(name, reason)
+        return writer
 
     def resume_all(self) -> None:
         """Restart the jobs a previous process left queued or running."""
@@ -92,44 +127,44 @@ class Jobs:
             if rec["state"] in ("queued", "running"):
                 rec["resumes"] = int(rec.get("resumes", 0)) + 1
                 try:
-                    self.registry.suspend(rec["index"], "an ingest job")
+                    writer = self._take(rec["index"], _reason(IngestOptions(**rec["options"])))
                 except SlimvecError as exc:
                     rec.update(state="failed", error=str(exc))
                     self._save(rec)
                     continue
-                self._start(rec)
+                self._start(rec, writer)
 
     def _save(self, rec: dict[str, Any]) -> None:
         write_json_atomic(self.dir / f"{rec['id']}.json", rec)
 
-    def _start(self, rec: dict[str, Any]) -> None:
-        t = threading.Thread(target=self._run, args=(rec,), name=f"job:{rec['id']}", daemon=True)
+    def _start(self, rec: dict[str, Any], writer: Any = None) -> None:
+        t = threading.Thread(target=self._run, args=(rec, writer), name=f"job:{rec['id']}",
+                             daemon=True)
         with self._lock:
             self._threads[rec["id"]] = t
         t.start()
 
-    def _run(self, rec: dict[str, Any]) -> None:
+    def _run(self, rec: dict[str, Any], writer: Any = None) -> None:
+        from slimvec.service.jobserve import JobRecord, end_job, through_writer
+
         opts = IngestOptions(**{**rec["options"], "progress": False})
         opts.checkpoint_seconds = min(opts.checkpoint_seconds, self.checkpoint_seconds)
         folder = self.registry.root / rec["index"]
         t0 = time.perf_counter()
-        last = [t0]
+        progress = JobRecord(rec, self._save, self._stop, _Stopped)
         rec["state"] = "running"
-        self._save(rec)
-
-        def on_batch(next_row: int) -> None:
-            rec["rows"] = next_row
-            if time.perf_counter() - last[0] > 1.0:
-                last[0] = time.perf_counter()
-                self._save(rec)
-            if self._stop.is_set():
-                raise _Stopped()
-
+        progress.phase("preparing" if writer is None else "queued")
         try:
-            summary = ingest(rec["input"], folder, opts, on_batch=on_batch)
-            rec.update(state="done", rows=summary.next_row, ingested=summary.ingested,
-                       rejected=summary.rejected, docs_per_s=round(summary.docs_per_s, 1),
-                       count=summary.count)
+            if writer is not None:
+                summary = through_writer(writer, rec["input"], opts, progress)
+            else:
+                summary = ingest(rec["input"], folder, opts, on_batch=progress.on_batch)
+                progress.committed(summary.next_row)
+            rec.update(state="done", phase="done", rows=summary.next_row,
+                       ingested=summary.ingested, rejected=summary.rejected,
+                       docs_per_s=round(summary.docs_per_s, 1), count=summary.count)
+            if getattr(summary, "sync", False):
+                rec["summary"] = _sync_counts(summary)
         except _Stopped:
             rec["state"] = "running"  # resumed at the next start
         except SlimvecError as exc:
@@ -138,8 +173,11 @@ class Jobs:
             log.exception("job %s failed", rec["id"])
             rec.update(state="failed", error=f"{type(exc).__name__}: {exc}")
         rec["seconds"] = round(time.perf_counter() - t0, 3)
-        if not self._stop.is_set():
-            self.registry.resume(rec["index"])  # before the record says done: then it is served
+        if not self._stop.is_set():  # before the record says done: then it is served
+            if writer is not None:
+                end_job(self.registry, rec["index"], writer)
+            else:
+                self.registry.resume(rec["index"])
         self._save(rec)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -150,6 +188,17 @@ class Jobs:
             threads = list(self._threads.values())
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _reason(options: IngestOptions) -> str:
+    return "a sync job" if options.sync else "an ingest job"
+
+
+def _sync_counts(summary: Any) -> dict[str, int]:
+    """What a sync did: added / updated / unchanged / deleted, and what it kept or could not
+    read (``not_deleted`` with read errors unless ``force``)."""
+    return {k: int(getattr(summary, k)) for k in ("added", "updated", "unchanged", "deleted",
+                                                   "recorded", "read_errors", "not_deleted")}
 
 
 def _pending_options(options: IngestOptions, spec: dict[str, Any], name: str) -> IngestOptions:

@@ -60,6 +60,9 @@ def rebuild_router(st: Any, write: Any) -> APIRouter:
         st.registry.check_store(recipe.store)
         served = st.registry.get(name)
         with served.lock:
+            if served.state == "busy":  # a job writing through the writer still serves reads
+                raise Busy(f"Index {name!r} is being written by {served.busy_reason}; rebuild it "
+                           "when that finishes.")
             index = served.ready_index()  # 409 while pending or busy
             if index.manifest.full is None or getattr(served, "rebuilding", False):
                 if getattr(served, "rebuilding", False):

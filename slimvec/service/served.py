@@ -167,7 +167,7 @@ class ServedIndex(PendingRows):
         self._closing.set()
         with self.lock:
             reader, self.reader = self.reader, None
-            if reader is not None:
+            if reader is not None and reader is not self.index:  # a job's: the writer closes it
                 reader.close()
             try:
                 if self.writer is not None:
@@ -244,7 +244,9 @@ class ServedIndex(PendingRows):
                 out = self.index.info()
             elif self.state == IndexState.BUSY and self.reader is not None:
                 out = self.reader.info()
-                out["reads"] = f"its last commit before {self.busy_reason}"
+                out["reads"] = ("the index as its writer writes it, from its last commit on"
+                                if self.reader is self.index
+                                else f"its last commit before {self.busy_reason}")
             else:
                 spec = self.spec
                 out = {"index": self.folder.name, "count": 0,

@@ -23,7 +23,8 @@ resend it (an upsert by id is idempotent).
 
 Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
 cannot be opened twice in one process, and its writes and reads are not documented as
-thread-safe).
+thread-safe). A job writes through this writer too (:meth:`IndexWriter.run_job`), taking the
+lock per batch and commit only, so searches go on; requests are refused (409) until it ends.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from slimvec.errors import PersistenceError, StoreError
+from slimvec.errors import IndexBusyError, PersistenceError, StoreError
 from slimvec.indexer.builder import IndexBuilder
-from slimvec.indexer.index import Index
 from slimvec.indexer.writer import VectorBatch
+from slimvec.service.live import LiveIndex, LockedStore  # their home before; re-exported
 
 __all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "WriterDegraded",
            "SERVICE_INPUT", "is_store_failure"]
@@ -86,60 +87,6 @@ def is_store_failure(exc: BaseException) -> bool:
     return isinstance(exc, Exception) and any(h in str(exc) for h in _IO_HINTS)
 
 
-class LockedStore:
-    """Proxy of an opened store serialising every call through ``lock``."""
-
-    def __init__(self, store: Any, lock: threading.RLock) -> None:
-        self.inner = store
-        self.lock = lock
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self.lock:
-                return attr(*args, **kwargs)
-
-        return call
-
-
-class LiveIndex(Index):
-    """An :class:`~slimvec.indexer.index.Index` searched while the service writes it.
-
-    A ``--keep-full`` side file opened for reading sees only the rows committed when it was
-    opened; this index reopens it after each commit of the writer (:meth:`committed`), so a
-    rescored search finds the rows added while the server runs.
-    """
-
-    def __init__(self, folder: Any, manifest: Any, reducer: Any, store: Any,
-                 lock: threading.RLock) -> None:
-        super().__init__(folder, manifest, reducer, store)
-        self._rw = lock
-        self._commits = 0
-        self._live_full: Any = None
-        self._live_seen = -1
-
-    def committed(self) -> None:
-        """The writer committed: the next rescore reopens the side file."""
-        self._commits += 1
-
-    @property
-    def full_vectors(self) -> Any:
-        """The side file as of the last commit (``None`` without one)."""
-        info = self.manifest.full
-        if info is None or not info.dir:
-            return None
-        with self._rw:
-            if self._live_full is None or self._live_seen != self._commits:
-                from slimvec.connectors.fullvectors import FullVectors
-
-                self._live_full = FullVectors.open(self.folder / info.dir)
-                self._live_seen = self._commits
-            return self._live_full
-
-
 class _Calibrate:
     """A queued request to calibrate the rescoring depth on given query vectors."""
 
@@ -153,6 +100,18 @@ class _Mutate:
 
     def __init__(self, fn: Callable[[IndexBuilder], Any], fut: Future) -> None:
         self.fn, self.fut = fn, fut
+
+
+class _Job(_Mutate):
+    """A queued job: ``fn(writer)`` without the lock (it takes it per batch and commit)."""
+
+    def __init__(self, fn: Callable[["IndexWriter"], Any], fut: Future) -> None:
+        self.job, self.fut = fn, fut
+
+
+def _fut(item: Any) -> Future:
+    """The future of a queued item (a batch is ``(batch, rows, future)``)."""
+    return item.fut if isinstance(item, (_Calibrate, _Mutate)) else item[2]
 
 
 class IndexWriter:
@@ -188,6 +147,10 @@ class IndexWriter:
         self.last_error: str | None = None
         self.next_retry: float | None = None  # epoch seconds of the next reopen attempt
         self.retries = 0
+        self.job: str | None = None  # what writes while a job is queued or runs (refusing)
+        #: the manifest's progress record is a job's: "done", or "unfinished" (a resume goes on
+        #: from it: closing does not finish it); requests then begin their own record
+        self.job_progress: str | None = None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"writer:{builder.folder.name}")
         self._thread.start()
@@ -221,6 +184,25 @@ class IndexWriter:
             self._queue.put(_Mutate(fn, fut))
         return fut
 
+    def run_job(self, fn: Callable[["IndexWriter"], Any], reason: str) -> Future:
+        """Queue a job (ingest, sync) that writes through this writer: ``fn(self)`` runs on the
+        writer thread after the requests queued before it, takes :attr:`lock` only per batch
+        and commit (:meth:`job_commit`), so searches go on; requests are refused (409) until it
+        ends. The future resolves to ``fn``'s result."""
+        fut: Future = Future()
+        with self._guard:
+            self._refuse()
+            self.job = reason
+            self._queue.put(_Job(fn, fut))
+        return fut
+
+    def job_commit(self, commit: Callable[[], None]) -> None:
+        """Run a job's ``commit`` under the store lock, as the writer's own commits run."""
+        with self.lock:
+            commit()
+            self._wrote = True
+            self._on_commit()
+
     @property
     def dead(self) -> BaseException | None:
         """Why the writer thread died (``None`` while it runs or after a clean close)."""
@@ -228,6 +210,10 @@ class IndexWriter:
 
     def _refuse(self) -> None:
         """Raise why the writer takes no request now (call holding ``_guard``)."""
+        if self.job is not None:
+            raise IndexBusyError(f"Index {self.builder.folder.name!r} is being written by "
+                                 f"{self.job}; searches answer meanwhile, writes are taken when "
+                                 "it finishes: retry then.")
         if self._closed or self._failed is not None:
             raise WriterClosed(f"{self.builder.folder.name}: the index writer is stopped"
                                + (f" ({self._failed})" if self._failed else "") + "; retry later.")
@@ -268,7 +254,7 @@ class IndexWriter:
                 if item is _STOP:
                     stop = True
                     continue
-                futs.append(item.fut if isinstance(item, (_Calibrate, _Mutate)) else item[2])
+                futs.append(_fut(item))
             if stop:
                 self._queue.put(_STOP)
         log.error("%s: the store failed on a commit (%s); the index is degraded (reads go on, "
@@ -303,9 +289,39 @@ class IndexWriter:
                 self.degraded, self.last_error, self.next_retry, self.retries = None, None, None, 0
             return
 
+    def _job(self, req: _Job) -> None:
+        """Run a queued job; requests are taken again before its future resolves."""
+        try:
+            result = req.job(self)
+        except Exception as exc:  # noqa: BLE001 - handed to the job, never stops the writer
+            self.job = None
+            if is_store_failure(exc):
+                self._degrade(exc, [req.fut])
+            else:
+                req.fut.set_exception(exc)
+            return
+        except BaseException as exc:  # noqa: BLE001 - the thread dies: the job is told
+            self.job = None
+            req.fut.set_exception(exc)
+            raise
+        self.job = None
+        req.fut.set_result(result)
+
+    def _service_progress(self) -> None:
+        """After a job, the writer's own requests begin their own progress record (no input
+        file): a rerun of the job's file then starts it anew instead of resuming."""
+        if self.job_progress is not None:
+            from slimvec.indexer.manifest import Progress
+            from slimvec.indexer.progress import ResumePlan
+
+            with self.lock:
+                self.builder.begin_input(ResumePlan(), Progress())
+            self.job_progress = None
+
     def _mutate(self, req: _Mutate) -> None:
         b = self.builder
         try:
+            self._service_progress()
             with self.lock:
                 result = req.fn(b)
                 b.commit()
@@ -387,6 +403,7 @@ class IndexWriter:
 
     def _commit(self, items: list[Any]) -> int:
         b = self.builder
+        self._service_progress()
         with self.lock:
             start = b.summary.next_row
             batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
@@ -405,11 +422,8 @@ class IndexWriter:
                 item = self._queue.get()
                 if item is _STOP:
                     break
-                if isinstance(item, _Calibrate):
-                    self._calibrate(item)
-                    continue
-                if isinstance(item, _Mutate):
-                    self._mutate(item)
+                if isinstance(item, (_Calibrate, _Mutate)):
+                    self._one(item)
                     continue
                 items = [item]
                 stop, calibration = False, None
@@ -426,13 +440,12 @@ class IndexWriter:
                         break
                     items.append(more)
                 self._write_group(items)
-                if isinstance(calibration, _Mutate):
-                    self._mutate(calibration)
-                elif calibration is not None:
-                    self._calibrate(calibration)
+                if calibration is not None:
+                    self._one(calibration)
                 if stop:
                     break
-            if self._wrote and self.degraded is None:  # a degraded store keeps its last commit
+            if self._wrote and self.degraded is None and self.job_progress != "unfinished":
+                # a degraded store keeps its last commit; an unfinished job's record its resume
                 with self.lock:
                     b.finish()
         except BaseException as exc:  # noqa: BLE001
@@ -448,7 +461,7 @@ class IndexWriter:
                     break
                 if item is _STOP:
                     continue
-                fut = item.fut if isinstance(item, (_Calibrate, _Mutate)) else item[2]
+                fut = _fut(item)
                 if not fut.done():
                     fut.set_exception(exc)
         finally:
@@ -459,6 +472,16 @@ class IndexWriter:
                     log.error("closing %s: %s", b.folder, exc)
             if self._failed is not None and not self._closed and self._on_dead is not None:
                 self._on_dead(self._failed)
+
+
+    def _one(self, item: Any) -> None:
+        """Run a queued job, change or calibration."""
+        if isinstance(item, _Job):
+            self._job(item)
+        elif isinstance(item, _Mutate):
+            self._mutate(item)
+        else:
+            self._calibrate(item)
 
 
 def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:

@@ -38,6 +38,7 @@ CLIENT_METHODS: dict[tuple[str, str], str] = {
     ("POST", "/indexes/{name}/fit"): "RemoteIndex.fit",
     ("POST", "/indexes/{name}/calibrate"): "RemoteIndex.calibrate",
     ("POST", "/indexes/{name}/jobs"): "RemoteIndex.ingest",
+    ("POST", "/indexes/{name}/sync"): "RemoteIndex.sync",
     ("GET", "/jobs/{job_id}"): "Client.job",
     ("POST", "/indexes/{name}/snapshot"): "Client.snapshot",
     ("GET", "/snapshots"): "Client.snapshots",

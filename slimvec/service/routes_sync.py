@@ -1,0 +1,63 @@
+"""``POST /indexes/{name}/sync``: ``slimvec ingest SRC --sync`` as a background job (issue 25
+item 4 in the service).
+
+The job makes the index equal to a file on the server (under ``--allow-dir``): documents whose
+content is unchanged are not re-encoded, changed ones are, and documents whose id left the file
+are deleted only after the whole file was read and everything new committed; a file read with
+errors deletes nothing unless ``force`` (:mod:`slimvec.indexer.sync`). Into a served index it
+writes through the index's writer, so searches answer all along
+(:mod:`slimvec.service.jobserve`). ``GET /jobs/{id}`` shows its phase and rows as it goes, and
+once done its ``summary``: added / updated / unchanged / deleted (and ``not_deleted`` when
+``force`` was needed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import Field
+
+from slimvec.indexer.pipeline import IngestOptions
+from slimvec.service.models import JobIn
+
+__all__ = ["sync_router", "SyncIn"]
+
+
+class SyncIn(JobIn):
+    """Sync an index with a file on the server, as ``slimvec ingest SRC --sync`` does."""
+
+    force: bool = Field(False, description="delete the documents that left the file even when "
+                                           "the file had unreadable rows or no document")
+
+
+def sync_router(st: Any, write: Any) -> APIRouter:
+    """The sync route over the service state ``st`` (registry, jobs, config), behind ``write``."""
+    router = APIRouter()
+
+    @router.post("/indexes/{name}/sync", dependencies=[write], tags=["jobs"], status_code=202)
+    def sync_index(name: str, body: SyncIn) -> dict[str, Any]:
+        """Make index ``name`` equal to a file on the server (under --allow-dir) in the
+        background: unchanged documents are skipped, changed ones re-encoded, and documents
+        whose id left the file deleted once everything new is committed. Returns the job
+        (``GET /jobs/{id}``: its ``summary`` says added / updated / unchanged / deleted)."""
+        from slimvec.service.names import check_name
+
+        check_name(name)
+        st.registry.check_store(body.store)
+        recipe = None
+        if body.recipe is not None:
+            from slimvec.recipe import merge_recipe, parse_recipe
+
+            recipe = str(parse_recipe(body.recipe))  # a string over HTTP, never a server file
+            st.registry.check_store(merge_recipe(recipe, body.reducer, body.store,
+                                                 option="recipe").store)
+        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
+                             recipe=recipe, default_recipe=st.config.recipe,
+                             text_column=body.text_column, id_column=body.id_column,
+                             format=body.format, fit_sample=body.fit_sample,
+                             batch_size=body.batch_size, progress=False, sync=True,
+                             force=body.force)
+        return st.jobs.submit(name, body.path, opts)
+
+    return router
