@@ -20,6 +20,7 @@ from pydantic import Field
 
 from slimvec.indexer.pipeline import IngestOptions
 from slimvec.service.models import JobIn
+from slimvec.service.responses import JobOut
 
 __all__ = ["sync_router", "SyncIn"]
 
@@ -35,7 +36,8 @@ def sync_router(st: Any, write: Any) -> APIRouter:
     """The sync route over the service state ``st`` (registry, jobs, config), behind ``write``."""
     router = APIRouter()
 
-    @router.post("/indexes/{name}/sync", dependencies=[write], tags=["jobs"], status_code=202)
+    @router.post("/indexes/{name}/sync", dependencies=[write], tags=["jobs"], status_code=202,
+                 response_model=JobOut)
     def sync_index(name: str, body: SyncIn) -> dict[str, Any]:
         """Make index ``name`` equal to a file on the server (under --allow-dir) in the
         background: unchanged documents are skipped, changed ones re-encoded, and documents
