@@ -28,8 +28,6 @@ OVERSIZE: dict[str, str] = {
     "benchmarks/sizing.py": "515: the per-store size models with their fit and check",
     "connectors/faiss_store.py": "630: factory parsing, id map, training, snapshots; item 6 "
                                  "moves the upsert checks and the reader to the store base",
-    "indexer/builder.py": "807: the one index writer; item 2 splits it by responsibility "
-                          "(folder safety, spec resolution, commit protocol, calibration)",
     "indexer/sources.py": "644: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     "migrate/sources.py": "713: each store's on-disk reader re-implemented; item 6 makes them "
