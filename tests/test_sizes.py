@@ -50,7 +50,6 @@ OVERSIZE: dict[str, str] = {
     "cli/index_cmds.py::search": "88: loads the model apart from the timed search, and prints "
                                  "a table or JSON; the printing can move to a helper",
     "cli/plan.py::plan": "118, 24 of them its signature (typer options)",
-    "engines/ray_ingest.py::_run": "85: the Ray producer's copy of the write sequence (item 2)",
     "indexer/calibrate.py::calibrate_rescore": "108, 45 of them docstring",
     "pruning/importance.py::compute_importance": "101, 32 of them docstring",
     "pruning/rewind.py::rewind": "84, 25 of them docstring",
