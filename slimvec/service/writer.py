@@ -1,7 +1,8 @@
 """One long-lived writer per index: requests hand it batches, it commits them in order.
 
-The writer owns the index's :class:`~slimvec.indexer.builder.IndexBuilder` (which holds the
-writer lock for as long as the service serves the index). A thread takes the queued batches,
+The writer owns the index's long-lived writer (:class:`~slimvec.indexer.live.LiveWriter`, from
+:meth:`IndexBuilder.open_writer <slimvec.indexer.builder.IndexBuilder.open_writer>`, which holds
+the writer lock for as long as the service serves the index). A thread takes the queued batches,
 merges whatever queued during the previous commit (group commit), calls ``write`` + ``commit``
 (rejects fsynced -> store durable -> manifest) and only then resolves the requests' futures: a
 request answered with ``committed: true`` survives a kill -9. On close it calls ``finish`` (state
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -41,6 +41,7 @@ import numpy as np
 from slimvec.errors import PersistenceError, StoreError
 from slimvec.indexer.builder import IndexBuilder
 from slimvec.indexer.index import Index
+from slimvec.indexer.live import LiveWriter
 from slimvec.indexer.writer import VectorBatch
 
 __all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "WriterDegraded",
@@ -160,8 +161,9 @@ class IndexWriter:
 
     Parameters
     ----------
-    builder : IndexBuilder
-        Entered and opened (lock held, store open); exited by :meth:`close`.
+    builder : LiveWriter or IndexBuilder
+        The index's long-lived writer (:meth:`IndexBuilder.open_writer`), or a builder entered
+        and opened (lock held, store open) that it wraps; released by :meth:`close`.
     lock : RLock
         Shared with the searches' :class:`LockedStore`.
     on_commit : callable, optional
@@ -171,10 +173,11 @@ class IndexWriter:
         writer was not closed: its owner reopens the index (:meth:`ServedIndex._supervise`).
     """
 
-    def __init__(self, builder: IndexBuilder, lock: threading.RLock,
+    def __init__(self, builder: LiveWriter | IndexBuilder, lock: threading.RLock,
                  on_commit: Callable[[], None] | None = None,
                  on_dead: Callable[[BaseException], None] | None = None) -> None:
-        self.builder, self.lock = builder, lock
+        self.live = builder if isinstance(builder, LiveWriter) else LiveWriter(builder)
+        self.builder, self.lock = self.live.builder, lock
         self._on_commit = on_commit or (lambda: None)
         self._on_dead = on_dead
         self._queue: "queue.Queue[Any]" = queue.Queue()
@@ -281,7 +284,7 @@ class IndexWriter:
 
     def _recover(self) -> None:
         """Retry the commit every 0.5 s doubling to 30 s until it succeeds or ``close``."""
-        b, delay = self.builder, RETRY_FIRST
+        b, delay = self.live, RETRY_FIRST
         while not self._closed:
             self.next_retry = time.time() + delay
             if self._wake.wait(delay) or self._closed:
@@ -304,10 +307,10 @@ class IndexWriter:
             return
 
     def _mutate(self, req: _Mutate) -> None:
-        b = self.builder
+        b = self.live
         try:
             with self.lock:
-                result = req.fn(b)
+                result = b.mutate(req.fn)
                 b.commit()
                 self._wrote = True
                 self._on_commit()
@@ -325,10 +328,10 @@ class IndexWriter:
 
     def _calibrate(self, req: _Calibrate) -> None:
         """Run a queued calibration; its failure goes to its request only, never stops the writer."""
-        b = self.builder
+        b = self.live
         try:
             with self.lock:
-                b.calibrate(queries=req.queries)
+                b.calibrate(req.queries)
             req.fut.set_result(b.manifest.rescore)
         except Exception as exc:  # noqa: BLE001 - handed to the request
             req.fut.set_exception(exc)
@@ -348,7 +351,7 @@ class IndexWriter:
         depth needed grows with N), so searches rescore before the index is ever finished. A
         failed calibration is logged and retried only after the next doubling: it never stops
         the writer."""
-        b = self.builder
+        b = self.live
         if not b.calibration_due() or b.manifest.count < 2 * self._calibration_failed_at:
             return
         try:
@@ -386,9 +389,9 @@ class IndexWriter:
             fut.set_result(next_row)
 
     def _commit(self, items: list[Any]) -> int:
-        b = self.builder
+        b = self.live
         with self.lock:
-            start = b.summary.next_row
+            start = b.next_row
             batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
             b.write(batch)
             b.commit()
@@ -398,8 +401,8 @@ class IndexWriter:
         return int(batch.next_row)
 
     def _run(self) -> None:
-        b = self.builder
-        exc_info: Any = (None, None, None)
+        b = self.live
+        failed: BaseException | None = None
         try:
             while True:
                 item = self._queue.get()
@@ -439,8 +442,7 @@ class IndexWriter:
             log.error("writer of %s failed: %s", b.folder, exc)
             self.last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             self.next_retry = time.time() + RETRY_FIRST  # the owner's supervisor reopens it
-            self._failed = exc
-            exc_info = sys.exc_info()
+            self._failed = failed = exc
             while True:
                 try:
                     item = self._queue.get_nowait()
@@ -454,7 +456,7 @@ class IndexWriter:
         finally:
             with self.lock:
                 try:
-                    b.__exit__(*exc_info)
+                    b.close(failed)  # the store closed, the writer lock released
                 except BaseException as exc:  # noqa: BLE001 - already reported above
                     log.error("closing %s: %s", b.folder, exc)
             if self._failed is not None and not self._closed and self._on_dead is not None:
