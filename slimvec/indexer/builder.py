@@ -255,6 +255,7 @@ class IndexBuilder(DepthCalibration, CommitLoop):
 
         named_store = spec.store
         spec = self.resolve(spec)
+        assert spec.reducer is not None and spec.store is not None  # resolve() sets them
         unfitted = make_reducer(spec.reducer)  # fail fast on bad specs before the fit
         old = self.existing
         if old is None:  # a store that cannot hold the reducer's output is refused before the fit

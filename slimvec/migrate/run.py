@@ -181,8 +181,9 @@ class _MigrateProducer(Producer):
 
     def plan_key(self) -> tuple[Any, dict[str, Any], dict[str, Any]]:
         src_path = getattr(self.src, "path", None)  # file sources have one; collections do not
-        is_file = src_path is not None and Path(src_path).is_file()
-        input_name: Any = Path(src_path).resolve() if is_file else self.src.spec
+        input_name: Any = self.src.spec
+        if src_path is not None and Path(src_path).is_file():
+            input_name = Path(src_path).resolve()
         return input_name, self.src.fingerprint(), {"source": self.src.spec}
 
     def done_notice(self, b: Target) -> str:
