@@ -129,8 +129,12 @@ class IndexBuilder(DepthCalibration, CommitLoop):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        closing: BaseException | None = None
         try:
-            self.close()
+            try:
+                self.close()
+            except BaseException as err:  # noqa: BLE001 - reported below, after the lock
+                closing = err
         finally:
             if self._lock is not None:
                 failed_new = exc is not None and self._marked_new and \
@@ -146,6 +150,14 @@ class IndexBuilder(DepthCalibration, CommitLoop):
                         self.folder.rmdir()  # only when empty
                     except OSError:
                         pass
+        if closing is not None:
+            if exc is None:  # closing failed (a full disk flushing rejects.jsonl): say so
+                mapped_close = map_io_error(self.folder, closing)
+                if mapped_close is None:
+                    raise closing
+                raise mapped_close from closing
+            # the error that stopped the write is the one to report, not its echo on close
+            log.warning("closing %s after an error: %s", self.folder, closing)
         if exc is not None and not isinstance(exc, SlimvecError):
             mapped = map_io_error(self.folder, exc)
             if mapped is not None:
