@@ -25,8 +25,6 @@ OVERSIZE: dict[str, str] = {
     "connectors/faiss_store.py": "872: factory parsing (~250 lines, movable to a module of "
                                  "its own), id map, training, tombstones, selector search; "
                                  "item 6 moved its upsert/search checks to the store base",
-    "indexer/builder.py": "807: the one index writer; item 2 splits it by responsibility "
-                          "(folder safety, spec resolution, commit protocol, calibration)",
     "indexer/sources.py": "644: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     # --- functions over 80 lines
@@ -41,9 +39,6 @@ OVERSIZE: dict[str, str] = {
     "cli/index_cmds.py::search": "88: loads the model apart from the timed search, and prints "
                                  "a table or JSON; the printing can move to a helper",
     "cli/plan.py::plan": "118, 24 of them its signature (typer options)",
-    "engines/ray_ingest.py::_run": "85: the Ray producer's copy of the write sequence (item 2)",
-    "indexer/pipeline.py::_ingest_into": "115: the ingest producer's copy of the write "
-                                         "sequence (item 2)",
     "indexer/calibrate.py::calibrate_rescore": "108, 45 of them docstring",
     "pruning/importance.py::compute_importance": "101, 32 of them docstring",
     "pruning/rewind.py::rewind": "84, 25 of them docstring",

@@ -27,9 +27,9 @@ commit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,7 +45,8 @@ from slimvec.errors import ConfigError
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, Encoder, resolve_model
 from slimvec.indexer.index import REDUCER_DIR
-from slimvec.indexer.manifest import Progress
+from slimvec.indexer.manifest import Manifest, Progress
+from slimvec.indexer.produce import Producer, Target
 from slimvec.indexer.progress import ResumePlan, fingerprint
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import IngestSummary, VectorBatch
@@ -179,59 +180,135 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
     with IndexBuilder(Path(index_dir), rebuild=options.rebuild, notify=say,
                       strict=options.strict, checkpoint_seconds=options.checkpoint_seconds,
                       checkpoint_batches=options.checkpoint_batches) as b:
-        old = b.existing  # folder checks and the lock come before any Ray work
+        # folder checks and the lock come before any Ray work (started in running())
+        summary = b.build(_RayProducer(files, inputs, settings, options, ray_opts))
+    if not summary.already_done:
+        log.info("ray engine: %d documents (%d rejected) into %s in %.1fs", summary.ingested,
+                 summary.rejected, Path(index_dir), summary.total_seconds)
+    return summary
+
+
+class _RayProducer(Producer):
+    """Input files -> Ray Data blocks encoded and reduced by the actor pool -> reduced
+    :class:`VectorBatch` es; its progress record lists the committed blocks."""
+
+    def __init__(self, files: list[InputFile], inputs: list[dict[str, Any]],
+                 settings: dict[str, Any], opts: Any, ray_opts: RayOptions) -> None:
+        self.files, self.inputs, self.settings = files, inputs, settings
+        self.opts, self.ray_opts = opts, ray_opts
+        self.label = ", ".join(f.spec.path for f in files)
+        self.committed: dict[int, set[int]] = {}
+        self.keys: np.ndarray | None = None
+        self.vectors: np.ndarray | None = None
+
+    def build_spec(self, b: Target) -> BuildSpec:
+        old = b.existing
         # the default recipe and --recipe expand into reducer, store, keep_full as locally
-        options = apply_recipe(apply_default_recipe(options, old))
-        spec = b.resolve(BuildSpec.from_options(
-            options, encoder=options.encoder or (old.encoder if old else None) or DEFAULT_ENCODER,
-            keep_full=options.keep_full if old is None else None))
-        mode, committed = _plan_resume(b.folder, old.progress if old else None, inputs, settings)
-        b.summary.input = ", ".join(f.spec.path for f in files)
-        if mode == "done":
-            say(f"{b.summary.input} was already ingested completely into {b.folder}; nothing to "
-                "do. Pass --rebuild to build the index anew.")
-            return b.done_summary(b.summary.input)
-        if old is None:
+        self.opts = opts = apply_recipe(apply_default_recipe(self.opts, old))
+        return BuildSpec.from_options(
+            opts, encoder=opts.encoder or (old.encoder if old else None) or DEFAULT_ENCODER,
+            keep_full=opts.keep_full if old is None else None)
+
+    def plan(self, b: Target) -> ResumePlan:
+        old = b.existing.progress if b.existing is not None else None
+        mode, self.committed = _plan_resume(b.folder, old, self.inputs, self.settings)
+        resuming = mode == "resume" and old is not None
+        return ResumePlan(start_row=old.next_row if resuming and old else 0,
+                          rejects_bytes=old.rejects_bytes if resuming and old else None,
+                          resuming=resuming, already_done=mode == "done")
+
+    def done_notice(self, b: Target) -> str:
+        return (f"{self.label} was already ingested completely into {b.folder}; nothing to do. "
+                "Pass --rebuild to build the index anew.")
+
+    def resuming_notice(self, b: Target, plan: ResumePlan) -> str:
+        return (f"resuming: {sum(map(len, self.committed.values())):,} committed block(s) of "
+                f"{len(self.files)} file(s) are skipped")
+
+    @contextlib.contextmanager
+    def running(self, b: Target, spec: BuildSpec) -> Iterator[None]:
+        if b.existing is None:
             resolve_model(spec.encoder)  # fail fast on a bad encoder spec, before Ray starts
-        started = start_ray(ray_opts.address,
-                            ray_opts.local_cpus or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
+        self.opts = replace(self.opts, encoder=spec.encoder)
+        ray_opts = self.ray_opts
+        started = start_ray(ray_opts.address, ray_opts.local_cpus
+                            or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
         try:
-            return _run(b, spec, files, inputs, settings, mode, committed, options, ray_opts)
+            yield
         finally:
             if started:
                 require_ray().shutdown()
 
+    def dim_in(self, b: Target) -> int:
+        if b.existing is not None:
+            return int(b.existing.dim_in)
+        self.keys, self.vectors = _fit_sample(self.files, self.opts, self.ray_opts)
+        return int(self.vectors.shape[1])
 
-def _run(b: IndexBuilder, spec: BuildSpec, files: list[InputFile], inputs: list[dict[str, Any]],
-         settings: dict[str, Any], mode: str, committed: dict[int, set[int]], opts: Any,
-         ray_opts: RayOptions) -> IngestSummary:
-    """Fit (new index), then stream reduced blocks from the actor pool into the builder."""
+    def open_spec(self, spec: BuildSpec) -> BuildSpec:
+        return spec if self.vectors is None else replace(spec,
+                                                         encoder_name=_encoder_name(spec.encoder))
+
+    def fit(self) -> np.ndarray:
+        assert self.vectors is not None  # dim_in() encoded the sample of a new index
+        return self.vectors
+
+    def fit_reducer(self, reducer: Any, X: np.ndarray) -> None:
+        fit_reducer(reducer, X, None, None, self.opts.batch_size)
+
+    def progress_record(self, b: Target, plan: ResumePlan) -> Progress:
+        return Progress(input=self.label, columns=self.settings, engine="ray",
+                        inputs=self.inputs,
+                        committed={str(k): sorted(v) for k, v in self.committed.items()})
+
+    def begun(self, b: Target, plan: ResumePlan) -> None:
+        self.written: list[tuple[int, int]] = []
+        manifest = b.manifest
+        assert manifest is not None and manifest.progress is not None
+
+        def on_commit() -> None:  # after the store flushed, before the manifest records progress
+            for f, k in self.written:
+                self.committed.setdefault(f, set()).add(k)
+            self.written.clear()
+            manifest.progress.committed = {str(k): sorted(v)
+                                           for k, v in sorted(self.committed.items())}
+
+        b.on_commit = on_commit
+
+    def batches(self, b: Target, start_row: int) -> Iterator[VectorBatch]:
+        assert b.manifest is not None
+        ds = _dataset(b.folder, b.manifest, self.files, self.committed, self.opts, self.ray_opts,
+                      self.keys, self.vectors)
+        dim_out, dim_in = int(b.manifest.dim_out), int(b.manifest.dim_in)
+        seen = {(f, k) for f, blocks in self.committed.items() for k in blocks}
+        rows_done = start_row
+        paths = {f.index: f.spec.path for f in self.files}
+        for row in ds.iter_rows():
+            key = (int(row["file"]), int(row["block"]))
+            if key in seen:  # a retried task delivered a block again
+                log.debug("block %s delivered twice; written once", key)
+                continue
+            seen.add(key)
+            self.written.append(key)
+            rows_done += int(row["rows"])
+            vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
+            full = (np.asarray(row["full"], dtype=np.float32).reshape(-1, dim_in)
+                    if row.get("full") is not None else None)
+            yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs,
+                              json.loads(row["payloads"]),
+                              [reject_from_json(r) for r in json.loads(row["rejects"])],
+                              rows_done, source=paths[key[0]], reduced=True, full=full)
+
+
+def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],
+             committed: dict[int, set[int]], opts: Any, ray_opts: RayOptions,
+             keys: np.ndarray | None, vectors: np.ndarray | None) -> Any:
+    """The Ray Data pipeline: read the files' uncommitted blocks, encode and reduce them."""
     ray = require_ray()
-    t_start = time.perf_counter()
-    keys = vectors = None
-    if b.existing is None:
-        opts = replace(opts, encoder=spec.encoder)
-        keys, vectors = _fit_sample(files, opts, ray_opts)
-        b.open(replace(spec, encoder_name=_encoder_name(spec.encoder)), int(vectors.shape[1]),
-               lambda: vectors, lambda r, X: fit_reducer(r, X, None, None, opts.batch_size))
-    else:
-        b.open(spec, b.existing.dim_in)
-    manifest = b.manifest
-    dim_out, dim_in = int(manifest.dim_out), int(manifest.dim_in)
-    old = manifest.progress
-    resuming = mode == "resume"
-    plan = ResumePlan(start_row=old.next_row if resuming else 0,
-                      rejects_bytes=old.rejects_bytes if resuming else None, resuming=resuming)
-    if resuming:
-        b.say(f"resuming: {sum(map(len, committed.values())):,} committed block(s) of "
-              f"{len(files)} file(s) are skipped")
-    b.begin(plan, Progress(input=b.summary.input, columns=settings, engine="ray", inputs=inputs,
-                           committed={str(k): sorted(v) for k, v in committed.items()}))
-
     items = [{"file": f.index, "path": f.spec.path, "text_column": f.spec.text_column,
               "id_column": f.spec.id_column or "", "format": f.spec.format or ""} for f in files]
     skip = {k: sorted(v) for k, v in committed.items()}
-    reducer_files = artifact_bytes(b.folder / REDUCER_DIR)
+    reducer_files = artifact_bytes(folder / REDUCER_DIR)
     # one document block per Ray block: by default Ray Data packs a file's small blocks into one
     # output block of up to 128 MiB, which reaches a single actor and leaves the other workers
     # idle (measured on 20k documents: 2 workers streamed no faster than 1)
@@ -239,51 +316,15 @@ def _run(b: IndexBuilder, spec: BuildSpec, files: list[InputFile], inputs: list[
     ctx = ray.data.DataContext.get_current()
     saved_block_size, ctx.target_max_block_size = ctx.target_max_block_size, 1
     try:
-        ds = (ray.data.from_items(items, override_num_blocks=len(items))
-              .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
-                           batch_size=1, num_cpus=0)
-              .map_batches(EncodeReduce, fn_constructor_kwargs={
-                  "encoder": manifest.encoder, "reducer_files": reducer_files,
-                  "encode_batch": min(opts.batch_size, INGEST_ENCODE_BATCH), "cache_keys": keys,
-                  "cache_vectors": vectors, "text_column": opts.text_column,
-                  "threads": max(1, round(ray_opts.cpus_per_worker)), "id_rule": manifest.id_rule,
-                  "keep_full": manifest.full is not None},
-                  **_actor_args(ray_opts)))
+        return (ray.data.from_items(items, override_num_blocks=len(items))
+                .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
+                             batch_size=1, num_cpus=0)
+                .map_batches(EncodeReduce, fn_constructor_kwargs={
+                    "encoder": manifest.encoder, "reducer_files": reducer_files,
+                    "encode_batch": min(opts.batch_size, INGEST_ENCODE_BATCH), "cache_keys": keys,
+                    "cache_vectors": vectors, "text_column": opts.text_column,
+                    "threads": max(1, round(ray_opts.cpus_per_worker)),
+                    "id_rule": manifest.id_rule, "keep_full": manifest.full is not None},
+                    **_actor_args(ray_opts)))
     finally:
         ctx.target_max_block_size = saved_block_size
-    written: list[tuple[int, int]] = []
-    seen = {(f, k) for f, blocks in committed.items() for k in blocks}
-    rows_done = plan.start_row
-    paths = {f.index: f.spec.path for f in files}
-
-    def batches() -> Iterator[VectorBatch]:
-        nonlocal rows_done
-        for row in ds.iter_rows():
-            key = (int(row["file"]), int(row["block"]))
-            if key in seen:  # a retried task delivered a block again
-                log.debug("block %s delivered twice; written once", key)
-                continue
-            seen.add(key)
-            written.append(key)
-            rows_done += int(row["rows"])
-            vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
-            full = (np.asarray(row["full"], dtype=np.float32).reshape(-1, dim_in)
-                    if row.get("full") is not None else None)
-            yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs, json.loads(row["payloads"]),
-                              [reject_from_json(r) for r in json.loads(row["rejects"])], rows_done,
-                              source=paths[key[0]], reduced=True, full=full)
-
-    def on_commit() -> None:  # after the store flushed, before the manifest records progress
-        for f, k in written:
-            committed.setdefault(f, set()).add(k)
-        written.clear()
-        manifest.progress.committed = {str(k): sorted(v) for k, v in sorted(committed.items())}
-
-    b.on_commit = on_commit
-    t_stream = time.perf_counter()
-    summary = b.run(batches())
-    summary.seconds = time.perf_counter() - t_stream
-    summary.total_seconds = time.perf_counter() - t_start
-    log.info("ray engine: %d documents (%d rejected) into %s in %.1fs", summary.ingested,
-             summary.rejected, b.folder, summary.total_seconds)
-    return summary

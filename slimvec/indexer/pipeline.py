@@ -14,10 +14,10 @@ commit; a changed input file, reducer or store under an unfinished index is refu
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -25,17 +25,18 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.ids import doc_ids
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
-from slimvec.indexer.checks import STATE_DB, DuplicateTracker, truncation_rejects
+from slimvec.indexer.checks import STATE_DB, DuplicateTracker
 from slimvec.indexer.encoder import (
     DEFAULT_ENCODER, INGEST_ENCODE_BATCH, default_encoder_threads, encoder_threads,
 )
-from slimvec.indexer.progress import fingerprint, progress_bar
+from slimvec.indexer.produce import Producer, Target
+from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
 from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
 from slimvec.indexer.sources import (
-    Document, Reject, SourceSpec, iter_batches, iter_records, stored_payload,
+    Document, Reject, SourceSpec, iter_records,
 )
+from slimvec.indexer.ingest_stream import DocumentStream
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
 
@@ -239,118 +240,113 @@ def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: Inges
 
 def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
                  on_batch: Callable[[int], None] | None) -> IngestSummary:
-    """The ingest producer: documents -> encoder -> :class:`VectorBatch` es for the builder."""
-    from slimvec.indexer.encoder import Encoder
-
-    old = b.existing
-    asked = opts
-    source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
-                        opts.quoting)
-    defaulted = apply_default_recipe(opts, old)
-    if old is None and opts.recipe is None:
-        if defaulted.recipe is not None:
-            defaulted = _small_corpus(defaulted, source, b.say)
-        else:
-            _say_partial_recipe(opts, b.say)
-    opts = apply_recipe(defaulted)
-    spec = b.resolve(BuildSpec.from_options(opts, encoder=opts.encoder or (
-        old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
-        keep_full=opts.keep_full if old is None else None))
-    b.summary.recipe = spec.recipe or f"{spec.reducer}|{spec.store}" + (
-        f"|keep_full={spec.keep_full}" if spec.keep_full else "")
-    if old is not None:
-        _say_kept_recipe(asked, b.summary.recipe, b.folder, b.say)
-    iter_records(source)  # fail fast on a missing file / unknown format
-    resolved = input_path.resolve()
-    columns = {"text_column": opts.text_column, "id_column": opts.id_column, "format": opts.format}
-    plan = b.plan(resolved, fingerprint(resolved), columns)
-    b.summary.input = str(input_path)
-    if plan.already_done:
-        b.say(f"{input_path} was already ingested completely into {b.folder} "
-              f"({old.progress.next_row:,} rows); nothing to do. Pass --rebuild to build the "
-              "index anew.")
-        return b.done_summary(str(input_path))
-    with _progress(opts.progress, None, "ingest") as progress, \
-            encoder_threads(opts.threads or default_encoder_threads()):
-        encoder = Encoder(spec.encoder, batch_size=min(opts.batch_size, INGEST_ENCODE_BATCH))
-        t_start = time.perf_counter()  # model loading is a constant, not throughput
-        cached: dict[int, np.ndarray] = {}
-        counted: list[int] = []
-
-        def fit() -> np.ndarray:
-            X, rows = _fit_sample(source, replace(opts, reducer=spec.reducer), encoder, progress,
-                                  cached)
-            counted.append(rows)
-            return X
-
-        b.open(replace(spec, encoder_name=encoder.name), encoder.dim, fit,
-               lambda r, X: fit_reducer(r, X, opts.train_pairs, encoder, opts.batch_size))
-        if plan.resuming:
-            b.say(f"resuming at row {plan.start_row:,} of {input_path} (rows before it are "
-                  f"committed in {b.folder})")
-        b.begin(plan)
-        tracker = DuplicateTracker(b.folder / STATE_DB, fresh=not plan.resuming)
-        b.on_commit = tracker.commit
-        id_field = opts.id_column or "id"
-
-        def encode(window: list[list[Document]]) -> list[tuple[np.ndarray, list[Reject]]]:
-            # one encoder call over the window: sentence-transformers sorts it by length, so its
-            # batches pad little; tokenizer and model stay in this one thread (a fast tokenizer is
-            # not safe to share)
-            t0 = time.perf_counter()
-            truncated = [truncation_rejects(encoder, docs, source.path, opts.text_column)
-                         for docs in window]
-            flat = [d for docs in window for d in docs]
-            vecs = _encode_batch(encoder, flat, cached)
-            b.summary.encode_seconds += time.perf_counter() - t0
-            out, lo = [], 0
-            for docs, trunc in zip(window, truncated):
-                out.append((vecs[lo:lo + len(docs)], trunc))
-                lo += len(docs)
-            return out
-
-        def check(ids: np.ndarray, docs: list[Document]) -> list[Reject]:
-            # as each batch goes to the builder, not when it is read ahead: the tracker's state
-            # is committed with the builder's commits, so it must not run ahead of the store
-            return tracker.check(ids, docs, source.path, id_field)
-
-        def batches() -> Iterator[VectorBatch]:
-            # the encoder works on the next window of batches while the builder reduces and
-            # writes this one; each batch is still committed on its own
-            window: list[list[Document]] = []
-            metas: list[tuple[np.ndarray, list[Reject], int]] = []
-            with _Ahead(encode) as ahead:
-                for docs, rejects, next_row in iter_batches(source, opts.batch_size,
-                                                            plan.start_row):
-                    ids = doc_ids([d.id for d in docs], b.manifest.id_rule)
-                    window.append(docs)
-                    metas.append((ids, rejects, next_row))
-                    if sum(len(w) for w in window) < _ENCODE_WINDOW:
-                        continue
-                    yield from _split(ahead.push(window, metas), source.path, check)
-                    window, metas = [], []
-                if window:
-                    yield from _split(ahead.push(window, metas), source.path, check)
-                yield from _split(ahead.drain(), source.path, check)
-
-        total = counted[0] if counted else None
-        task = progress.add_task(f"ingesting {input_path.name}", total=total,
-                                 completed=plan.start_row if total else 0)
-        t_stream = time.perf_counter()
-        finished = False
-        try:
-            summary = b.run(batches(), lambda n: progress.advance(task, n), on_batch)
-            finished = not summary.interrupted
-        finally:
-            tracker.close(delete=finished)
-    summary.seconds = time.perf_counter() - t_stream
-    summary.total_seconds = time.perf_counter() - t_start
+    """The ingest producer through the builder's one write sequence."""
+    summary = b.build(_IngestProducer(input_path, opts, on_batch))
+    if summary.already_done:
+        return summary
     if summary.duplicates:
         log.warning("%d row(s) reused an earlier id with different text; the last one won "
                     "(listed in %s)", summary.duplicates, b.folder / REJECTS)
     log.info("ingested %d documents (%d rejected) into %s in %.1fs", summary.ingested,
              summary.rejected, b.folder, summary.total_seconds)
     return summary
+
+
+class _IngestProducer(Producer):
+    """Documents -> encoder -> :class:`VectorBatch` es (the encoder works a window ahead)."""
+
+    def __init__(self, input_path: Path, opts: IngestOptions,
+                 on_batch: Callable[[int], None] | None) -> None:
+        self.input_path, self.opts, self._on_batch = input_path, opts, on_batch
+        self.label = str(input_path)
+        self.source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
+                                 opts.quoting)
+        self.asked = opts  # as given: --reducer / --store named, before the recipe
+        self.cached: dict[int, np.ndarray] = {}
+        self.counted: list[int] = []
+        self.tracker: DuplicateTracker | None = None
+
+    def build_spec(self, b: Target) -> BuildSpec:
+        old, opts = b.existing, self.opts
+        defaulted = apply_default_recipe(opts, old)
+        if old is None and opts.recipe is None:
+            if defaulted.recipe is not None:
+                defaulted = _small_corpus(defaulted, self.source, b.say)
+            else:
+                _say_partial_recipe(opts, b.say)
+        self.opts = apply_recipe(defaulted)
+        return BuildSpec.from_options(self.opts, encoder=self.opts.encoder or (
+            old.encoder or DEFAULT_ENCODER if old is not None else DEFAULT_ENCODER),
+            keep_full=self.opts.keep_full if old is None else None)
+
+    def resolved(self, b: Target, spec: BuildSpec) -> None:
+        self.spec = spec
+        b.summary.recipe = spec.recipe or f"{spec.reducer}|{spec.store}" + (
+            f"|keep_full={spec.keep_full}" if spec.keep_full else "")
+        if b.existing is not None:
+            _say_kept_recipe(self.asked, b.summary.recipe, b.folder, b.say)
+        iter_records(self.source)  # fail fast on a missing file / unknown format
+
+    def plan_key(self) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        resolved = self.input_path.resolve()
+        columns = {"text_column": self.opts.text_column, "id_column": self.opts.id_column,
+                   "format": self.opts.format}
+        return resolved, fingerprint(resolved), columns
+
+    def done_notice(self, b: Target) -> str:
+        rows = b.existing.progress.next_row if b.existing and b.existing.progress else 0
+        return (f"{self.input_path} was already ingested completely into {b.folder} ({rows:,} "
+                "rows); nothing to do. Pass --rebuild to build the index anew.")
+
+    @contextlib.contextmanager
+    def running(self, b: Target, spec: BuildSpec) -> Iterator[None]:
+        from slimvec.indexer.encoder import Encoder
+
+        finished = False
+        with _progress(self.opts.progress, None, "ingest") as self.progress, \
+                encoder_threads(self.opts.threads or default_encoder_threads()):
+            self.encoder = Encoder(spec.encoder, batch_size=min(self.opts.batch_size,
+                                                                INGEST_ENCODE_BATCH))
+            try:
+                yield
+                finished = not b.summary.interrupted
+            finally:
+                if self.tracker is not None:
+                    self.tracker.close(delete=finished)
+
+    def dim_in(self, b: Target) -> int:
+        return int(self.encoder.dim)
+
+    def open_spec(self, spec: BuildSpec) -> BuildSpec:
+        return replace(spec, encoder_name=self.encoder.name)
+
+    def fit(self) -> np.ndarray:
+        X, rows = _fit_sample(self.source, replace(self.opts, reducer=self.spec.reducer),
+                              self.encoder, self.progress, self.cached)
+        self.counted.append(rows)
+        return X
+
+    def fit_reducer(self, reducer: Any, X: np.ndarray) -> None:
+        fit_reducer(reducer, X, self.opts.train_pairs, self.encoder, self.opts.batch_size)
+
+    def begun(self, b: Target, plan: ResumePlan) -> None:
+        self.tracker = DuplicateTracker(b.folder / STATE_DB, fresh=not plan.resuming)
+        b.on_commit = self.tracker.commit
+        total = self.counted[0] if self.counted else None
+        self.task = self.progress.add_task(f"ingesting {self.input_path.name}", total=total,
+                                           completed=plan.start_row if total else 0)
+
+    def batches(self, b: Target, start_row: int) -> Iterator[VectorBatch]:
+        assert b.manifest is not None and self.tracker is not None  # opened, begun
+        return DocumentStream(self.source, self.encoder, self.opts.batch_size, self.cached,
+                              self.tracker, b.summary, b.manifest.id_rule).batches(start_row)
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)
+
+    def on_batch(self, next_row: int) -> None:
+        if self._on_batch is not None:
+            self._on_batch(next_row)
 
 
 def _small_corpus(opts: IngestOptions, source: SourceSpec, say: Callable[[str], None]
@@ -427,68 +423,3 @@ def _say_kept_recipe(opts: IngestOptions, recipe: str, folder: Path,
             f"given: an index keeps what it was built with; on a new index they alone give only "
             f"what they name, e.g. no rescoring). To build another recipe, use another --index "
             f"folder or --rebuild.")
-
-
-#: documents encoded in one call in the stream (several batches; each is committed on its own)
-_ENCODE_WINDOW = 2048
-
-
-def _split(done: tuple[list[list[Document]], Any, Any] | None, source: str,
-           check: Callable[[np.ndarray, list[Document]], list[Reject]]) -> Iterator[VectorBatch]:
-    """The batches of one encoded window, in order (``check`` adds duplicate-id warnings)."""
-    if done is None:
-        return
-    window, metas, encoded = done
-    for docs, (ids, rejects, next_row), (vecs, truncated) in zip(window, metas, encoded):
-        warnings = check(ids, docs)
-        yield VectorBatch(ids, vecs, [stored_payload(d) for d in docs], rejects + warnings + truncated,
-                          next_row,
-                          rows=[d.row for d in docs], lines=[d.line for d in docs], source=source)
-
-
-class _Ahead:
-    """Run ``work(docs)`` for the next window in a worker thread while the caller handles this one.
-
-    ``push`` submits a window and returns the previous one as ``(docs, meta, work result)``;
-    ``drain`` returns the last. Batches come back in order; on exit an unfinished batch is waited
-    for (torch releases the GIL while encoding, so the overlap is real on a multi-core machine).
-    """
-
-    def __init__(self, work: Callable[[Any], Any]) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._work = work
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slimvec-encode")
-        self._pending: tuple[Any, Any, Any] | None = None
-
-    def __enter__(self) -> "_Ahead":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def push(self, docs: Any, meta: Any) -> tuple[Any, Any, Any] | None:
-        done = self.drain()
-        self._pending = (docs, meta, self._pool.submit(self._work, docs))
-        return done
-
-    def drain(self) -> tuple[Any, Any, Any] | None:
-        if self._pending is None:
-            return None
-        docs, meta, future = self._pending
-        self._pending = None
-        return docs, meta, future.result()
-
-
-def _encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:
-    """Encode a batch, reusing vectors already computed for the fit sample."""
-    out = np.empty((len(docs), encoder.dim), dtype=np.float32)
-    if not docs:
-        return out
-    todo = [i for i, d in enumerate(docs) if d.row not in cached]
-    for i, d in enumerate(docs):
-        if d.row in cached:
-            out[i] = cached.pop(d.row)
-    if todo:
-        out[todo] = encoder.encode([docs[i].text for i in todo])
-    return out

@@ -10,19 +10,20 @@ committed at the same checkpoints, for ``Index.search(..., rescore=R)``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.checks import norm_outliers
-from slimvec.indexer.progress import progress_bar
+from slimvec.indexer.produce import Producer, Target
+from slimvec.indexer.progress import ResumePlan, progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.migrate.sources import SourceBatch, VectorSource, open_source
 from slimvec.recipe import apply_default_recipe, apply_recipe
@@ -139,65 +140,97 @@ def migrate(source: str, index_dir: str | os.PathLike[str], options: MigrateOpti
 def _migrate_into(b: IndexBuilder, src: VectorSource, opts: MigrateOptions,
                   on_batch: Callable[[int], None] | None,
                   encoder_name: str | None = None) -> IngestSummary:
-    """The migrate producer: source vectors -> :class:`VectorBatch` es for the builder."""
+    """The migrate producer through the builder's one write sequence."""
     _check_not_empty(src)
-    metric = _metric(opts.metric, src, b)
-    opts = apply_recipe(apply_default_recipe(opts, b.existing, metric or "cosine"))
-    encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
-    store = _keep_collection_name(opts.store, src) if b.existing is None else opts.store
-    spec = b.resolve(BuildSpec.from_options(opts, store=store, encoder=encoder, text_column=None,
-                                            source=src.spec, encoder_name=encoder_name,
-                                            metric=metric))
-    old = b.existing
-    if old is not None and old.dim_in != src.dim:
-        raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of {src.spec}",
-                                     old.dim_in, src.dim,
-                                     "Migrate into another --index folder or pass --rebuild.")
-    src_path = getattr(src, "path", None)  # file sources have one; collections do not
-    is_file = src_path is not None and Path(src_path).is_file()
-    input_name: Any = Path(src_path).resolve() if is_file else src.spec
-    plan = b.plan(input_name, src.fingerprint(), {"source": src.spec})
-    b.summary.input = src.spec
-    if plan.already_done:
-        b.say(f"{src.spec} was already migrated completely into {b.folder} "
-              f"({old.progress.next_row:,} vectors); nothing to do. Pass --rebuild to build the "
-              "index anew.")
-        return b.done_summary(src.spec)
-    total = src.count()
-    with progress_bar(opts.progress, "vectors") as progress:
-        t_start = time.perf_counter()
-
-        def fit() -> np.ndarray:
-            n_fit = min(opts.fit_sample, total)
-            progress.add_task(f"sampling and fitting {spec.reducer} on {n_fit:,} vectors",
-                              total=None)
-            sample = src.sample(n_fit, opts.seed)
-            sample = sample[np.isfinite(sample).all(axis=1)]  # bad rows become rejects later
-            sample = sample[~norm_outliers(sample)]  # so do rows with an absurd norm (1e10)
-            if not len(sample):
-                raise ConfigError(f"{src.spec}: no finite vector in a sample of {n_fit:,}; "
-                                  "nothing to fit the reducer on. Check the source's vectors.")
-            return sample
-
-        b.open(spec, src.dim, fit)
-        if plan.resuming:
-            b.say(f"resuming at vector {plan.start_row:,} of {src.spec} (vectors before it are "
-                  f"committed in {b.folder})")
-        b.begin(plan)
-        src.id_rule = b.manifest.id_rule  # an existing index keeps its id rule
-        batches = (_vector_batch(sb, src.spec)
-                   for sb in src.batches(plan.start_row, opts.batch_size))
-        task = progress.add_task(f"migrating {src.spec}", total=total, completed=plan.start_row)
-        t_stream = time.perf_counter()
-        summary = b.run(batches, lambda n: progress.advance(task, n), on_batch)
-    summary.seconds = time.perf_counter() - t_stream
-    summary.total_seconds = time.perf_counter() - t_start
-    log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
-             summary.rejected, src.spec, b.folder, summary.total_seconds)
+    summary = b.build(_MigrateProducer(src, opts, on_batch, encoder_name))
+    if not summary.already_done:
+        log.info("migrated %d vectors (%d rejected) from %s into %s in %.1fs", summary.ingested,
+                 summary.rejected, src.spec, b.folder, summary.total_seconds)
     return summary
 
 
-def _metric(asked: str | None, src: VectorSource, b: IndexBuilder) -> str | None:
+class _MigrateProducer(Producer):
+    """Source vectors -> :class:`VectorBatch` es (no encoder: ``encoder: null`` unless named)."""
+
+    unit = "vector"
+
+    def __init__(self, src: VectorSource, opts: MigrateOptions,
+                 on_batch: Callable[[int], None] | None, encoder_name: str | None) -> None:
+        self.src, self.opts, self.encoder_name = src, opts, encoder_name
+        self.label = src.spec
+        self._on_batch = on_batch
+        self.total = 0
+
+    def build_spec(self, b: Target) -> BuildSpec:
+        src = self.src
+        metric = _metric(self.opts.metric, src, b)
+        opts = apply_recipe(apply_default_recipe(self.opts, b.existing, metric or "cosine"))
+        self.opts = opts
+        encoder = opts.encoder or (b.existing.encoder if b.existing is not None else None)
+        store = _keep_collection_name(opts.store, src) if b.existing is None else opts.store
+        return BuildSpec.from_options(opts, store=store, encoder=encoder, text_column=None,
+                                      source=src.spec, encoder_name=self.encoder_name,
+                                      metric=metric)
+
+    def resolved(self, b: Target, spec: BuildSpec) -> None:
+        self.spec, old = spec, b.existing
+        if old is not None and old.dim_in != self.src.dim:
+            raise DimensionMismatchError(f"reducer input of {b.folder} vs vectors of "
+                                         f"{self.src.spec}", old.dim_in, self.src.dim,
+                                         "Migrate into another --index folder or pass --rebuild.")
+
+    def plan_key(self) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        src_path = getattr(self.src, "path", None)  # file sources have one; collections do not
+        input_name: Any = self.src.spec
+        if src_path is not None and Path(src_path).is_file():
+            input_name = Path(src_path).resolve()
+        return input_name, self.src.fingerprint(), {"source": self.src.spec}
+
+    def done_notice(self, b: Target) -> str:
+        rows = b.existing.progress.next_row if b.existing and b.existing.progress else 0
+        return (f"{self.src.spec} was already migrated completely into {b.folder} ({rows:,} "
+                "vectors); nothing to do. Pass --rebuild to build the index anew.")
+
+    @contextlib.contextmanager
+    def running(self, b: Target, spec: BuildSpec) -> Iterator[None]:
+        self.total = self.src.count()
+        with progress_bar(self.opts.progress, "vectors") as self.progress:
+            yield
+
+    def dim_in(self, b: Target) -> int:
+        return int(self.src.dim)
+
+    def fit(self) -> np.ndarray:
+        n_fit = min(self.opts.fit_sample, self.total)
+        self.progress.add_task(f"sampling and fitting {self.spec.reducer} on {n_fit:,} vectors",
+                               total=None)
+        sample = self.src.sample(n_fit, self.opts.seed)
+        sample = sample[np.isfinite(sample).all(axis=1)]  # bad rows become rejects later
+        sample = sample[~norm_outliers(sample)]  # so do rows with an absurd norm (1e10)
+        if not len(sample):
+            raise ConfigError(f"{self.src.spec}: no finite vector in a sample of {n_fit:,}; "
+                              "nothing to fit the reducer on. Check the source's vectors.")
+        return sample
+
+    def begun(self, b: Target, plan: ResumePlan) -> None:
+        assert b.manifest is not None
+        self.src.id_rule = b.manifest.id_rule  # an existing index keeps its id rule
+        self.task = self.progress.add_task(f"migrating {self.src.spec}", total=self.total,
+                                           completed=plan.start_row)
+
+    def batches(self, b: Target, start_row: int) -> Iterator[VectorBatch]:
+        return (_vector_batch(sb, self.src.spec)
+                for sb in self.src.batches(start_row, self.opts.batch_size))
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)
+
+    def on_batch(self, next_row: int) -> None:
+        if self._on_batch is not None:
+            self._on_batch(next_row)
+
+
+def _metric(asked: str | None, src: VectorSource, b: Target) -> str | None:
     """The metric of the migration: the one asked, else the source's, else the existing index's
     (``None``: cosine for a new index). A source whose metric slimvec has none for is refused."""
     from slimvec.buildspec import METRICS, check_metric

@@ -1,7 +1,8 @@
 """One long-lived writer per index: requests hand it batches, it commits them in order.
 
-The writer owns the index's :class:`~slimvec.indexer.builder.IndexBuilder` (which holds the
-writer lock for as long as the service serves the index). A thread takes the queued batches,
+The writer owns the index's long-lived writer (:class:`~slimvec.indexer.live.LiveWriter`, from
+:meth:`IndexBuilder.open_writer <slimvec.indexer.builder.IndexBuilder.open_writer>`, which holds
+the writer lock for as long as the service serves the index). A thread takes the queued batches,
 merges whatever queued during the previous commit (group commit), calls ``write`` + ``commit``
 (rejects fsynced -> store durable -> manifest) and only then resolves the requests' futures: a
 request answered with ``committed: true`` survives a kill -9. On close it calls ``finish`` (state
@@ -19,19 +20,16 @@ refused with the cause, searches go on from the last commit (the store stays ope
 thread retries the commit with exponential backoff (0.5 s doubling to 30 s, each attempt logged);
 once a commit goes through, the writer is ready again. Every write acknowledged before the failure
 was committed, so nothing acknowledged is lost; a write answered 503 may or may not have been kept:
-resend it (an upsert by id is idempotent).
-
-Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
-cannot be opened twice in one process, and its writes and reads are not documented as
-thread-safe). A job writes through this writer too (:meth:`IndexWriter.run_job`), taking the
-lock per batch and commit only, so searches go on; requests are refused (409) until it ends.
+resend it (an upsert by id is idempotent). Writes and searches share the store through :class:`LockedStore` and one lock (a Qdrant Edge shard
+opens once per process; its reads and writes are not documented as thread-safe). A job writes
+through this writer too (:meth:`IndexWriter.run_job`), locking per batch and commit only, so
+searches go on; requests are refused (409) until it ends.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -41,6 +39,7 @@ import numpy as np
 
 from slimvec.errors import IndexBusyError, PersistenceError, StoreError
 from slimvec.indexer.builder import IndexBuilder
+from slimvec.indexer.live import LiveWriter
 from slimvec.indexer.writer import VectorBatch
 from slimvec.service.live import LiveIndex, LockedStore  # their home before; re-exported
 
@@ -119,8 +118,9 @@ class IndexWriter:
 
     Parameters
     ----------
-    builder : IndexBuilder
-        Entered and opened (lock held, store open); exited by :meth:`close`.
+    builder : LiveWriter or IndexBuilder
+        The index's long-lived writer (:meth:`IndexBuilder.open_writer`), or a builder entered
+        and opened (lock held, store open) that it wraps; released by :meth:`close`.
     lock : RLock
         Shared with the searches' :class:`LockedStore`.
     on_commit : callable, optional
@@ -130,10 +130,11 @@ class IndexWriter:
         writer was not closed: its owner reopens the index (:meth:`ServedIndex._supervise`).
     """
 
-    def __init__(self, builder: IndexBuilder, lock: threading.RLock,
+    def __init__(self, builder: LiveWriter | IndexBuilder, lock: threading.RLock,
                  on_commit: Callable[[], None] | None = None,
                  on_dead: Callable[[BaseException], None] | None = None) -> None:
-        self.builder, self.lock = builder, lock
+        self.live = builder if isinstance(builder, LiveWriter) else LiveWriter(builder)
+        self.builder, self.lock = self.live.builder, lock
         self._on_commit = on_commit or (lambda: None)
         self._on_dead = on_dead
         self._queue: "queue.Queue[Any]" = queue.Queue()
@@ -267,7 +268,7 @@ class IndexWriter:
 
     def _recover(self) -> None:
         """Retry the commit every 0.5 s doubling to 30 s until it succeeds or ``close``."""
-        b, delay = self.builder, RETRY_FIRST
+        b, delay = self.live, RETRY_FIRST
         while not self._closed:
             self.next_retry = time.time() + delay
             if self._wake.wait(delay) or self._closed:
@@ -319,11 +320,11 @@ class IndexWriter:
             self.job_progress = None
 
     def _mutate(self, req: _Mutate) -> None:
-        b = self.builder
+        b = self.live
         try:
             self._service_progress()
             with self.lock:
-                result = req.fn(b)
+                result = b.mutate(req.fn)
                 b.commit()
                 self._wrote = True
                 self._on_commit()
@@ -341,10 +342,10 @@ class IndexWriter:
 
     def _calibrate(self, req: _Calibrate) -> None:
         """Run a queued calibration; its failure goes to its request only, never stops the writer."""
-        b = self.builder
+        b = self.live
         try:
             with self.lock:
-                b.calibrate(queries=req.queries)
+                b.calibrate(req.queries)
             req.fut.set_result(b.manifest.rescore)
         except Exception as exc:  # noqa: BLE001 - handed to the request
             req.fut.set_exception(exc)
@@ -364,7 +365,7 @@ class IndexWriter:
         depth needed grows with N), so searches rescore before the index is ever finished. A
         failed calibration is logged and retried only after the next doubling: it never stops
         the writer."""
-        b = self.builder
+        b = self.live
         if not b.calibration_due() or b.manifest.count < 2 * self._calibration_failed_at:
             return
         try:
@@ -402,10 +403,10 @@ class IndexWriter:
             fut.set_result(next_row)
 
     def _commit(self, items: list[Any]) -> int:
-        b = self.builder
+        b = self.live
         self._service_progress()
         with self.lock:
-            start = b.summary.next_row
+            start = b.next_row
             batch = _merge([x[0] for x in items], start + sum(x[1] for x in items))
             b.write(batch)
             b.commit()
@@ -415,8 +416,8 @@ class IndexWriter:
         return int(batch.next_row)
 
     def _run(self) -> None:
-        b = self.builder
-        exc_info: Any = (None, None, None)
+        b = self.live
+        failed: BaseException | None = None
         try:
             while True:
                 item = self._queue.get()
@@ -452,8 +453,7 @@ class IndexWriter:
             log.error("writer of %s failed: %s", b.folder, exc)
             self.last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             self.next_retry = time.time() + RETRY_FIRST  # the owner's supervisor reopens it
-            self._failed = exc
-            exc_info = sys.exc_info()
+            self._failed = failed = exc
             while True:
                 try:
                     item = self._queue.get_nowait()
@@ -467,7 +467,7 @@ class IndexWriter:
         finally:
             with self.lock:
                 try:
-                    b.__exit__(*exc_info)
+                    b.close(failed)  # the store closed, the writer lock released
                 except BaseException as exc:  # noqa: BLE001 - already reported above
                     log.error("closing %s: %s", b.folder, exc)
             if self._failed is not None and not self._closed and self._on_dead is not None:
