@@ -14,8 +14,8 @@ index when anything was written (state ``done``, store checksums) and releases i
     # or by hand, as the service's writer thread does: w.finish(); w.close(exc)
 
 The service's writer thread (:mod:`slimvec.service.writer`) drives one instead of entering and
-exiting an ``IndexBuilder`` by hand (issue 24 item 2); ``service/registry.py``'s ``_open_builder``
-still opens the builder itself until its split lands, then it is one :meth:`open_writer` call.
+exiting an ``IndexBuilder`` by hand (issue 24 item 2); ``service/served.py``'s ``_open_builder``
+is one :meth:`open_writer` call.
 """
 
 from __future__ import annotations

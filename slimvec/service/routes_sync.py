@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import Field
 
-from slimvec.indexer.pipeline import IngestOptions
 from slimvec.service.models import JobIn
 from slimvec.service.responses import JobOut
+from slimvec.service.routes_jobs import job_options
 
 __all__ = ["sync_router", "SyncIn"]
 
@@ -43,23 +43,7 @@ def sync_router(st: Any, write: Any) -> APIRouter:
         background: unchanged documents are skipped, changed ones re-encoded, and documents
         whose id left the file deleted once everything new is committed. Returns the job
         (``GET /jobs/{id}``: its ``summary`` says added / updated / unchanged / deleted)."""
-        from slimvec.service.names import check_name
-
-        check_name(name)
-        st.registry.check_store(body.store)
-        recipe = None
-        if body.recipe is not None:
-            from slimvec.recipe import merge_recipe, parse_recipe
-
-            recipe = str(parse_recipe(body.recipe))  # a string over HTTP, never a server file
-            st.registry.check_store(merge_recipe(recipe, body.reducer, body.store,
-                                                 option="recipe").store)
-        opts = IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
-                             recipe=recipe, default_recipe=st.config.recipe,
-                             text_column=body.text_column, id_column=body.id_column,
-                             format=body.format, fit_sample=body.fit_sample,
-                             batch_size=body.batch_size, progress=False, sync=True,
-                             force=body.force)
+        opts = job_options(st, name, body, sync=True, force=body.force)
         return st.jobs.submit(name, body.path, opts)
 
     return router

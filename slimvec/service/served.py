@@ -6,7 +6,6 @@ reopens a dead writer. Collecting the fit sample of an index created without one
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from pathlib import Path
@@ -104,25 +103,14 @@ class ServedIndex(PendingRows):
         return store if store_allowed(store, self.allow_stores) else None
 
     def _open_builder(self, spec: IndexSpec | None, X: np.ndarray | None) -> None:
-        b = IndexBuilder(self.folder, trust_store=self._trusted_store() if spec is None else None)
-        b.__enter__()
-        try:
-            if spec is None:
-                old = b.existing
-                if old is None:
-                    raise ConfigError(f"{self.folder} holds no index.")
-                b.open(IndexSpec(encoder=old.encoder, text_column=old.text_column,
-                                 id_column=old.id_column), old.dim_in)
-            else:
-                sample = np.asarray(X, dtype=np.float32)  # create_from_sample's checked sample
-                b.open(spec, int(sample.shape[1]), fit=lambda: sample)
-                b.commit()  # the manifest exists from now on: a restart reopens the index
-        except BaseException:
-            b.__exit__(*sys.exc_info())
-            raise
+        sample = None if X is None else np.asarray(X, dtype=np.float32)  # create_from_sample's
+        live = IndexBuilder.open_writer(  # reopen (spec None) or create, fit and commit at once
+            self.folder, spec, fit=sample,
+            trust_store=self._trusted_store() if spec is None else None)
+        b = live.builder
         rw = threading.RLock()
         self.index = LiveIndex(self.folder, b.manifest, b.reducer, LockedStore(b.store, rw), rw)
-        self.writer = IndexWriter(b, rw, on_commit=self.index.committed,
+        self.writer = IndexWriter(live, rw, on_commit=self.index.committed,
                                   on_dead=self._writer_died)
         self.state = IndexState.READY
         if b.manifest is not None and b.manifest.encoder:
