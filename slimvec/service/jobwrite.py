@@ -122,6 +122,13 @@ class SharedBuilder:
     def calibration_due(self) -> bool:
         return bool(self._b.calibration_due())
 
+    def build(self, producer: Any) -> IngestSummary:
+        """The one write sequence (:meth:`IndexBuilder.build`) run on this shared builder: its
+        resolve / plan / open / begin / write / commit are the ones above."""
+        from slimvec.indexer.builder import IndexBuilder
+
+        return IndexBuilder.build(self, producer)  # type: ignore[arg-type]
+
     # ------------------------------------------------------------------ writing
     def begin(self, plan: Any = None, progress: Any = None) -> None:
         """Begin the job's progress record (a resumed job cuts its rejects back)."""
