@@ -44,7 +44,7 @@ __all__ = ["FaissStore"]
 log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {"factory": "HNSW32", "ef": 64, "nprobe": 16, "train_size": 20000,
-                            "gpu": False, "polysemous": False, "qb": None}
+                            "gpu": False, "polysemous": False, "qb": None, "efc": None}
 INDEX_FILE, IDS_FILE, PENDING_FILE = "index.faiss", "ids.npy", "pending.npy"
 #: ranges of the options, checked when the spec is parsed
 RULES = {
@@ -52,6 +52,7 @@ RULES = {
     "ef": whole(1, 100_000, "HNSW efSearch (default 64)."),
     "nprobe": whole(1, 1 << 20, "IVF lists visited per query (default 16)."),
     "train_size": whole(1, 10 ** 9, "Vectors buffered before training (default 20000)."),
+    "efc": whole(4, 4096, "HNSW efConstruction, the build beam (FAISS's own default: 40)."),
     "gpu": FLAG,
     "polysemous": FLAG,
     "qb": whole(0, 8, "RaBitQ query bits: 0 searches with float queries (not fast-scan), 1 to 8 "
@@ -67,6 +68,8 @@ MAX_LISTS = 1 << 20
 MAX_HNSW_M, MAX_PQ_M, MAX_NBITS = 512, 4096, 16
 #: bits per coordinate FAISS's RaBitQ codes accept (``RaBitQ`` = 1, ``RaBitQ4``... ``RaBitQ9``)
 MAX_RABITQ_BITS = 9
+#: factories FAISS builds for the L2 metric only (cosine stores search them by L2 on unit vectors)
+_L2_ONLY = re.compile(r"HNSW\d+.*RaBitQ")
 #: ``RaBitQ``, ``RaBitQ4``, ``RaBitQfs``, ``RaBitQfs4``, ``RaBitQfs_64`` (the fast-scan block size)
 _RABITQ = re.compile(r"RaBitQ(fs)?(\d+)?(?:_\d+)?")
 #: most bytes a factory may allocate before the first vector is stored (centroids, codebooks,
@@ -280,6 +283,22 @@ def _polysemous_training_off(index: Any) -> None:
         idx = faiss.downcast_index(inner)
 
 
+def _set_ef_construction(index: Any, efc: int, factory: str) -> None:
+    """Set HNSW ``efConstruction`` on the graph inside a factory index; refused without one."""
+    faiss = _faiss()
+    idx = faiss.downcast_index(index)
+    for _ in range(8):
+        if hasattr(idx, "hnsw"):
+            idx.hnsw.efConstruction = int(efc)
+            return
+        inner = getattr(idx, "index", None)
+        if inner is None:
+            break
+        idx = faiss.downcast_index(inner)
+    raise ConfigError(f"efc={efc} sets an HNSW graph's build beam, but factory {factory!r} has no "
+                      "HNSW graph; leave efc out or use an HNSW factory (e.g. HNSW32,SQ8).")
+
+
 def _rabitq_index(index: Any) -> Any:
     """The RaBitQ index inside a factory index (through pre-transforms), or None."""
     faiss = _faiss()
@@ -419,6 +438,10 @@ class FaissStore(PayloadTableStore, VectorStore):
                     "spelling against the faiss index_factory documentation, e.g. HNSW32, Flat, "
                     "IVF256,PQ16, HNSW32,SQ8, OPQ16,IVF256,PQ16.") from exc
         cls._check_qb(factory, options.get("qb"))
+        if options.get("efc") is not None and not re.search(r"HNSW\d", factory):
+            raise ConfigError(f"Store 'faiss': option efc={options['efc']} is an HNSW graph's build "
+                              f"beam, but factory {factory!r} has no HNSW graph: expected an HNSW "
+                              "factory (HNSW32, HNSW16,SQ8). Drop efc=.")
         need = cls.min_train_vectors(None, options)
         if int(options["train_size"]) < need:
             advice = max(need, 39 * shape.nlist, DEFAULTS["train_size"])
@@ -463,7 +486,15 @@ class FaissStore(PayloadTableStore, VectorStore):
         folder = self._folder(self.location)
         if (folder / INDEX_FILE).exists() or (folder / META_FILE).exists():
             raise StoreError(f"A store already exists at {folder}; open it instead or choose an empty folder.")
-        fmetric = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        # FAISS's HNSW over RaBitQ codes ranks by L2 only: cosine vectors are unit length here, so
+        # L2 ranks them as cosine does and search turns the distance back into 1 - d / 2
+        l2_only = metric == "cosine" and bool(_L2_ONLY.search(str(self.options["factory"])))
+        if metric == "ip" and _L2_ONLY.search(str(self.options["factory"])):
+            raise ConfigError(f"FAISS builds {self.options['factory']!r} (HNSW over RaBitQ codes) for "
+                              "the L2 metric only, and this store compares by inner product: index "
+                              "by cosine or l2 (--metric), or take a flat or IVF RaBitQ factory "
+                              f"(RaBitQ, IVF1024,RaBitQ). Nothing was created in {folder}.")
+        fmetric = faiss.METRIC_L2 if metric == "l2" or l2_only else faiss.METRIC_INNER_PRODUCT
         problem = self.dim_problem(None, self.options, self.dim)
         if problem is not None:
             raise ConfigError(f"{problem}. Nothing was created in {folder}.")
@@ -472,6 +503,8 @@ class FaissStore(PayloadTableStore, VectorStore):
             self._index = faiss.index_factory(self.dim, str(self.options["factory"]), fmetric)
             if not self.options.get("polysemous"):
                 _polysemous_training_off(self._index)
+            if self.options.get("efc") is not None:
+                _set_ef_construction(self._index, int(self.options["efc"]), str(self.options["factory"]))
         except RuntimeError as exc:
             raise ConfigError(f"FAISS could not build factory {self.options['factory']!r} for dimension "
                               f"{self.dim}: {str(exc).strip().splitlines()[-1]}. See the faiss "
@@ -523,6 +556,15 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._set_search_params()
         self._dirty = False  # a reader's close() must not rewrite the files
         return self
+
+    def _scores(self, dist: Any) -> Any:
+        """FAISS distances as scores, higher is closer: negated squared L2 for ``l2``, cosine for
+        a cosine store searched by L2 (unit vectors: ``1 - d / 2``), else the inner product."""
+        if self.metric == "l2":
+            return -dist
+        if int(self._require().metric_type) == int(_faiss().METRIC_L2):
+            return 1.0 - dist / 2.0
+        return dist
 
     def _set_search_params(self) -> None:
         faiss = _faiss()
@@ -687,7 +729,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             pos = pos[:, :width]
             hit = pos >= 0
             out.ids[:, :width] = np.where(hit, self._ids[np.where(hit, pos, 0)], -1)
-            scores = -dist[:, :width] if self.metric == "l2" else dist[:, :width]
+            scores = self._scores(dist[:, :width])
             out.scores[:, :width] = np.where(hit, scores, out.scores[:, :width])
             return out
         for row in range(len(qs)):
@@ -696,7 +738,7 @@ class FaissStore(PayloadTableStore, VectorStore):
                 if p < 0 or int(p) in stale:
                     continue
                 out.ids[row, col] = self._ids[p]
-                out.scores[row, col] = -d if self.metric == "l2" else d
+                out.scores[row, col] = self._scores(d)
                 col += 1
                 if col == k:
                     break
@@ -818,7 +860,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             cols = np.flatnonzero(hit[row])[:kk]
             out.ids[row, :len(cols)] = self._ids[pos[row, cols]]
             d = dist[row, cols]
-            out.scores[row, :len(cols)] = -d if self.metric == "l2" else d
+            out.scores[row, :len(cols)] = self._scores(d)
         return out
 
     def _overfetch(self, qs: np.ndarray, kk: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -104,3 +104,48 @@ def test_size_model_of_rabitq_is_its_code_with_factors_plus_the_id():
     for dim in (96, 384):  # fitted at 32 and 128 dimensions, predicted at 96 and 384
         per_vector = model.ram_bytes(1_000_000, dim) / 1_000_000
         assert per_vector == pytest.approx(rabitq_code_bytes(dim) + 8, abs=1.0)  # + the int64 id
+
+
+def test_hnsw_over_rabitq_serves_a_cosine_store_by_l2_with_cosine_scores(tmp_path):
+    # FAISS builds IndexHNSWRaBitQ for METRIC_L2 only; on unit vectors L2 ranks as cosine does,
+    # and the store reports 1 - d / 2 (RaBitQ's estimate of the cosine)
+    X = _vectors(n=800, dim=64)
+    store = make_store("faiss:HNSW16,RaBitQ,efc=100", tmp_path / "s")
+    store.create(X.shape[1], "cosine")
+    store.upsert(np.arange(len(X)), X)
+    store.finalize()
+    res = store.search(X[:40], 5)
+    assert (res.ids[:, 0] == np.arange(40)).mean() >= 0.9  # each vector finds itself
+    true_cos = np.einsum("ij,ij->i", X[res.ids[:, 0]], X[:40])
+    assert np.abs(res.scores[:, 0] - true_cos).max() < 0.25  # an estimate of the cosine
+    assert (res.scores[:, 0] > 0.5).all()  # not a distance (near 0 for the vector itself)
+    store.close()
+    reader = make_store("faiss:HNSW16,RaBitQ", tmp_path / "s").open()
+    try:  # the L2 build is read back from the index file: scores are cosines after reopening
+        assert np.allclose(reader.search(X[:40], 5).scores, res.scores, atol=1e-6)
+    finally:
+        reader.close()
+
+
+def test_hnsw_over_rabitq_refuses_the_inner_product_before_creating_anything(tmp_path):
+    store = make_store("faiss:HNSW16,RaBitQ", tmp_path / "s")
+    with pytest.raises(ConfigError, match=r"L2 metric only.*index by cosine or l2"):
+        store.create(64, "ip")
+    assert not (tmp_path / "s").exists()
+
+
+def test_efc_sets_the_hnsw_build_beam_and_is_refused_without_a_graph(tmp_path):
+    import faiss
+
+    store = make_store("faiss:HNSW16,SQ8,efc=120", tmp_path / "s")
+    store.create(64, "cosine")
+    store.upsert(np.arange(300), _vectors(n=300))
+    store.finalize()
+    store.close()
+    index = faiss.downcast_index(faiss.read_index(str(tmp_path / "s" / "index.faiss")))
+    assert int(index.hnsw.efConstruction) == 120
+    assert canonical_store_spec("faiss:HNSW16,SQ8,efc=120") == "faiss:HNSW16,SQ8,efc=120"
+    with pytest.raises(ConfigError, match=r"efc=64 is an HNSW graph's build beam.*has no HNSW graph"):
+        canonical_store_spec("faiss:IVF16,PQ8,efc=64")
+    with pytest.raises(ConfigError, match=r"from 4 to 4096, got 2"):
+        canonical_store_spec("faiss:HNSW16,efc=2")
