@@ -1,4 +1,4 @@
-"""``slimvec bench pruning``, ``table KIND``, ``vectors KIND`` and ``search-profile``
+"""``slimvec bench pruning``, ``table KIND``, ``vectors KIND``, ``search-profile`` and ``default-recipe``
 (sub-commands of the ``bench`` group in :mod:`slimvec.cli.bench_kinds`)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import typer
 from slimvec.cli.checks import int_range
 from slimvec.errors import ConfigError
 
-__all__ = ["register", "pruning_kind", "table_kind", "vectors_kind", "search_profile_kind"]
+__all__ = ["register", "pruning_kind", "table_kind", "vectors_kind", "search_profile_kind",
+           "default_recipe_kind"]
 
 #: the checkout (paths on generated pages are shown relative to it)
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,9 +102,37 @@ def search_profile_kind(
     main(argv)
 
 
+def default_recipe_kind(
+    data: Path = typer.Option(ROOT / "bench-data" / "realtext-minilm-300k.npy", "--data", help="Corpus vectors (.npy, rows in a seeded random order)."),
+    queries: Path = typer.Option(ROOT / "bench-data" / "realtext-minilm-queries.npy", "--queries", help="Held-out query vectors (.npy)."),
+    n: list[int] = typer.Option([], "--n", callback=int_range(1), help="Corpus size, a prefix of --data (repeatable) [default: 20000, 100000, 300000]."),
+    candidate: list[str] = typer.Option([], "--candidate", help="Recipe compared with full HNSW (repeatable) [default: slimvec.benchmarks.kinds.recipe_choice.CANDIDATES]."),
+    n_queries: int = typer.Option(1000, "--n-queries", callback=int_range(1), help="Held-out queries used."),
+    rounds: int = typer.Option(2, "--rounds", callback=int_range(1), help="Latency rounds; the order reverses each round."),
+    work: Path = typer.Option(ROOT / "bench-out" / "default-recipe", "--work", help="Where prefixes and indexes are kept (reused)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON record here."),
+    page: Optional[Path] = typer.Option(None, "--page", help="Also write the tables as Markdown here."),
+) -> None:
+    """Candidate recipes against full-precision HNSW by corpus size: recall, p50, serving RAM, disk."""
+    from slimvec.benchmarks.kinds.recipe_choice import CANDIDATES, ChoiceConfig, choice_markdown, measure_choice
+    from slimvec.benchmarks.kinds.record import MachineFacts, Record, write_record
+
+    machine = MachineFacts()
+    cfg = ChoiceConfig(data=data, queries=queries, sizes=n or [20000, 100000, 300000],
+                       candidates=candidate or list(CANDIDATES), work=work, n_queries=n_queries,
+                       rounds=rounds)
+    result = measure_choice(cfg, progress=lambda msg: typer.echo(msg, err=True))
+    typer.echo(write_record(Record("default-recipe", result, machine), out))
+    if page is not None:
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(choice_markdown(result), encoding="utf-8")
+        typer.echo(f"wrote {page}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add these sub-commands to the ``bench`` group."""
     app.command("pruning")(pruning_kind)
     app.command("table")(table_kind)
     app.command("vectors")(vectors_kind)
     app.command("search-profile")(search_profile_kind)
+    app.command("default-recipe")(default_recipe_kind)

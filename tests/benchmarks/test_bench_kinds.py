@@ -40,7 +40,7 @@ def test_bench_is_the_suite_run_and_lists_its_measurements():
     res = _run("bench", "--help")
     assert res.exit_code == 0, res.output
     for word in ("--suite", "--out", "ingest", "ingest-ceiling", "rebuild", "sync", "service",
-                 "qdrant-compat", "sizing", "scaleout", "pruning", "table", "vectors"):
+                 "qdrant-compat", "sizing", "scaleout", "pruning", "table", "vectors", "default-recipe"):
         assert word in res.output
     missing = _run("bench", "--suite", str(ROOT / "no-such-suite.toml"))
     assert "No suite file" in str(missing.exception)

@@ -141,3 +141,41 @@ def test_pruning_kind_two_sparsities_tiny(tmp_path):
     assert {"sts_spearman", "recall_at_10"} <= set(pruned["rewound"])
     table = _run("bench", "table", "pruning", str(tmp_path / "p.json"))
     assert table.exit_code == 0 and "| 10% |" in table.output
+
+
+def test_default_recipe_kind_compares_candidates_with_full_hnsw(minilm_vectors, tmp_path):
+    import numpy as np
+
+    from slimvec.benchmarks.kinds.recipe_choice import EF_LADDER, choice_markdown
+
+    data, queries = tmp_path / "corpus.npy", tmp_path / "queries.npy"
+    np.save(data, minilm_vectors[:2000])
+    np.save(queries, minilm_vectors[2900:])
+    faiss_recipe = "pca:48|faiss:HNSW16,SQ8,efc=64|rescore=auto,keep_full=float16"
+    res = _run("bench", "default-recipe", "--data", str(data), "--queries", str(queries),
+               "--n", "1500", "--n-queries", "60", "--rounds", "2", "--candidate", faiss_recipe,
+               "--candidate", "none|hnsw:ef=16", "--work", str(tmp_path / "w"),
+               "--out", str(tmp_path / "c.json"), "--page", str(tmp_path / "c.md"))
+    assert res.exit_code == 0, res.output
+    result = _record(tmp_path / "c.json", "default-recipe")
+    (size,) = result["sizes"]
+    ref, recipe, small_ef = size["rows"]
+    assert size["n"] == 1500 and size["n_queries"] == 60
+    assert ref["recipe"] == "none|hnsw:M=16,ef_construction=200" and not ref["meets"]
+    ef = ref["params"]["ef"]  # the first beam of the ladder reaching the target (or the last)
+    tried = {int(e): r for e, r in ref["ef_recalls"].items()}
+    assert ef in EF_LADDER and tried[ef] == ref["recall_at_10"]
+    assert all(r < 0.99 for e, r in tried.items() if e < ef)
+    assert recipe["depth"] >= 1 and 0 < recipe["recall_at_10"] <= 1
+    for row in size["rows"]:
+        assert len(row["p50_ms"]) == 2 and all(p > 0 for p in row["p50_ms"])
+        assert row["memory"]["serving"] > 0 and row["memory"]["process_baseline"] > 0
+        assert row["disk_bytes"] > 0
+    # the reducer's index holds less than full HNSW; its full vectors are paged apart
+    assert recipe["memory"]["serving"] < ref["memory"]["serving"]
+    assert recipe["disk_bytes_full_vectors"] > 0 and ref["disk_bytes_full_vectors"] == 0
+    for row in (recipe, small_ef):
+        assert row["meets"] == (row["recall_at_10"] >= 0.99 and max(row["p50_ratio"]) <= 1.5
+                                and row["memory_ratio"] <= 0.25)
+    page = (tmp_path / "c.md").read_text()
+    assert page == choice_markdown(result) and page.count("\n| ") == 4  # header + three rows
