@@ -187,11 +187,41 @@ class BenchConfig:
             fits = not peer.startswith("faiss:") or _pq_fits(peer, dim)
             out.append(by_spec.get(peer) or (None if fits else by_family.get(_pq_family(peer)))
                        or StoreVariant(peer, rescorable=True))
-        return out
+        return _share_builds(out)
 
     def _st_variants(self) -> list[tuple[str, str, int | None]]:
         """The sentence-transformers quantization peers this run measures."""
         return [v for v in ST_VARIANTS if self.peers is None or v[0] in self.peers]
+
+
+#: search-time options of each store: peers that differ only in these are one build searched
+#: several ways (``hnsw``, ``hnsw:ef=128`` and ``hnsw:ef=256`` build one graph)
+_SEARCH_TIME = {"hnsw": ("ef",), "faiss": ("ef", "nprobe", "qb")}
+
+
+def _share_builds(variants: list[StoreVariant]) -> list[StoreVariant]:
+    """Variants whose specs differ only in search-time options, merged into the first of them:
+    one build, one row label per search (each label keeps its spec, so rows read as before)."""
+    from slimvec.connectors import parse_store_spec
+    from slimvec.specs import format_spec
+
+    out: list[StoreVariant] = []
+    first: dict[str, StoreVariant] = {}
+    for v in variants:
+        parsed = parse_store_spec(v.spec)
+        keys = _SEARCH_TIME.get(parsed.name)
+        if not keys or v.searches != [(v.spec, {})]:  # built-in Qdrant variants search their own way
+            out.append(v)
+            continue
+        build = format_spec(parsed.name, parsed.arg, {k: x for k, x in parsed.options.items() if k not in keys})
+        params = {k: x for k, x in parsed.options.items() if k in keys}
+        if build in first:
+            first[build].searches.append((v.spec, params))
+            continue
+        merged = StoreVariant(build, [(v.spec, params)], v.rescorable)
+        first[build] = merged
+        out.append(merged)
+    return out
 
 
 def _pq_family(spec: str) -> str:

@@ -143,3 +143,21 @@ def test_rabitq_recipes_are_buildable_rows(store):
     row = _row("pca:96", store, 20.0, 0.9, rescore=8)
     assert buildable(row) == (True, "")
     assert f"'pca:96|{store}|rescore=8'" in ingest_command(row)
+
+
+def test_peers_differing_only_in_search_beams_share_one_build():
+    # hnsw, hnsw:ef=128 and hnsw:ef=256 are one graph searched three ways (the realtext suites
+    # built the same 300k-vector graph three times); each row keeps its own label
+    from slimvec.benchmarks.config import BenchConfig
+
+    cfg = BenchConfig(reducers=[], stores=[], work_dir="unused", rescore=[4],
+                      peers=["hnsw", "faiss:IVF64,RaBitQ,nprobe=8", "hnsw:ef=128", "hnsw:ef=256",
+                             "faiss:IVF64,RaBitQ,nprobe=32", "faiss:HNSW32", "qdrant-edge:quant=sq8"])
+    by_spec = {v.spec: v for v in cfg._peer_variants(384)}
+    assert list(by_spec) == ["hnsw", "faiss:IVF64,RaBitQ", "faiss:HNSW32", "qdrant-edge:quant=sq8"]
+    assert by_spec["hnsw"].searches == [("hnsw", {}), ("hnsw:ef=128", {"ef": 128}),
+                                        ("hnsw:ef=256", {"ef": 256})]
+    assert by_spec["faiss:IVF64,RaBitQ"].searches == [("faiss:IVF64,RaBitQ,nprobe=8", {"nprobe": 8}),
+                                                      ("faiss:IVF64,RaBitQ,nprobe=32", {"nprobe": 32})]
+    assert all(by_spec[s].rescorable for s in ("hnsw", "faiss:IVF64,RaBitQ", "faiss:HNSW32"))
+    assert len(by_spec["qdrant-edge:quant=sq8"].searches) == 3  # its own rescoring variants, untouched
