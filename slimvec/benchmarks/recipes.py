@@ -101,6 +101,10 @@ def recipe_rows(cfg: Any, ds: BenchDataset, recipe: str, source: Path, folder: P
     facts = {"build_s": build_s, "index_bytes": searchable, "bytes_per_vector": searchable / max(n, 1),
              "reducer_bytes": _allocated(folder / "reducer")}
     full_bpv = (_allocated(folder / "full") + named) / max(n, 1)
+    if cfg.measure_rss:  # the whole index opened by slimvec.open, the full vectors' page cache apart
+        from slimvec.benchmarks.kinds.recipe_choice import serving_memory
+
+        facts["serve_rss_bytes"] = serving_memory(folder, ds.queries[:200])["serving"]
     rows = []
     with slimvec.open(folder) as idx:
         m = idx.manifest

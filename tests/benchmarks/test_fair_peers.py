@@ -161,3 +161,31 @@ def test_peers_differing_only_in_search_beams_share_one_build():
                                                       ("faiss:IVF64,RaBitQ,nprobe=32", {"nprobe": 32})]
     assert all(by_spec[s].rescorable for s in ("hnsw", "faiss:IVF64,RaBitQ", "faiss:HNSW32"))
     assert len(by_spec["qdrant-edge:quant=sq8"].searches) == 3  # its own rescoring variants, untouched
+
+
+def test_headline_front_compares_reduce_first_with_the_full_dimension_per_footing():
+    from slimvec.benchmarks.kinds.table_front import reducer_front, row_ram, speed_front
+
+    def measured(reducer, store, rss_per_vec, recall, p50, *, kind="reducer", rescore=None):
+        r = _row(reducer, store, 1.0, recall, kind=kind, rescore=rescore)
+        r.serve_rss_bytes, r.latency_p50_ms = int(rss_per_vec * r.n_corpus), p50
+        r.reranked = bool(rescore)
+        return r
+
+    rows = [
+        measured("pca:192", "faiss:HNSW16,SQ8", 330, 0.993, 0.40, rescore=8),  # 346 B with its lookup
+        measured("none", "faiss:HNSW16,SQ4", 340, 0.995, 0.50, rescore=4),     # 356 B
+        measured("none", "faiss:HNSW16,RaBitQ", 180, 0.992, 0.70, kind="peer", rescore=16),
+        measured("pca:192", "faiss:HNSW16,SQ8", 330, 0.81, 0.30),              # not re-ranked
+        measured("none", "hnsw", 1700, 0.984, 0.35, kind="peer"),
+    ]
+    assert row_ram(rows[0]) == 346 and row_ram(rows[3]) == 330  # the id lookup only when re-ranked
+    tables = reducer_front(rows, budgets=(2048, 384, 256))
+    plain, ranked = tables["not re-ranked"], tables["re-ranked"]
+    # re-ranked rows are never ranked against rows that were not re-ranked
+    assert "hnsw" not in "".join(ranked) and "+rescore" not in "".join(plain)
+    assert ranked[2].startswith("| 2,048 | pca:192") and ranked[2].endswith("| tie |")  # 0.993 vs 0.995
+    assert "none → faiss:HNSW16,RaBitQ" in ranked[4] and "none fits" in ranked[4]     # 256 B: RaBitQ only
+    assert plain[2].endswith("| **full dimension** |")                                # 0.984 vs 0.81
+    speed = speed_front(rows, 0.99, budgets=(384,))
+    assert speed[2].startswith("| 384 | pca:192") and speed[2].endswith("| **reduce first** |")

@@ -156,6 +156,12 @@ def _scale(paths: list[Path], root: Path) -> str:
     return render_scale(paths[0], root, models=True)
 
 
+def _headline(paths: list[Path], root: Path) -> str:
+    from slimvec.benchmarks.kinds.table_front import render_headline
+
+    return render_headline([p.resolve() for p in paths], root)
+
+
 #: kind -> (renderer, default results relative to the checkout, default page or None: print)
 TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None]] = {
     "sweep": (render_sweep, ["bench-results/sweep/results.json",
@@ -164,6 +170,8 @@ TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None
     "filtered": (render_filtered_page, ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
     "fair-peers": (_fair_peers, ["bench-results/fair-peers/results.json"], "docs/benchmarks/fair-peers.md"),
     "scale": (_scale, ["bench-results"], "docs/benchmarks/scale-runs.md"),
+    "headline": (_headline, ["bench-results/realtext-300k/results.json", "bench-results/realtext-100k/results.json",
+                             "bench-results/scale-1m/results.json"], "docs/benchmarks/headline.md"),
 }
 
 
