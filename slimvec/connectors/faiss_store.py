@@ -478,6 +478,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._pending_ids: list[np.ndarray] = []       # buffered before training
         self._pending_vecs: list[np.ndarray] = []
         self._payloads: PayloadTable | None = None
+        self._graph: bool | None = None                # the index is an HNSW graph (see _is_graph)
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -568,6 +569,7 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _set_search_params(self) -> None:
         faiss = _faiss()
+        self._graph = None  # the index may have been replaced (opened, moved to a GPU)
         ps = faiss.ParameterSpace()
         for name, key in (("efSearch", "ef"), ("nprobe", "nprobe")):
             try:
@@ -583,6 +585,12 @@ class FaissStore(PayloadTableStore, VectorStore):
                 raise MissingDependencyError("gpu=true needs faiss-gpu and a CUDA device: pip install 'slimvec[gpu]'.")
             self._gpu_res = faiss.StandardGpuResources()
             self._index = faiss.index_cpu_to_gpu(self._gpu_res, 0, self._index)
+
+    def _is_graph(self) -> bool:
+        """The index itself is an HNSW graph (takes ``SearchParametersHNSW``), cached per open."""
+        if self._graph is None:
+            self._graph = hasattr(_faiss().downcast_index(self._require()), "hnsw")
+        return self._graph
 
     def _set_ef(self, ef: int) -> None:
         """Set HNSW ``efSearch`` (no-op for factories without it)."""
@@ -696,7 +704,15 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _search(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
-        allowed ids) selects positions with an ``IDSelectorBitmap``."""
+        allowed ids) selects positions with an ``IDSelectorBitmap``. Per-search ``params`` (ef,
+        nprobe, qb) hold for this call only: the store's own settings are back afterwards."""
+        try:
+            return self._search_with(queries, k, filter, params)
+        finally:
+            if params:  # _begin_search set them on the index
+                self._set_search_params()
+
+    def _search_with(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         index = self._require()
         rq = None  # a per-search qb is undone after the search (the store's own stays)
         if params.get("qb") is not None:
@@ -715,12 +731,17 @@ class FaissStore(PayloadTableStore, VectorStore):
         stale = self._stale
         kk = min(k + len(stale), index.ntotal)
         ef = int(params.get("ef", self.options["ef"]))
-        if kk > ef:  # HNSW finds at most efSearch candidates: a smaller ef leaves holes in a deep
-            self._set_ef(kk)  # candidate list (rescoring fetches k x R), so recall plateaus
+        # HNSW finds at most efSearch candidates: a smaller ef leaves holes in a deep candidate list
+        # (rescoring fetches k x R), so recall plateaus. A graph index takes the larger beam as a
+        # search parameter of this call; others (a pre-transform around a graph) set and restore it.
+        deep = kk > ef
+        sp = _faiss().SearchParametersHNSW(efSearch=int(kk)) if deep and self._is_graph() else None
+        if deep and sp is None:
+            self._set_ef(kk)
         try:
-            dist, pos = index.search(qs, kk)
+            dist, pos = index.search(qs, kk) if sp is None else index.search(qs, kk, params=sp)
         finally:
-            if kk > ef:
+            if deep and sp is None:
                 self._set_ef(ef)
             if rq is not None:
                 rq.qb = old_qb

@@ -149,3 +149,16 @@ def test_efc_sets_the_hnsw_build_beam_and_is_refused_without_a_graph(tmp_path):
         canonical_store_spec("faiss:IVF16,PQ8,efc=64")
     with pytest.raises(ConfigError, match=r"from 4 to 4096, got 2"):
         canonical_store_spec("faiss:HNSW16,efc=2")
+
+
+def test_a_per_search_beam_holds_for_that_search_only(tmp_path):
+    import faiss
+
+    store = make_store("faiss:HNSW16", tmp_path / "s")
+    store.create(64, "cosine")
+    store.upsert(np.arange(300), _vectors(n=300))
+    store.search(_vectors(n=2, seed=3), 5, ef=200)
+    graph = faiss.downcast_index(store._index)
+    assert int(graph.hnsw.efSearch) == 64  # the store's own ef, not the last search's
+    store.search(_vectors(n=2, seed=3), 150)  # a deep candidate list raises the beam for this call
+    assert int(graph.hnsw.efSearch) == 64

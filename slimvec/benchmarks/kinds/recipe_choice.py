@@ -12,7 +12,10 @@ writes it):
   recall@10 on the held-out queries reaches the target (the issue's "raise the HNSW's ef until it
   gets there");
 - quality: neighbour recall@10 of ``Index.search`` (at each index's own depth) against exact
-  search over the full vectors, on every held-out query;
+  search over the full vectors, on every held-out query. A ``rescore=auto`` index calibrates its
+  depth blind, on corpus vectors; the held-out queries may need more. So each such candidate is
+  also measured at the smallest depth of the calibration ladder whose held-out recall reaches the
+  target, a row of its own: equal footing with the reference, whose ``ef`` is chosen the same way;
 - latency: ``Index.search`` of one query at a time on one thread (set ``OMP_NUM_THREADS=1``),
   each index in a block of every query after a warm-up, the blocks in one order and then the
   reverse (``--rounds``); p50 per round, and the ratio to the reference's p50 *of the same round*;
@@ -253,6 +256,27 @@ def reference_ef(index: Any, queries: np.ndarray, truth: np.ndarray, target: flo
     return ladder[-1], tried
 
 
+def _held_out_depth(idx: Any, queries: np.ndarray, truth: np.ndarray, target: float,
+                    row: dict[str, Any]) -> dict[str, Any] | None:
+    """The smallest depth of the calibration ladder whose recall on the held-out queries reaches
+    ``target`` (what the reference's ``ef`` is raised to: equal footing), as a row of its own;
+    the recall of every depth tried is added to ``row``. None when no depth up to 64 reaches it."""
+    from slimvec.indexer.calibrate import depth_ladder
+
+    tried: dict[int, float] = {}
+    for depth in depth_ladder(64):
+        tried[depth] = _recall(np.asarray(idx.search(queries, K, rescore=depth).ids), truth)
+        if tried[depth] >= target:
+            break
+    row["depth_recalls"] = {str(d): r for d, r in tried.items()}
+    reached = [d for d, r in tried.items() if r >= target]
+    if not reached:
+        return None
+    depth = reached[0]
+    return {**row, "name": f"{row['recipe']} at depth {depth} (held-out queries)", "depth": depth,
+            "recall_at_10": tried[depth], "params": {"rescore": depth}}
+
+
 def _p50_block(search: Callable[[np.ndarray], Any], queries: np.ndarray) -> dict[str, float]:
     from slimvec.measure import latency_summary
 
@@ -304,11 +328,17 @@ def measure_size(cfg: ChoiceConfig, n: int, queries: np.ndarray,
             else:
                 found = np.asarray(idx.search(queries, K).ids)
                 row = _size_row(recipe, recipe, folder, idx, build_s, _recall(found, truth), params)
+                if row["depth"] is not None:
+                    held_out = _held_out_depth(idx, queries, truth, cfg.target, row)
+                    if held_out is not None and held_out["params"]["rescore"] != row["depth"]:
+                        rows.append(row)
+                        opened.append((row, idx))
+                        row = held_out
             rows.append(row)
             opened.append((row, idx))
         _time_rounds(opened, queries, cfg.rounds, progress)
     finally:
-        for _, idx in opened:
+        for idx in {id(i): i for _, i in opened}.values():  # a candidate timed at two depths is one index
             idx.close()
     for row in rows:
         progress(f"n={n:,}: memory of {row['recipe']}")
