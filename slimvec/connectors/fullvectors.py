@@ -43,20 +43,32 @@ IDS = "ids.i64"
 FULL_DTYPES = ("float32", "float16")
 #: full-vector values gathered at once while re-ranking (bounds RAM whatever the candidate count)
 _RERANK_BLOCK = 1 << 24
-_F16_LUT: np.ndarray | None = None
+_SIGN32 = np.int32(-(2 ** 31))
+_HALF_BIAS = np.float32(2.0 ** 112)
 
 
 def _as_float32(rows: np.ndarray) -> np.ndarray:
-    """Rows of the side file as float32. float16 goes through a 65,536-entry table (256 KiB,
-    exact for every value, NaN and subnormals included): ``np.take`` on it is ~1.9x faster than
-    numpy's ``astype`` here (56 vs 107 us for 160 x 384 values), which was half the re-ranking
-    time of a float16 side file."""
+    """Rows of the side file as float32, bit-exact.
+
+    float16 is widened with integer operations, which numpy vectorises: the sign-extended half
+    masked to its exponent and mantissa, shifted into a float32's place and multiplied by 2^112
+    (the exponent bias difference; a half subnormal becomes a float32 subnormal that the multiply
+    normalises), then the sign put back. numpy's own ``astype`` has no SIMD path for half floats
+    on this build: 302 against 132 us for 320 x 384 values, 39 against 29 us for 40 x 384
+    (issue 28 item 4). A row holding inf or NaN (exponent 31) goes through ``astype``.
+    """
     if rows.dtype != np.float16:
         return rows.astype(np.float32, copy=False)
-    global _F16_LUT
-    if _F16_LUT is None:
-        _F16_LUT = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-    return np.take(_F16_LUT, np.ascontiguousarray(rows).view(np.uint16))
+    x = np.ascontiguousarray(rows).view(np.int16).astype(np.int32)  # sign-extended
+    sign = x & _SIGN32
+    x &= 0x7FFF
+    if x.size and x.max() >= 0x7C00:  # inf / NaN: not what the shift handles
+        return rows.astype(np.float32)
+    x <<= 13
+    out = x.view(np.float32)
+    out *= _HALF_BIAS
+    x |= sign
+    return out
 
 
 def vectors_file_name(dtype: str) -> str:
@@ -323,7 +335,28 @@ class FullVectors:
             out.ids[lo:hi, :width], out.scores[lo:hi, :width] = ids, scores
         return out
 
+    def _rerank_one(self, q: np.ndarray, cand: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """One query whose candidates are all real ids with a full vector (a single-query search,
+        the latency path): a dozen numpy calls instead of the block's two dozen. None otherwise."""
+        ids = cand[0]
+        if not len(ids) or ids.min() < 0 or self.metric == "l2":
+            return None
+        mm, sid, srows = self._lookup_table()
+        if mm is None:
+            return None
+        pos = np.searchsorted(sid, ids)
+        np.minimum(pos, len(sid) - 1, out=pos)
+        if not np.array_equal(sid[pos], ids):
+            return None
+        scores = _as_float32(np.take(mm, srows[pos], axis=0)) @ q[0]
+        order = np.argsort(-scores, kind="stable")[:width]
+        return ids[order][None, :], scores[order].astype(np.float32, copy=False)[None, :]
+
     def _rerank_block(self, q: np.ndarray, cand: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(cand) == 1:
+            one = self._rerank_one(q, cand, width)
+            if one is not None:
+                return one
         n, kc = cand.shape
         flat = cand.ravel()
         padded = flat < 0

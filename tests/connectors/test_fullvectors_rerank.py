@@ -66,7 +66,7 @@ def test_rerank_matches_brute_force(tmp_path, monkeypatch, metric, dtype, block)
 
 
 def test_float16_rows_read_back_exactly(tmp_path):
-    """The float16 side file is widened through a lookup table: every value comes back as numpy's
+    """The float16 side file is widened with integer operations: every value comes back as numpy's
     own float16 -> float32 conversion gives it (subnormals, signed zeros, the extremes; NaN and
     inf through the helper, since the writer refuses them)."""
     every = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
@@ -80,4 +80,27 @@ def test_float16_rows_read_back_exactly(tmp_path):
     assert got.dtype == np.float32 and found.tolist() == [True, True, True, False]
     np.testing.assert_array_equal(got[:3], finite[[5, 0, 63]].astype(np.float32))
     assert not got[3].any()
+    full.close()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("metric", ["cosine", "ip"])
+def test_a_single_query_reranks_as_the_block_path_does(tmp_path, dtype, metric):
+    # one query with every candidate known takes the short path (the latency case); it must give
+    # the block path's ids and scores (two queries go through the block path)
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((500, 32)).astype(np.float32)
+    full = FullVectors.create(tmp_path / "f", 32, dtype=dtype, metric=metric)
+    full.append(np.arange(1000, 1500), vecs)
+    full.commit()
+    for _trial in range(20):
+        q = rng.standard_normal((1, 32)).astype(np.float32)
+        cand = rng.choice(np.arange(1000, 1500), size=(1, 40), replace=False)
+        scores = np.zeros((1, 40), dtype=np.float32)
+        one = full.rerank(q, SearchResult(cand, scores), 10)
+        two = full.rerank(np.vstack([q, q]), SearchResult(np.vstack([cand, cand]), np.vstack([scores, scores])), 10)
+        assert one.ids.tolist() == two.ids[:1].tolist()
+        np.testing.assert_allclose(one.scores, two.scores[:1], rtol=1e-6)
+    padded = SearchResult(np.array([[1000, -1, 1001]]), np.zeros((1, 3), dtype=np.float32))
+    assert full.rerank(q, padded, 3).ids[0, 2] == -1  # padding still sorts last (block path)
     full.close()
