@@ -95,8 +95,9 @@ class DepthCalibration:
             self.say(f"rescoring depth {rescore.depth}: neighbour recall@{rescore.k} "
                      f"{rescore.recall:.4f} on {rescore.n_queries:,} "
                      + ("given queries" if queries is not None else
-                        "corpus vectors (queries unlike the corpus may need more: "
-                        "slimvec calibrate --queries FILE, docs/recipes.md)"))
+                        f"corpus vectors, calibrated for {rescore.target:g} on them so that "
+                        "real queries reach the recipe's target (queries unlike the corpus may "
+                        "need more: slimvec calibrate --queries FILE, docs/recipes.md)"))
             if rescore.reached is False:
                 self.say(f"warning: rescore=auto {rescore.status}")
         m.rescore = rescore

@@ -124,10 +124,12 @@ def test_calibration_on_query_vectors_that_are_not_in_the_corpus(tmp_path, minil
     full.close()
 
 
-def test_headroom_takes_ladder_steps_past_the_target_and_the_writer_takes_one(tmp_path, minilm_vectors):
-    """Corpus vectors flatter the reduced index, so the writer's calibration goes one ladder step
-    past the first depth that reaches the target (CORPUS_HEADROOM); given queries get none."""
-    from slimvec.indexer.calibrate import CORPUS_HEADROOM, rescore_for_recipe
+def test_headroom_takes_ladder_steps_and_the_writer_calibrates_corpus_vectors_for_a_stricter_target(
+        tmp_path, minilm_vectors):
+    """Corpus vectors flatter the reduced index (a graph leads a corpus vector to its own node), so
+    the writer's calibration asks them for half the target's miss rate (CORPUS_MISS_SHARE: 0.995
+    for 0.99) instead of a ladder step of headroom; given queries get the target itself."""
+    from slimvec.indexer.calibrate import CALIBRATION_QUERIES, CORPUS_HEADROOM, CORPUS_MISS_SHARE, rescore_for_recipe
 
     reducer, store, full, sample = _build(tmp_path, minilm_vectors[:2000], "pca:48", "hnsw:threads=1")
     exact = calibrate_rescore(store, reducer, full, sample, target=0.99)
@@ -138,17 +140,19 @@ def test_headroom_takes_ladder_steps_past_the_target_and_the_writer_takes_one(tm
     assert padded.reached and padded.recall >= exact.recall
     capped = calibrate_rescore(store, reducer, full, sample, target=0.99, headroom=5, max_depth=exact.depth)
     assert capped.depth == exact.depth  # the ladder ends at max_depth
-    assert CORPUS_HEADROOM == 1
+    assert CORPUS_HEADROOM == 0 and CORPUS_MISS_SHARE == 0.5 and CALIBRATION_QUERIES == 500
     recipe = "pca:48|hnsw|rescore=auto,keep_full=float32"
-    # the writer's sample is drawn by rescore_for_recipe itself: its depth is at least one step
-    # past what that sample needs, never the bare first depth
+    # the writer draws its own sample and calibrates it for 0.995
     info = rescore_for_recipe(recipe, store, reducer, full)
-    first = calibrate_rescore(store, reducer, full,
-                              pick_sample(corpus_ids(full), 200, seed=0), target=0.99).depth
-    assert info.depth == ladder[ladder.index(first) + 1] and info.queries is None
+    strict = calibrate_rescore(store, reducer, full, pick_sample(corpus_ids(full), 500, seed=0),
+                               target=0.995)
+    assert info.depth == strict.depth and info.target == pytest.approx(0.995) and info.queries is None
+    assert info.depth >= calibrate_rescore(store, reducer, full, pick_sample(corpus_ids(full), 500, seed=0),
+                                           target=0.99).depth
     given = rescore_for_recipe(recipe, store, reducer, full, queries=minilm_vectors[2500:2700])
     assert given.depth == calibrate_rescore(store, reducer, full, None, target=0.99,
                                             queries=minilm_vectors[2500:2700]).depth
+    assert given.target == pytest.approx(0.99)
     store.close()
     full.close()
 
