@@ -36,6 +36,7 @@ import numpy as np
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
+from slimvec.connectors.faiss_tail import TAIL_FILE, pack_tail, read_tail, tail_limit
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
@@ -346,7 +347,7 @@ class FaissStore(PayloadTableStore, VectorStore):
     default_arg = DEFAULTS["factory"]
     option_defaults, option_rules = DEFAULTS, RULES
     reader = "slimvec.connectors.file_readers:FaissSource"
-    snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, META_FILE, "payloads.sqlite")
+    snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, TAIL_FILE, META_FILE, "payloads.sqlite")
     resident_components = frozenset({"index", "ids"})
 
     @classmethod
@@ -479,6 +480,9 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._pending_vecs: list[np.ndarray] = []
         self._payloads: PayloadTable | None = None
         self._graph: bool | None = None                # the index is an HNSW graph (see _is_graph)
+        self._written = 0                              # vectors in index.faiss as last written whole
+        self._tail: list[np.ndarray] = []              # vectors added since (faiss_tail)
+        self._checkpoint = False                       # the next flush writes index.faiss whole
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -537,6 +541,12 @@ class FaissStore(PayloadTableStore, VectorStore):
             raise StoreError(f"The FAISS index {folder / INDEX_FILE} holds vectors of {self._index.d} "
                              f"dimensions, but its store records {self.dim}: the file was replaced or "
                              "damaged. Rebuild the index (slimvec ingest/migrate --rebuild).")
+        self._written, self._tail = int(self._index.ntotal), []
+        if (folder / TAIL_FILE).exists():  # vectors committed since the index file was written
+            _, vecs = read_tail(folder / TAIL_FILE, self._written, self.dim)
+            if len(vecs):
+                self._index.add(vecs)
+                self._tail = [vecs]
         if len(self._ids) > self._index.ntotal:
             # a flush was interrupted after the ids and before the index: the extra ids belong to
             # vectors that never reached the index file (the writer re-upserts them on resume)
@@ -656,6 +666,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             return
         start = index.ntotal
         index.add(np.ascontiguousarray(vecs[new]))
+        self._tail.append(np.ascontiguousarray(vecs[new], dtype=np.float32))
         added = ids_arr[new]
         self._ids = np.concatenate([self._ids, added])
         for offset, doc in enumerate(added.tolist()):
@@ -902,6 +913,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         """Train (if the factory needs it) on what is buffered, then persist."""
         if not self._require().is_trained:
             self._train_and_add()
+        self._checkpoint = True  # a finished build has no tail
         self.flush()
 
     def flush(self) -> None:
@@ -914,7 +926,15 @@ class FaissStore(PayloadTableStore, VectorStore):
         # ids first: they only ever grow by appending, so a kill between the two renames leaves
         # ids ahead of the index, which open() cuts back to the index (never the other way round)
         _save_npy(folder / IDS_FILE, self._ids)
-        write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(cpu, tmp))
+        added = int(index.ntotal) - self._written
+        if (not self._checkpoint and not self.options.get("gpu") and index.is_trained
+                and (folder / INDEX_FILE).exists() and added <= tail_limit(self._written)):
+            if added:  # the vectors since the last whole write, not the whole index (faiss_tail)
+                _save_npy(folder / TAIL_FILE, pack_tail(self._written, np.concatenate(self._tail)))
+        else:
+            write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(cpu, tmp))
+            (folder / TAIL_FILE).unlink(missing_ok=True)
+            self._written, self._tail, self._checkpoint = int(index.ntotal), [], False
         if self._pending_ids:
             ids_arr = np.concatenate(self._pending_ids)
             vecs = np.concatenate(self._pending_vecs).astype(np.float32)
@@ -927,6 +947,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         if self._index is not None:
             try:
                 if getattr(self, "_dirty", True):
+                    self._checkpoint = True  # readers opening it later replay nothing
                     self.flush()
             finally:
                 self._index = None
