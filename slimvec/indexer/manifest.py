@@ -192,7 +192,11 @@ class RescoreInfo:
             return None
         if self.reached is False:
             return shortfall_message(float(self.recall), self.depth, float(self.target), self.k or 10)
-        return f"target met: {float(self.recall):.4f} at depth {self.depth} (target {float(self.target):g})"
+        where = "" if self.queries is not None else (
+            " on corpus vectors, which are held to half the recipe target's miss rate because a "
+            "graph finds its own vectors' neighbours more easily than a query's")
+        return (f"target met: {float(self.recall):.4f} at depth {self.depth} "
+                f"(target {float(self.target):g}{where})")
 
     @classmethod
     def from_json(cls, path: Path, raw: Any) -> "RescoreInfo | None":
