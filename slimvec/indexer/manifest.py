@@ -137,8 +137,7 @@ class FullInfo:
         return out
 
 
-#: query vectors a rescoring depth was calibrated on (``slimvec calibrate --queries``), in the
-#: index folder
+#: query vectors a rescoring depth was calibrated on (``slimvec calibrate --queries``), in the folder
 CALIBRATION_QUERIES_FILE = "calibration-queries.safetensors"
 
 
@@ -152,6 +151,9 @@ def shortfall_message(recall: float, depth: int, target: float, k: int = 10) -> 
             "rescore=R, or a lower target (rescore=auto,target=0.95)")
 
 
+_CORPUS_NOTE = (" on corpus vectors, which are held to half the recipe target's miss rate because a "
+                "graph finds its own vectors' neighbours more easily than a query's")
+
 @dataclass
 class RescoreInfo:
     """The rescoring depth searches use by default (from the index's recipe).
@@ -162,15 +164,12 @@ class RescoreInfo:
         Candidates per result re-ranked with the full vectors (``k × depth``).
     calibrated : bool
         True when ``rescore=auto`` measured it at build time; False: fixed by the recipe.
-    recall, target : float or None
-        Measured neighbour recall@k at ``depth`` on the sample, and the target (calibrated only).
+    recall, target, reached : float, float, bool or None
+        Measured neighbour recall@k at ``depth``, the target, and whether it was reached.
     k, n_queries, n_corpus : int
         recall@k, sample size and vectors in the index when calibrated (0 when not).
-    reached : bool or None
-        Whether ``recall`` reached ``target`` (calibrated only).
     queries : str or None
-        The file of query vectors the depth was calibrated on (``slimvec calibrate --queries``;
-        always :data:`CALIBRATION_QUERIES_FILE`); ``None``: on a sample of corpus vectors.
+        :data:`CALIBRATION_QUERIES_FILE` (``slimvec calibrate --queries``); None: corpus vectors.
     """
 
     depth: int
@@ -192,11 +191,8 @@ class RescoreInfo:
             return None
         if self.reached is False:
             return shortfall_message(float(self.recall), self.depth, float(self.target), self.k or 10)
-        where = "" if self.queries is not None else (
-            " on corpus vectors, which are held to half the recipe target's miss rate because a "
-            "graph finds its own vectors' neighbours more easily than a query's")
-        return (f"target met: {float(self.recall):.4f} at depth {self.depth} "
-                f"(target {float(self.target):g}{where})")
+        where = "" if self.queries is not None else _CORPUS_NOTE
+        return f"target met: {float(self.recall):.4f} at depth {self.depth} (target {float(self.target):g}{where})"
 
     @classmethod
     def from_json(cls, path: Path, raw: Any) -> "RescoreInfo | None":
