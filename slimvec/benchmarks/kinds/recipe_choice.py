@@ -16,8 +16,8 @@ writes it):
   depth blind, on corpus vectors; the held-out queries may need more. So each such candidate is
   also measured at the smallest depth of the calibration ladder whose held-out recall reaches the
   target, a row of its own: equal footing with the reference, whose ``ef`` is chosen the same way;
-- latency: ``Index.search`` of one query at a time on one thread (set ``OMP_NUM_THREADS=1``),
-  each index in a block of every query after a warm-up, the blocks in one order and then the
+- latency: ``Index.search`` of one query at a time on one thread (FAISS's OpenMP and the BLAS
+  pools are limited to one while timing; builds use every core), each index in a block of every query after a warm-up, the blocks in one order and then the
   reverse (``--rounds``); p50 per round, and the ratio to the reference's p50 *of the same round*;
 - serving memory: a fresh process imports the libraries, reads ``VmRSS``, opens the index with
   ``slimvec.open`` and answers 200 queries one at a time, and reads ``VmRSS`` again. The resident
@@ -32,7 +32,7 @@ vectors' page cache apart) is at most ``--ram-ratio`` (0.25) of the reference's.
 
 Usage::
 
-    OMP_NUM_THREADS=1 slimvec bench default-recipe --n 20000 --n 100000 --n 300000 \\
+    slimvec bench default-recipe --n 20000 --n 100000 --n 300000 \\
         --out docs/benchmarks/default-recipe.json
 """
 
@@ -355,6 +355,23 @@ def _searcher(idx: Any, params: dict[str, Any]) -> Callable[[np.ndarray], Any]:
 
 def _time_rounds(opened: list[tuple[dict[str, Any], Any]], queries: np.ndarray, rounds: int,
                  progress: Callable[[str], None]) -> None:
+    """p50 rounds of every index, on one thread (FAISS's OpenMP and the BLAS pools limited to one
+    for the timing only: the builds above use every core)."""
+    import faiss
+
+    from slimvec.reducers.decompose import one_thread
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        with one_thread():
+            _timed_rounds(opened, queries, rounds, progress)
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
+def _timed_rounds(opened: list[tuple[dict[str, Any], Any]], queries: np.ndarray, rounds: int,
+                  progress: Callable[[str], None]) -> None:
     for row, _ in opened:
         row["p50_ms"], row["p95_ms"] = [], []
     for rnd in range(rounds):
