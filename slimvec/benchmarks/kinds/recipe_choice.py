@@ -56,16 +56,18 @@ __all__ = ["CANDIDATES", "REFERENCE", "EF_LADDER", "ChoiceConfig", "measure_choi
 
 log = logging.getLogger(__name__)
 
-#: the recipes compared by default: the present default first, then reduce -> quantize -> rescore
-#: in FAISS HNSW graphs, the same quantizers on the full dimension (no reducer: equal footing),
-#: and Qdrant Edge with a wider reduction
+#: the recipes compared by default: the default before issue 28 and Qdrant Edge with a wider
+#: reduction; reduce -> quantize -> rescore in FAISS HNSW graphs (built with hnswlib's beam,
+#: efc=200); the same graphs over quantized full-dimension vectors (SQ4: the bytes of pca:192 ->
+#: SQ8; RaBitQ); Qdrant Edge's own SQ8 with its own rescoring from originals on disk
 CANDIDATES: tuple[str, ...] = (
     "pca:96|qdrant-edge|rescore=auto,keep_full=float16",
     "pca:192|qdrant-edge|rescore=auto,keep_full=float16",
     "pca:192|faiss:HNSW16,SQ8,efc=200|rescore=auto,keep_full=float16",
-    "pca:128|faiss:HNSW32,SQ8,efc=200|rescore=auto,keep_full=float16",
+    "pca:192|faiss:HNSW16,SQ4,efc=200|rescore=auto,keep_full=float16",
     "none|faiss:HNSW16,SQ4,efc=200|rescore=auto,keep_full=float16",
-    "none|faiss:HNSW16,SQ8,efc=200|rescore=auto,keep_full=float16",
+    "none|faiss:HNSW16,RaBitQ,efc=200|rescore=auto,keep_full=float16",
+    "none|qdrant-edge:quant=sq8,memory=cold",
 )
 #: full-precision HNSW, the reference every candidate is compared with
 REFERENCE = "none|hnsw:M=16,ef_construction=200"
