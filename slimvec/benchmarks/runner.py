@@ -447,12 +447,16 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
     meta : dict
         ``skipped`` configurations with reasons, datasets' summaries, the config.
     """
+    from slimvec.benchmarks.kinds.record import MachineFacts
+
     config.validate()
+    machine = MachineFacts()  # load and other processes' CPU around the run: quiet or not
     _set_threads(config.threads)
     config.work_dir.mkdir(parents=True, exist_ok=True)
     runner = _Runner(config, progress)
     for ds in datasets:
         runner.run_dataset(ds)
+    machine.finish()
     meta = {
         "skipped": runner.skipped,
         "datasets": [ds.summary() for ds in datasets],
@@ -466,7 +470,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
                    "index_recipes": list(config.index_recipes),
                    "measure_rss": config.measure_rss,
                    "fit_max": config.fit_max, "fit_on": config.fit_on, "seed": config.seed},
-        "machine": {"cpus": os.cpu_count()},
+        "machine": machine.to_json(),
     }
     return runner.rows, meta
 

@@ -11,6 +11,7 @@ test_bench_kinds_slow.py.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,23 @@ def test_suite_run_options_before_a_measurement_are_refused_not_ignored(tmp_path
     res = _run("bench", "--max-queries", "3", "table", "sweep")
     assert res.exit_code != 0
     assert "--max-queries" in str(res.exception) and "slimvec bench table --help" in str(res.exception)
+
+
+def test_machine_facts_count_what_other_processes_used_not_the_run_itself():
+    from slimvec.benchmarks.kinds.record import QUIET_OTHERS, MachineFacts
+
+    facts = MachineFacts(cpus=2, load_average_start=[0.5, 1, 1])
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.3:  # the run's own CPU: not "other processes"
+        pass
+    facts.finish()
+    assert facts.others_cores is not None and facts.others_cores >= 0
+    assert facts.to_json()["others_cores"] == facts.others_cores
+    busy = MachineFacts(cpus=2, load_average_start=[0.5, 1, 1], others_cores=QUIET_OTHERS + 0.1)
+    idle = MachineFacts(cpus=2, load_average_start=[0.5, 1, 1], load_average_end=[1.9, 1, 1], others_cores=0.05)
+    late = MachineFacts(cpus=2, load_average_start=[1.5, 1, 1], others_cores=0.05)
+    # a one-thread run ends with the load near 1 on two cores by itself: not a reason to say busy
+    assert idle.quiet and not busy.quiet and not late.quiet
 
 
 def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(tmp_path):

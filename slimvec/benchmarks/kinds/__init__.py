@@ -19,10 +19,14 @@ module and each reachable as ``slimvec bench KIND`` (:mod:`slimvec.cli.bench_kin
 ``pruning``               SparseCSE sparsity sweep                          :mod:`.pruning`
 ``table KIND RESULTS``    a docs page / table from a run's results          :mod:`.tables`
 ``vectors KIND NPY``      the vector corpus a suite reads                   :mod:`.corpora`
+``search-profile``        the default recipe's search, stage by stage       :mod:`.search_profile`
+``default-recipe``        candidate recipes against full HNSW by size       :mod:`.recipe_choice`
 ========================  ==============================================  ==========================
 
 Every measurement writes one JSON record (:mod:`.record`): the figures plus the machine facts
-(cores, load average before and after, a ``quiet`` flag) and the command that produced them.
+(cores, load average before and after, the CPU other processes used meanwhile, a ``quiet`` flag)
+and the command that produced them; a suite run's ``results.json`` carries the same facts in
+``meta["machine"]``.
 """
 
 from __future__ import annotations

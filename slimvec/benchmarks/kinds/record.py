@@ -6,7 +6,8 @@ A record is one JSON object::
      "command": "slimvec bench rebuild ...",  # what produced it
      "when": "2026-11-25T17:00:00Z",
      "machine": {"cpus": 2, "load_average_start": [..3], "load_average_end": [..3],
-                 "quiet": false},             # quiet: 1-minute load below half the cores, both ends
+                 "others_cores": 0.02,        # CPU of every other process meanwhile, in cores
+                 "quiet": true},              # quiet: others under a quarter core (or the load rule)
      "result": {...}}                         # the measurement's own figures (documented per kind)
 
 Measurements whose figures are per-configuration recall rows use
@@ -40,9 +41,31 @@ def command_line() -> str:
     return "slimvec " + shlex.join(sys.argv[1:])
 
 
+def _cpu_seconds() -> tuple[float, float, float] | None:
+    """(machine busy CPU seconds since boot, this process's and its reaped children's CPU
+    seconds, wall clock) or None off Linux."""
+    import resource
+
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    own = sum(getattr(resource.getrusage(who), attr) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for attr in ("ru_utime", "ru_stime"))
+    return (sum(fields[:8]) - idle) / tick, own, time.monotonic()
+
+
+#: CPU of other processes, in cores, averaged over a run, below which the run counts as quiet
+QUIET_OTHERS = 0.25
+
+
 @dataclass
 class MachineFacts:
-    """Cores and load average around a measurement; ``quiet`` when nothing else competed.
+    """Cores, load average and what else ran around a measurement; ``quiet`` when nothing else
+    competed.
 
     Attributes
     ----------
@@ -50,26 +73,42 @@ class MachineFacts:
         ``os.cpu_count()``.
     load_average_start, load_average_end : list of float
         1, 5 and 15-minute load averages before and after the measurement.
+    others_cores : float or None
+        CPU used by every *other* process during the measurement, in cores on average: the
+        machine's busy time (``/proc/stat``) minus this process's and its children's
+        (``getrusage``), over the wall time. A load average counts the measurement itself (a
+        one-thread run on two cores ends near 1.0 by itself), this does not. None off Linux.
     """
 
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     load_average_start: list[float] = field(default_factory=_load)
     load_average_end: list[float] | None = None
+    others_cores: float | None = None
+    _cpu_start: tuple[float, float, float] | None = field(default_factory=_cpu_seconds, repr=False)
 
     def finish(self) -> None:
-        """Record the load average at the end."""
+        """Record the load average at the end and what other processes used meanwhile."""
         self.load_average_end = _load()
+        end = _cpu_seconds()
+        if self._cpu_start is not None and end is not None and end[2] > self._cpu_start[2]:
+            busy, own, wall = (b - a for a, b in zip(self._cpu_start, end))
+            self.others_cores = round(max(busy - own, 0.0) / wall, 3)
 
     @property
     def quiet(self) -> bool:
-        """1-minute load below half the cores at both ends: the figures are not contended."""
+        """Other processes used under :data:`QUIET_OTHERS` of a core on average while it ran (when
+        that was measured), and the 1-minute load was below half the cores when it started: the
+        figures are not contended. Without the CPU accounting, the load rule at both ends."""
+        if self.others_cores is not None:
+            return self.others_cores < QUIET_OTHERS and self.load_average_start[0] < self.cpus / 2
         ends = [self.load_average_start, self.load_average_end or self.load_average_start]
         return all(load[0] < self.cpus / 2 for load in ends)
 
     def to_json(self) -> dict[str, Any]:
         """The ``machine`` object of a record."""
         return {"cpus": self.cpus, "load_average_start": self.load_average_start,
-                "load_average_end": self.load_average_end, "quiet": self.quiet}
+                "load_average_end": self.load_average_end, "others_cores": self.others_cores,
+                "quiet": self.quiet}
 
 
 @dataclass
