@@ -360,7 +360,7 @@ def merge_recipe(value: "str | os.PathLike[str] | Recipe", reducer: str | None =
 #: because the depth needed grows with N. Full vectors are kept as float16 (a side file, half the
 #: disk of float32; recall@10 0.9788 against 0.9790 with float32 in docs/benchmarks/rescore.md),
 #: which is also what lets a Qdrant store be calibrated.
-DEFAULT_RECIPE = default_recipe("cosine")  # "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
+DEFAULT_RECIPE = default_recipe("cosine")  # "none|faiss:HNSW16,SQ4,ef=128,efc=200|rescore=auto,keep_full=float16"
 
 
 def apply_default_recipe(opts: Any, existing: Any, metric: str = "cosine") -> Any:

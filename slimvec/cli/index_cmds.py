@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+
+from slimvec.buildspec import DEFAULTS, default_recipe
 from rich.table import Table
 
 from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
@@ -21,8 +23,8 @@ console = Console(stderr=True)
 def ingest(
     input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
-    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16 when none of --reducer, --store, --keep-full, --recipe is given; else pca:96]."),
-    store: Optional[str] = typer.Option(None, help="Store spec for a new index [default: qdrant-edge]."),
+    reducer: Optional[str] = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
+    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: {DEFAULTS['store']}]."),
     encoder: Optional[str] = typer.Option(None, help="Encoder: 'minilm' or a model folder [default: minilm]."),
     text_column: str = typer.Option("text", help="Column / key holding the text."),
     id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
@@ -43,7 +45,7 @@ def ingest(
     workers: int = typer.Option(2, "--workers", callback=int_range(1), help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
     threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: one fewer than the machine's cores, at least 1; on a busy shared machine 1 was 3x faster than 2]."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else pca:96 in qdrant-edge, no rescoring); see docs/recipes.md."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else {DEFAULTS['reducer']} in {DEFAULTS['store']}, no rescoring); see docs/recipes.md."),
     payload_index: Optional[list[str]] = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
     sync: bool = typer.Option(False, "--sync", help="Make the index equal to INPUT (the whole current corpus): unchanged documents are not re-encoded, changed ones are, and documents whose id is no longer in INPUT are deleted once everything new is committed. Documents ingested from other files into this index are deleted too."),
     force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),

@@ -10,6 +10,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from slimvec.buildspec import DEFAULTS, default_recipe
+
 from slimvec.cli.checks import check_positive, interrupt_message
 
 __all__ = ["migrate", "export"]
@@ -22,8 +24,8 @@ def migrate(
                                "qdrant-edge:PATH, faiss:FILE, hnsw:FILE,dim=384,space=cosine, "
                                "FILE.npy (id = row) or parquet:FILE,id=id,vector=vector."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
-    reducer: Optional[str] = typer.Option(None, help="Reducer spec for a new index [default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16 when none of --reducer, --store, --keep-full, --recipe is given; else pca:96]."),
-    store: Optional[str] = typer.Option(None, help="Store spec for a new index [default: qdrant-edge]."),
+    reducer: Optional[str] = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
+    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: {DEFAULTS['store']}]."),
     fit_sample: int = typer.Option(10_000, help="Vectors sampled uniformly to fit the reducer."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the original vectors on disk "
                                    "(memory-mapped) for search(..., rescore=R)."),

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from slimvec.buildspec import DEFAULTS, default_recipe
 from slimvec.cli.checks import int_range, number_range
 
 __all__ = ["serve"]
@@ -28,7 +29,7 @@ def serve(
     batch_wait_ms: float = typer.Option(2.0, callback=number_range(0), help="Dynamic batching wait for query texts (0: off)."),
     cors_origin: List[str] = typer.Option([], "--cors-origin", help="Origin whose browser pages may call the service, e.g. https://app.example (repeatable; none: no CORS headers; never '*')."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: pca:96|qdrant-edge|rescore=auto,keep_full=float16, as slimvec ingest]; 'none': pca:96 on qdrant-edge without rescoring."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help=f"Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: {default_recipe()}, as slimvec ingest]; 'none': {DEFAULTS['reducer']} on {DEFAULTS['store']} without rescoring."),
 ) -> None:
     """Serve every index under --root over HTTP (OpenAPI docs at /docs)."""
     from slimvec.extras import require_extra

@@ -47,9 +47,10 @@ CALIBRATION_QUERIES = 500
 #: real query has neither. On 100,000 real sentences (issue 28) corpus vectors missed about half
 #: as often as held-out queries at the same depth on FAISS graphs (HNSW16,SQ4: 0.9945 against
 #: 0.9838 at depths 2-6, where the beam of 64 limits both). The old rule, one ladder step past the
-#: depth reaching 0.99, gave the held-out queries 0.980-0.986 on five of nine recipes there once
-#: the ladder stepped by x1.5 instead of doubling; the stricter target gave >= 0.990 on all nine
-#: (docs/benchmarks/default-recipe.md). Queries given by the user (``slimvec calibrate``) are
+#: depth reaching 0.99, gave the held-out queries 0.980-0.990 on five of nine recipes there once
+#: the ladder stepped by x1.5 instead of doubling; the stricter target reached 0.99 on them for
+#: every recipe whose graph beam was not the limit (no depth can fix a beam too small for real
+#: queries: the default recipe fixes its beam instead; docs/benchmarks/default-recipe.md). Queries given by the user (``slimvec calibrate``) are
 #: the real distribution and are calibrated for the target itself.
 CORPUS_MISS_SHARE = 0.5
 #: ladder steps past the depth reaching the (stricter) corpus target: none since the target is

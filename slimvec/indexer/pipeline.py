@@ -53,9 +53,10 @@ class IngestOptions:
     Parameters
     ----------
     reducer : str or None
-        Reducer spec; ``None`` means the existing index's, or ``pca:96`` for a new index.
+        Reducer spec; ``None`` means the existing index's, or the default reducer
+        (:data:`slimvec.buildspec.DEFAULTS`) for a new index.
     store : str or None
-        Store spec; ``None`` means the existing index's, or ``qdrant-edge`` for a new index.
+        Store spec; ``None`` means the existing index's, or the default store for a new index.
     encoder : str or None
         Encoder spec or model folder; ``None`` means the existing index's, or ``minilm``.
     text_column, id_column, format, quoting : see :class:`~slimvec.indexer.sources.SourceSpec`.
@@ -87,7 +88,7 @@ class IngestOptions:
         the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
     default_recipe : str or None
         Recipe of a new index when none of ``recipe``, ``reducer``, ``store``, ``keep_full`` is
-        given (:func:`slimvec.recipe.apply_default_recipe`); None: ``pca:96`` without rescoring.
+        given (:func:`slimvec.recipe.apply_default_recipe`); None: the default reducer and store without rescoring.
     threads : int or None
         Torch CPU threads of the encoder during the run (restored after); None:
         :func:`default_encoder_threads`.

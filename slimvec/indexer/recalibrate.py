@@ -19,6 +19,7 @@ from slimvec.errors import ConfigError, DimensionMismatchError
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.manifest import RescoreInfo
 from slimvec.indexer.sources import Reject, SourceSpec, iter_records
+from slimvec.recipe import DEFAULT_RECIPE
 
 __all__ = ["QueryFile", "read_query_file", "calibrate_index"]
 
@@ -106,7 +107,7 @@ def calibrate_index(folder: str | os.PathLike[str], queries: Sequence[str] | np.
             raise ConfigError(
                 f"{folder} was built with recipe {old.recipe!r}, not a rescore=auto recipe, so it "
                 "has no calibrated depth to measure; search it with --rescore R, or rebuild it with "
-                "e.g. --recipe 'pca:96|qdrant-edge|rescore=auto,keep_full=float16'.")
+                f"e.g. --recipe '{DEFAULT_RECIPE}'.")
         if not old.completed:
             raise ConfigError(f"{folder}: its last build did not finish; rerun that ingest (it "
                               "resumes) before calibrating.")

@@ -40,9 +40,9 @@ class MigrateOptions:
     Parameters
     ----------
     reducer : str or None
-        Reducer spec; ``None``: the existing index's, or ``pca:96`` for a new one.
+        Reducer spec; ``None``: the existing index's, or the default reducer for a new one.
     store : str or None
-        Target store spec; ``None``: the existing index's, or ``qdrant-edge``.
+        Target store spec; ``None``: the existing index's, or the default store.
     keep_full : str or None
         ``float32`` or ``float16``: also keep the original vectors on disk for rescoring.
     fit_sample : int

@@ -86,8 +86,8 @@ class ServiceConfig:
         It may not be the root nor an index folder under it (``ROOT/.reports`` is the default).
     recipe : str or None
         Recipe of new indexes whose request names none of recipe, reducer, store, keep_full
-        (default :data:`slimvec.recipe.DEFAULT_RECIPE`, as ``slimvec ingest``); None: ``pca:96``
-        on ``qdrant-edge`` without rescoring.
+        (default :data:`slimvec.recipe.DEFAULT_RECIPE`, as ``slimvec ingest``); None: the default
+        reducer and store (:data:`slimvec.buildspec.DEFAULTS`) without rescoring.
     cors_origins : list of str
         Origins (``scheme://host[:port]``) whose browser pages may call the service
         (``--cors-origin``); none: no CORS headers. Never ``*``, never credentials (keys travel

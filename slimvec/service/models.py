@@ -21,7 +21,7 @@ class CreateIndex(_Strict):
     ``sample_vectors`` / ``sample_texts`` when given, else once ``fit_after`` documents arrived.
     A request naming none of ``recipe``, ``reducer``, ``store``, ``keep_full`` gets the
     service's default recipe (``slimvec serve --recipe``); with a reducer or store alone the
-    other defaults to ``pca:96`` / ``qdrant-edge``."""
+    other defaults to the default reducer / store (:data:`slimvec.buildspec.DEFAULTS`)."""
 
     recipe: Optional[str] = Field(None, max_length=500,
                                   description="REDUCER|STORE[|rescore=R|auto,...] (docs/recipes.md)")

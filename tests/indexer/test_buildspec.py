@@ -23,12 +23,11 @@ from slimvec.recipe import (
 
 
 def test_one_defaults_table():
-    assert DEFAULT_RECIPE == default_recipe() == "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
+    assert DEFAULT_RECIPE == default_recipe() == "none|faiss:HNSW16,SQ4,ef=128,efc=200|rescore=auto,keep_full=float16"
     assert (Recipe().reducer, Recipe().store) == (DEFAULTS["reducer"], DEFAULTS["store"])
     for metric in ("cosine", "ip", "l2"):  # every default recipe parses, reducer stage canonical
         assert parse_recipe(default_recipe(metric)).reducer == default_reducer(metric)
-    assert default_reducer("l2") == "pca:96,normalize=false"
-    assert default_reducer("ip") == "pca:96,center=false,normalize=false"
+    assert default_reducer("l2") == default_reducer("ip") == "none:normalize=false"
 
 
 def test_buildspec_round_trips_and_is_the_builders_spec(tmp_path):

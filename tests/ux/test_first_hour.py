@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from slimvec.buildspec import DEFAULTS
 from slimvec.cli import app
+from slimvec.recipe import DEFAULT_RECIPE, parse_recipe
 from tests.conftest import bundled_sentences
 
 SMALL = 50
@@ -38,22 +40,37 @@ def small_docs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def small_index(runner, small_docs, tmp_path_factory):
-    """50 real sentences into the default recipe: the case that failed with PCA-96."""
+    """50 real sentences into the default recipe (the case that failed with PCA-96, the default
+    before issue 28)."""
     folder = tmp_path_factory.mktemp("small-index") / "idx"
     result = runner.invoke(app, ["ingest", str(small_docs), "--index", str(folder)])
     return folder, result
 
 
 # ---------------------------------------------------------------------------- item 6
-def test_small_corpus_with_the_default_recipe_builds_and_says_how(small_index):
+def test_small_corpus_with_the_default_recipe_builds(small_index):
+    # the default recipe has no reducer to fit: 50 documents build it as they are
     folder, result = small_index
     out = flat(result.output)
     assert result.exit_code == 0, out
-    assert "small corpus" in out and "50 document(s), fewer than the 96" in out, out
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["recipe"] == "none|qdrant-edge" and manifest["dim_out"] == 384
+    assert manifest["recipe"] == str(parse_recipe(DEFAULT_RECIPE)) and manifest["dim_out"] == 384
     assert not (folder / ".slimvec-new").exists()
     assert manifest["count"] == SMALL
+
+
+def test_small_corpus_under_a_default_recipe_with_a_reducer_keeps_the_full_vectors(small_docs, tmp_path):
+    # a default recipe whose reducer cannot be fitted on the corpus (the service's --recipe, or
+    # IngestOptions.default_recipe) falls back to the full vectors in its store, and says so
+    from slimvec.indexer.pipeline import IngestOptions, ingest
+
+    said: list[str] = []
+    summary = ingest(small_docs, tmp_path / "idx", IngestOptions(
+        default_recipe="pca:96|hnsw|rescore=auto,keep_full=float16", progress=False), notify=said.append)
+    text = flat(" ".join(said))
+    assert "small corpus" in text and "50 document(s), fewer than the 96" in text, text
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["recipe"] == "none|hnsw" and summary.ingested == SMALL
 
 
 def test_small_corpus_index_is_searchable(runner, small_index):
@@ -91,10 +108,11 @@ def test_one_part_of_a_recipe_says_loudly_the_rest_of_the_default_is_not_applied
                                  "--reducer", "pca:16", "--json"])
     assert result.exit_code == 0, result.output
     out = flat(result.stderr)
-    assert "--reducer given, so this index is pca:16 in qdrant-edge with no full vectors kept, " \
+    store = DEFAULTS["store"]
+    assert f"--reducer given, so this index is pca:16 in {store} with no full vectors kept, " \
            "so no rescoring" in out, out
-    assert "--recipe 'pca:16|qdrant-edge|rescore=auto,keep_full=float16'" in out, out
-    assert json.loads(result.stdout)["recipe"] == "pca:16|qdrant-edge"
+    assert f"--recipe 'pca:16|{store}|rescore=auto,keep_full=float16'" in out, out
+    assert json.loads(result.stdout)["recipe"] == f"pca:16|{store}"
 
 
 # ---------------------------------------------------------------------------- item 4
@@ -111,7 +129,7 @@ def rescored_index(runner, tmp_path_factory):
 
 
 @pytest.mark.parametrize("command,expected", [
-    ("ingest", ["[default: the default recipe pca:96|qdrant-edge|rescore=auto,keep_full=float16",
+    ("ingest", [f"[default: the default recipe {DEFAULT_RECIPE}",
                 "needs slimvec[ray])", "[default: 'id' if present, else a hash of the text]"]),
     ("search", ["[default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]",
                 "0: no re-ranking", "A score is the cosine similarity"]),
@@ -125,7 +143,7 @@ def test_help_shows_the_hand_written_defaults(runner, command, expected):
 
 
 def test_ingest_prints_the_recipe_it_used(small_index, rescored_index):
-    assert "recipe: none|qdrant-edge" in flat(small_index[1].output)
+    assert f"recipe: {parse_recipe(DEFAULT_RECIPE)}" in flat(small_index[1].output)
     assert "recipe: pca:16|hnsw|rescore=4,keep_full=float16" in flat(rescored_index[1].output)
 
 

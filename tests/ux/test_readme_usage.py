@@ -18,12 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from slimvec.recipe import DEFAULT_RECIPE, parse_recipe
 from tests.conftest import README, bundled_sentences, readme_commands, readme_section
 
 log = logging.getLogger(__name__)
 
 
-#: rows of docs.jsonl: more than the default recipe's pca:96 needs to be fitted, few enough to be fast
+#: rows of docs.jsonl: more than the README's pca:96 recipe needs to be fitted, few enough to be fast
 N_JSONL = 200
 #: rows of docs.parquet: other sentences, so the second file adds documents
 N_PARQUET = 50
@@ -113,7 +114,7 @@ def test_readme_usage_block_runs_as_written(tmp_path):
         return found[nth]
 
     manifest = json.loads((tmp_path / "my-index" / "manifest.json").read_text())
-    default = "pca:96|qdrant-edge|rescore=auto,target=0.99,keep_full=float16"
+    default = str(parse_recipe(DEFAULT_RECIPE))  # none|faiss:HNSW16,SQ4,...|rescore=auto,target=0.99,...
 
     # 1. the default recipe, named in the summary
     first = _flat(output("slimvec ingest docs.jsonl --index my-index"))
