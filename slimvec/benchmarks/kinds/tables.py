@@ -162,6 +162,12 @@ def _headline(paths: list[Path], root: Path) -> str:
     return render_headline([p.resolve() for p in paths], root)
 
 
+def _default_recipe(paths: list[Path], root: Path) -> str:
+    from slimvec.benchmarks.kinds.recipe_choice import render_choice_runs
+
+    return render_choice_runs(paths, root)
+
+
 #: kind -> (renderer, default results relative to the checkout, default page or None: print)
 TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None]] = {
     "sweep": (render_sweep, ["bench-results/sweep/results.json",
@@ -170,6 +176,9 @@ TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None
     "filtered": (render_filtered_page, ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
     "fair-peers": (_fair_peers, ["bench-results/fair-peers/results.json"], "docs/benchmarks/fair-peers.md"),
     "scale": (_scale, ["bench-results"], "docs/benchmarks/scale-runs.md"),
+    "default-recipe": (_default_recipe, ["docs/benchmarks/default-recipe.json",
+                                         "docs/benchmarks/default-recipe-beam128.json"],
+                       "docs/benchmarks/default-recipe-runs.md"),
     "headline": (_headline, ["bench-results/realtext-300k/results.json", "bench-results/realtext-100k/results.json",
                              "bench-results/scale-1m/results.json"], "docs/benchmarks/headline.md"),
 }
