@@ -101,7 +101,7 @@ def encode_corpus(corpus_dir: Path, data_dir: Path, *, sizes: tuple[int, ...] = 
     marks = sorted(set(sizes) | {len(texts)})
     for start in range(0, len(texts), chunk):
         part = [texts[i] for i in order[start:start + chunk]]
-        with encoder_threads(default_encoder_threads()):  # one core fewer: see its docstring
+        with encoder_threads(default_encoder_threads()):  # the cores left free: see its docstring
             done.append(cache.encode(encoder, part, chunk=chunk))
         n = start + len(part)
         log.info("encoded %d of %d corpus sentences (%.0f s)", n, len(texts),

@@ -18,7 +18,7 @@ from slimvec.models import (DEFAULT_ENCODER, PRUNED_CONFIG, auto_device, is_prun
                             load_sentence_transformer, model_name, resolve_model)
 
 __all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG", "INGEST_ENCODE_BATCH",
-           "default_encoder_threads", "encoder_threads"]
+           "default_encoder_threads", "encoder_threads", "busy_cores"]
 
 #: sentences per forward pass when ingesting. sentence-transformers sorts each call by length and
 #: pads a pass to its longest sentence, so small passes pad little: on 256-document chunks of the
@@ -101,15 +101,54 @@ class Encoder:
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
-def default_encoder_threads() -> int:
-    """Torch threads for the ingest encoder: one core fewer than the machine has (at least 1).
+def default_encoder_threads(load: float | None = None, cpus: int | None = None) -> int:
+    """Torch threads for the ingest encoder: the cores other work leaves free (at least 1).
 
-    The encoder runs beside the thread that reduces and writes each batch, and torch's default
-    (every core) oversubscribes: on the 2-core development VM with other jobs running, MiniLM
-    encoded 83-96 docs/s on one thread and 22-31 on two (issue 27 item 8; measured with
-    ``torch.set_num_threads`` alternated on 768 bundled sentences, docs/benchmarks/ingest.md).
+    ``cpus`` minus the cores other processes keep busy, rounded (``load``; default
+    :func:`busy_cores`, sampled for a quarter of a second), between 1 and ``cpus``. Both ends are
+    measured on the 2-core development VM, MiniLM, ``torch.set_num_threads`` alternated
+    (docs/benchmarks/ingest.md): with nothing else running, 92 docs/s on one thread and 151 on two
+    (issue 28 item 5, 3,000 real sentences); with other jobs running (load 8-9), 83-96 on one and
+    22-31 on two (issue 27 item 8: threads spinning against other work). The encoder runs beside
+    the thread that reduces and writes each batch, which takes a small share of a core.
     """
-    return max(1, (os.cpu_count() or 1) - 1)
+    cpus = int(cpus or os.cpu_count() or 1)
+    if load is None:
+        load = busy_cores()
+    if load is None:  # no way to tell on this platform: the cautious choice
+        return max(1, cpus - 1)
+    return int(min(cpus, max(1, cpus - round(float(load)))))
+
+
+def busy_cores(seconds: float = 0.25) -> float | None:
+    """Cores kept busy by other processes right now: the machine's busy CPU time over
+    ``seconds`` (``/proc/stat``) minus this process's, over the wall time. The 1-minute load
+    average lags (a job that just ended still counts, this process's own last minute too); None
+    where ``/proc/stat`` cannot be read (then :func:`os.getloadavg`, if that works)."""
+    import resource
+    import time
+
+    def sample() -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as fh:
+                fields = [int(x) for x in fh.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        busy = (sum(fields[:8]) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+        return busy, own.ru_utime + own.ru_stime, time.monotonic()
+
+    first = sample()
+    if first is None:
+        try:
+            return float(os.getloadavg()[0])
+        except OSError:
+            return None
+    time.sleep(seconds)
+    last = sample()
+    assert last is not None
+    busy, own, wall = (b - a for a, b in zip(first, last))
+    return max(0.0, busy - own) / max(wall, 1e-6)
 
 
 class _torch_threads:
