@@ -96,6 +96,7 @@ def ceiling_kind(
     docs: int = typer.Option(20000, "--docs", callback=int_range(1), help="Unique bundled sentences ingested."),
     store: list[str] = typer.Option([], "--store", help="Store (repeatable; 'default': the default recipe) [default: qdrant-edge, hnsw, faiss]."),
     reducer: str = typer.Option("pca:96", "--reducer", help="Reducer (ignored by the store 'default')."),
+    encoder_threads: list[int] = typer.Option([], "--encoder-threads", callback=int_range(1), help="Torch threads of the encoder-only ceiling runs (repeatable) [default: 1 and every core]."),
     out: Optional[Path] = OUT, markdown: Optional[Path] = MARKDOWN,
 ) -> None:
     """Each store's ingest against the best encoder-only run of the same texts, re-run before it."""
@@ -103,7 +104,8 @@ def ceiling_kind(
     from slimvec.benchmarks.kinds.ingest import ceiling_markdown, measure_ceiling
 
     machine = _machine()
-    result = measure_ceiling(pair_sentences(docs), store or ["qdrant-edge", "hnsw", "faiss"], reducer)
+    result = measure_ceiling(pair_sentences(docs), store or ["qdrant-edge", "hnsw", "faiss"], reducer,
+                             threads=encoder_threads)
     if markdown:
         markdown.write_text(ceiling_markdown(result), encoding="utf-8")
     _emit("ingest-ceiling", result, machine, out)

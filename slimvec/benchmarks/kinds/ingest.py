@@ -107,11 +107,12 @@ def ingest_markdown(result: dict[str, Any]) -> str:
 
 
 def measure_ceiling(texts: Sequence[str], stores: Sequence[str] = ("qdrant-edge", "hnsw", "faiss"),
-                    reducer: str = "pca:96", batches: Sequence[int] = (32, 128)) -> dict[str, Any]:
+                    reducer: str = "pca:96", batches: Sequence[int] = (32, 128),
+                    threads: Sequence[int] = ()) -> dict[str, Any]:
     """Measure each store's ``ingest`` against a fresh encoder-only ceiling run before it.
 
     The ceiling is the best of one ``Encoder.encode`` over every text at each batch size in
-    ``batches`` and each torch thread count from 1 to the machine's cores (length-sorted, so
+    ``batches`` and each torch thread count of ``threads`` (default: 1 and every core; length-sorted, so
     batches pad little; model loading excluded). The ingest runs as a user's would, its encoder
     threads chosen by :func:`slimvec.indexer.encoder.default_encoder_threads` (recorded).
 
@@ -131,7 +132,7 @@ def measure_ceiling(texts: Sequence[str], stores: Sequence[str] = ("qdrant-edge"
     encoders = [Encoder("minilm", batch_size=b) for b in batches]
     for encoder in encoders:
         encoder.encode(texts[:64])  # warm-up
-    threads = sorted({1, os.cpu_count() or 1})
+    threads = sorted(set(threads) or {1, os.cpu_count() or 1})
     rows = []
     with tempfile.TemporaryDirectory(prefix="slimvec-ceiling-") as tmp:
         corpus = Path(tmp) / "corpus.txt"
