@@ -148,14 +148,15 @@ def service_kind(
     clients: int = typer.Option(2, "--clients", callback=int_range(1), help="Concurrent HTTP writers."),
     seconds: float = typer.Option(6.0, "--seconds", callback=number_range(0, low_open=True), help="Seconds per search configuration."),
     big: int = typer.Option(100_000, "--big", callback=int_range(2), help="Vectors of the idle-RSS index."),
-    reducer: str = typer.Option("pca:96", "--reducer", help="Reducer of the indexes."),
+    reducer: str = typer.Option("pca:96", "--reducer", help="Reducer of the indexes (without --recipe)."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe of the indexes, instead of --reducer alone (e.g. the default recipe)."),
     out: Optional[Path] = OUT,
 ) -> None:
     """Bounded load of `slimvec serve` on loopback: ingest, search, start-up, idle RSS."""
     from slimvec.benchmarks.kinds.service import measure_service
 
     machine = _machine()
-    _emit("service", measure_service(docs, fit, batch, clients, seconds, big, reducer), machine, out)
+    _emit("service", measure_service(docs, fit, batch, clients, seconds, big, reducer, recipe), machine, out)
 
 
 @bench_app.command("qdrant-compat")

@@ -89,13 +89,20 @@ def _inprocess_search(index: Path, queries: list[str], seconds: float) -> dict[s
         return {"clients": 1, **_summary(lat, time.perf_counter() - t0)}
 
 
-def _http_ingest(url: str, fit: list[str], docs: list[str], reducer: str, batch: int, clients: int) -> dict:
+def _build_args(reducer: str, recipe: str | None) -> list[str]:
+    """The CLI options naming what the measured indexes are built with."""
+    return ["--recipe", recipe] if recipe else ["--reducer", reducer]
+
+
+def _http_ingest(url: str, fit: list[str], docs: list[str], reducer: str, batch: int, clients: int,
+                 recipe: str | None = None) -> dict:
     import httpx
 
     from slimvec.errors import SlimvecError
 
     with httpx.Client(timeout=600) as c:
-        made = c.put(f"{url}/indexes/http", json={"reducer": reducer, "encoder": "minilm", "sample_texts": fit})
+        spec = {"recipe": recipe} if recipe else {"reducer": reducer}
+        made = c.put(f"{url}/indexes/http", json={**spec, "encoder": "minilm", "sample_texts": fit})
         if made.status_code != 201:
             raise SlimvecError(f"PUT /indexes/http answered {made.status_code}: {made.text[:500]}")
         c.post(f"{url}/indexes/http/documents", json={"documents": [{"text": "warm up"}]})
@@ -127,7 +134,7 @@ def _http_ingest(url: str, fit: list[str], docs: list[str], reducer: str, batch:
     return {"docs_per_s": round(len(docs) / secs, 1), "seconds": round(secs, 2)}
 
 
-def _idle_rss(tmp: Path, big: int, reducer: str) -> dict[str, Any]:
+def _idle_rss(tmp: Path, big: int, reducer: str, recipe: str | None = None) -> dict[str, Any]:
     import httpx
 
     root = tmp / "bigroot"
@@ -137,7 +144,7 @@ def _idle_rss(tmp: Path, big: int, reducer: str) -> dict[str, Any]:
     np.save(tmp / "big.npy", X, allow_pickle=False)
     del X
     migrate_s, _ = run_cli(["migrate", "--from", str(tmp / "big.npy"), "--index", str(root / "big"),
-                            "--reducer", reducer, "--json"])
+                            *_build_args(reducer, recipe), "--json"])
     t0 = time.perf_counter()
     with ServeProcess(root) as srv:
         ready = time.perf_counter() - t0
@@ -147,20 +154,22 @@ def _idle_rss(tmp: Path, big: int, reducer: str) -> dict[str, Any]:
 
 
 def measure_service(docs: int = 2000, fit: int = 1000, batch: int = 256, clients: int = 2,
-                    seconds: float = 6.0, big: int = 100_000, reducer: str = "pca:96") -> dict[str, Any]:
-    """Run the bounded service load (see the module docstring); returns its figures."""
+                    seconds: float = 6.0, big: int = 100_000, reducer: str = "pca:96",
+                    recipe: str | None = None) -> dict[str, Any]:
+    """Run the bounded service load (see the module docstring); returns its figures. ``recipe``
+    (when given) builds every index instead of ``reducer`` alone."""
     sents = pair_sentences(fit + 2 * docs + 200, files=("stsb-train.tsv",), collapse=False)
     fit_t, cli_t, http_t = sents[:fit], sents[fit:fit + docs], sents[fit + docs:fit + 2 * docs]
     queries = sents[-200:]
     res: dict[str, Any] = {"docs": docs, "fit": fit, "batch": batch, "clients": clients, "reducer": reducer,
-                           "big": big}
+                           "recipe": recipe, "big": big}
     with tempfile.TemporaryDirectory(prefix="slimvec-bench-service-") as name:
         tmp = Path(name)
         root = tmp / "root"
         root.mkdir()
         write_jsonl(tmp / "fit.jsonl", [{"id": f"f{i}", "text": t} for i, t in enumerate(fit_t)])
         write_jsonl(tmp / "cli.jsonl", [{"id": f"c{i}", "text": t} for i, t in enumerate(cli_t)])
-        run_cli(["ingest", str(tmp / "fit.jsonl"), "--index", str(root / "cli"), "--reducer", reducer, "--json"])
+        run_cli(["ingest", str(tmp / "fit.jsonl"), "--index", str(root / "cli"), *_build_args(reducer, recipe), "--json"])
         _, s = run_cli(["ingest", str(tmp / "cli.jsonl"), "--index", str(root / "cli"), "--json"])
         res["ingest_cli"] = {"docs_per_s": s["docs_per_s"], "seconds": s["total_seconds"]}
         res["search_inprocess"] = _inprocess_search(root / "cli", queries, seconds)
@@ -169,12 +178,12 @@ def measure_service(docs: int = 2000, fit: int = 1000, batch: int = 256, clients
             with ServeProcess(root, "--batch-wait-ms", str(wait_ms)) as srv:
                 if wait_ms:
                     res["start_to_ready_s"] = round(time.perf_counter() - t0, 2)
-                    res["ingest_http"] = _http_ingest(srv.url, fit_t, http_t, reducer, batch, clients)
+                    res["ingest_http"] = _http_ingest(srv.url, fit_t, http_t, reducer, batch, clients, recipe)
                 search_load(srv.url, "cli", queries, 1, min(1.0, seconds))  # warm-up
                 key = "search_http_batched" if wait_ms else "search_http_unbatched"
                 res[key] = [search_load(srv.url, "cli", queries, c, seconds) for c in (1, 4, 16)]
                 res.setdefault("rss_text_server_mb", rss_mib(srv.pid))
-        res.update(_idle_rss(tmp, big, reducer))
+        res.update(_idle_rss(tmp, big, reducer, recipe))
     res["ingest_ratio_http_vs_cli"] = round(res["ingest_http"]["docs_per_s"] / res["ingest_cli"]["docs_per_s"], 3)
     return res
 
