@@ -40,6 +40,7 @@ from slimvec.errors import ConfigError
 from slimvec.specs import format_spec
 
 __all__ = [
+    "RSS_CHILD_HELPERS",
     "FEATURES",
     "FULL_ID_RAM",
     "rescore_bytes_per_vector",
@@ -390,11 +391,12 @@ def check_model(model: SizeModel, n: int, dim: int, payload_bytes: int = 0, *,
     return SizeCheck(model.spec, n, dim, payload_bytes, model.disk_bytes(n, dim, payload_bytes), m.total)
 
 
-_RSS_CHILD = r"""
+#: the part of every RSS-measuring child process: ``rss()`` (VmRSS in bytes) and
+#: ``mapped(prefix)`` (resident bytes of each memory-mapped file under ``prefix``, from smaps)
+RSS_CHILD_HELPERS = r"""
 import json, re, sys
 import numpy as np
 import faiss, hnswlib, qdrant_edge  # noqa: F401  (libraries loaded before the baseline)
-from slimvec.connectors import make_store
 
 def rss():
     with open("/proc/self/status") as fh:
@@ -402,6 +404,21 @@ def rss():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+def mapped(prefix):
+    files, current = {}, None
+    with open("/proc/self/smaps") as fh:
+        for line in fh:
+            parts = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                current = parts[5] if len(parts) > 5 and parts[5].startswith(prefix) else None
+            elif parts[0] == "Rss:" and current is not None:
+                files[current] = files.get(current, 0) + int(parts[1]) * 1024
+    return files
+"""
+
+_RSS_CHILD = RSS_CHILD_HELPERS + r"""
+from slimvec.connectors import make_store
 
 spec, loc, dim = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if len(sys.argv) > 4:
@@ -414,15 +431,7 @@ before = rss()
 store.open()
 store.search(queries, 10)
 after = rss()
-files, current = {}, None
-with open("/proc/self/smaps") as fh:
-    for line in fh:
-        parts = line.split()
-        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
-            current = parts[5] if len(parts) > 5 and parts[5].startswith(loc) else None
-        elif parts[0] == "Rss:" and current is not None:
-            files[current] = files.get(current, 0) + int(parts[1]) * 1024
-print(json.dumps({"rss_delta": after - before, "files": files}))
+print(json.dumps({"rss_delta": after - before, "files": mapped(loc)}))
 """
 
 

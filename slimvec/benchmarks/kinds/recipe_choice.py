@@ -51,6 +51,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from slimvec.benchmarks.sizing import RSS_CHILD_HELPERS
+
 __all__ = ["CANDIDATES", "REFERENCE", "EF_LADDER", "ChoiceConfig", "measure_choice", "serving_memory",
            "reference_ef", "choice_markdown", "render_choice_runs"]
 
@@ -75,21 +77,11 @@ REFERENCE = "none|hnsw:M=16,ef_construction=200"
 EF_LADDER: tuple[int, ...] = (32, 48, 64, 96, 128, 192, 256, 384, 512)
 K = 10
 
-_RSS_CHILD = r"""
-import json, re, sys, time
-import numpy as np
-import faiss, hnswlib, qdrant_edge  # noqa: F401  (libraries loaded before the baseline)
+_RSS_CHILD = RSS_CHILD_HELPERS + r"""
 import slimvec
 import slimvec.indexer.index  # noqa: F401  (sklearn, scipy and pandas come with the reducers)
 from slimvec.connectors import faiss_store, hnsw_store, qdrant_edge as _qe  # noqa: F401
 from slimvec.reducers import make_reducer
-
-def rss():
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 folder, qpath = sys.argv[1], sys.argv[2]
 params = json.loads(sys.argv[3])
@@ -104,15 +96,7 @@ idx = slimvec.open(folder)
 for q in queries:
     idx.search(q[None, :], 10, **params)
 after = rss()
-files, current = {}, None
-with open("/proc/self/smaps") as fh:
-    for line in fh:
-        parts = line.split()
-        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
-            current = parts[5] if len(parts) > 5 and parts[5].startswith(folder) else None
-        elif parts[0] == "Rss:" and current is not None:
-            files[current] = files.get(current, 0) + int(parts[1]) * 1024
-print(json.dumps({"rss_delta": after - before, "files": files, "baseline": base}))
+print(json.dumps({"rss_delta": after - before, "files": mapped(folder), "baseline": base}))
 """
 
 
