@@ -424,8 +424,8 @@ class VectorStore(abc.ABC):
 
     def create_payload_index(self, field: str, kind: str) -> bool:
         """Index payload ``field`` (``keyword``, ``integer``, ``float`` or ``bool``) where the
-        engine has payload indexes (Qdrant); returns False for stores whose filters are evaluated
-        over their SQLite payload table (FAISS, hnswlib)."""
+        store has payload indexes (Qdrant's, or an SQLite expression index in the payload table
+        of FAISS and hnswlib); returns False where none is built (filters then scan)."""
         return False
 
     def _known(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:

@@ -189,7 +189,7 @@ def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, mi
         assert idx.search(vecs[1:2], 1).ids[0, 0] == idx.get(["doc-1"])[0]["store_id"]
 
 
-def test_payload_index_is_recorded_and_built_by_qdrant(index_copy):
+def test_payload_index_is_recorded_and_built_by_qdrant(index_copy, minilm_vectors, tmp_path):
     from slimvec.indexer.lifecycle import parse_payload_indexes
 
     folder, _, sel = index_copy
@@ -197,15 +197,26 @@ def test_payload_index_is_recorded_and_built_by_qdrant(index_copy):
     with pytest.raises(ConfigError, match="--payload-index 'lang:text': expected FIELD:KIND"):
         parse_payload_indexes(["lang:text"])
     with slimvec.open(folder) as idx:
-        assert idx.create_payload_index("sel", "integer") is True  # the default recipe's Qdrant Edge
-        assert "sel" in idx.store.payload_indexes()
+        # the default recipe's FAISS store: an SQLite expression index in its payload table
+        assert idx.create_payload_index("sel", "integer") is True
+        assert idx.create_payload_index("a.b", "integer") is False  # a dotted path has none: scanned
         assert idx.count({"must": [{"key": "sel", "range": {"lt": 10}}]}) == 30
-    assert Manifest.read(folder).extra["payload_index"] == {"sel": "integer"}
+    assert Manifest.read(folder).extra["payload_index"] == {"sel": "integer", "a.b": "integer"}
     with slimvec.open(folder) as idx:  # the manifest (with its new key) still opens
         got = idx.search(idx.full_vectors.get(idx.store.ids()[:2])[0], 5,
                          filter={"must": [{"key": "sel", "range": {"lt": 100}}]})
         assert (got.ids >= 0).all()
         assert all(r["payload"]["sel"] < 100 for r in idx.get(got.ids.ravel().tolist(), user_ids=False))
+    vecs = np.ascontiguousarray(minilm_vectors[:400])
+    src = tmp_path / "q.parquet"
+    qsel = _write_parquet(src, vecs)
+    qfolder = tmp_path / "qidx"
+    migrate(str(src), qfolder, MigrateOptions(progress=False, recipe="pca:24|qdrant-edge|rescore=4,keep_full=float16"))
+    with slimvec.open(qfolder) as idx:
+        assert idx.create_payload_index("sel", "integer") is True  # Qdrant Edge builds one
+        assert "sel" in idx.store.payload_indexes()
+        assert idx.count({"must": [{"key": "sel", "range": {"lt": 100}}]}) == int((qsel < 100).sum())
+    assert Manifest.read(qfolder).extra["payload_index"] == {"sel": "integer"}
 
 
 def test_qdrant_edge_keeping_full_vectors_in_store_deletes_and_filters(minilm_vectors, tmp_path):

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from slimvec.buildspec import BuildSpec
+from slimvec.buildspec import DEFAULTS, BuildSpec
 from slimvec.errors import ConfigError
 from slimvec.service.spec import ServiceSpec
 
@@ -43,7 +43,7 @@ def test_spec_round_trips_through_service_json(kw):
 
 def test_request_defaults_come_from_the_one_table():
     spec = _request(reducer="rp:4")
-    assert (spec.reducer, spec.store) == ("rp:4", "qdrant-edge")
+    assert (spec.reducer, spec.store) == ("rp:4", DEFAULTS["store"])
     assert spec.build.text_column == "text" and spec.build.id_column == "id"
     vec = _request(reducer="rp:4", encoder=None)
     assert vec.build.text_column is None and vec.build.id_column is None
