@@ -189,6 +189,10 @@ def test_headline_front_compares_reduce_first_with_the_full_dimension_per_footin
     assert plain[2].endswith("| **full dimension** |")                                # 0.984 vs 0.81
     speed = speed_front(rows, 0.99, budgets=(384,))
     assert speed[2].startswith("| 384 | pca:192") and speed[2].endswith("| **reduce first** |")
+    # a run whose full-dimension rows were not re-ranked names no winner on the re-ranked footing
+    one_sided = [r for r in rows if not (r.reranked and r.reducer == "none")]
+    assert speed_front(one_sided, 0.99, budgets=(384,)) == []
+    assert reducer_front(one_sided, budgets=(384,))["re-ranked"][0].startswith("Only reduce-first rows")
 
 
 def test_headline_page_keeps_one_table_per_dataset_outside_its_details():

@@ -99,6 +99,8 @@ def speed_front(rows: Sequence[Row], target: float, budgets: Sequence[float] = R
     measured = [r for r in group if row_ram(r) is not None]
     reduce = [r for r in measured if (r.reducer or "none") != "none"]
     full = [r for r in measured if (r.reducer or "none") == "none"]
+    if not reduce or not full:  # e.g. a run whose peers were not re-ranked: not equal footing
+        return []
     lines = [f"| RAM ≤ B/vec | fastest reduce first ≥ {target} | nbr R@10 | RAM / p50 | fastest full "
              f"dimension ≥ {target} | nbr R@10 | RAM / p50 | faster |", "|---:|---|---:|---|---|---:|---|---|"]
     for budget in budgets:
@@ -119,6 +121,10 @@ def reducer_front(rows: Sequence[Row], budgets: Sequence[float] = RAM_BUDGETS) -
             continue
         reduce = [r for r in measured if (r.reducer or "none") != "none"]
         full = [r for r in measured if (r.reducer or "none") == "none"]
+        if not reduce or not full:  # one side only: no comparison, and no winner to name
+            out[footing] = [f"Only {'full-dimension' if full else 'reduce-first'} rows were measured "
+                            f"{footing} in this run: nothing to compare on this footing."]
+            continue
         lines = ["| RAM ≤ B/vec | reduce first | nbr R@10 | RAM / p50 | full dimension | nbr R@10 | "
                  "RAM / p50 | higher recall |", "|---:|---|---:|---|---|---:|---|---|"]
         for budget in budgets:
@@ -133,6 +139,17 @@ def reducer_front(rows: Sequence[Row], budgets: Sequence[float] = RAM_BUDGETS) -
 def _rel(path: Path, root: Path) -> str:
     res = path.resolve()
     return res.relative_to(root).as_posix() if res.is_relative_to(root) else str(path)
+
+
+def _no_speed_table(rows: Sequence[Row], target: float) -> str:
+    """Why a run has no speed table at ``target``: one side not re-ranked, or nothing reaches it."""
+    ranked = [r for r in equal_footing(rows).get(RERANKED, []) if row_ram(r) is not None]
+    sides = {(r.reducer or "none") == "none" for r in ranked}
+    if len(sides) < 2:
+        return ("No equal-footing speed table: this run re-ranked only "
+                f"{'the full-dimension' if True in sides else 'the reduce-first'} rows." if sides
+                else "No re-ranked rows with measured RAM in this run.")
+    return f"No re-ranked row with measured RAM reaches recall@10 ≥ {target} in this run, on either side."
 
 
 def render_headline(results: list[Path], root: Path) -> str:
@@ -161,8 +178,8 @@ def render_headline(results: list[Path], root: Path) -> str:
                                                    "latencies are rough, recall and RAM are not affected")) + ".", ""]
             usable = [r for r in group if r.kind != "routed"]
             fast = speed_front(usable, SPEED_TARGETS[0])
-            if fast:
-                lines += [f"Fastest at recall@10 ≥ {SPEED_TARGETS[0]} per RAM budget (re-ranked):", "", *fast, ""]
+            lines += ([f"Fastest at recall@10 ≥ {SPEED_TARGETS[0]} per RAM budget (re-ranked):", "", *fast, ""]
+                      if fast else [_no_speed_table(usable, SPEED_TARGETS[0]), ""])
             lines += ["<!-- details -->", ""]
             for footing, table in reducer_front(usable).items():
                 lines += [f"#### Best recall per RAM budget, {footing}", "", *table, ""]

@@ -180,7 +180,7 @@ TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None
                                          "docs/benchmarks/default-recipe-beam128.json"],
                        "docs/benchmarks/default-recipe-runs.md"),
     "headline": (_headline, ["bench-results/realtext-300k/results.json", "bench-results/realtext-100k/results.json",
-                             "bench-results/scale-100k/results.json"], "docs/benchmarks/headline.md"),
+                             "bench-results/fair-peers-rabitq/results.json"], "docs/benchmarks/headline.md"),
 }
 
 
