@@ -32,7 +32,7 @@ from slimvec.benchmarks.ranking import equal_footing  # noqa: E402
 from slimvec.benchmarks.report import reranked_cell  # noqa: E402
 from slimvec.benchmarks.rows import load_rows, metric_title  # noqa: E402
 
-PAGES = ["summary.md", "harness.md", "reducers.md", "learned.md", "rescore.md", "pruning.md",
+PAGES = ["summary.md", "headline.md", "harness.md", "reducers.md", "learned.md", "rescore.md", "pruning.md",
          "ingest.md", "sizing.md", "services-and-scale.md"]
 MARKER = re.compile(r"^<!-- (front|budgets): (\S+) (\S+)(?: (\S+))? -->$")
 MAX_LINES, MAX_WIDTH = 490, 300  # 480: generated tables per footing (issue 28); +10: lifecycle rows (issues 25, 26)
