@@ -2,8 +2,10 @@
 
 Every way of building an index (``slimvec ingest`` / ``migrate``, the Ray engine, the service)
 takes its defaults from :data:`DEFAULTS` and asks :func:`default_reducer` /
-:func:`default_recipe` for a new index that names nothing, so the default reducer (``none``) and
-store (``faiss:HNSW16,SQ4,ef=128,efc=200``) are spelled here only.
+:func:`default_recipe` for a new index that names nothing, so the default reducer (``none``), the
+default recipe's store (``faiss:HNSW16,SQ4,ef=128,efc=200``, re-ranked) and the store of a build
+that names only a reducer (``qdrant-edge``, full precision: nothing to re-rank from) are spelled
+here only.
 
 The metric (``cosine``, ``ip``, ``l2``) is the one the source's vectors are compared by; the
 store, the full-vector rescoring, the calibration's exact truth and the search scores all use it.
@@ -58,7 +60,12 @@ METRICS = ("cosine", "ip", "l2")
 #: ``slimvec.recipe`` says why the recipe re-ranks.
 DEFAULTS: dict[str, Any] = {
     "reducer": "none",
-    "store": "faiss:HNSW16,SQ4,ef=128,efc=200",
+    # the store of a build that names a reducer but no store and no recipe: full-precision codes,
+    # because such a build keeps no full vectors to re-rank from (the store before issue 28)
+    "store": "qdrant-edge",
+    # the default recipe's store: 4-bit codes whose candidates the recipe re-ranks from the full
+    # vectors it keeps (docs/benchmarks/default-recipe.md)
+    "recipe_store": "faiss:HNSW16,SQ4,ef=128,efc=200",
     "metric": "cosine",
     "rescore": "auto",
     "keep_full": "float16",
@@ -92,7 +99,7 @@ def default_reducer(metric: str = "cosine") -> str:
 
 def default_recipe(metric: str = "cosine") -> str:
     """The recipe of a new index that names no recipe, reducer, store or full vectors."""
-    return (f"{default_reducer(metric)}|{DEFAULTS['store']}|rescore={DEFAULTS['rescore']},"
+    return (f"{default_reducer(metric)}|{DEFAULTS['recipe_store']}|rescore={DEFAULTS['rescore']},"
             f"keep_full={DEFAULTS['keep_full']}")
 
 

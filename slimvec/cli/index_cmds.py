@@ -24,7 +24,7 @@ def ingest(
     input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
     reducer: Optional[str] = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
-    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: {DEFAULTS['store']}]."),
+    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: the default recipe's {DEFAULTS['recipe_store']} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['store']} (full precision: no full vectors are kept to re-rank from)]."),
     encoder: Optional[str] = typer.Option(None, help="Encoder: 'minilm' or a model folder [default: minilm]."),
     text_column: str = typer.Option("text", help="Column / key holding the text."),
     id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),

@@ -25,7 +25,7 @@ def migrate(
                                "FILE.npy (id = row) or parquet:FILE,id=id,vector=vector."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
     reducer: Optional[str] = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
-    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: {DEFAULTS['store']}]."),
+    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: the default recipe's {DEFAULTS['recipe_store']} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['store']} (full precision: no full vectors are kept to re-rank from)]."),
     fit_sample: int = typer.Option(10_000, help="Vectors sampled uniformly to fit the reducer."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the original vectors on disk "
                                    "(memory-mapped) for search(..., rescore=R)."),

@@ -707,7 +707,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             return out
         bits = np.packbits(mask.astype(np.uint8), bitorder="little")
         sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
-        ef = max(int(params.get("ef", self.options["ef"])), kk)
+        ef = _selected_beam(max(int(params.get("ef", self.options["ef"])), kk), int(mask.sum()), index.ntotal)
         try:
             dist, pos = index.search(qs, kk, params=self._selector_params(sel, ef))
         except RuntimeError:  # an index type without selector support: over-fetch and drop
@@ -780,3 +780,24 @@ class FaissStore(PayloadTableStore, VectorStore):
                 if self._payloads is not None:
                     self._payloads.close()
                     self._payloads = None
+
+
+#: most a filtered HNSW search widens its beam (the share of matches it compensates, 1/8)
+MAX_BEAM_WIDENING = 8
+
+
+def _selected_beam(ef: int, n_allowed: int, n_total: int) -> int:
+    """The HNSW beam of a filtered search: ``ef`` divided by the share of positions that match
+    (at most :data:`MAX_BEAM_WIDENING` times ``ef``, at most ``n_total``).
+
+    FAISS's HNSW keeps non-matching nodes in its beam and returns only matching ones, so at a 20 %
+    match the beam holds about a fifth as many candidates for the result as an unfiltered search
+    (measured on 5,000 sentence vectors, 20 % matching, beam 128: top-10 overlap with exact
+    filtered search 0.63 before widening). hnswlib counts only allowed labels in its beam and
+    needs no widening; very selective filters are scanned exactly by the planner instead
+    (:func:`slimvec.indexer.lifecycle.exact_threshold`).
+    """
+    if n_total <= 0 or n_allowed >= n_total:
+        return ef
+    share = max(n_allowed / n_total, 1.0 / MAX_BEAM_WIDENING)
+    return int(min(max(n_total, ef), -(-ef // share) if share else ef))

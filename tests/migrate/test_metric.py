@@ -115,7 +115,7 @@ def test_l2_default_reducer_keeps_lengths(tmp_path):
         info = idx.info()
         assert info["metric"] == "l2"
         assert "normalize=false" in info["reducer"], info["reducer"]
-        assert info["recipe"].startswith(f"{info['reducer']}|{DEFAULTS['store']}|rescore=auto")
+        assert info["recipe"].startswith(f"{info['reducer']}|{DEFAULTS['recipe_store']}|rescore=auto")
 
 
 def test_ip_faiss_migration_ranks_and_scores_by_inner_product(tmp_path):
