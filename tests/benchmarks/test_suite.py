@@ -146,9 +146,9 @@ def test_fit_on_train_fits_reducers_on_the_training_vectors_only(tmp_path: Path)
 def test_benchmarks_md_is_short_and_names_existing_suites() -> None:
     text = (REPO / "BENCHMARKS.md").read_text(encoding="utf-8")
     lines = text.splitlines()
-    # 490 = scripts/assemble_benchmarks.py MAX_LINES: generated tables come per footing (issue 28), plus
-    # one row per lifecycle page (issues 25, 26)
-    assert len(lines) <= 490, "BENCHMARKS.md grew: move detail into <!-- details --> blocks of docs/benchmarks"
+    # 540 = scripts/assemble_benchmarks.py MAX_LINES: generated tables come per footing (issue 28), one
+    # row per lifecycle page (issues 25, 26), the equal-footing headline and the quiet ingest table
+    assert len(lines) <= 540, "BENCHMARKS.md grew: move detail into <!-- details --> blocks of docs/benchmarks"
     assert max(len(line) for line in lines) <= 300
     assert "<!-- include:" not in text  # reports are linked, not embedded
     pages = [text] + [p.read_text(encoding="utf-8") for p in (REPO / "docs" / "benchmarks").glob("*.md")]
