@@ -176,8 +176,10 @@ def render_headline(results: list[Path], root: Path) -> str:
             n = group[0].n_corpus if group else 0
             lines += [f"### {name} ({n:,} vectors)", "",
                       f"From [`{_rel(path, root)}`]({link}) (`{meta.get('command', '')}`)"
-                      + ("" if quiet is None else ("; quiet machine" if quiet else "; **not a quiet machine**: "
-                                                   "latencies are rough, recall and RAM are not affected")) + ".", ""]
+                      + ("; the run recorded no machine load: take its latencies as rough (its page says "
+                         "how loaded it was), recall and RAM do not depend on load" if quiet is None
+                         else "; quiet machine" if quiet else "; **not a quiet machine**: latencies are "
+                         "rough, recall and RAM are not affected") + ".", ""]
             usable = [r for r in group if r.kind != "routed"]
             fast = speed_front(usable, SPEED_TARGETS[0])
             lines += ([f"Fastest at recall@10 ≥ {SPEED_TARGETS[0]} per RAM budget (re-ranked):", "", *fast, ""]
