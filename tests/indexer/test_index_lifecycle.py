@@ -33,6 +33,15 @@ def _write_parquet(path: Path, vecs: np.ndarray) -> np.ndarray:
     return sel
 
 
+def _small_index(minilm_vectors: np.ndarray, tmp_path: Path, recipe: str) -> tuple[Path, np.ndarray, np.ndarray]:
+    """A 400-document index of ``recipe`` (folder, vectors, each document's ``sel``)."""
+    vecs = np.ascontiguousarray(minilm_vectors[:400])
+    sel = _write_parquet(tmp_path / "small.parquet", vecs)
+    folder = tmp_path / "small-idx"
+    migrate(str(tmp_path / "small.parquet"), folder, MigrateOptions(progress=False, recipe=recipe))
+    return folder, vecs, sel
+
+
 @pytest.fixture(scope="module")
 def built(minilm_vectors, tmp_path_factory):
     """One index of the default recipe, built once; tests that mutate work on a copy."""
@@ -207,11 +216,7 @@ def test_payload_index_is_recorded_and_built_by_qdrant(index_copy, minilm_vector
                          filter={"must": [{"key": "sel", "range": {"lt": 100}}]})
         assert (got.ids >= 0).all()
         assert all(r["payload"]["sel"] < 100 for r in idx.get(got.ids.ravel().tolist(), user_ids=False))
-    vecs = np.ascontiguousarray(minilm_vectors[:400])
-    src = tmp_path / "q.parquet"
-    qsel = _write_parquet(src, vecs)
-    qfolder = tmp_path / "qidx"
-    migrate(str(src), qfolder, MigrateOptions(progress=False, recipe="pca:24|qdrant-edge|rescore=4,keep_full=float16"))
+    qfolder, _, qsel = _small_index(minilm_vectors, tmp_path, "pca:24|qdrant-edge|rescore=4,keep_full=float16")
     with slimvec.open(qfolder) as idx:
         assert idx.create_payload_index("sel", "integer") is True  # Qdrant Edge builds one
         assert "sel" in idx.store.payload_indexes()
@@ -222,11 +227,7 @@ def test_payload_index_is_recorded_and_built_by_qdrant(index_copy, minilm_vector
 def test_qdrant_edge_keeping_full_vectors_in_store_deletes_and_filters(minilm_vectors, tmp_path):
     """keep_full=float32 on Qdrant Edge keeps the full vectors as a named vector: rescored and
     exact filtered searches read them from the store."""
-    vecs = np.ascontiguousarray(minilm_vectors[:400])
-    src = tmp_path / "docs.parquet"
-    sel = _write_parquet(src, vecs)
-    folder = tmp_path / "idx"
-    migrate(str(src), folder, MigrateOptions(progress=False, recipe="pca:24|qdrant-edge|rescore=4,keep_full=float32"))
+    folder, vecs, sel = _small_index(minilm_vectors, tmp_path, "pca:24|qdrant-edge|rescore=4,keep_full=float32")
     with slimvec.open(folder) as idx:
         assert idx.manifest.full.in_store and idx.full_vectors is None
         gone = [r["store_id"] for r in idx.get(["doc-1", "doc-2"])]
