@@ -177,6 +177,14 @@ def test_realtext_suites_are_the_scale_rows_plus_the_default_store_and_rabitq() 
     assert any("RaBitQ" in p for p in real["peers"]) and real["rescore_peers"]
 
 
+def test_synthetic_fair_suite_is_a_subset_of_the_scale_rows() -> None:
+    fair = load_suite(REPO / "benchmarks" / "suites" / "scale-100k-fair.toml").run
+    scale = load_suite(REPO / "benchmarks" / "suites" / "scale-100k.toml").run
+    for key in ("reducers", "stores", "peers"):
+        assert set(fair[key]) <= set(scale[key]), key
+    assert fair["rescore"] == scale["rescore"] and fair["rescore_peers"] and fair["measure_rss"]
+
+
 def test_chosen_peers_rescored_and_memory_measured(tmp_path: Path) -> None:
     """``peers`` picks built-in and custom peer specs, ``rescore_peers`` re-ranks the FAISS ones
     from the full vectors, ``measure_rss`` fills the build and serving memory of every store row."""
