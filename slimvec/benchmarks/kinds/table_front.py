@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from slimvec.benchmarks.analysis import by_dataset, config_label
+from slimvec.benchmarks.kinds.record import QUIET_OTHERS
 from slimvec.benchmarks.ranking import RERANKED, equal_footing
 from slimvec.benchmarks.rows import Row, load_rows
 
@@ -171,6 +172,9 @@ def render_headline(results: list[Path], root: Path) -> str:
         rows, meta = load_rows(path)
         machine: dict[str, Any] = meta.get("machine") or {}
         quiet = machine.get("quiet")
+        others = machine.get("others_cores")
+        if others is not None:  # what else ran during the run decides, not the load just before it
+            quiet = others < QUIET_OTHERS
         link = f"../../{_rel(path, root)}"
         for name, group in by_dataset(rows).items():
             n = group[0].n_corpus if group else 0
@@ -178,7 +182,8 @@ def render_headline(results: list[Path], root: Path) -> str:
                       f"From [`{_rel(path, root)}`]({link}) (`{meta.get('command', '')}`)"
                       + ("; the run recorded no machine load: take its latencies as rough (its page says "
                          "how loaded it was), recall and RAM do not depend on load" if quiet is None
-                         else "; quiet machine" if quiet else "; **not a quiet machine**: latencies are "
+                         else f"; quiet machine (other processes used {others} of a core)" if quiet
+                         else "; **not a quiet machine**: latencies are "
                          "rough, recall and RAM are not affected") + ".", ""]
             usable = [r for r in group if r.kind != "routed"]
             fast = speed_front(usable, SPEED_TARGETS[0])
