@@ -39,6 +39,26 @@ Lookup = Callable[[np.ndarray], np.ndarray]
 
 
 # ------------------------------------------------------------------------------- exact search
+def cpu_seconds(children: bool = False) -> tuple[float, float, float] | None:
+    """``(machine busy CPU seconds since boot, this process's CPU seconds, monotonic wall clock)``
+    from ``/proc/stat`` and ``getrusage`` (``children``: add the reaped children's), or None
+    where ``/proc/stat`` cannot be read. Two samples give what *other* processes used between
+    them: busy minus own, over the wall time (what a load average cannot say, as it counts the
+    measurement itself)."""
+    import os
+    import resource
+
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    whos = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) if children else (resource.RUSAGE_SELF,)
+    own = sum(getattr(resource.getrusage(who), attr) for who in whos for attr in ("ru_utime", "ru_stime"))
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK"), own, time.monotonic()
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 

@@ -800,4 +800,4 @@ def _selected_beam(ef: int, n_allowed: int, n_total: int) -> int:
     if n_total <= 0 or n_allowed >= n_total:
         return ef
     share = max(n_allowed / n_total, 1.0 / MAX_BEAM_WIDENING)
-    return int(min(max(n_total, ef), -(-ef // share) if share else ef))
+    return int(min(max(n_total, ef), -(-ef // share)))  # share >= 1/8: ceil(ef / share)

@@ -125,27 +125,18 @@ def busy_cores(seconds: float = 0.25) -> float | None:
     ``seconds`` (``/proc/stat``) minus this process's, over the wall time. The 1-minute load
     average lags (a job that just ended still counts, this process's own last minute too); None
     where ``/proc/stat`` cannot be read (then :func:`os.getloadavg`, if that works)."""
-    import resource
     import time
 
-    def sample() -> tuple[float, float, float] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as fh:
-                fields = [int(x) for x in fh.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        busy = (sum(fields[:8]) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
-        return busy, own.ru_utime + own.ru_stime, time.monotonic()
+    from slimvec.measure import cpu_seconds
 
-    first = sample()
+    first = cpu_seconds()
     if first is None:
         try:
             return float(os.getloadavg()[0])
         except OSError:
             return None
     time.sleep(seconds)
-    last = sample()
+    last = cpu_seconds()
     assert last is not None
     busy, own, wall = (b - a for a, b in zip(first, last))
     return max(0.0, busy - own) / max(wall, 1e-6)

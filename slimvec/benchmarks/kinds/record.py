@@ -42,20 +42,10 @@ def command_line() -> str:
 
 
 def _cpu_seconds() -> tuple[float, float, float] | None:
-    """(machine busy CPU seconds since boot, this process's and its reaped children's CPU
-    seconds, wall clock) or None off Linux."""
-    import resource
+    """:func:`slimvec.measure.cpu_seconds` counting the run's children as its own."""
+    from slimvec.measure import cpu_seconds
 
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    tick = os.sysconf("SC_CLK_TCK")
-    own = sum(getattr(resource.getrusage(who), attr) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-              for attr in ("ru_utime", "ru_stime"))
-    return (sum(fields[:8]) - idle) / tick, own, time.monotonic()
+    return cpu_seconds(children=True)
 
 
 #: CPU of other processes, in cores, averaged over a run, below which the run counts as quiet
