@@ -24,9 +24,11 @@ class Encoders:
         """The loaded encoder of ``spec``."""
         with self._lock:
             if spec not in self._enc:
-                from slimvec.indexer.encoder import Encoder
+                from slimvec.indexer.encoder import INGEST_ENCODE_BATCH, Encoder
 
-                self._enc[spec] = Encoder(spec, batch_size=64)
+                # the CLI ingest's pass size: 32 encoded 3-4 % faster than 64 on 256-document
+                # requests (2 requests at once, one torch thread each, STS-B sentences)
+                self._enc[spec] = Encoder(spec, batch_size=INGEST_ENCODE_BATCH)
                 self._batchers[spec] = QueryBatcher(self._enc[spec].encode, self.wait_ms,
                                                     self.max_batch, self.on_batch)
             return self._enc[spec]
