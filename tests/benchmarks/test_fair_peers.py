@@ -182,10 +182,15 @@ def test_headline_front_compares_reduce_first_with_the_full_dimension_per_footin
     assert row_ram(rows[0]) == 346 and row_ram(rows[3]) == 330  # the id lookup only when re-ranked
     tables = reducer_front(rows, budgets=(2048, 384, 256))
     plain, ranked = tables["not re-ranked"], tables["re-ranked"]
+    # a row built through the product names its recipe, not "none → none|..."
+    recipe = measured("none", "none|faiss:HNSW16,SQ4,ef=128|rescore=auto", 400, 0.993, 0.45, rescore=2)
+    assert "recipe none\\|HNSW16,SQ4,ef=128\\|rescore=auto +rescore×2 |" in speed_front([rows[0], recipe], 0.99, budgets=(2048,))[2]
     # re-ranked rows are never ranked against rows that were not re-ranked
     assert "hnsw" not in "".join(ranked) and "+rescore" not in "".join(plain)
-    assert ranked[2].startswith("| 2,048 | pca:192") and ranked[2].endswith("| tie |")  # 0.993 vs 0.995
-    assert "none → HNSW16,RaBitQ" in ranked[4] and "none fits" in ranked[4]     # 256 B: RaBitQ only
+    # 384 and 2,048 B pick the same two rows: one table row says so
+    assert ranked[2].startswith("| 384–2,048 | pca:192") and ranked[2].endswith("| tie |")  # 0.993 vs 0.995
+    assert "none → HNSW16,RaBitQ" in ranked[3] and "none fits" in ranked[3]     # 256 B: RaBitQ only
+    assert len(ranked) == 4
     assert plain[2].endswith("| **full dimension** |")                                # 0.984 vs 0.81
     speed = speed_front(rows, 0.99, budgets=(384,))
     assert speed[2].startswith("| 384 | pca:192") and speed[2].endswith("| **reduce first** |")
@@ -208,3 +213,16 @@ def test_headline_page_keeps_one_table_per_dataset_outside_its_details():
     assert "Fastest at recall@10 ≥ 0.99" in outside and "Best recall per RAM budget" not in outside
     tables = page[page.index("\n### "):]  # below the intro, which names what labels leave out
     assert "train_size=" not in tables and "faiss:" not in tables
+
+
+def test_peers_table_names_a_configuration_measured_twice_once():
+    """A suite listing a store both as a ``none`` store and as a peer measures it twice; the
+    table shows it once, with the better measurement, and without ``train_size=``."""
+    from slimvec.benchmarks.kinds.table_peers import peers_table
+
+    twice = [_row("none", "faiss:IVF64,PQ32,nprobe=8,train_size=5000", 64.0, r, rescore=8)
+             for r in (0.804, 0.806)]
+    table = "\n".join(peers_table(twice + [_row("pca:96", "faiss:IVF64,PQ32,nprobe=8", 64.0, 0.86,
+                                                rescore=8)], reranked=True))
+    assert table.count("IVF64,PQ32,nprobe=8 0.806") == 1 and "0.804" not in table
+    assert "train_size=" not in table

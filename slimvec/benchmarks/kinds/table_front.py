@@ -65,8 +65,12 @@ def _fastest(rows: Sequence[Row], budget: float, target: float) -> Row | None:
 
 def _label(r: Row) -> str:
     """The row's configuration without build-only options (``train_size=``) and the ``faiss:``
-    prefix every FAISS factory string would repeat."""
-    label = re.sub(r",train_size=\d+", "", config_label(r)).replace("faiss:", "")
+    prefix every FAISS factory string would repeat. A row built through the product (its store is
+    the whole recipe) reads ``recipe RECIPE +rescore×R``."""
+    label = config_label(r)
+    if "|" in (r.store or ""):
+        label = f"recipe {r.store}{label[label.index(r.store) + len(r.store):]}"
+    label = re.sub(r",train_size=\d+", "", label).replace("faiss:", "")
     return label.replace("|", "\\|")
 
 
@@ -93,6 +97,24 @@ def _speed_winner(reduce: Row | None, full: Row | None) -> str:
     return "**reduce first**" if faster else "**full dimension**"
 
 
+def _budget_rows(picks: list[tuple[float, Row | None, Row | None]], winner: Any) -> list[str]:
+    """One table row per run of budgets with the same two picks (``512–2,048`` when the budgets
+    512, 1,024 and 2,048 pick the same rows): a repeated row says nothing new."""
+    out: list[str] = []
+    runs: list[list[tuple[float, Row | None, Row | None]]] = []
+    for pick in picks:
+        if runs and runs[-1][-1][1] is pick[1] and runs[-1][-1][2] is pick[2]:
+            runs[-1].append(pick)
+        else:
+            runs.append([pick])
+    for run in runs:
+        lo, hi = min(p[0] for p in run), max(p[0] for p in run)
+        label = f"{hi:,}" if lo == hi else f"{lo:,}–{hi:,}"
+        a, b = run[0][1], run[0][2]
+        out.append(f"| {label} | " + " | ".join(_cell(a) + _cell(b)) + f" | {winner(a, b)} |")
+    return out
+
+
 def speed_front(rows: Sequence[Row], target: float, budgets: Sequence[float] = RAM_BUDGETS) -> list[str]:
     """Markdown table lines: per RAM budget, the fastest (p50) reduce-first row and the fastest
     full-dimension row whose recall reaches ``target`` (re-ranked rows only: the footing every
@@ -105,11 +127,8 @@ def speed_front(rows: Sequence[Row], target: float, budgets: Sequence[float] = R
         return []
     lines = [f"| RAM ≤ B/vec | fastest reduce first ≥ {target} | nbr R@10 | RAM / p50 | fastest full "
              f"dimension ≥ {target} | nbr R@10 | RAM / p50 | faster |", "|---:|---|---:|---|---|---:|---|---|"]
-    for budget in budgets:
-        a, b = _fastest(reduce, budget, target), _fastest(full, budget, target)
-        if a is None and b is None:
-            continue
-        lines.append(f"| {budget:,} | " + " | ".join(_cell(a) + _cell(b)) + f" | {_speed_winner(a, b)} |")
+    picks = [(budget, _fastest(reduce, budget, target), _fastest(full, budget, target)) for budget in budgets]
+    lines += _budget_rows([p for p in picks if p[1] is not None or p[2] is not None], _speed_winner)
     return lines if len(lines) > 2 else []
 
 
@@ -129,11 +148,8 @@ def reducer_front(rows: Sequence[Row], budgets: Sequence[float] = RAM_BUDGETS) -
             continue
         lines = ["| RAM ≤ B/vec | reduce first | nbr R@10 | RAM / p50 | full dimension | nbr R@10 | "
                  "RAM / p50 | higher recall |", "|---:|---|---:|---|---|---:|---|---|"]
-        for budget in budgets:
-            a, b = _best(reduce, budget), _best(full, budget)
-            if a is None and b is None:
-                continue
-            lines.append(f"| {budget:,} | " + " | ".join(_cell(a) + _cell(b)) + f" | {_winner(a, b)} |")
+        picks = [(budget, _best(reduce, budget), _best(full, budget)) for budget in budgets]
+        lines += _budget_rows([p for p in picks if p[1] is not None or p[2] is not None], _winner)
         out[footing] = lines
     return out
 

@@ -9,6 +9,7 @@ The corpus the suites read is written by ``slimvec bench vectors fair-peers NPY`
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -41,8 +42,12 @@ def _name(row: Row) -> str:
 
 
 def _cell(rows: list[Row]) -> str:
-    return "; ".join(f"{_name(r)} {format_value(r.neighbor_recall_at_k, 3)}"
-                     for r in sorted(rows, key=lambda r: -(r.neighbor_recall_at_k or 0))) or "—"
+    """The rows by recall, each configuration once (a suite that lists a store both as a
+    ``none`` store and as a peer measures it twice; the better measurement is shown)."""
+    best: dict[str, Row] = {}
+    for r in sorted(rows, key=lambda r: -(r.neighbor_recall_at_k or 0)):
+        best.setdefault(re.sub(r",train_size=\d+", "", _name(r)), r)
+    return "; ".join(f"{name} {format_value(r.neighbor_recall_at_k, 3)}" for name, r in best.items()) or "—"
 
 
 def peers_table(rows: list[Row], reranked: bool) -> list[str]:
