@@ -67,9 +67,9 @@ def _label(r: Row) -> str:
     """The row's configuration without build-only options (``train_size=``) and the ``faiss:``
     prefix every FAISS factory string would repeat. A row built through the product (its store is
     the whole recipe) reads ``recipe RECIPE +rescore×R``."""
-    label = config_label(r)
-    if "|" in (r.store or ""):
-        label = f"recipe {r.store}{label[label.index(r.store) + len(r.store):]}"
+    label, store = config_label(r), r.store or ""
+    if "|" in store:
+        label = f"recipe {store}{label[label.index(store) + len(store):]}"
     label = re.sub(r",train_size=\d+", "", label).replace("faiss:", "")
     return label.replace("|", "\\|")
 
