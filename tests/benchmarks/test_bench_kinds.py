@@ -124,3 +124,14 @@ def test_vectors_kind_assembles_the_filtered_corpus_from_cached_encodings_only(t
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), np.eye(6, dtype=np.float32)[[0, 1, 2, 3]])
     res = _run("bench", "vectors", "nope", str(tmp_path / "x.npy"))
     assert "Unknown vectors kind 'nope'" in str(res.exception)
+
+
+def test_the_filtered_page_says_quiet_only_when_the_run_measured_it():
+    """The page's figures carry "(not quiet)" unless the record's others_cores says quiet."""
+    from slimvec.benchmarks.kinds.filtered_text import quiet_note
+    from slimvec.benchmarks.kinds.record import QUIET_OTHERS
+
+    assert quiet_note({"others_cores": 0.007, "cpus": 2}) == (
+        "**Quiet**: other processes used 0.007 of a core during the run (2 cores).", "")
+    assert quiet_note({"others_cores": QUIET_OTHERS + 0.5})[1] == " (not quiet)"
+    assert quiet_note({})[0].startswith("**Not known to be quiet**")

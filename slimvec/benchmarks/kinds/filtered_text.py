@@ -5,8 +5,27 @@ from __future__ import annotations
 __all__ = ["filtered_intro"]
 
 
-def filtered_intro() -> list[str]:
-    """Paragraphs (with blank lines) between the page's first line and its command."""
+def quiet_note(machine: dict) -> tuple[str, str]:
+    """The page's paragraph on the machine and the suffix every figure carries, from the run's
+    ``meta.machine`` (``others_cores``: cores other processes kept busy during the run)."""
+    from slimvec.benchmarks.kinds.record import QUIET_OTHERS
+
+    others = machine.get("others_cores")
+    if others is None:
+        return ("**Not known to be quiet**: the run recorded no machine load (the 2 cores were "
+                "shared with other runs at the time); every figure below carries \"(not quiet)\". "
+                "Recall does not depend on load; latencies do.", " (not quiet)")
+    if float(others) < QUIET_OTHERS:
+        return (f"**Quiet**: other processes used {float(others):.3f} of a core during the run "
+                f"({machine.get('cpus', '?')} cores).", "")
+    return (f"**Not quiet**: other processes used {float(others):.2f} of a core during the run; "
+            "every figure below carries \"(not quiet)\". Recall does not depend on load; "
+            "latencies do.", " (not quiet)")
+
+
+def filtered_intro(machine: dict | None = None) -> list[str]:
+    """Paragraphs (with blank lines) between the page's first line and its command; ``machine``
+    is the run's ``meta.machine``."""
     return [
         "The corpus is assembled from MiniLM encodings already in the encoding caches (nothing is "
         "encoded) by `slimvec bench vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.", "",
@@ -20,12 +39,8 @@ def filtered_intro() -> list[str]:
         "matches' kept full vectors; `store filter` = the store's filtered search (re-ranked "
         "from the full vectors when the recipe rescores); `native` = the reference. p50 is the "
         "median single-query latency (one thread, median of 3 timings of each of 100 queries).", "",
-        "**Not quiet**: the machine (2 cores) was shared with other engineers' runs and a "
-        "clean-clone CI run; every figure below carries \"(not quiet)\". Recall does not depend "
-        "on load; latencies do.", "",
+        quiet_note(machine or {})[0], "",
         "Reading the latencies: on FAISS and hnswlib every filtered search first resolves the "
-        "filter to store ids through the payload table (`store.filter_ids`), and on this corpus "
-        "that step, not the search or the exact scan, is most of the p50 (timed apart from this "
-        "run, on the same data: see the branch report); Qdrant Edge resolves it in its own "
-        "payload index.", "",
+        "filter to store ids through the payload table (`store.filter_ids`); Qdrant Edge resolves "
+        "it in its own payload index.", "",
     ]
