@@ -38,7 +38,7 @@ _QUERY_BLOCK = 1024
 Lookup = Callable[[np.ndarray], np.ndarray]
 
 
-# ------------------------------------------------------------------------------- exact search
+# ---------------------------------------------------------------------------------- machine
 def cpu_seconds(children: bool = False) -> tuple[float, float, float] | None:
     """``(machine busy CPU seconds since boot, this process's CPU seconds, monotonic wall clock)``
     from ``/proc/stat`` and ``getrusage`` (``children``: add the reaped children's), or None
@@ -59,6 +59,7 @@ def cpu_seconds(children: bool = False) -> tuple[float, float, float] | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK"), own, time.monotonic()
 
 
+# ------------------------------------------------------------------------------- exact search
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 

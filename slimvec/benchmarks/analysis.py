@@ -6,13 +6,14 @@ chosen at run time is read by name through ``row.get``).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Iterable, Sequence
 
 # the row readers live in rows.py (ranking.py reads rows too and analysis imports ranking: one
 # home below both, no cycle); imported here for the callers that know them from this module
 from slimvec.benchmarks.rows import Row, budget_ladder, finite, num, row_k
 
-__all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "rescore_suffix", "pareto_front",
+__all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "short_faiss", "rescore_suffix", "pareto_front",
            "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "finite"]
 
 #: how a null (not applicable) metric is printed
@@ -52,6 +53,12 @@ def rescore_suffix(row: Row) -> str:
     if not value:
         return ""
     return f" +rescore×{value}" if isinstance(value, int) and not isinstance(value, bool) else " +rescore"
+
+
+def short_faiss(text: str) -> str:
+    """``text`` without the ``faiss:`` prefix every FAISS factory string repeats and without
+    build-only ``,train_size=N`` (tables that show search configurations)."""
+    return re.sub(r",train_size=\d+", "", text).replace("faiss:", "")
 
 
 def config_label(row: Row) -> str:

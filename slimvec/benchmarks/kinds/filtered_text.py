@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-__all__ = ["filtered_intro"]
+__all__ = ["filtered_intro", "quiet_note"]
 
 
 def quiet_note(machine: dict) -> tuple[str, str]:
     """The page's paragraph on the machine and the suffix every figure carries, from the run's
     ``meta.machine`` (``others_cores``: cores other processes kept busy during the run)."""
-    from slimvec.benchmarks.kinds.record import QUIET_OTHERS
+    from slimvec.benchmarks.kinds.record import quiet_during
 
-    others = machine.get("others_cores")
+    quiet, others = quiet_during(machine), machine.get("others_cores")
     if others is None:
         return ("**Not known to be quiet**: the run recorded no machine load (the 2 cores were "
                 "shared with other runs at the time); every figure below carries \"(not quiet)\". "
                 "Recall does not depend on load; latencies do.", " (not quiet)")
-    if float(others) < QUIET_OTHERS:
+    if quiet:
         return (f"**Quiet**: other processes used {float(others):.3f} of a core during the run "
                 f"({machine.get('cpus', '?')} cores).", "")
     return (f"**Not quiet**: other processes used {float(others):.2f} of a core during the run; "
@@ -23,9 +23,9 @@ def quiet_note(machine: dict) -> tuple[str, str]:
             "latencies do.", " (not quiet)")
 
 
-def filtered_intro(machine: dict | None = None) -> list[str]:
-    """Paragraphs (with blank lines) between the page's first line and its command; ``machine``
-    is the run's ``meta.machine``."""
+def filtered_intro(quiet_paragraph: str) -> list[str]:
+    """Paragraphs (with blank lines) between the page's first line and its command;
+    ``quiet_paragraph`` is :func:`quiet_note`'s paragraph for the run."""
     return [
         "The corpus is assembled from MiniLM encodings already in the encoding caches (nothing is "
         "encoded) by `slimvec bench vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.", "",
@@ -39,7 +39,7 @@ def filtered_intro(machine: dict | None = None) -> list[str]:
         "matches' kept full vectors; `store filter` = the store's filtered search (re-ranked "
         "from the full vectors when the recipe rescores); `native` = the reference. p50 is the "
         "median single-query latency (one thread, median of 3 timings of each of 100 queries).", "",
-        quiet_note(machine or {})[0], "",
+        quiet_paragraph, "",
         "Reading the latencies: on FAISS and hnswlib every filtered search first resolves the "
         "filter to store ids through the payload table (`store.filter_ids`); Qdrant Edge resolves "
         "it in its own payload index.", "",

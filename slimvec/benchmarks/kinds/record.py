@@ -52,6 +52,15 @@ def _cpu_seconds() -> tuple[float, float, float] | None:
 QUIET_OTHERS = 0.25
 
 
+def quiet_during(machine: dict[str, Any]) -> bool | None:
+    """Whether a recorded run (its ``machine`` object) was quiet *while it ran*: other processes
+    used under :data:`QUIET_OTHERS` of a core. A page judges by this rather than the record's
+    ``quiet`` flag, which also counts the load of whatever ended just before the run started;
+    records without ``others_cores`` fall back to that flag (None when it is missing too)."""
+    others = machine.get("others_cores")
+    return machine.get("quiet") if others is None else float(others) < QUIET_OTHERS
+
+
 @dataclass
 class MachineFacts:
     """Cores, load average and what else ran around a measurement; ``quiet`` when nothing else

@@ -160,6 +160,7 @@ def measure_service(docs: int = 2000, fit: int = 1000, batch: int = 256, clients
                     recipe: str | None = None) -> dict[str, Any]:
     """Run the bounded service load (see the module docstring); returns its figures. ``recipe``
     (when given) builds every index instead of ``reducer`` alone."""
+    # as many sentences as when each side took its own N, so the 200 queries stay the same ones
     sents = pair_sentences(fit + 2 * docs + 200, files=("stsb-train.tsv",), collapse=False)
     fit_t, new_t = sents[:fit], sents[fit:fit + docs]  # the same new texts on both sides
     queries = sents[-200:]

@@ -17,13 +17,12 @@ recall.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
-from slimvec.benchmarks.analysis import by_dataset, config_label
-from slimvec.benchmarks.kinds.record import QUIET_OTHERS
+from slimvec.benchmarks.analysis import by_dataset, config_label, short_faiss
+from slimvec.benchmarks.kinds.record import quiet_during
 from slimvec.benchmarks.ranking import RERANKED, equal_footing
 from slimvec.benchmarks.rows import Row, load_rows
 
@@ -70,8 +69,7 @@ def _label(r: Row) -> str:
     label, store = config_label(r), r.store or ""
     if "|" in store:
         label = f"recipe {store}{label[label.index(store) + len(store):]}"
-    label = re.sub(r",train_size=\d+", "", label).replace("faiss:", "")
-    return label.replace("|", "\\|")
+    return short_faiss(label).replace("|", "\\|")
 
 
 def _cell(r: Row | None) -> list[str]:
@@ -99,10 +97,11 @@ def _speed_winner(reduce: Row | None, full: Row | None) -> str:
 
 def _budget_rows(picks: list[tuple[float, Row | None, Row | None]], winner: Any) -> list[str]:
     """One table row per run of budgets with the same two picks (``512–2,048`` when the budgets
-    512, 1,024 and 2,048 pick the same rows): a repeated row says nothing new."""
+    512, 1,024 and 2,048 pick the same rows): a repeated row says nothing new. Budgets where
+    neither side fits are left out."""
     out: list[str] = []
     runs: list[list[tuple[float, Row | None, Row | None]]] = []
-    for pick in picks:
+    for pick in (p for p in picks if p[1] is not None or p[2] is not None):
         if runs and runs[-1][-1][1] is pick[1] and runs[-1][-1][2] is pick[2]:
             runs[-1].append(pick)
         else:
@@ -128,7 +127,7 @@ def speed_front(rows: Sequence[Row], target: float, budgets: Sequence[float] = R
     lines = [f"| RAM ≤ B/vec | fastest reduce first ≥ {target} | nbr R@10 | RAM / p50 | fastest full "
              f"dimension ≥ {target} | nbr R@10 | RAM / p50 | faster |", "|---:|---|---:|---|---|---:|---|---|"]
     picks = [(budget, _fastest(reduce, budget, target), _fastest(full, budget, target)) for budget in budgets]
-    lines += _budget_rows([p for p in picks if p[1] is not None or p[2] is not None], _speed_winner)
+    lines += _budget_rows(picks, _speed_winner)
     return lines if len(lines) > 2 else []
 
 
@@ -149,7 +148,7 @@ def reducer_front(rows: Sequence[Row], budgets: Sequence[float] = RAM_BUDGETS) -
         lines = ["| RAM ≤ B/vec | reduce first | nbr R@10 | RAM / p50 | full dimension | nbr R@10 | "
                  "RAM / p50 | higher recall |", "|---:|---|---:|---|---|---:|---|---|"]
         picks = [(budget, _best(reduce, budget), _best(full, budget)) for budget in budgets]
-        lines += _budget_rows([p for p in picks if p[1] is not None or p[2] is not None], _winner)
+        lines += _budget_rows(picks, _winner)
         out[footing] = lines
     return out
 
@@ -187,10 +186,7 @@ def render_headline(results: list[Path], root: Path) -> str:
     for path in results:
         rows, meta = load_rows(path)
         machine: dict[str, Any] = meta.get("machine") or {}
-        quiet = machine.get("quiet")
-        others = machine.get("others_cores")
-        if others is not None:  # what else ran during the run decides, not the load just before it
-            quiet = others < QUIET_OTHERS
+        quiet, others = quiet_during(machine), machine.get("others_cores")
         link = f"../../{_rel(path, root)}"
         for name, group in by_dataset(rows).items():
             n = group[0].n_corpus if group else 0

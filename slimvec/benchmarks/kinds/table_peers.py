@@ -9,11 +9,10 @@ The corpus the suites read is written by ``slimvec bench vectors fair-peers NPY`
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 
-from slimvec.benchmarks.analysis import by_dataset, format_value
+from slimvec.benchmarks.analysis import by_dataset, format_value, short_faiss
 from slimvec.benchmarks.rows import Row, load_rows
 
 __all__ = ["row_code_bytes", "peers_table", "render_fair_peers", "SHARED_MACHINE_NOTE"]
@@ -37,7 +36,7 @@ def row_code_bytes(row: Row) -> int | None:
 
 
 def _name(row: Row) -> str:
-    store = str(row.store).removeprefix("faiss:")
+    store = short_faiss(str(row.store))
     return store if row.reducer == "none" else f"{row.reducer} → {store}"
 
 
@@ -46,7 +45,7 @@ def _cell(rows: list[Row]) -> str:
     ``none`` store and as a peer measures it twice; the better measurement is shown)."""
     best: dict[str, Row] = {}
     for r in sorted(rows, key=lambda r: -(r.neighbor_recall_at_k or 0)):
-        best.setdefault(re.sub(r",train_size=\d+", "", _name(r)), r)
+        best.setdefault(_name(r), r)
     return "; ".join(f"{name} {format_value(r.neighbor_recall_at_k, 3)}" for name, r in best.items()) or "—"
 
 
