@@ -15,19 +15,47 @@ integers), ``{"range": {"gt", "gte", "lt", "lte"}}`` (numbers); ``{"is_null": {"
 values_count, full-text match, datetime ranges, min_should, has_vector) is refused with a
 :class:`~slimvec.errors.ConfigError` naming the feature and where it was, never ignored.
 
-Semantics are Qdrant's (checked against Qdrant Edge in ``tests/test_filters.py``): a key is a
-dotted path into nested objects (``a.b``; ``a[].b`` or ``a.b`` through an array reach every
-element); a field holding an array matches when any element matches; ``must`` = all, ``should`` =
-at least one (an empty or absent ``should`` is no constraint), ``must_not`` = none; ``is_empty``
-is true for a missing key, ``null`` or ``[]``; ``is_null`` only for an explicit ``null`` (also
-inside an array); ``except`` never matches a missing or empty field; a boolean never equals an
-integer, an integer never a float. Qdrant Edge's Python binding turns a boolean match value into
-an integer (``MatchValue(True).value == 1``), so :func:`edge_native` says whether a filter can go
-to it as is; the Qdrant Edge store evaluates other filters with :meth:`Filter.matches`.
+Semantics (one set of documents on every store; Qdrant's, checked against Qdrant Edge in
+``tests/test_filters.py`` and by the generated battery of ``tests/test_filters_differential.py``):
+
+* **Keys** are Qdrant's JSON paths: parts joined by ``.``; ``a[]`` is every element of the array
+  ``a``, ``a[2]`` its element 2. A key part names an object member only: ``a.b`` where ``a`` is
+  an array reaches nothing (write ``a[].b``), ``a[]`` / ``a[0]`` where ``a`` is not an array
+  reach nothing. A part holding ``.``, ``[`` or ``]`` is written in double quotes
+  (``"k[0]"`` is the member ``k[0]``, ``k[0]`` element 0 of ``k``). Other characters (spaces,
+  ``'``, ``$``, unicode) may be written as they are (Qdrant wants them quoted; slimvec quotes
+  them for Qdrant). A part cannot hold ``"`` or ``\\`` (Qdrant's paths cannot spell them): such
+  a key is refused.
+* **Values at a key**: the values the path reaches; a value that is itself an array counts by its
+  elements (one level: ``[[1]]`` holds ``[1]``, not ``1``) for ``match``, ``range`` and
+  ``is_null``. A field matches when any of its values does.
+* ``match value / any``: typed equality: a boolean never equals an integer, an integer never a
+  float or a string. ``except``: some non-null value is not one of the list (an object or an
+  array counts as not in it); a missing, ``null`` or empty field never matches.
+* ``range``: numbers (not booleans), compared exactly (an integer above 2**53 against a bound
+  as it is, not as float64; Qdrant compares as float64, so ranges with a bound of magnitude
+  2**53 or more are evaluated in Python on Qdrant Edge).
+* ``is_null``: some value is ``null`` (also an element ``null`` of an array value).
+  ``is_empty``: every value reached is ``null`` or ``[]`` (so a key that reaches nothing is
+  empty; ``[null]`` and ``{}`` are not).
+* ``must`` = all, ``should`` = at least one (an empty or absent ``should`` is no constraint),
+  ``must_not`` = none.
+
+Qdrant Edge's Python binding turns a boolean match value into an integer
+(``MatchValue(True).value == 1``), so :func:`slimvec.connectors.qdrant_filter.edge_native` says
+whether a filter can go to it as is; the Qdrant Edge store evaluates other filters with
+:meth:`Filter.matches`.
+
+**Bounds** (checked by :func:`parse_filter` before any work, each refusal a
+:class:`~slimvec.errors.ConfigError` naming the limit; the service answers 4xx): at most
+:data:`MAX_DEPTH` nested filters, :data:`MAX_CONDITIONS` conditions, :data:`MAX_VALUES` values
+in all ``any`` / ``except`` / ``has_id`` lists, keys of at most :data:`MAX_KEY_LENGTH` characters
+and :data:`MAX_KEY_PARTS` parts; integer match values and ids within signed 64 bits, range bounds
+finite. Within them every store (SQLite, Qdrant Edge) executes every filter.
 
 :func:`parse_filter` gives a frozen :class:`Filter`; :meth:`Filter.matches` evaluates it on a
-payload in Python (FAISS / hnswlib select candidates this way from their SQLite payload table),
-:func:`to_qdrant_edge` and :func:`to_qdrant_client` translate it for the two Qdrant stores.
+payload in Python (the reference every store is tested against), :func:`field_values` reads the
+values at a key and :func:`key_path` its parsed path.
 """
 
 from __future__ import annotations
@@ -39,8 +67,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from slimvec.errors import ConfigError
+from slimvec.filter_syntax import (  # noqa: F401 (the limits are re-exported)
+    INT64,
+    MAX_CONDITIONS,
+    MAX_DEPTH,
+    MAX_KEY_LENGTH,
+    MAX_KEY_PARTS,
+    MAX_VALUES,
+    Budget,
+    check_key,
+    check_int64,
+    check_nesting,
+    key_path,
+    show,
+)
 
 __all__ = [
+    "MAX_CONDITIONS",
+    "MAX_DEPTH",
+    "MAX_KEY_LENGTH",
+    "MAX_KEY_PARTS",
+    "MAX_VALUES",
     "Condition",
     "Filter",
     "HasId",
@@ -48,11 +95,9 @@ __all__ = [
     "IsNull",
     "Match",
     "Range",
-    "edge_native",
     "field_values",
+    "key_path",
     "parse_filter",
-    "to_qdrant_client",
-    "to_qdrant_edge",
 ]
 
 _SUPPORTED = ("must, should, must_not; key + match {value | any | except}; key + range "
@@ -66,7 +111,6 @@ _UNSUPPORTED = {
 _UNSUPPORTED_MATCH = {"text": "full-text match", "text_any": "full-text match",
                       "phrase": "phrase match", "prefix": "prefix match",
                       "substring": "substring match"}
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -245,31 +289,33 @@ def _equals_any(v: Any, targets: tuple[Any, ...]) -> bool:
     return False
 
 
-def _path(key: str) -> list[str]:
-    return [part.removesuffix("[]") for part in key.split(".")]
-
-
 def _raw_values(payload: Mapping[str, Any], key: str) -> list[Any]:
-    """Values reached by a dotted key, arrays on the way expanded; the last value as stored."""
-    current: list[Any] = [payload]
-    for part in _path(key):
+    """Values reached by ``key`` (Qdrant's JSON path semantics); a final array as stored."""
+    path = key_path(key)
+    current: list[Any] = [payload[path[0]]] if path[0] in payload else []
+    for step in path[1:]:
         nxt: list[Any] = []
-        for obj in current:
-            for o in (obj if isinstance(obj, list) else [obj]):
-                if isinstance(o, Mapping) and part in o:
-                    nxt.append(o[part])
+        for v in current:
+            if isinstance(step, str):
+                if isinstance(v, Mapping) and step in v:
+                    nxt.append(v[step])
+            elif isinstance(v, list):
+                if step is None:
+                    nxt.extend(v)
+                elif step < len(v):
+                    nxt.append(v[step])
         current = nxt
     return current
 
 
 def field_values(payload: Mapping[str, Any], key: str) -> list[Any]:
-    """Every value at a dotted ``key`` of ``payload``, a final array flattened into its elements.
+    """Every value at ``key`` of ``payload``, a value that is an array counted by its elements.
 
     Parameters
     ----------
     payload : dict
     key : str
-        ``a``, ``a.b``, ``a[].b`` (arrays on the path reach every element).
+        A key path (:func:`key_path`): ``a``, ``a.b``, ``a[].b``, ``a[0]``, ``"a.b"``.
     """
     out: list[Any] = []
     for v in _raw_values(payload, key):
@@ -301,7 +347,7 @@ def parse_filter(spec: Any, where: str = "filter") -> Filter | None:
         return spec
     source = ""
     if isinstance(spec, (str, bytes)):
-        source = spec.decode("utf-8") if isinstance(spec, bytes) else spec
+        source = spec.decode("utf-8", "replace") if isinstance(spec, bytes) else spec
         if not source.strip():
             return None
         try:
@@ -310,67 +356,73 @@ def parse_filter(spec: Any, where: str = "filter") -> Filter | None:
             raise ConfigError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno} column "
                               f"{exc.colno}); give Qdrant filter JSON such as "
                               '{"must": [{"key": "lang", "match": {"value": "en"}}]}.') from exc
+        except (ValueError, RecursionError) as exc:  # an integer of 4,300+ digits, deep nesting
+            raise ConfigError(f"{where} cannot be read as JSON ({type(exc).__name__}: "
+                              f"{str(exc)[:80]}); a filter nests at most {MAX_DEPTH} filters "
+                              "(MAX_DEPTH) and holds integers of 64 bits.") from exc
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where} must be a JSON object with must / should / must_not, got "
                           f"{type(spec).__name__}.")
     if not spec:
         return None
-    parsed = _parse_filter(spec, where)
-    return replace(parsed, source=source or json.dumps(spec, sort_keys=True, default=str))
+    check_nesting(spec, where)
+    parsed = _parse_filter(spec, where, Budget())
+    return replace(parsed, source=source or json.dumps(parsed.to_json(), sort_keys=True))
 
 
-def _parse_filter(spec: Mapping[str, Any], path: str) -> Filter:
+def _parse_filter(spec: Mapping[str, Any], path: str, budget: Budget, depth: int = 0) -> Filter:
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"{path}: the filter nests more than {MAX_DEPTH} filters (the limit "
+                          "MAX_DEPTH); flatten it (must of musts is one must).")
     parts: dict[str, tuple[Condition, ...]] = {}
     for key, value in spec.items():
         if key in _UNSUPPORTED:
             raise ConfigError(f"{path}.{key}: {_UNSUPPORTED[key]} are not supported by slimvec's "
                               f"filters. Supported: {_SUPPORTED}.")
         if key not in ("must", "should", "must_not"):
-            raise ConfigError(f"{path}: unknown key {key!r} in a filter; expected must, should or "
-                              f"must_not. Supported: {_SUPPORTED}.")
+            raise ConfigError(f"{path}: unknown key {show(key)} in a filter; expected must, "
+                              f"should or must_not. Supported: {_SUPPORTED}.")
         items = value if isinstance(value, list) else [value]  # Qdrant accepts one condition too
-        parts[key] = tuple(_parse_condition(c, f"{path}.{key}[{i}]") for i, c in enumerate(items))
+        budget.take(f"{path}.{key}", conditions=len(items))
+        parts[key] = tuple(_parse_condition(c, f"{path}.{key}[{i}]", budget, depth)
+                           for i, c in enumerate(items))
     return Filter(must=parts.get("must", ()), should=parts.get("should", ()),
                   must_not=parts.get("must_not", ()))
 
 
-def _parse_condition(c: Any, path: str) -> Condition:
+def _parse_condition(c: Any, path: str, budget: Budget, depth: int) -> Condition:
     if not isinstance(c, Mapping):
         raise ConfigError(f"{path}: a condition must be a JSON object, got {type(c).__name__} "
-                          f"{c!r:.80}. Supported: {_SUPPORTED}.")
+                          f"{show(c)}. Supported: {_SUPPORTED}.")
     keys = set(c)
     for bad in keys & set(_UNSUPPORTED):
         raise ConfigError(f"{path}.{bad}: {_UNSUPPORTED[bad]} are not supported by slimvec's "
                           f"filters. Supported: {_SUPPORTED}.")
     if keys & {"must", "should", "must_not"}:
-        return _parse_filter(c, path)
+        return _parse_filter(c, path, budget, depth + 1)
     if keys == {"has_id"}:
         ids = c["has_id"]
-        if not isinstance(ids, list) or not all(isinstance(i, (int, str)) and not isinstance(i, bool)
-                                                for i in ids):
-            raise ConfigError(f"{path}.has_id must be a list of ids (integers or strings), got "
-                              f"{ids!r:.80}.")
+        if not isinstance(ids, list) or not all(
+                (isinstance(i, int) and not isinstance(i, bool) and INT64[0] <= i <= INT64[1])
+                or isinstance(i, str) for i in ids):
+            raise ConfigError(f"{path}.has_id must be a list of ids (integers of 64 bits or "
+                              f"strings), got {show(ids)}.")
+        budget.take(f"{path}.has_id", values=len(ids))
         return HasId(frozenset(ids))
     for name, cls in (("is_null", IsNull), ("is_empty", IsEmpty)):
         if keys == {name}:
             inner = c[name]
             if not isinstance(inner, Mapping) or set(inner) != {"key"}:
-                raise ConfigError(f'{path}.{name} must be {{"key": "FIELD"}}, got {inner!r:.80}.')
-            return cls(_key(inner["key"], f"{path}.{name}.key"))
+                raise ConfigError(f'{path}.{name} must be {{"key": "FIELD"}}, got {show(inner)}.')
+            return cls(check_key(inner["key"], f"{path}.{name}.key"))
     if "key" in keys:
-        return _parse_field(c, path)
-    raise ConfigError(f"{path}: unknown condition with keys {sorted(keys)}. Supported: {_SUPPORTED}.")
+        return _parse_field(c, path, budget)
+    raise ConfigError(f"{path}: unknown condition with keys {show(sorted(map(str, keys)))}. "
+                      f"Supported: {_SUPPORTED}.")
 
 
-def _key(key: Any, path: str) -> str:
-    if not isinstance(key, str) or not key or any(not p for p in _path(key)):
-        raise ConfigError(f"{path} must be a payload field name such as 'lang' or 'meta.lang', "
-                          f"got {key!r}.")
-    return key
-
-
-def _parse_field(c: Mapping[str, Any], path: str) -> Condition:
-    key = _key(c["key"], f"{path}.key")
+def _parse_field(c: Mapping[str, Any], path: str, budget: Budget) -> Condition:
+    key = check_key(c["key"], f"{path}.key")
     rest = set(c) - {"key"}
     for bad in rest & set(_UNSUPPORTED):
         raise ConfigError(f"{path}.{bad}: {_UNSUPPORTED[bad]} are not supported. Supported: {_SUPPORTED}.")
@@ -380,17 +432,17 @@ def _parse_field(c: Mapping[str, Any], path: str) -> Condition:
             raise ConfigError(f"{path}.{name}: only true is supported (use must_not for false).")
         return IsNull(key) if name == "is_null" else IsEmpty(key)
     if rest == {"match"}:
-        return _parse_match(key, c["match"], f"{path}.match")
+        return _parse_match(key, c["match"], f"{path}.match", budget)
     if rest == {"range"}:
         return _parse_range(key, c["range"], f"{path}.range")
     raise ConfigError(f"{path}: a field condition takes 'key' and exactly one of match / range, "
-                      f"got {sorted(c)}. Supported: {_SUPPORTED}.")
+                      f"got {show(sorted(map(str, c)))}. Supported: {_SUPPORTED}.")
 
 
-def _parse_match(key: str, m: Any, path: str) -> Match:
+def _parse_match(key: str, m: Any, path: str, budget: Budget) -> Match:
     if not isinstance(m, Mapping) or len(m) != 1:
         raise ConfigError(f"{path} must be one of {{\"value\": V}}, {{\"any\": [...]}}, "
-                          f"{{\"except\": [...]}}, got {m!r:.80}.")
+                          f"{{\"except\": [...]}}, got {show(m)}.")
     kind, value = next(iter(m.items()))
     if kind in _UNSUPPORTED_MATCH:
         raise ConfigError(f"{path}.{kind}: {_UNSUPPORTED_MATCH[kind]} is not supported by slimvec's "
@@ -398,96 +450,37 @@ def _parse_match(key: str, m: Any, path: str) -> Match:
     if kind == "value":
         if not isinstance(value, (str, int)):  # bool is an int
             raise ConfigError(f"{path}.value must be a string, integer or boolean, got "
-                              f"{type(value).__name__} {value!r:.40}"
+                              f"{type(value).__name__} {show(value, 40)}"
                               + ("; for a float use range {gte: x, lte: x}." if isinstance(value, float) else "."))
+        check_int64(value, f"{path}.value")
         return Match(key, "value", (value,))
     if kind in ("any", "except"):
         ok = isinstance(value, list) and (all(isinstance(v, str) for v in value) or all(
             isinstance(v, int) and not isinstance(v, bool) for v in value))
         if not ok:
             raise ConfigError(f"{path}.{kind} must be a list of strings or a list of integers (as in "
-                              f"Qdrant), got {value!r:.80}.")
+                              f"Qdrant), got {show(value)}.")
+        budget.take(f"{path}.{kind}", values=len(value))
+        for v in value:
+            check_int64(v, f"{path}.{kind}")
         return Match(key, kind, tuple(value))
-    raise ConfigError(f"{path}: unknown match kind {kind!r}; expected value, any or except.")
+    raise ConfigError(f"{path}: unknown match kind {show(kind)}; expected value, any or except.")
 
 
 def _parse_range(key: str, r: Any, path: str) -> Range:
     if not isinstance(r, Mapping) or not r:
-        raise ConfigError(f"{path} must be an object with some of gt, gte, lt, lte, got {r!r:.80}.")
+        raise ConfigError(f"{path} must be an object with some of gt, gte, lt, lte, got {show(r)}.")
     bounds: dict[str, float] = {}
     for name, v in r.items():
         if name not in ("gt", "gte", "lt", "lte"):
-            raise ConfigError(f"{path}: unknown bound {name!r}; expected gt, gte, lt or lte.")
+            raise ConfigError(f"{path}: unknown bound {show(name)}; expected gt, gte, lt or lte.")
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            what = "datetime ranges are not supported" if isinstance(v, str) else "it must be a finite number"
-            raise ConfigError(f"{path}.{name}: {what}, got {v!r:.40}.")
-        bounds[name] = v
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+                isinstance(v, float) and not math.isfinite(v)) or (
+                isinstance(v, int) and v.bit_length() > 1000):
+            what = ("datetime ranges are not supported" if isinstance(v, str) else
+                    "it must be a finite number (the limit: a magnitude below 2**1000)")
+            raise ConfigError(f"{path}.{name}: {what}, got {show(v, 40)}.")
+        bounds[name] = v  # an integer beyond 64 bits stays exact (stores evaluate it in Python)
     return Range(key, **bounds)
-
-
-# -------------------------------------------------------------------------------- translation
-def edge_native(flt: Filter | None) -> bool:
-    """False when the filter matches booleans, which Qdrant Edge's binding reads as integers."""
-    if flt is None:
-        return True
-    return not any(isinstance(c, Match) and any(isinstance(v, bool) for v in c.values)
-                   for c in flt.conditions())
-
-
-def to_qdrant_edge(flt: Filter | None, q: Any = None) -> Any:
-    """The filter as ``qdrant_edge.Filter`` (``q`` is the imported ``qdrant_edge`` module)."""
-    if flt is None:
-        return None
-    if q is None:
-        import qdrant_edge as q
-
-    def cond(c: Condition) -> Any:
-        if isinstance(c, Filter):
-            return to_qdrant_edge(c, q)
-        if isinstance(c, HasId):
-            return q.HasIdCondition({int(i) for i in c.ids})
-        if isinstance(c, IsNull):
-            return q.IsNullCondition(c.key)
-        if isinstance(c, IsEmpty):
-            return q.IsEmptyCondition(c.key)
-        if isinstance(c, Range):
-            return q.FieldCondition(c.key, range=q.RangeFloat(gte=c.gte, gt=c.gt, lte=c.lte, lt=c.lt))
-        match = {"value": lambda: q.MatchValue(c.values[0]), "any": lambda: q.MatchAny(list(c.values)),
-                 "except": lambda: q.MatchExcept(list(c.values))}[c.kind]()
-        return q.FieldCondition(c.key, match=match)
-
-    return q.Filter(must=[cond(c) for c in flt.must] or None,
-                    should=[cond(c) for c in flt.should] or None,
-                    must_not=[cond(c) for c in flt.must_not] or None)
-
-
-def to_qdrant_client(flt: Filter | None) -> Any:
-    """The filter as ``qdrant_client.models.Filter``."""
-    if flt is None:
-        return None
-    from qdrant_client import models as m
-
-    def cond(c: Condition) -> Any:
-        if isinstance(c, Filter):
-            return to_qdrant_client(c)
-        if isinstance(c, HasId):
-            return m.HasIdCondition(has_id=sorted(int(i) for i in c.ids))
-        if isinstance(c, IsNull):
-            return m.IsNullCondition(is_null=m.PayloadField(key=c.key))
-        if isinstance(c, IsEmpty):
-            return m.IsEmptyCondition(is_empty=m.PayloadField(key=c.key))
-        if isinstance(c, Range):
-            return m.FieldCondition(key=c.key, range=m.Range(gt=c.gt, gte=c.gte, lt=c.lt, lte=c.lte))
-        if c.kind == "value":
-            match: Any = m.MatchValue(value=c.values[0])
-        elif c.kind == "any":
-            match = m.MatchAny(any=list(c.values))
-        else:
-            match = m.MatchExcept(**{"except": list(c.values)})
-        return m.FieldCondition(key=c.key, match=match)
-
-    return m.Filter(must=[cond(c) for c in flt.must] or None,
-                    should=[cond(c) for c in flt.should] or None,
-                    must_not=[cond(c) for c in flt.must_not] or None)

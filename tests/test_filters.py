@@ -8,16 +8,8 @@ import json
 import pytest
 
 from slimvec.errors import ConfigError
-from slimvec.filters import (
-    Filter,
-    HasId,
-    Match,
-    Range,
-    edge_native,
-    parse_filter,
-    to_qdrant_client,
-    to_qdrant_edge,
-)
+from slimvec.connectors.qdrant_filter import edge_native, to_qdrant_client, to_qdrant_edge
+from slimvec.filters import Filter, HasId, Match, Range, parse_filter
 
 PAYLOADS = {
     1: {"lang": "en", "year": 2020, "tags": ["news", "tech"], "meta": {"src": "web", "score": 0.5}},

@@ -2,12 +2,16 @@
 
 :func:`filter_sql` translates a :class:`slimvec.filters.Filter` into a ``WHERE`` clause over
 ``payloads(id, doc)`` (``doc`` is the payload's JSON text) with the same semantics as
-:meth:`~slimvec.filters.Filter.matches`: a dotted key walks nested objects and reaches every
-element of an array on its way (SQLite ``json_each``), a final array matches when one of its
-elements does, values compare typed (a boolean never equals an integer, an integer never a
-float). Values are bound parameters; field names, which are untrusted input too, are checked
-(no ``"``, ``\\`` or control characters, which SQLite's JSON paths cannot spell: such a filter
-returns ``None`` and is evaluated in Python) and quoted as SQL string literals.
+:meth:`~slimvec.filters.Filter.matches`: a key's member names and indexes are one SQLite JSON
+path (``$."a"."b"[0]``, which like Qdrant reaches nothing through a value of the wrong kind), each
+``[]`` one ``json_each`` over the array there (its element paths built from ``json_each.key``), a
+final array matches when one of its elements does, values compare typed (a boolean never equals
+an integer, an integer never a float). Values are bound parameters; key parts, which are
+untrusted input too, are quoted as SQL string literals (a part with a control character, which
+SQLite's JSON paths cannot spell, and a range bound beyond 64-bit integers make the filter
+``None``: evaluated in Python). ``AND`` / ``OR`` chains are balanced trees, so a filter within
+:mod:`slimvec.filter_syntax`'s limits stays within SQLite's (expression depth, parser stack,
+64 tables a join, bound parameters).
 
 A condition on a top-level key reads ``json_extract(doc, '$."key"')`` first, the expression
 :func:`index_sql` indexes for fields declared with ``--payload-index``, so SQLite can answer it
@@ -20,12 +24,14 @@ import hashlib
 import json
 from typing import Any
 
+from slimvec.filter_syntax import PathItem, key_path
 from slimvec.filters import Condition, Filter, HasId, IsEmpty, IsNull, Match, Range
 
 __all__ = ["filter_sql", "index_sql", "json_path"]
 
 #: beyond this many values, ``match any`` binds one JSON array instead of one parameter each
-_MANY = 200
+#: (so a filter of MAX_CONDITIONS conditions binds at most a few thousand parameters)
+_MANY = 4
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -40,20 +46,36 @@ def _label(part: str) -> str:
     return f'"{part}"'
 
 
-def json_path(parts: list[str]) -> str:
-    """``['a', 'b']`` -> ``'$."a"."b"'`` as an SQL string literal (single quotes doubled).
+def json_path(parts: list[PathItem] | tuple[PathItem, ...]) -> str:
+    """``['a', 'b', 0]`` -> ``'$."a"."b"[0]'`` as an SQL string literal (single quotes doubled).
 
     Raises
     ------
     Untranslatable
-        A part SQLite cannot address (``"``, ``\\``, control characters).
+        A part SQLite cannot address (``"``, ``\\``, control characters), or a ``[]``.
     """
-    path = "$" + "".join("." + _label(p) for p in parts)
-    return "'" + path.replace("'", "''") + "'"
+    if any(p is None for p in parts):
+        raise Untranslatable("[]")
+    return f"'${_steps(parts)}'"
 
 
-def _parts(key: str) -> list[str]:
-    return [p.removesuffix("[]") for p in key.split(".")]
+def _steps(parts: list[PathItem] | tuple[PathItem, ...]) -> str:
+    """The steps of a JSON path after its ``$`` (``."a"[0]``), single quotes doubled."""
+    text = "".join(f"[{p}]" if isinstance(p, int) else "." + _label(str(p)) for p in parts)
+    return text.replace("'", "''")
+
+
+def _parts(key: str) -> tuple[PathItem, ...]:
+    return key_path(key)
+
+
+def _tree(op: str, terms: list[str]) -> str:
+    """``terms`` joined by ``op`` as a balanced tree (a chain of 1,000 would be an expression
+    1,000 deep, past SQLite's limit)."""
+    if len(terms) <= 4:
+        return "(" + f" {op} ".join(terms) + ")"
+    mid = len(terms) // 2
+    return f"({_tree(op, terms[:mid])} {op} {_tree(op, terms[mid:])})"
 
 
 def index_sql(field: str) -> tuple[str, str] | None:
@@ -85,12 +107,12 @@ class _Builder:
     def filter(self, flt: Filter) -> str:
         parts = [self.cond(c) for c in flt.must]
         if flt.should:
-            parts.append("(" + " OR ".join(self.cond(c) for c in flt.should) + ")")
+            parts.append(_tree("OR", [self.cond(c) for c in flt.should]))
         if flt.must_not:
             # a missing field makes a condition NULL, false everywhere but under NOT, where
             # NOT NULL would drop the row Python's ``not`` keeps: 0 it first
-            parts.append("NOT COALESCE(" + " OR ".join(self.cond(c) for c in flt.must_not) + ", 0)")
-        return "(" + " AND ".join(parts) + ")" if parts else "1"
+            parts.append("NOT COALESCE(" + _tree("OR", [self.cond(c) for c in flt.must_not]) + ", 0)")
+        return _tree("AND", parts) if parts else "1"
 
     def cond(self, c: Condition) -> str:
         if isinstance(c, Filter):
@@ -104,36 +126,41 @@ class _Builder:
         return self.field(c)
 
     # ------------------------------------------------------------------ key walking
-    def walk(self, parts: list[str]) -> tuple[list[str], list[str], str, str]:
-        """FROM items and WHERE terms that reach the raw values of ``parts`` (the object holding
-        the last part is ``holder``, the last label's path ``path``)."""
+    def walk(self, parts: tuple[PathItem, ...]) -> tuple[list[str], list[str], str]:
+        """FROM items and WHERE terms that reach the raw values of ``parts``, and the path (an SQL
+        expression over ``payloads.doc``) of each: member names and indexes are one JSON path,
+        each ``[]`` a ``json_each`` over the array there whose element paths are built from its
+        ``key`` column (so every later step reads ``payloads.doc`` again, never a text value)."""
         froms: list[str] = []
-        wheres: list[str] = []
-        holder = "payloads.doc"
-        for part in parts[:-1]:
-            path = json_path([part])
+        path, run = "", []
+        for step in parts:
+            if step is not None:
+                run.append(step)
+                continue
+            path = f"{path} || '{_steps(run)}'" if path else json_path(run)
             x = self.alias()
-            wheres.append(f"json_type({holder}, {path}) IS NOT NULL")
-            froms.append(_expand(holder, path, x))
-            wheres.append(f"{x}.type = 'object'")
-            holder = f"{x}.value"
-        return froms, wheres, holder, json_path(parts[-1:])
+            froms.append(f"json_each(CASE WHEN json_type(payloads.doc, {path}) = 'array' THEN "
+                         f"payloads.doc END, {path}) AS {x}")
+            path, run = f"{path} || '[' || {x}.key || ']'", []
+        if run:
+            path = f"{path} || '{_steps(run)}'" if path else json_path(run)
+        return froms, [], f"({path})" if froms else path
 
     def values_exist(self, key: str, pred: str) -> str:
         """EXISTS one value at ``key`` (a final array flattened) satisfying ``pred``, in which
         ``{v}`` stands for the ``json_each`` row of the value."""
-        froms, wheres, holder, path = self.walk(_parts(key))
+        froms, wheres, path = self.walk(_parts(key))
         v = self.alias()
-        froms.append(_expand(holder, path, v))
-        wheres.append(f"json_type({holder}, {path}) IS NOT NULL")
+        froms.append(_expand("payloads.doc", path, v))
+        wheres.append(f"json_type(payloads.doc, {path}) IS NOT NULL")
         wheres.append(pred.replace("{v}", v))
         return f"EXISTS (SELECT 1 FROM {', '.join(froms)} WHERE {' AND '.join(wheres)})"
 
     def is_empty(self, key: str) -> str:
-        froms, wheres, holder, path = self.walk(_parts(key))
-        kind = f"json_type({holder}, {path})"
+        froms, wheres, path = self.walk(_parts(key))
+        kind = f"json_type(payloads.doc, {path})"
         wheres.append(f"{kind} IS NOT NULL AND {kind} <> 'null' AND NOT ({kind} = 'array' AND "
-                      f"json_array_length({holder}, {path}) = 0)")
+                      f"json_array_length(payloads.doc, {path}) = 0)")
         if not froms:
             return f"NOT ({' AND '.join(wheres)})"
         return f"NOT EXISTS (SELECT 1 FROM {', '.join(froms)} WHERE {' AND '.join(wheres)})"
@@ -149,7 +176,7 @@ class _Builder:
             eq = self.equals("{v}.value", "{v}.type", typed, values)
             return self.values_exist(c.key, "{v}.type <> 'null' AND NOT (" + eq + ")")
         parts = _parts(c.key)
-        if len(parts) == 1:  # the indexed expression first, json_each only for array values
+        if None not in parts:  # the (indexed) expression first, json_each only for array values
             path = json_path(parts)
             top = self.equals(f"json_extract(payloads.doc, {path})", f"json_type(payloads.doc, {path})",
                               typed, values)
@@ -176,6 +203,8 @@ class _Builder:
             out = []
             for name, op in (("gt", ">"), ("gte", ">="), ("lt", "<"), ("lte", "<=")):
                 bound = getattr(c, name)
+                if isinstance(bound, int) and not _INT64[0] <= bound <= _INT64[1]:
+                    raise Untranslatable("a bound beyond 64-bit integers")  # exact in Python
                 if bound is not None:
                     self.params.append(bound)
                     out.append(f"{value} {op} ?")
@@ -183,7 +212,7 @@ class _Builder:
 
         numeric = "{kind} IN ('integer', 'real')"
         parts = _parts(c.key)
-        if len(parts) == 1:
+        if None not in parts:
             path = json_path(parts)
             top = (bounds(f"json_extract(payloads.doc, {path})") + " AND "
                    + numeric.format(kind=f"json_type(payloads.doc, {path})"))

@@ -337,7 +337,7 @@ class QdrantStore(VectorStore):
 
     # ---------------------------------------------- delete / filter / payload update (issue 25)
     def _qfilter(self, flt: Any) -> Any:
-        from slimvec.filters import to_qdrant_client
+        from slimvec.connectors.qdrant_filter import to_qdrant_client
 
         if flt is None:
             return None

@@ -358,15 +358,17 @@ class QdrantEdgeStore(VectorStore):
         ``has_id`` condition: measured on 600 MiniLM vectors, a 10 % filter on an unindexed
         field gave neighbour recall@10 0.01 (one result of ten, ACORN or not, any hnsw_ef),
         ``has_id`` of the same points with ACORN 1.0. Boolean matches (the binding reads them
-        as integers, :func:`slimvec.filters.edge_native`) also go through ``has_id``."""
-        from slimvec.filters import edge_native, to_qdrant_edge
+        as integers, and ranges Qdrant compares as float64: :func:`~slimvec.connectors.qdrant_filter.edge_native`)
+        also go through ``has_id``."""
+        from slimvec.connectors.qdrant_filter import edge_native, to_qdrant_edge
+        from slimvec.filter_syntax import qdrant_key
 
         if flt is None:
             return None
         q = _edge()
         if isinstance(flt, (np.ndarray, list, tuple, set, frozenset)):
             return q.Filter(must=[q.HasIdCondition({int(i) for i in flt})])
-        if edge_native(flt) and flt.keys() <= self.payload_indexes():
+        if edge_native(flt) and {qdrant_key(k) for k in flt.keys()} <= self.payload_indexes():
             return to_qdrant_edge(flt, q)
         return q.Filter(must=[q.HasIdCondition({int(i) for i in self.filter_ids(flt)})])
 
@@ -391,8 +393,9 @@ class QdrantEdgeStore(VectorStore):
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
         """Point ids matching ``flt``: Qdrant's filter, or a Python evaluation of the payloads
-        for a boolean match (see :func:`slimvec.filters.edge_native`)."""
-        from slimvec.filters import edge_native, to_qdrant_edge
+        where Qdrant Edge would answer otherwise (see
+        :func:`slimvec.connectors.qdrant_filter.edge_native`)."""
+        from slimvec.connectors.qdrant_filter import edge_native, to_qdrant_edge
 
         if flt is None:
             return self.ids()
@@ -435,7 +438,11 @@ class QdrantEdgeStore(VectorStore):
         return len(known)
 
     def create_payload_index(self, field: str, kind: str) -> bool:
-        """Qdrant's ``create_field_index`` (``kind``: keyword, integer, float or bool)."""
+        """Qdrant's ``create_field_index`` (``kind``: keyword, integer, float or bool) on the key
+        ``field`` as filters name it (:func:`slimvec.filter_syntax.qdrant_key`)."""
+        from slimvec.filter_syntax import check_key, qdrant_key
+
+        field = qdrant_key(check_key(field, "payload index field"))
         q = _edge()
         schema = {"keyword": q.PayloadSchemaType.Keyword, "integer": q.PayloadSchemaType.Integer,
                   "float": q.PayloadSchemaType.Float, "bool": q.PayloadSchemaType.Bool}[kind]
