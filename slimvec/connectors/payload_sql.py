@@ -33,6 +33,12 @@ __all__ = ["filter_sql", "index_sql", "json_path"]
 #: (so a filter of MAX_CONDITIONS conditions binds at most a few thousand parameters)
 _MANY = 4
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+#: a WHERE clause past these is left to Python: SQLite's parser stack overflows near 90 nested
+#: parentheses (fewer inside subqueries: 54 failed in tests/test_filters_bounds.py's shapes),
+#: and SQLite compiles a long clause slowly (1,000 range conditions, 550 kB: 2.3 s to prepare)
+_MAX_PARENS = 40
+_MAX_CHARS = 200_000
+_MAX_PARAMS = 30_000
 
 
 class Untranslatable(Exception):
@@ -99,6 +105,7 @@ class _Builder:
     def __init__(self) -> None:
         self.params: list[Any] = []
         self._n = 0
+        self._chars = 0
 
     def alias(self) -> str:
         self._n += 1
@@ -115,6 +122,13 @@ class _Builder:
         return _tree("AND", parts) if parts else "1"
 
     def cond(self, c: Condition) -> str:
+        text = self._cond(c)
+        self._chars += len(text)  # nested filters count twice: an upper bound, checked early
+        if self._chars > _MAX_CHARS:
+            raise Untranslatable("a clause too long for SQLite to compile quickly")
+        return text
+
+    def _cond(self, c: Condition) -> str:
         if isinstance(c, Filter):
             return self.filter(c)
         if isinstance(c, HasId):
@@ -258,6 +272,22 @@ def filter_sql(flt: Filter) -> tuple[str, list[Any]] | None:
     without one are the caller's to evaluate on ``{}``."""
     b = _Builder()
     try:
-        return b.filter(flt), b.params
+        where = b.filter(flt)
     except Untranslatable:
         return None
+    if len(where) > _MAX_CHARS or len(b.params) > _MAX_PARAMS or _parens(where) > _MAX_PARENS:
+        return None
+    return where, b.params
+
+
+def _parens(sql: str) -> int:
+    """The deepest nesting of parentheses in ``sql`` outside its string literals."""
+    depth = deepest = 0
+    for part in sql.split("'")[::2]:  # even pieces lie outside '...' ('' splits into two)
+        for ch in part:
+            if ch == "(":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch == ")":
+                depth -= 1
+    return deepest
