@@ -12,10 +12,11 @@ import logging
 import time
 from typing import Any, Callable
 
-from fastapi import APIRouter, Body, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
@@ -33,7 +34,7 @@ def _qdrant_error(exc: Exception) -> tuple[int, str]:
 
     if isinstance(exc, QdrantError):
         return exc.status, exc.message
-    if isinstance(exc, HTTPException):
+    if isinstance(exc, HTTPException):  # Starlette's: FastAPI raises it for a body it cannot parse
         return exc.status_code, str(exc.detail)
     if isinstance(exc, RequestValidationError):
         parts = [f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}"
