@@ -292,7 +292,8 @@ def _equals_any(v: Any, targets: tuple[Any, ...]) -> bool:
 def _raw_values(payload: Mapping[str, Any], key: str) -> list[Any]:
     """Values reached by ``key`` (Qdrant's JSON path semantics); a final array as stored."""
     path = key_path(key)
-    current: list[Any] = [payload[path[0]]] if path[0] in payload else []
+    first = str(path[0])  # always a member name
+    current: list[Any] = [payload[first]] if first in payload else []
     for step in path[1:]:
         nxt: list[Any] = []
         for v in current:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from slimvec.filter_syntax import PathItem, key_path
@@ -52,7 +53,7 @@ def _label(part: str) -> str:
     return f'"{part}"'
 
 
-def json_path(parts: list[PathItem] | tuple[PathItem, ...]) -> str:
+def json_path(parts: Sequence[PathItem]) -> str:
     """``['a', 'b', 0]`` -> ``'$."a"."b"[0]'`` as an SQL string literal (single quotes doubled).
 
     Raises
@@ -65,7 +66,7 @@ def json_path(parts: list[PathItem] | tuple[PathItem, ...]) -> str:
     return f"'${_steps(parts)}'"
 
 
-def _steps(parts: list[PathItem] | tuple[PathItem, ...]) -> str:
+def _steps(parts: Sequence[PathItem]) -> str:
     """The steps of a JSON path after its ``$`` (``."a"[0]``), single quotes doubled."""
     text = "".join(f"[{p}]" if isinstance(p, int) else "." + _label(str(p)) for p in parts)
     return text.replace("'", "''")
@@ -146,7 +147,7 @@ class _Builder:
         each ``[]`` a ``json_each`` over the array there whose element paths are built from its
         ``key`` column (so every later step reads ``payloads.doc`` again, never a text value)."""
         froms: list[str] = []
-        path, run = "", []
+        path, run = "", list[PathItem]()
         for step in parts:
             if step is not None:
                 run.append(step)

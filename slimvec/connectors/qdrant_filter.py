@@ -22,7 +22,7 @@ __all__ = ["edge_native", "to_qdrant_client", "to_qdrant_edge"]
 _EXACT_FLOAT = 1 << 53
 
 
-def _point_ids(ids: Any) -> list[int]:
+def _point_ids(ids: Any) -> list[Any]:
     """The ids of a ``has_id`` that can be point ids (0 <= id < 2**64); others match nothing."""
     return sorted(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 64)
 
