@@ -89,12 +89,12 @@ def index_sql(field: str) -> tuple[str, str] | None:
     """(index name, ``CREATE INDEX`` statement) of the expression index of a top-level payload
     ``field``, or None when the field cannot be indexed this way (a dotted path, or characters a
     JSON path cannot spell). The name is derived from a hash of the field, never from its text."""
-    parts = _parts(field)
-    if len(parts) != 1:
-        return None
     try:
+        parts = _parts(field)
         path = json_path(parts)
-    except Untranslatable:
+    except (Untranslatable, ValueError):  # a key no filter can name, a part SQLite cannot spell
+        return None
+    if len(parts) != 1:
         return None
     name = "payload_idx_" + hashlib.sha256(field.encode("utf-8")).hexdigest()[:16]
     return name, f'CREATE INDEX IF NOT EXISTS "{name}" ON payloads (json_extract(doc, {path}))'

@@ -368,7 +368,8 @@ class QdrantEdgeStore(VectorStore):
         q = _edge()
         if isinstance(flt, (np.ndarray, list, tuple, set, frozenset)):
             return q.Filter(must=[q.HasIdCondition({int(i) for i in flt})])
-        if edge_native(flt) and {qdrant_key(k) for k in flt.keys()} <= self.payload_indexes():
+        indexed = self.payload_indexes()
+        if edge_native(flt, indexed) and {qdrant_key(k) for k in flt.keys()} <= indexed:
             return to_qdrant_edge(flt, q)
         return q.Filter(must=[q.HasIdCondition({int(i) for i in self.filter_ids(flt)})])
 
@@ -399,7 +400,7 @@ class QdrantEdgeStore(VectorStore):
 
         if flt is None:
             return self.ids()
-        if edge_native(flt):
+        if edge_native(flt, self.payload_indexes()):
             got = (int(r.id) for r in self._scroll(to_qdrant_edge(flt, _edge())))
         else:
             got = (int(r.id) for r in self._scroll(with_payload=True)

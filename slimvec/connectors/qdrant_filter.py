@@ -11,6 +11,7 @@ magnitude 2**53 or more, which Qdrant compares as float64): the store evaluates 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from slimvec.filter_syntax import qdrant_key
@@ -27,10 +28,13 @@ def _point_ids(ids: Any) -> list[Any]:
     return sorted(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 64)
 
 
-def edge_native(flt: Filter | None) -> bool:
+def edge_native(flt: Filter | None, indexed: Collection[str] = ()) -> bool:
     """False when Qdrant Edge would answer the filter otherwise than :meth:`Filter.matches`: a
-    boolean match value (the binding reads it as an integer) or a range bound of magnitude
-    2**53 or more (compared as float64 there)."""
+    boolean match value (the binding reads it as an integer), a range bound of magnitude 2**53 or
+    more (compared as float64 there), or a range, ``except``, ``is_null`` or ``is_empty`` on a key
+    with a payload index (``indexed``, Qdrant's spelling): answered from the index, those skip
+    values of another type than the index's (an integer index misses a float, ``except`` an
+    object), measured in ``tests/test_filters_differential.py``."""
     if flt is None:
         return True
     for c in flt.conditions():
@@ -38,6 +42,9 @@ def edge_native(flt: Filter | None) -> bool:
             return False
         if isinstance(c, Range) and any(b is not None and abs(b) >= _EXACT_FLOAT
                                         for b in (c.gt, c.gte, c.lt, c.lte)):
+            return False
+        if indexed and isinstance(c, (Range, IsNull, IsEmpty, Match)) and not (
+                isinstance(c, Match) and c.kind != "except") and qdrant_key(c.key) in indexed:
             return False
     return True
 

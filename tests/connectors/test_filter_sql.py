@@ -98,6 +98,11 @@ def test_every_store_answers_the_battery_as_python_does(loaded, number):
         assert sql == select_filter(table, live, flt, sql=False).tolist() == expected
 
 
+def test_keys_an_expression_index_cannot_serve_are_not_indexed():
+    assert index_sql('a"b') is None and index_sql("a[]") is None and index_sql("a.b") is None
+    assert index_sql("a b") is not None and index_sql('"a.b"') is not None
+
+
 def test_a_declared_field_is_an_expression_index_sqlite_uses(tmp_path):
     for spec in payload_table_specs():
         ids = np.arange(2000, dtype=np.int64)
