@@ -357,9 +357,9 @@ class QdrantEdgeStore(VectorStore):
         (Qdrant then estimates its cardinality and plans); otherwise the matching ids as a
         ``has_id`` condition: measured on 600 MiniLM vectors, a 10 % filter on an unindexed
         field gave neighbour recall@10 0.01 (one result of ten, ACORN or not, any hnsw_ef),
-        ``has_id`` of the same points with ACORN 1.0. Boolean matches (the binding reads them
-        as integers, and ranges Qdrant compares as float64: :func:`~slimvec.connectors.qdrant_filter.edge_native`)
-        also go through ``has_id``."""
+        ``has_id`` of the same points with ACORN 1.0. Filters Qdrant Edge would answer otherwise
+        (:func:`~slimvec.connectors.qdrant_filter.edge_native`: a boolean match, a range past
+        2**53, a range / except / is_null / is_empty on an indexed key) also go through ``has_id``."""
         from slimvec.connectors.qdrant_filter import edge_native, to_qdrant_edge
         from slimvec.filter_syntax import qdrant_key
 
