@@ -218,12 +218,14 @@ def search(
                    "search_ms": round((t2 - t1) * 1000, 3),
                    "total_ms": round((t2 - t0) * 1000, 3),
                    "queries": len(query), "model_load_s": round(load_s, 3)}
+        from slimvec.ids import user_id
+
         out = []
         for qi, q in enumerate(query):
             ids = [int(i) for i in res.ids[qi] if i >= 0]
             payloads = idx.payloads(ids)
             hits = [{"id": i, "score": float(s), "text": (p or {}).get("text"),
-                     "source_id": (p or {}).get("source_id"),
+                     "source_id": user_id(i, p),  # the one mapping (SearchResult.source_ids)
                      "payload": {key: v for key, v in (p or {}).items()
                                  if key not in ("text", "source_id")}}
                     for i, s, p in zip(ids, res.scores[qi], payloads)]
