@@ -73,11 +73,19 @@ def migrate(
 
 def export(
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers."),
-    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform)."),
+    format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers; with --vectors: npy or parquet."),
+    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform, parquet)."),
     model: Optional[str] = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
+    vectors: bool = typer.Option(False, "--vectors", help="Export the full vectors the index kept, with your ids, instead of the reducer: npy writes OUT/vectors.npy (float32) and OUT/ids.json; parquet writes OUT with columns id and vector (needs pyarrow). Deleted documents are left out; nothing is re-encoded."),
 ) -> None:
-    """Export the index's (linear) reducer to reduce queries outside slimvec."""
+    """Export the index's (linear) reducer to reduce queries outside slimvec, or with --vectors
+    the full vectors it kept (to bench or tune on your own corpus without re-encoding)."""
+    if vectors:
+        from slimvec.migrate.export import export_vectors
+
+        path, n = export_vectors(index, format, out)
+        console.print(f"wrote {n:,} kept full vectors of {index} with their ids to {path} ({format})")
+        return
     from slimvec.migrate.export import export_reducer
 
     path = export_reducer(index, format, out, model)
