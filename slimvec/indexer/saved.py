@@ -41,12 +41,12 @@ def _resident_bytes(store: Any, spec: str) -> int | None:
 def _code_bytes(store_spec: str, dim: int) -> int:
     """Bytes of one vector's code in the store (issue 40 item 9: FAISS quantizers code it; hnswlib
     and Qdrant keep float32 vectors, Qdrant's ``quant`` codes beside them)."""
-    from slimvec.connectors import parse_store_spec
-    from slimvec.connectors.faiss_factory import code_bytes  # (no faiss import)
+    from slimvec.connectors import parse_store_spec, store_class
+    from slimvec.connectors.faiss_store import FaissStore, code_bytes  # (faiss itself not imported)
 
     parsed = parse_store_spec(store_spec)
-    if parsed.name == "faiss" and parsed.arg:
-        return code_bytes(str(parsed.arg), dim) or dim * 4
+    if store_class(parsed) is FaissStore:
+        return code_bytes(str(parsed.arg or FaissStore.default_arg), dim) or dim * 4
     return dim * 4
 
 
