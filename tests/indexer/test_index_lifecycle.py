@@ -265,6 +265,7 @@ def test_compact_on_the_default_recipe_rebuilds_the_faiss_store(minilm_vectors, 
     with slimvec.open(folder) as idx:
         assert idx.store.dead_positions() == 0 and idx.count() == 300
         assert idx.manifest.full.dtype == "float16" and len(idx.full_vectors) == 300
+        assert idx.info()["reduced_vector_bytes"] == 192  # 384-d 4-bit codes (issue 40 item 9)
         found = idx.search(vecs[:40], 10).ids
         assert not set(found.ravel().tolist()) & gone_sids
     keep = np.array([i for i in range(400) if i % 4])
