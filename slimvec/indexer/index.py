@@ -193,7 +193,7 @@ class Index:
 
         return [user_id(s, p) for s, p in zip(sids, self.store.get_payloads(sids))]
 
-    def _search(self, queries: Any, k: Any, rescore: Any, filter: Any,
+    def _search(self, queries: Any, k: int, rescore: int | None, filter: Any,
                 params: dict[str, Any]) -> SearchResult:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
             raise ConfigError(f"k must be a positive integer (results per query), got {k!r}.")

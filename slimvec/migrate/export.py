@@ -187,7 +187,7 @@ def export_vectors(index_dir: str | os.PathLike[str], fmt: str, out: str | os.Pa
                                          ) from exc
     folder, out = Path(index_dir), Path(out)
     with IndexLock(folder, exclusive=False), open_kept(folder, Manifest.read(folder)) as kept:
-        n, ids = kept.count(), []
+        n, ids = kept.count(), list[Any]()
         batches = ((v, [user_id(int(i), p) for i, p in zip(sids, pays)])
                    for sids, v, pays, _ in kept.batches(0, 4096))
         if fmt == "npy":
