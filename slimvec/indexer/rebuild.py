@@ -398,14 +398,17 @@ class _Nothing:
 
 
 def _same_recipe(a: Any, b: str) -> bool:
-    from slimvec.recipe import resolve_recipe
+    """Whether the journal's recipe ``a`` is what ``b`` asks (``b`` naming no keep_full asks for
+    the index's own precision, which ``a`` recorded)."""
+    from slimvec.recipe import named_keep_full, resolve_recipe
 
     try:
         ra, rb = resolve_recipe(str(a)), resolve_recipe(b)
+        named = named_keep_full(b)
     except ConfigError:
         return False
     return (ra.reducer, ra.store, ra.rescore) == (rb.reducer, rb.store, rb.rescore) and (
-        rb.keep_full is None or ra.keep_full == rb.keep_full)
+        named is None or ra.keep_full == rb.keep_full)
 
 
 def _exclusive_for_swap(lock: IndexLock, index_dir: Path, wait: float, n: int | None) -> None:
