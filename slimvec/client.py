@@ -4,6 +4,7 @@
 >>> c = slimvec.Client("http://127.0.0.1:8000", api_key="...")     # doctest: +SKIP
 >>> idx = c.index("docs")                                           # doctest: +SKIP
 >>> res = idx.search("a man plays a guitar", k=10)   # SearchResult(ids, scores), as slimvec.open
+>>> res.source_ids[0]                                 # your ids of the hits (one /payloads call)
 """
 
 from __future__ import annotations
@@ -143,8 +144,15 @@ class RemoteIndex:
         out = self.client.request("POST", f"/indexes/{self.name}/search", json=body)
         scores = np.array([[(-np.inf if s is None else s) for s in row] for row in out["scores"]],
                           dtype=np.float32)
-        return SearchResult(np.asarray(out["ids"], dtype=np.int64).reshape(len(scores), -1),
-                            scores.reshape(len(scores), -1))
+        res = SearchResult(np.asarray(out["ids"], dtype=np.int64).reshape(len(scores), -1),
+                           scores.reshape(len(scores), -1))
+        res.lookup = self._user_ids  # SearchResult.source_ids: one /payloads call when asked
+        return res
+
+    def _user_ids(self, ids: list[int]) -> list[Any]:
+        from slimvec.ids import user_id
+
+        return [user_id(i, p) for i, p in zip(ids, self.payloads(ids))]
 
     def hits(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
              rescore: int | None = None, filter: dict[str, Any] | None = None

@@ -24,11 +24,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["doc_id", "doc_ids", "text_key", "canonical_id", "TextKey", "ID_RULE"]
+__all__ = ["doc_id", "doc_ids", "text_key", "canonical_id", "user_id", "source_ids_of", "TextKey", "ID_RULE"]
 
 ID_RULE = 2
 _MASK = (1 << 63) - 1
@@ -103,3 +103,37 @@ def doc_id(source_id: str | int, rule: int = ID_RULE) -> int:
 def doc_ids(source_ids: Iterable[str | int], rule: int = ID_RULE) -> np.ndarray:
     """Vectorised :func:`doc_id` as int64."""
     return np.fromiter((doc_id(s, rule) for s in source_ids), dtype=np.int64)
+
+
+def user_id(store_id: int, payload: Mapping[str, Any] | None) -> int | str:
+    """The user's id of a stored document: the id given at ingest, which the payload records as
+    ``source_id`` (a string or an integer), else the store id (a migrated collection's payloads
+    record none, and its integer ids are the store ids). The one mapping behind
+    ``SearchResult.source_ids``, ``Index.get``, ``slimvec search`` and the service's hits."""
+    sid = (payload or {}).get("source_id")
+    if isinstance(sid, (int, str)) and not isinstance(sid, bool):
+        return sid
+    return int(store_id)
+
+
+def source_ids_of(ids: np.ndarray, lookup: Callable[[list[int]], list[Any]] | None
+                  ) -> list[list[Any]]:
+    """``SearchResult.source_ids``: per query, the user's id of each hit of ``ids`` (store ids,
+    ``-1`` padding), the id given at ingest (e.g. ``"D00940"``, :func:`user_id`), ``None`` in
+    padded slots; aligned with ``ids`` and ``scores``. ``lookup`` maps store ids to user ids from
+    the payloads, read when asked (a search alone does not pay for it), so while the index is open.
+
+    Raises
+    ------
+    ConfigError
+        No ``lookup``: the result of a store's own search, which knows store ids only.
+    """
+    if lookup is None:
+        from slimvec.errors import ConfigError
+
+        raise ConfigError("This result comes from a store's own search, which knows store ids "
+                          "only; search through slimvec.open(INDEX) or slimvec.Client for the "
+                          "ids given at ingest (SearchResult.source_ids).")
+    wanted = list(dict.fromkeys(int(i) for i in np.asarray(ids).ravel() if i >= 0))
+    found = dict(zip(wanted, lookup(wanted)))
+    return [[found[int(i)] if i >= 0 else None for i in row] for row in np.asarray(ids)]

@@ -18,13 +18,16 @@ In the spirit of FAISS's ``index_factory``, a recipe is one string of ``|``-sepa
   ``rescore=auto``      R calibrated at build time (:func:`slimvec.indexer.calibrate.calibrate_rescore`)
                         as the smallest depth whose measured neighbour recall@k reaches ``target``;
   ``target=0.99``       recall@k target of ``rescore=auto`` (0 < target ≤ 1; default 0.99);
-  ``keep_full=float32`` dtype of the full vectors kept on disk (``float32`` or ``float16``);
-                        defaults to ``float32`` when rescoring, ``none`` otherwise.
+  ``keep_full=float16`` dtype of the full vectors kept on disk (``float16`` or ``float32``);
+                        defaults to :data:`DEFAULT_KEEP_FULL` (``float16``, the default recipe's)
+                        when rescoring, ``none`` otherwise (the canonical string names it only
+                        when it differs from that default).
 
 A recipe is saved as JSON (``tuned.json``, written by ``slimvec tune``)::
 
-    {"format": "slimvec-recipe", "version": 1, "recipe": "pca:192|faiss:HNSW32,SQ8|rescore=4",
-     "reducer": "pca:192", "store": "faiss:HNSW32,SQ8", "rescore": 4, "keep_full": "float32",
+    {"format": "slimvec-recipe", "version": 1,
+     "recipe": "pca:192|faiss:HNSW32,SQ8|rescore=4", "reducer": "pca:192",
+     "store": "faiss:HNSW32,SQ8", "rescore": 4, "keep_full": "float16",
      "target_recall": 0.99, "measured": {...}, "runners_up": [...]}
 
 ``recipe`` and the separate fields must agree; ``measured`` and ``runners_up`` are free-form
@@ -42,13 +45,17 @@ from typing import Any, Union
 from slimvec.buildspec import DEFAULTS, default_recipe
 from slimvec.errors import ConfigError, PersistenceError
 
-__all__ = ["Recipe", "parse_recipe", "recipe_rescore", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
+__all__ = ["Recipe", "named_keep_full", "DEFAULT_KEEP_FULL", "parse_recipe", "recipe_rescore", "load_recipe", "save_recipe", "resolve_recipe", "merge_recipe", "apply_recipe",
            "apply_default_recipe", "recipe_or_default", "DEFAULT_RECIPE", "recipe_grid", "AUTO_LADDER", "RECIPE_FORMAT", "RECIPE_VERSION", "DEFAULT_TARGET", "KEEP_FULL_DTYPES"]
 
 RECIPE_FORMAT = "slimvec-recipe"
 RECIPE_VERSION = 1
 DEFAULT_TARGET = 0.99
 KEEP_FULL_DTYPES = ("float32", "float16")
+#: the precision of the kept full vectors wherever none is named: a rescoring recipe, ``--keep-full``
+#: without ``--full-dtype``, the default recipe (issue 40 item 6: one default everywhere, so a
+#: ``slimvec rebuild`` never silently doubles the side file)
+DEFAULT_KEEP_FULL = "float16"
 _OPTIONS = ("rescore", "target", "keep_full")
 
 Rescore = Union[int, str, None]
@@ -130,7 +137,7 @@ class Recipe:
             if self.keep_full is not None:  # explicitly "none"
                 raise ConfigError(f"{where}: rescore={rescore} needs the full vectors on disk, but "
                                   "keep_full=none. Drop keep_full=none or the rescore option.")
-            keep = "float32"
+            keep = DEFAULT_KEEP_FULL
         target = self.target_recall
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < float(target) <= 1.0:
             raise ConfigError(f"{where}: target must be a recall in (0, 1], got {target!r} (e.g. target=0.99).")
@@ -153,7 +160,7 @@ class Recipe:
             opts.append(f"rescore={self.rescore}")
         if self.auto_rescore:
             opts.append(f"target={self.target_recall:g}")
-        default_keep = "float32" if self.rescore is not None else None
+        default_keep = DEFAULT_KEEP_FULL if self.rescore is not None else None
         if self.keep_full != default_keep:
             opts.append(f"keep_full={self.keep_full or 'none'}")
         return "|".join([self.reducer, self.store] + ([",".join(opts)] if opts else []))
@@ -208,6 +215,8 @@ class Recipe:
                   if k in data}
         if "recipe" in data:
             base = parse_recipe(str(data["recipe"]))
+            if "keep_full" in fields and named_keep_full(str(data["recipe"])) is None:
+                base = replace(base, keep_full=fields["keep_full"])  # written when float32 was implied
             from_fields = replace(base, **fields) if fields else base
             if from_fields != base:
                 raise ConfigError(f"{where}: 'recipe' says {base} but the separate fields say "
@@ -239,6 +248,15 @@ def parse_recipe(text: str) -> Recipe:
             raise ConfigError(f"Recipe {text!r}: target applies to rescore=auto only.")
     return Recipe(reducer=stages[0], store=stages[1], rescore=options.get("rescore"),
                   keep_full=options.get("keep_full"), target_recall=target)
+
+
+def named_keep_full(value: "str | os.PathLike[str]") -> str | None:
+    """The ``keep_full`` a recipe (string or JSON file) names itself; None when it leaves the
+    precision to the default (``slimvec rebuild`` then keeps the index's own)."""
+    text = str(value)
+    if text.lower().endswith(".json") or ("|" not in text and Path(text).is_file()):
+        return load_recipe(text).keep_full
+    return _stages_and_options(text)[1].get("keep_full")
 
 
 def recipe_rescore(text: str | None) -> Rescore:

@@ -111,6 +111,7 @@ SLOW_MODULES = (
     "tests/benchmarks/test_bench_kinds_slow.py",  # issue 24 item 3: MiniLM, whole commands, servers
     "tests/service/test_job_reads.py",  # issue 25 item 7: MiniLM servers, a kill -9 restart
     "tests/service/test_filter_fuzz.py",  # issue 39: ~180 generated filters through a server, ~40 s
+    "tests/indexer/test_default_lifecycle.py",  # issue 40 items 1/4/7: MiniLM, CLI, a server
 )
 
 

@@ -128,7 +128,9 @@ def compact(
     max_tombstones: Optional[float] = typer.Option(None, "--max-tombstones", help="Compact only when dead full-vector rows exceed this share of the live ones (every delete already does it past 0.2) [default: always]."),
 ) -> None:
     """Rewrite the full vectors kept for rescoring without deleted or replaced rows, beside the
-    old ones, and swap them in atomically; prints {"compacted": bool, "dropped": rows}."""
+    old ones, and swap them in atomically; a store that keeps deleted positions (FAISS, as in the
+    default recipe, and hnswlib) is rebuilt from them with the index's own recipe. Prints
+    {"compacted": bool, "dropped": rows, "store_rebuilt": bool, ...}."""
     from slimvec.indexer.compaction import compact_index
 
     if max_tombstones is not None and not 0 <= max_tombstones:

@@ -29,7 +29,7 @@ def migrate(
     fit_sample: int = typer.Option(10_000, help="Vectors sampled uniformly to fit the reducer."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the original vectors on disk "
                                    "(memory-mapped) for search(..., rescore=R)."),
-    full_dtype: str = typer.Option("float32", help="Precision of the kept full vectors: float32 or float16."),
+    full_dtype: str = typer.Option("float16", help="Precision of the kept full vectors: float16 (the default recipe's, and a recipe's keep_full default when it rescores: half the disk, recall within 0.001) or float32."),
     batch_size: int = typer.Option(1024, help="Vectors per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad vector instead of recording it in rejects.jsonl."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index in --index and build it anew."),
@@ -37,7 +37,7 @@ def migrate(
     checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     encoder: Optional[str] = typer.Option(None, "--encoder", help="The model that made the source's vectors (spec or local folder), recorded so the index is searched with texts too; its output dimension must be the vectors'. Without it, search with query vectors (slimvec search --vectors FILE)."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float16|float32 (default float16)] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
     metric: Optional[str] = typer.Option(None, "--metric", help="What the index compares vectors by: cosine, ip (inner product) or l2 [default: what the source records (hnswlib space, FAISS metric, Qdrant distance; an inner-product source of unit vectors: cosine), else cosine]. For l2 the reducer must not normalise (pca:96,normalize=false), for ip it must be linear without offset (pca:96,center=false,normalize=false); the default reducer follows the metric."),
 ) -> None:
     """Fit a reducer on a sample of an existing collection and stream every vector into a new index.
@@ -73,11 +73,19 @@ def migrate(
 
 def export(
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers."),
-    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform)."),
+    format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers; with --vectors: npy or parquet."),
+    out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform, parquet)."),
     model: Optional[str] = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
+    vectors: bool = typer.Option(False, "--vectors", help="Export the full vectors the index kept, with your ids, instead of the reducer: npy writes OUT/vectors.npy (float32) and OUT/ids.json; parquet writes OUT with columns id and vector (needs pyarrow). Deleted documents are left out; nothing is re-encoded."),
 ) -> None:
-    """Export the index's (linear) reducer to reduce queries outside slimvec."""
+    """Export the index's (linear) reducer to reduce queries outside slimvec, or with --vectors
+    the full vectors it kept (to bench or tune on your own corpus without re-encoding)."""
+    if vectors:
+        from slimvec.migrate.export import export_vectors
+
+        path, n = export_vectors(index, format, out)
+        console.print(f"wrote {n:,} kept full vectors of {index} with their ids to {path} ({format})")
+        return
     from slimvec.migrate.export import export_reducer
 
     path = export_reducer(index, format, out, model)

@@ -25,7 +25,7 @@ def _size(n: float) -> str:
 
 def rebuild(
     index: Path = typer.Option(..., "--index", help="Index folder that keeps its full vectors (keep_full in its recipe, or --keep-full)."),
-    recipe: str = typer.Option(..., "--recipe", help="The new recipe REDUCER|STORE[|rescore=R|auto,keep_full=float16] or a recipe JSON file (slimvec tune); the store stage may change too (qdrant-edge -> faiss:HNSW32). Without keep_full the index's dtype is kept."),
+    recipe: str = typer.Option(..., "--recipe", help="The new recipe REDUCER|STORE[|rescore=R|auto,keep_full=float16|float32] or a recipe JSON file (slimvec tune); the reducer may be none (the full vectors as they are) and the store stage may change too (qdrant-edge -> faiss:HNSW32). Without keep_full the index's own precision is kept (the default recipe's is float16), so a rebuild never grows the side file unasked."),
     sample: int = typer.Option(10_000, "--sample", help="Kept vectors sampled uniformly to fit the new reducer."),
     batch_size: int = typer.Option(2048, help="Vectors re-reduced and written per batch."),
     checkpoint_seconds: float = typer.Option(30.0, help="Commit at least this often (a killed rebuild resumes from the last commit)."),

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import abc
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from slimvec.connectors.options import check_options
 from slimvec.errors import ConfigError, DimensionMismatchError, StoreError
+from slimvec.ids import source_ids_of
 from slimvec.specs import Spec, parse_spec
 
 __all__ = ["SearchResult", "VectorStore", "METRICS", "META_FILE", "MAX_PADDED_K", "check_vectors",
@@ -51,13 +52,19 @@ class SearchResult:
     Attributes
     ----------
     ids : ndarray of int64, shape (n_queries, k)
-        Store ids, ``-1`` where fewer than k results exist.
+        Store ids, ``-1`` where fewer than k results exist (``store_ids`` too).
     scores : ndarray of float32, shape (n_queries, k)
         Higher is closer; ``-inf`` in padded slots.
+    source_ids : list of lists
+        The user's ids (``Index.search``, ``slimvec.Client``): :func:`slimvec.ids.source_ids_of`.
     """
 
     ids: np.ndarray
     scores: np.ndarray
+    lookup: Callable[[list[int]], list[Any]] | None = field(default=None, repr=False, compare=False)
+    store_ids = property(lambda self: self.ids, doc="The store ids (``ids``).")
+    source_ids = property(lambda self: source_ids_of(self.ids, self.lookup),
+                          doc="Per query, the user's id of each hit (``slimvec.ids.source_ids_of``).")
 
     @classmethod
     def empty(cls, n: int, k: int) -> "SearchResult":

@@ -227,6 +227,11 @@ class HnswStore(PayloadTableStore, VectorStore):
     def count(self) -> int:
         return int(self._require().get_current_count()) - len(self._deleted)
 
+    def dead_positions(self) -> int:
+        """Deleted labels whose graph slots are kept (``mark_deleted``); ``slimvec compact``
+        rebuilds the graph from the kept full vectors to shed them."""
+        return len(self._deleted)
+
     def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         if self._payloads is None:
             raise StoreError(f"hnswlib store at {self.location} is not open.")

@@ -6,9 +6,8 @@ side file is compacted into a new folder and the manifest is pointed at it (one 
 commit point), then the old folder is removed; a crash leaves either the old folder in use and a
 stray new one, or the new one in use and a stray old one, which the next compaction removes.
 FAISS indexes keep their tombstones excluded at search time by an ``IDSelectorBitmap``; their
-positions are reclaimed by a rebuild (``slimvec ingest --rebuild`` or ``slimvec rebuild``).
-
-:func:`slimvec.indexer.index.compact_index` opens a folder and compacts it when due.
+positions are reclaimed by a rebuild from the kept full vectors, which ``slimvec compact`` runs
+(:func:`slimvec.indexer.compaction.compact_index`, on every recipe).
 """
 
 from __future__ import annotations

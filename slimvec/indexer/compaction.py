@@ -3,9 +3,10 @@
 Two things hold dead rows after :meth:`slimvec.Index.delete` or a re-upsert: the full-vector
 side file (compacted in place by :func:`slimvec.indexer.compact.compact_full`: a new folder, one
 manifest write) and a store that cannot remove vectors (a FAISS index keeps tombstoned positions,
-excluded at search time). Such a store is rebuilt from the kept full vectors with the index's own
-recipe (:func:`slimvec.indexer.rebuild.rebuild`: built beside, swapped atomically, journaled), so
-compacting never re-encodes a text. Above :mod:`.index`, :mod:`.lifecycle` and :mod:`.rebuild`,
+excluded at search time; hnswlib keeps the slots of deleted labels). Such a store is rebuilt from
+the kept full vectors with the index's own recipe, its reducer ``none`` (the default recipe)
+included and at the kept vectors' own precision (:func:`slimvec.indexer.rebuild.rebuild`: built
+beside, swapped atomically, journaled), so compacting never re-encodes a text. Above :mod:`.index`, :mod:`.lifecycle` and :mod:`.rebuild`,
 which do not import it.
 """
 

@@ -179,9 +179,22 @@ class Index:
         Returns
         -------
         SearchResult
-            ``ids`` (n, k) int64 padded with -1, ``scores`` (n, k), higher is closer (full-space
-            similarities when rescoring).
+            ``ids`` (n, k) int64 store ids padded with -1, ``scores`` (n, k), higher is closer
+            (full-space similarities when rescoring), ``source_ids`` the ids given at ingest
+            (read from the payloads when asked, while the index is open).
         """
+        res = self._search(queries, k, rescore, filter, params)
+        res.lookup = self._user_ids
+        return res
+
+    def _user_ids(self, sids: list[int]) -> list[Any]:
+        """The user's ids of store ids (:func:`slimvec.ids.user_id`, the mapping ``get`` uses)."""
+        from slimvec.ids import user_id
+
+        return [user_id(s, p) for s, p in zip(sids, self.store.get_payloads(sids))]
+
+    def _search(self, queries: Any, k: int, rescore: int | None, filter: Any,
+                params: dict[str, Any]) -> SearchResult:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
             raise ConfigError(f"k must be a positive integer (results per query), got {k!r}.")
         if rescore is None and self.manifest.rescore is not None:

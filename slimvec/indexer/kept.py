@@ -3,8 +3,9 @@
 Two homes, one reader interface (:class:`KeptVectors`):
 
 - a memory-mapped side file (:class:`~slimvec.connectors.fullvectors.FullVectors`: FAISS,
-  hnswlib, and any float16 copy): the ids in ascending order (the last row of an id wins, as in
-  searches), payloads read from the store in batches with ``get_payloads``;
+  hnswlib, and any float16 copy): the live ids in ascending order (the last row of an id wins, as
+  in searches; deleted ids and their tombstones are skipped), payloads read from the store in
+  batches with ``get_payloads``;
 - the store itself (Qdrant Edge, qdrant-client local mode keep float32 full vectors as the named
   vector ``full``): points scrolled in id order with their payloads.
 
@@ -65,15 +66,16 @@ class KeptVectors(abc.ABC):
 class _SideFile(KeptVectors):
     def __init__(self, folder: Path, manifest: Manifest) -> None:
         from slimvec.connectors import make_store
-        from slimvec.connectors.fullvectors import IDS, FullVectors
+        from slimvec.connectors.fullvectors import FullVectors
         from slimvec.indexer.index import store_folder
 
         if manifest.full is None:
             raise ConfigError(f"{folder} keeps no full vectors to read back.")
         self.full = FullVectors.open(folder / str(manifest.full.dir))
         self.dim, self.where = int(self.full.dim), str(folder / str(manifest.full.dir))
-        raw = np.fromfile(self.full.folder / IDS, dtype=np.int64, count=self.full.rows)
-        self.ids = np.unique(raw)  # sorted; a re-upserted id once (its last row wins in get)
+        # the live ids, sorted: a re-upserted id once (its last row wins in get), a deleted one
+        # (its last row a tombstone, id -1 - id) not at all (issue 40 item 6)
+        self.ids = self.full.ids()
         self.store = make_store(manifest.store, store_folder(folder)).open()
 
     def count(self) -> int:

@@ -233,13 +233,15 @@ def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int
 
 def records(index: Any, sids: Sequence[int]) -> list[dict[str, Any] | None]:
     """``{"id": user id, "store_id": int, "payload": {...}}`` per store id (None when absent)."""
+    from slimvec.ids import user_id
+
     sids = [int(i) for i in sids]
     out: list[dict[str, Any] | None] = []
     for sid, payload in zip(sids, index.store.get_payloads(sids)):
         if payload is None:
             out.append(None if not _live(index, sid) else {"id": sid, "store_id": sid, "payload": {}})
             continue
-        out.append({"id": payload.get("source_id", sid), "store_id": sid, "payload": payload})
+        out.append({"id": user_id(sid, payload), "store_id": sid, "payload": payload})
     return out
 
 

@@ -7,7 +7,8 @@
 2. writes a journal ``.INDEX.rebuild.json`` beside the index (fsynced), then builds the new index
    in ``.INDEX.rebuild-new`` beside it through the one writer
    (:class:`~slimvec.indexer.builder.IndexBuilder`): the new reducer fitted on a uniform sample of
-   the kept full vectors, every kept vector re-reduced in batches with its id and payload, the full
+   the kept full vectors (``none``: the identity, the vectors as they are), every live kept vector
+   re-reduced in batches with its id and payload (deleted ones never reach the new store), the full
    vectors kept again (the recipe's ``keep_full``, default the old index's dtype), commits at
    checkpoints and ``rescore=auto`` calibrated exactly as an ingest does;
 3. swaps the two folders in one ``renameat2(RENAME_EXCHANGE)`` (two renames where the file system
@@ -30,7 +31,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -241,7 +242,7 @@ def _new_spec(index_dir: Path, old: Manifest, recipe: str) -> IndexSpec:
     from slimvec.connectors import make_store
     from slimvec.indexer.index import store_folder
     from slimvec.indexer.keepfull import check_recipe
-    from slimvec.recipe import merge_recipe
+    from slimvec.recipe import merge_recipe, named_keep_full
     from slimvec.reducers import make_reducer
 
     if old.full is None:
@@ -251,11 +252,8 @@ def _new_spec(index_dir: Path, old: Manifest, recipe: str) -> IndexSpec:
                           f"{old.progress.state if old.progress else '?'}); finish it by rerunning "
                           "that ingest / migrate, then rebuild.")
     rec = merge_recipe(recipe, keep_full=None)
-    if rec.keep_full is None and old.full is not None:
-        rec = merge_recipe(rec, keep_full=old.full.dtype)
-    if rec.reducer == "none":
-        raise ConfigError(f"Recipe {rec}: the reducer stage 'none' stores full vectors; rebuild "
-                          "needs a reducer (e.g. pca:128).")
+    if named_keep_full(recipe) is None and old.full is not None:  # keep the index's precision:
+        rec = replace(rec, keep_full=old.full.dtype)  # a rebuild never silently grows it
     for where, location in (("the index's", make_store(old.store, store_folder(index_dir)).location),
                             ("the recipe's", make_store(rec.store, Path("store")).location)):
         inside = str(location) in (str(store_folder(index_dir)), "store")
@@ -400,14 +398,17 @@ class _Nothing:
 
 
 def _same_recipe(a: Any, b: str) -> bool:
-    from slimvec.recipe import resolve_recipe
+    """Whether the journal's recipe ``a`` is what ``b`` asks (``b`` naming no keep_full asks for
+    the index's own precision, which ``a`` recorded)."""
+    from slimvec.recipe import named_keep_full, resolve_recipe
 
     try:
         ra, rb = resolve_recipe(str(a)), resolve_recipe(b)
+        named = named_keep_full(b)
     except ConfigError:
         return False
     return (ra.reducer, ra.store, ra.rescore) == (rb.reducer, rb.store, rb.rescore) and (
-        rb.keep_full is None or ra.keep_full == rb.keep_full)
+        named is None or ra.keep_full == rb.keep_full)
 
 
 def _exclusive_for_swap(lock: IndexLock, index_dir: Path, wait: float, n: int | None) -> None:

@@ -38,6 +38,18 @@ def _resident_bytes(store: Any, spec: str) -> int | None:
     return total
 
 
+def _code_bytes(store_spec: str, dim: int) -> int:
+    """Bytes of one vector's code in the store (issue 40 item 9: FAISS quantizers code it; hnswlib
+    and Qdrant keep float32 vectors, Qdrant's ``quant`` codes beside them)."""
+    from slimvec.connectors import parse_store_spec, store_class
+    from slimvec.connectors.faiss_store import FaissStore, code_bytes  # (faiss itself not imported)
+
+    parsed = parse_store_spec(store_spec)
+    if store_class(parsed) is FaissStore:
+        return code_bytes(str(parsed.arg or FaissStore.default_arg), dim) or dim * 4
+    return dim * 4
+
+
 def saved_summary(idx: Any, count: int, store_bytes: int) -> dict[str, Any]:
     """The ``saved`` fields of :meth:`slimvec.indexer.index.Index.info`.
 
@@ -53,8 +65,8 @@ def saved_summary(idx: Any, count: int, store_bytes: int) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``full_vector_bytes`` (one ``dim_in`` float32 vector), ``reduced_vector_bytes`` (one
-        ``dim_out`` float32 vector, before any quantization of the store),
+        ``full_vector_bytes`` (one ``dim_in`` float32 vector), ``reduced_vector_bytes`` (the
+        code one vector takes in the store: 192 B for 384-d 4-bit SQ4 codes; graph and ids apart),
         ``store_bytes_per_vector`` (allocated store bytes / count: codes, graph, ids, WAL),
         ``ram_bytes`` and ``ram_bytes_per_vector`` (store files held in memory plus the full-vector
         id lookup), ``full_file`` / ``full_dtype`` / ``full_bytes`` (the side file rescoring reads,
@@ -67,7 +79,7 @@ def saved_summary(idx: Any, count: int, store_bytes: int) -> dict[str, Any]:
     n = max(int(count), 0)
     out: dict[str, Any] = {
         "full_vector_bytes": int(m.dim_in) * 4,
-        "reduced_vector_bytes": int(m.dim_out) * 4,
+        "reduced_vector_bytes": _code_bytes(m.store, int(m.dim_out)),
         "store_bytes_per_vector": round(store_bytes / n, 1) if n else None,
     }
     ram = _resident_bytes(idx.store, m.store)
@@ -107,7 +119,9 @@ def saved_lines(info: dict[str, Any]) -> list[str]:
     dim_in, dim_out = info["dim_in"], info["dim_out"]
     per = info.get("store_bytes_per_vector")
     if per:
-        lines.append(f"store: {per:,.0f} B/vector on disk ({dim_out}-d vectors, graph, ids, WAL) "
+        code = info.get("reduced_vector_bytes") or dim_out * 4
+        lines.append(f"store: {per:,.0f} B/vector on disk ({code:,} B codes of {dim_out}-d vectors, "
+                     "graph, ids, WAL) "
                      f"against {full:,} B for one full {dim_in}-d float32 vector "
                      f"({per / full:.2f}x)")
     if info.get("ram_bytes") is not None:

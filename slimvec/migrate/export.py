@@ -13,18 +13,29 @@
   vectors directly.
 
 Only the linear family (``pca``, ``svd``, ``whiten``, ``rp``, ``truncate``, …) can be exported.
+
+:func:`export_vectors` (``slimvec export --vectors``) writes the full vectors the index kept
+instead, under the ids given at ingest (issue 40 item 7), to bench or tune on them elsewhere
+without re-encoding: ``npy`` a folder with ``vectors.npy`` (float32, n x dim) and ``ids.json``
+(the ids in the same order, a JSON list ``slimvec get --ids`` reads), ``parquet`` one file with
+columns ``id`` (as strings) and ``vector`` (``slimvec migrate --from parquet:FILE,id=id,vector=vector`` reads
+it back; needs pyarrow). Deleted documents are not exported.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from slimvec.errors import ConfigError
 
-__all__ = ["export_reducer", "EXPORT_FORMATS"]
+__all__ = ["export_reducer", "export_vectors", "EXPORT_FORMATS", "VECTOR_FORMATS"]
 
 EXPORT_FORMATS = ("npy", "faiss", "faiss-transform", "sentence-transformers")
+#: formats of ``export --vectors``
+VECTOR_FORMATS = ("npy", "parquet")
 
 
 def export_reducer(index_dir: str | os.PathLike[str], fmt: str, out: str | os.PathLike[str],
@@ -129,3 +140,84 @@ def _stored_vectors(index_dir: Path, manifest: object, dim: int) -> tuple[object
     if not ids:
         return np.empty(0, np.int64), np.empty((0, dim), np.float32)
     return np.concatenate(ids), np.ascontiguousarray(np.concatenate(parts))
+
+
+def export_vectors(index_dir: str | os.PathLike[str], fmt: str, out: str | os.PathLike[str]
+                   ) -> tuple[Path, int]:
+    """Write the full vectors the index at ``index_dir`` kept, with the ids given at ingest.
+
+    Parameters
+    ----------
+    index_dir : path
+        An index that keeps its full vectors (the default recipe does).
+    fmt : {"npy", "parquet"}
+        ``npy``: ``out`` is a folder that gets ``vectors.npy`` and ``ids.json``; ``parquet``: ``out``
+        is a file with columns ``id`` (as strings) and ``vector``.
+    out : path
+
+    Returns
+    -------
+    (Path, int)
+        What was written and how many vectors (live documents only, in store-id order).
+
+    Raises
+    ------
+    ConfigError
+        Unknown format, or an index that keeps no full vectors (the message says how to keep them).
+    MissingDependencyError
+        ``parquet`` without pyarrow.
+    """
+    import numpy as np
+
+    from slimvec.ids import user_id
+    from slimvec.indexer.kept import open_kept
+    from slimvec.indexer.locking import IndexLock
+    from slimvec.indexer.manifest import Manifest
+
+    if fmt not in VECTOR_FORMATS:
+        raise ConfigError(f"export --vectors writes {' or '.join(VECTOR_FORMATS)}, not {fmt!r}.")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            from slimvec.errors import MissingDependencyError
+
+            raise MissingDependencyError("export --format parquet needs pyarrow, which is not "
+                                         "installed: pip install pyarrow (or export --format npy)."
+                                         ) from exc
+    folder, out = Path(index_dir), Path(out)
+    with IndexLock(folder, exclusive=False), open_kept(folder, Manifest.read(folder)) as kept:
+        n, ids = kept.count(), list[Any]()
+        batches = ((v, [user_id(int(i), p) for i, p in zip(sids, pays)])
+                   for sids, v, pays, _ in kept.batches(0, 4096))
+        if fmt == "npy":
+            out.mkdir(parents=True, exist_ok=True)
+            arr = np.lib.format.open_memmap(out / "vectors.npy", mode="w+", dtype=np.float32,
+                                            shape=(n, kept.dim))
+            for vectors, users in batches:
+                arr[len(ids):len(ids) + len(users)] = vectors
+                ids.extend(users)
+            arr.flush()
+            del arr
+            (out / "ids.json").write_text(json.dumps(ids, ensure_ascii=False), encoding="utf-8")
+            return out, len(ids)
+        return out, _write_parquet(out, batches, kept.dim)
+
+
+def _write_parquet(out: Path, batches: Any, dim: int) -> int:
+    """Stream ``(vectors, user ids)`` batches into columns ``id`` (as strings: a column has one
+    type, and the id rule maps ``"17"`` and ``17`` to one document) and ``vector``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with pq.ParquetWriter(str(out), schema) as writer:
+        for vectors, users in batches:
+            flat = pa.array(vectors.astype("float32", copy=False).ravel(), pa.float32())
+            writer.write_table(pa.table({"id": pa.array([str(i) for i in users], pa.string()),
+                                         "vector": pa.FixedSizeListArray.from_arrays(flat, dim)},
+                                        schema=schema))
+            n += len(users)
+    return n

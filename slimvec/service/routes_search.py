@@ -84,9 +84,10 @@ def _hit(sid: int, score: float | None, payload: dict[str, Any] | None, with_pay
     """One search hit. ``text`` and ``source_id`` are what the service stored for a document;
     a vector's own payload may hold those keys with other types, which stay in ``payload``
     only (they made every search returning the row answer 500)."""
+    from slimvec.ids import user_id
+
     p = payload or {}
-    source_id, text = p.get("source_id"), p.get("text")
-    ok_id = isinstance(source_id, (int, str)) and not isinstance(source_id, bool)
-    return {"id": sid, "score": score, "source_id": source_id if ok_id else None,
+    text = p.get("text")  # source_id: the one mapping of SearchResult.source_ids and the CLI
+    return {"id": sid, "score": score, "source_id": None if payload is None else user_id(sid, p),
             "text": text if isinstance(text, str) else None,
             "payload": payload if with_payload else None}

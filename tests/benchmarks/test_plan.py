@@ -109,7 +109,7 @@ def test_recipes_are_planned_with_their_depth_and_full_vectors(tmp_path: Path) -
             row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.985, rescore=8),
             row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.993, rescore=16),
             row("pca:96", 96, "hnsw", None, neighbor_recall_at_k=0.990, rescore=16, dataset="msrp")]
-    recipes = [parse_recipe(t) for t in ("pca:96|hnsw", "pca:96|hnsw|rescore=8",
+    recipes = [parse_recipe(t) for t in ("pca:96|hnsw", "pca:96|hnsw|rescore=8,keep_full=float32",
                                          "pca:96|hnsw|rescore=auto,keep_full=float16",
                                          "pca:48|hnsw|rescore=2")]
     plan = make_plan(100_000, 384, rows=rows, recipes=recipes, metric="neighbor_recall_at_k",
@@ -117,16 +117,16 @@ def test_recipes_are_planned_with_their_depth_and_full_vectors(tmp_path: Path) -
     by = {c.label: c for c in plan.candidates}
     assert set(by) == {str(r) for r in recipes}
     assert by["pca:96|hnsw"].quality == pytest.approx(0.60)
-    assert by["pca:96|hnsw|rescore=8"].quality == pytest.approx(0.985)
+    assert by["pca:96|hnsw|rescore=8,keep_full=float32"].quality == pytest.approx(0.985)
     # auto: the smallest depth reaching 0.99 on each dataset (16 on both), the lowest of them
-    auto = by["pca:96|hnsw|rescore=auto,target=0.99,keep_full=float16"]
+    auto = by["pca:96|hnsw|rescore=auto,target=0.99"]  # float16: the default precision
     assert auto.quality == pytest.approx(0.990) and sorted(auto.datasets) == ["msrp", "stsb-dev"]
     assert by["pca:48|hnsw|rescore=2"].quality is None
     assert any("pca:48|hnsw|rescore=2: no result row" in n for n in plan.notes)
     assert [c.label for c in plan.recommendations] == [auto.label]
     # the same store and dimension: rescoring adds the full vectors on disk (float32 or float16)
     # and their id lookup in RAM
-    plain, fixed = by["pca:96|hnsw"], by["pca:96|hnsw|rescore=8"]
+    plain, fixed = by["pca:96|hnsw"], by["pca:96|hnsw|rescore=8,keep_full=float32"]
     assert fixed.ram_bytes - plain.ram_bytes == pytest.approx(16 * 100_000)
     assert fixed.disk_bytes - plain.disk_bytes == pytest.approx(100_000 * (384 * 4 + 8))
     assert auto.disk_bytes - plain.disk_bytes == pytest.approx(100_000 * (384 * 2 + 8))

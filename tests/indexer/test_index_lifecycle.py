@@ -186,10 +186,10 @@ def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, mi
     assert m.full.dir != "full" and not (folder / "full").exists() and m.full.dir == full_dir
     out = compact_index(folder, 0.2)
     assert out["compacted"] is False  # nothing dead left in the side file
-    # FAISS keeps the 100 tombstoned positions (excluded at search) until compact rebuilds the
-    # store from the kept full vectors with the same recipe; hnswlib marks them itself
-    assert out["store_rebuilt"] is recipe.startswith("pca:24|faiss")
-    assert out["store_dead_positions"] == (100 if recipe.startswith("pca:24|faiss") else 0)
+    # FAISS keeps the 100 tombstoned positions (excluded at search), hnswlib the graph slots of
+    # its deleted labels, until compact rebuilds the store from the kept full vectors with the
+    # same recipe (issue 40 item 1: on every store)
+    assert out["store_rebuilt"] and out["store_dead_positions"] == 100
     with slimvec.open(folder) as idx:
         assert idx.full_vectors.dead_rows() == 0 and len(idx.full_vectors) == 300
         assert idx.store.dead_positions() == 0 and idx.count() == 300
@@ -240,3 +240,62 @@ def test_qdrant_edge_keeping_full_vectors_in_store_deletes_and_filters(minilm_ve
             want = {r["store_id"] for r in idx.get([f"doc-{i}" for i in keep])}
             assert set(got.ids[got.ids >= 0].tolist()) <= want
             assert (got.ids >= 0).sum(axis=1).min() == min(10, len(want))
+
+
+def _store_bytes_per_vector(folder: Path) -> float:
+    with slimvec.open(folder) as idx:
+        return idx.info()["store_bytes_per_vector"]
+
+
+def test_compact_on_the_default_recipe_rebuilds_the_faiss_store(minilm_vectors, tmp_path):
+    """Issue 39 F5 / issue 40 item 1: compact on a default index with 25 % deleted used to exit 2
+    (the rebuild refused reducer none); the store keeps no dead position and bytes per vector
+    come back to a fresh build's of the kept documents."""
+    from slimvec.indexer.compaction import compact_index
+
+    folder, vecs, _ = _small_index(minilm_vectors, tmp_path, DEFAULT_RECIPE)
+    gone = [f"doc-{i}" for i in range(0, 400, 4)]
+    with slimvec.open(folder) as idx:
+        gone_sids = {r["store_id"] for r in idx.get(gone)}
+        assert idx.delete(gone) == 100 and idx.store.dead_positions() == 100
+    recipe = Manifest.read(folder).recipe
+    out = compact_index(folder)
+    assert out["store_rebuilt"] and out["store_dead_positions"] == 100, out
+    assert Manifest.read(folder).recipe == recipe  # compacted with its own recipe
+    with slimvec.open(folder) as idx:
+        assert idx.store.dead_positions() == 0 and idx.count() == 300
+        assert idx.manifest.full.dtype == "float16" and len(idx.full_vectors) == 300
+        assert idx.info()["reduced_vector_bytes"] == 192  # 384-d 4-bit codes (issue 40 item 9)
+        found = idx.search(vecs[:40], 10).ids
+        assert not set(found.ravel().tolist()) & gone_sids
+    keep = np.array([i for i in range(400) if i % 4])
+    fresh = tmp_path / "fresh"
+    _write_parquet(tmp_path / "kept.parquet", vecs[keep])
+    migrate(str(tmp_path / "kept.parquet"), fresh, MigrateOptions(progress=False, recipe=DEFAULT_RECIPE))
+    after, built = _store_bytes_per_vector(folder), _store_bytes_per_vector(fresh)
+    assert abs(after - built) <= 0.05 * built, (after, built)
+
+
+def test_rebuild_after_a_few_deletes_copies_no_tombstone_and_keeps_float16(minilm_vectors, tmp_path):
+    """Issue 40 item 6: three deletes leave tombstones (negative ids) in the kept vectors' id
+    file (under the 20 % that compacts it); rebuild used to copy them ("Store ids must be
+    non-negative"). Without keep_full the rebuild keeps the index's float16, and the identity
+    reducer (none) is a rebuild target like any other."""
+    from slimvec.indexer.rebuild import rebuild
+
+    folder, vecs, _ = _small_index(minilm_vectors, tmp_path, DEFAULT_RECIPE)
+    with slimvec.open(folder) as idx:
+        gone = {r["store_id"] for r in idx.get(["doc-1", "doc-2", "doc-3"])}
+        assert idx.delete(["doc-1", "doc-2", "doc-3"]) == 3
+        assert idx.full_vectors.dead_rows() == 6  # 3 rows and their 3 tombstones, not compacted
+        full_bytes = idx.info()["full_bytes"]
+    for recipe, reducer in (("pca:48|hnsw|rescore=4", "pca:48"), ("none|hnsw|rescore=4", "none")):
+        summary = rebuild(folder, recipe, sample=400)
+        assert summary.documents == 397, summary
+        m = Manifest.read(folder)
+        assert m.reducer == reducer and m.full.dtype == "float16" and m.count == 397
+        assert m.recipe == recipe  # float16: the default precision, kept from the old index
+        with slimvec.open(folder) as idx:
+            assert idx.count() == 397 and not set(idx.full_vectors.ids().tolist()) & gone
+            assert idx.info()["full_bytes"] <= full_bytes  # never grown to float32
+            assert not set(idx.search(vecs[:20], 10).ids.ravel().tolist()) & gone

@@ -12,8 +12,19 @@ from slimvec.recipe import Recipe, load_recipe, parse_recipe, resolve_recipe, sa
 
 def test_parse_faiss_factory_keeps_its_commas():
     r = parse_recipe("pca:192|faiss:HNSW32,SQ8|rescore=4")
-    assert (r.reducer, r.store, r.rescore, r.keep_full) == ("pca:192", "faiss:HNSW32,SQ8", 4, "float32")
+    # a rescoring recipe keeps float16 full vectors unless it names another precision, as the
+    # default recipe (issue 40 item 6); the canonical string names another precision only
+    assert (r.reducer, r.store, r.rescore, r.keep_full) == ("pca:192", "faiss:HNSW32,SQ8", 4, "float16")
     assert str(r) == "pca:192|faiss:HNSW32,SQ8|rescore=4"
+    assert parse_recipe("pca:192|faiss:HNSW32,SQ8|rescore=4,keep_full=float16") == r
+    r32 = parse_recipe("pca:192|faiss:HNSW32,SQ8|rescore=4,keep_full=float32")
+    assert r32.keep_full == "float32" and str(r32).endswith("keep_full=float32")
+    assert parse_recipe(str(r32)) == r32
+
+
+def test_recipe_json_written_when_float32_was_implied_still_loads():
+    old = {"recipe": "pca:96|hnsw|rescore=4", "keep_full": "float32"}
+    assert Recipe.from_json(old).keep_full == "float32"
 
 
 def test_auto_rescore_with_target_and_half_precision():

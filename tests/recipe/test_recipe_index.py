@@ -44,7 +44,7 @@ def test_auto_depth_is_calibrated_and_recorded(auto_index, minilm_vectors):
     m = Manifest.read(auto_index)
     assert m.recipe == "pca:24|faiss:HNSW32,SQ8|rescore=auto,target=0.99"
     assert m.reducer == "pca:24" and m.store == "faiss:HNSW32,SQ8"
-    assert m.full is not None and m.full.dtype == "float32" and m.full.dir
+    assert m.full is not None and m.full.dtype == "float16" and m.full.dir  # the default precision
     r = m.rescore
     assert r is not None and r.calibrated and r.reached
     assert r.depth in depth_ladder(64) and r.depth > 1  # pca:24 + SQ8 needs rescoring
@@ -115,7 +115,7 @@ def test_ingest_cli_fixed_depth_recorded(cli_index):
     assert m.recipe == "pca:32|hnsw|rescore=4" and m.reducer == "pca:32" and m.store == "hnsw"
     assert m.rescore is not None and m.rescore.depth == 4 and not m.rescore.calibrated
     assert m.rescore.recall is None
-    assert m.full is not None and m.full.dtype == "float32"
+    assert m.full is not None and m.full.dtype == "float16"  # a recipe's keep_full default
     # a second run with the same recipe adds to it; another recipe is refused
     again = _cli("ingest", str(docs), "--index", str(index), "--recipe", "pca:32|hnsw|rescore=8")
     assert again.returncode != 0
@@ -139,7 +139,7 @@ def test_recipe_and_disagreeing_store_are_refused(npy, tmp_path):
 
 def test_auto_with_qdrant_in_store_full_vectors_is_refused_at_the_start(npy, tmp_path):
     with pytest.raises(ConfigError, match="calibration is not supported"):
-        migrate(str(npy), tmp_path / "idx", MigrateOptions(recipe="pca:24|qdrant-edge|rescore=auto",
+        migrate(str(npy), tmp_path / "idx", MigrateOptions(recipe="pca:24|qdrant-edge|rescore=auto,keep_full=float32",
                                                            progress=False))
     assert not (tmp_path / "idx" / "manifest.json").exists()
     assert not (tmp_path / "idx" / "store").exists()
