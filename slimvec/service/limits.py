@@ -13,7 +13,7 @@ from fastapi import HTTPException
 from slimvec.errors import ConfigError
 
 __all__ = ["BodyLimit", "WriteSlots", "check_batch", "check_size", "MAX_RESULTS", "MAX_IDS",
-           "MAX_CANDIDATES"]
+           "MAX_CANDIDATES", "MAX_REQUEST_CANDIDATES"]
 
 #: results one query may ask for: ``k``, Qdrant's ``offset + limit``, a scroll page
 MAX_RESULTS = 10_000
@@ -21,6 +21,8 @@ MAX_RESULTS = 10_000
 MAX_IDS = 100_000
 #: candidates one query may re-rank: ``k * rescore``
 MAX_CANDIDATES = 100_000
+#: candidates of all the queries of one request: ``queries * k * rescore depth``
+MAX_REQUEST_CANDIDATES = 2_000_000
 
 
 class BodyLimit:

@@ -19,7 +19,8 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_id, doc_ids
-from slimvec.service.limits import MAX_CANDIDATES, MAX_IDS, MAX_RESULTS, check_size
+from slimvec.service.limits import (MAX_CANDIDATES, MAX_IDS, MAX_REQUEST_CANDIDATES, MAX_RESULTS,
+                                    check_size)
 from slimvec.service.payload_indexes import payload_index_mutation
 
 __all__ = ["count", "delete", "get", "scroll", "search", "set_payload", "delete_payload_keys"]
@@ -111,12 +112,15 @@ def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
            rescore: int | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
     """``(ids, scores, payloads_of)`` of full query vectors, filtered (store ids); ``rescore``
     as :meth:`Index.search` (None: the index's recorded depth). ``k`` (Qdrant's ``offset +
-    limit``) and ``k * rescore`` are capped (:data:`MAX_RESULTS`, :data:`MAX_CANDIDATES`)."""
+    limit``), ``k * rescore`` and the candidates of all queries are capped
+    (:data:`MAX_RESULTS`, :data:`MAX_CANDIDATES`, :data:`MAX_REQUEST_CANDIDATES`): no search
+    runs long, whether or not its client is still there."""
     check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
                "ask for fewer, or page with a filter or scroll.")
     if rescore:
         check_size(k * int(rescore), MAX_CANDIDATES, "The candidates to re-rank (k * rescore)",
                    "lower k or rescore.")
+    _check_request(len(queries), k, rescore or 1)
     flt = _filter(filter)
     if flt is None:
         pending = served.search_pending(queries, k)
@@ -125,9 +129,17 @@ def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
     if pending is not None:
         return pending
     index = served.ready_index()
+    recorded = index.manifest.rescore
+    _check_request(len(queries), k, rescore or (recorded.depth if recorded is not None else 1))
     res = (index.search(queries, k, rescore=rescore, filter=flt) if flt is not None
            else index.search(queries, k, rescore=rescore))
     return res.ids, res.scores, index.payloads
+
+
+def _check_request(n_queries: int, k: int, depth: int) -> None:
+    check_size(n_queries * k * max(1, int(depth)), MAX_REQUEST_CANDIDATES,
+               "The candidates of this request (queries * k * rescore depth)",
+               "send fewer queries per request, or lower k.")
 
 
 def _allowed(served: Any, flt: Any) -> set[int] | None:

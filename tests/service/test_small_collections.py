@@ -94,6 +94,9 @@ def test_native_sizes_are_capped_naming_the_cap(served, name):
     r = http.post(f"/indexes/{name}/search", json={"vectors": [X[0].tolist()], "k": 1000,
                                                    "rescore": 1000})
     assert r.status_code == 422 and "cap of 100,000" in r.json()["detail"], r.text
+    r = http.post(f"/indexes/{name}/search", json={"vectors": [X[0].tolist()] * 500, "k": 1000,
+                                                   "rescore": 5})  # 2.5 M candidates in all
+    assert r.status_code == 422 and "cap of 2,000,000" in r.json()["detail"], r.text
     r = http.post(f"/indexes/{name}/search", json={"vectors": [X[0].tolist()], "k": 10 ** 12})
     assert r.status_code == 422 and "1000" in r.json()["detail"], r.text
     for offset in (2 ** 63, 2 ** 80, -1):
