@@ -1,4 +1,6 @@
-"""Request limits: body size (413 with the limit) and a bounded write queue (429 + Retry-After)."""
+"""Request limits: body size (413 with the limit), a bounded write queue (429 + Retry-After) and
+caps on every size a request names (results, ids, candidates: :func:`check_size`), so that no
+request's work grows with a number the client chose (issue 39, F4)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,19 @@ from typing import Any
 
 from fastapi import HTTPException
 
-__all__ = ["BodyLimit", "WriteSlots", "check_batch"]
+from slimvec.errors import ConfigError
+
+__all__ = ["BodyLimit", "WriteSlots", "check_batch", "check_size", "MAX_RESULTS", "MAX_IDS",
+           "MAX_CANDIDATES", "MAX_REQUEST_CANDIDATES"]
+
+#: results one query may ask for: ``k``, Qdrant's ``offset + limit``, a scroll page
+MAX_RESULTS = 10_000
+#: ids one request may name (get, retrieve, delete, payload changes)
+MAX_IDS = 100_000
+#: candidates one query may re-rank: ``k * rescore``
+MAX_CANDIDATES = 100_000
+#: candidates of all the queries of one request: ``queries * k * rescore depth``
+MAX_REQUEST_CANDIDATES = 2_000_000
 
 
 class BodyLimit:
@@ -99,3 +113,10 @@ def check_batch(n: int, limit: int, what: str) -> None:
     if n > limit:
         raise HTTPException(413, f"{n:,} {what} in one request; the limit is {limit:,}. Split the "
                                  "batch (or raise --max-batch).")
+
+
+def check_size(value: int, cap: int, what: str, hint: str) -> None:
+    """A :class:`ConfigError` (the native API's 422, the Qdrant API's 400) naming the cap when
+    a size a request names is above it."""
+    if value > cap:
+        raise ConfigError(f"{what} is {value:,}, above the cap of {cap:,}; {hint}")

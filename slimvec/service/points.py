@@ -13,14 +13,14 @@ evaluated on them with :meth:`slimvec.filters.Filter.matches` and a change rewri
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_id, doc_ids
+from slimvec.service.limits import (MAX_CANDIDATES, MAX_IDS, MAX_REQUEST_CANDIDATES, MAX_RESULTS,
+                                    check_size)
 from slimvec.service.payload_indexes import payload_index_mutation
 
 __all__ = ["count", "delete", "get", "scroll", "search", "set_payload", "delete_payload_keys"]
@@ -39,20 +39,19 @@ def _one_of(ids: Sequence[Any] | None, flt: Any) -> None:
     if (ids is None) == (flt is None):
         raise ConfigError("Send exactly one of 'ids' (your document ids) or 'filter' (a Qdrant "
                           "filter object).")
+    _check_ids(ids)
+
+
+def _check_ids(ids: Sequence[Any] | None) -> None:
+    check_size(len(ids or ()), MAX_IDS, "The number of ids", "split the request.")
 
 
 # ---------------------------------------------------------------------- pending rows
 def _pending(served: Any) -> list[dict[str, Any]] | None:
-    """The latest version of each pending row (None when the index is fitted)."""
-    from slimvec.service.registry import PENDING, read_pending
-
-    if served.state != "pending":
-        return None
-    latest: dict[int, dict[str, Any]] = {}
-    rows = read_pending(served.pending_dir / PENDING)
-    for sid, row in zip(doc_ids([r["id"] for r in rows]).tolist() if rows else [], rows):
-        latest[sid] = row
-    return [{**r, "store_id": s} for s, r in sorted(latest.items())]
+    """The latest version of each pending row, in store-id order, with its ``store_id`` (the
+    rows in memory, read only); None when the index is fitted."""
+    view = served.pending_view()
+    return None if view is None else view.records()
 
 
 def _pending_match(rows: list[dict[str, Any]], ids: Sequence[Any] | None, flt: Any
@@ -64,19 +63,7 @@ def _pending_match(rows: list[dict[str, Any]], ids: Sequence[Any] | None, flt: A
 
 
 def _rewrite_pending(served: Any, rows: list[dict[str, Any]]) -> None:
-    from slimvec.service.registry import PENDING
-
-    path = served.pending_dir / PENDING
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps({k: v for k, v in r.items() if k != "store_id"},
-                                ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    served.pending_rows = len(rows)
-    served.pending_view_reset()
+    served.pending_replace(rows)
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +73,7 @@ def _record(row: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------- reads
 def get(served: Any, ids: Sequence[Any]) -> list[dict[str, Any] | None]:
     """Records ``{"id", "store_id", "payload"}`` of the user's ids (None where unknown)."""
+    _check_ids(ids)
     with served.lock:
         rows = _pending(served)
     if rows is None:
@@ -97,6 +85,7 @@ def get(served: Any, ids: Sequence[Any]) -> list[dict[str, Any] | None]:
 def scroll(served: Any, limit: int, offset: Any = None, filter: Any = None
            ) -> tuple[list[dict[str, Any]], Any]:
     """One page of records in store-id order and the offset of the next page (None at the end)."""
+    check_size(limit, MAX_RESULTS, "The page size (limit)", "page through with next offsets.")
     flt = _filter(filter)
     with served.lock:
         rows = _pending(served)
@@ -116,13 +105,22 @@ def count(served: Any, filter: Any = None) -> int:
     if rows is None:
         index = served.ready_index()
         return int(index.store.count() if flt is None else index.count(filter=flt))
-    return len(_pending_match(rows, None, flt))
+    return len(rows) if flt is None else len(_pending_match(rows, None, flt))
 
 
 def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
            rescore: int | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
     """``(ids, scores, payloads_of)`` of full query vectors, filtered (store ids); ``rescore``
-    as :meth:`Index.search` (None: the index's recorded depth)."""
+    as :meth:`Index.search` (None: the index's recorded depth). ``k`` (Qdrant's ``offset +
+    limit``), ``k * rescore`` and the candidates of all queries are capped
+    (:data:`MAX_RESULTS`, :data:`MAX_CANDIDATES`, :data:`MAX_REQUEST_CANDIDATES`): no search
+    runs long, whether or not its client is still there."""
+    check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
+               "ask for fewer, or page with a filter or scroll.")
+    if rescore:
+        check_size(k * int(rescore), MAX_CANDIDATES, "The candidates to re-rank (k * rescore)",
+                   "lower k or rescore.")
+    _check_request(len(queries), k, rescore or 1)
     flt = _filter(filter)
     if flt is None:
         pending = served.search_pending(queries, k)
@@ -131,9 +129,17 @@ def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
     if pending is not None:
         return pending
     index = served.ready_index()
+    recorded = index.manifest.rescore
+    _check_request(len(queries), k, rescore or (recorded.depth if recorded is not None else 1))
     res = (index.search(queries, k, rescore=rescore, filter=flt) if flt is not None
            else index.search(queries, k, rescore=rescore))
     return res.ids, res.scores, index.payloads
+
+
+def _check_request(n_queries: int, k: int, depth: int) -> None:
+    check_size(n_queries * k * max(1, int(depth)), MAX_REQUEST_CANDIDATES,
+               "The candidates of this request (queries * k * rescore depth)",
+               "send fewer queries per request, or lower k.")
 
 
 def _allowed(served: Any, flt: Any) -> set[int] | None:
@@ -235,10 +241,8 @@ def _edit_pending(served: Any, ids: Sequence[Any] | None, flt: Any,
             served.ready_index()  # raises when the index cannot take changes now
             return None
         hit = {r["store_id"] for r in _pending_match(rows, ids, flt)}
-        for r in rows:
-            if r["store_id"] in hit:
-                r["payload"] = edit(r.get("payload") or {})
-        _rewrite_pending(served, rows)
+        _rewrite_pending(served, [{**r, "payload": edit(r.get("payload") or {})}
+                                  if r["store_id"] in hit else r for r in rows])
         return len(hit)
 
 

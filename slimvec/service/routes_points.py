@@ -48,7 +48,7 @@ class ScrollIn(_In):
     before (none: the first page)."""
 
     limit: int = Field(100, ge=1, le=10_000)
-    offset: Optional[int] = None
+    offset: Optional[int] = Field(None, ge=0, le=2 ** 63 - 1)  # a store id
     filter: Optional[dict[str, Any]] = None
 
 

@@ -24,9 +24,9 @@ from slimvec.indexer.writer import VectorBatch
 from slimvec.service.encoders import Encoders
 from slimvec.service.index_state import Busy, IndexState, WriteResult
 from slimvec.service.names import index_folder
-from slimvec.service.pending import PendingSearch
+from slimvec.service.pending import Journal, PendingSearch
 from slimvec.service.rowchecks import check_docs, check_vectors
-from slimvec.service.served_pending import PENDING, PENDING_DIR, PendingRows, count_lines
+from slimvec.service.served_pending import PENDING, PENDING_DIR, PendingRows
 from slimvec.service.spec import SERVICE_SPEC, ServiceSpec
 from slimvec.service.writer import IndexWriter, LiveIndex, LockedStore, WriterClosed
 
@@ -62,6 +62,7 @@ class ServedIndex(PendingRows):
         self.pending_rows = 0
         self._pending_lock: IndexLock | None = None
         self._pending_search = PendingSearch(self._pending_vectors)
+        self._journal = Journal(self.pending_dir / PENDING)
         self.lock = threading.RLock()
         self._closing = threading.Event()  # stops the dead writer's supervisor
 
@@ -79,7 +80,7 @@ class ServedIndex(PendingRows):
                 else:
                     self._lock_pending()
                     self.spec = ServiceSpec.load(self.pending_dir / SERVICE_SPEC)
-                    self.pending_rows = count_lines(self.pending_dir / PENDING)
+                    self.pending_load()  # read once: later reads answer from memory
                     self.state = IndexState.PENDING
             except BaseException:
                 self.close()
@@ -163,6 +164,7 @@ class ServedIndex(PendingRows):
             finally:
                 self.writer, self.index = None, None
                 if self._pending_lock is not None:
+                    self._journal.flush()  # writes answered without waiting: fsynced now
                     self._pending_lock.release()
                     self._pending_lock = None
                 if self.state != IndexState.BUSY:
@@ -265,7 +267,7 @@ class ServedIndex(PendingRows):
         """Validate, encode and queue documents; returns the result and a future (or None)."""
         with self.lock:
             if self.state == IndexState.PENDING:
-                return self._add_pending(docs, "text", source), None
+                return self._add_pending(docs, "text", source)
             index = self.ready_index()
             if not index.manifest.encoder:
                 raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
@@ -287,7 +289,7 @@ class ServedIndex(PendingRows):
         """Validate and queue vectors with ids; returns the result and a future (or None)."""
         with self.lock:
             if self.state == IndexState.PENDING:
-                return self._add_pending(items, "vector", source), None
+                return self._add_pending(items, "vector", source)
             index = self.ready_index()
         good, vecs, rejects, payloads, changed = check_vectors(items, index.dim_in, source)
         ids = doc_ids([items[i]["id"] for i in good])

@@ -24,7 +24,7 @@ from slimvec.indexer.writer import REJECTS, VectorBatch
 from slimvec.reducers import make_reducer
 from slimvec.service.encoders import Encoders
 from slimvec.service.index_state import ConflictError, IndexState, WriteResult
-from slimvec.service.pending import PendingSearch
+from slimvec.service.pending import Journal, PendingSearch, Synced, row_vector, vector_field
 from slimvec.service.rowchecks import check_docs, check_vectors, common_dim
 from slimvec.service.spec import SERVICE_SPEC, ServiceSpec
 from slimvec.service.writer import SERVICE_INPUT
@@ -53,6 +53,7 @@ class PendingRows:
     lock: threading.RLock
     _pending_lock: IndexLock | None
     _pending_search: PendingSearch
+    _journal: Journal
 
     def _open_builder(self, spec: IndexSpec | None, X: np.ndarray | None) -> None:
         raise NotImplementedError
@@ -96,24 +97,36 @@ class PendingRows:
             :meth:`ready_index` then).
         """
         with self.lock:
-            if self.state != IndexState.PENDING:
+            view = self.pending_view()
+            if view is None:
                 return None
-            self._pending_search.sync(read_pending(self.pending_dir / PENDING))
-            ids, scores = self._pending_search.search(queries, k, allowed)
-            return ids, scores, self._pending_search.payloads
+            ids, scores = view.search(queries, k, allowed)
+            return ids, scores, view.payloads
 
     def pending_view(self) -> PendingSearch | None:
-        """The pending rows (payloads, vectors, count) while the index collects its fit sample,
-        in step with ``pending.jsonl``; None once it has a fitted reducer."""
+        """The pending rows in memory (payloads, vectors, count, records) while the index
+        collects its fit sample, their vectors computed; None once it has a fitted reducer."""
         with self.lock:
             if self.state != IndexState.PENDING:
                 return None
-            self._pending_search.sync(read_pending(self.pending_dir / PENDING))
+            self._pending_search.sync()
             return self._pending_search
 
-    def pending_view_reset(self) -> None:
-        """Forget the cached pending rows (``pending.jsonl`` was rewritten by a change)."""
-        self._pending_search = PendingSearch(self._pending_vectors)
+    def pending_load(self) -> list[dict[str, Any]]:
+        """Read ``pending.jsonl`` into memory (when the index opens); returns its rows."""
+        rows = self._journal.load()
+        self._pending_search = PendingSearch(self._pending_vectors, rows)
+        self.pending_rows = len(rows)
+        return rows
+
+    def pending_replace(self, records: list[dict[str, Any]]) -> None:
+        """Rewrite ``pending.jsonl`` (atomically) as ``records`` (one row per id, each with its
+        ``store_id``: a delete or a payload change) and the rows in memory with it."""
+        with self.lock:
+            self._journal.rewrite([json.dumps({k: v for k, v in r.items() if k != "store_id"},
+                                              ensure_ascii=False) for r in records])
+            self._pending_search.replace(records)
+            self.pending_rows = len(records)
 
     def fit_now(self) -> dict[str, Any]:
         """Fit the reducer on the documents collected so far, without waiting for ``fit_after``.
@@ -129,7 +142,7 @@ class PendingRows:
             if self.state != IndexState.PENDING:
                 raise ConflictError(f"Index {self.name!r} is {self.state}, not collecting its fit "
                                     "sample: there is nothing to fit.")
-            rows = read_pending(self.pending_dir / PENDING)
+            rows = list(self._pending_search.rows)
             if not rows:
                 raise ConfigError(f"Index {self.name!r} has no documents yet: add some, then fit.")
             self._fit_and_flush(rows)
@@ -147,7 +160,11 @@ class PendingRows:
 
 
     # ------------------------------------------------------------------ fit on arrival
-    def _add_pending(self, rows: list[dict[str, Any]], kind: str, source: str) -> WriteResult:
+    def _add_pending(self, rows: list[dict[str, Any]], kind: str, source: str
+                     ) -> tuple[WriteResult, Synced | None]:
+        """Append checked rows to the journal (one ``write``, not fsynced: the returned future's
+        ``result()`` waits for the group fsync) and to the rows in memory; fit and flush once
+        ``fit_after`` rows arrived (then committed, no future)."""
         encoder = self._creation_spec().encoder
         if kind == "text" and not encoder:
             raise ConfigError(f"Index {self.name!r} has no encoder: add vectors, not documents.")
@@ -164,32 +181,35 @@ class PendingRows:
                 self.spec = self._creation_spec().with_dim_in(dim)
                 self.spec.save(self.pending_dir / SERVICE_SPEC)  # kept on restart
             good, vecs, rejects, payloads, changed = check_vectors(rows, dim, source)
-            lines = [{"id": rows[i]["id"], "vector": vecs[j].tolist(),
+            lines = [{"id": rows[i]["id"], **vector_field(vecs[j]),
                       "payload": {k: v for k, v in payloads[j].items() if k != "source_id"}}
                      for j, i in enumerate(good)]
         append_lines_durable(self.pending_dir / REJECTS,
                              [json.dumps(r.to_json()) for r in rejects + changed])
-        append_lines_durable(self.pending_dir / PENDING,
-                             [json.dumps(x, ensure_ascii=False) for x in lines])
+        ticket = self._journal.append([json.dumps(x, ensure_ascii=False) for x in lines])
+        self._pending_search.append(lines)
         self.pending_rows += len(lines)
         result = WriteResult(accepted=len(lines), rejected=[r.to_json() for r in rejects],
-                             warnings=[w.to_json() for w in changed], committed=True,
+                             warnings=[w.to_json() for w in changed], committed=False,
                              pending_fit=True)
         if self.pending_rows >= self._creation_spec().fit_after:
-            self._fit_and_flush(read_pending(self.pending_dir / PENDING))
-            result.pending_fit = False
-        return result
+            self._fit_and_flush(list(self._pending_search.rows))
+            result.pending_fit, result.committed = False, True
+            return result, None
+        return result, Synced(self._journal, ticket)
 
     def _pending_vectors(self, rows: list[dict[str, Any]]) -> np.ndarray:
         encoder = self._creation_spec().encoder
         if encoder:
             return self.encoders.get(encoder).encode([r["text"] for r in rows])
-        return np.asarray([r["vector"] for r in rows], dtype=np.float32)
+        if not rows:
+            return np.zeros((0, self._creation_spec().dim_in or 0), dtype=np.float32)
+        return np.stack([row_vector(r) for r in rows])
 
     def _flush_pending(self, rows: list[dict[str, Any]] | None = None) -> None:
         """Write the collected rows (and their rejects) into the fitted index, commit, clean up."""
         if rows is None:
-            rows = read_pending(self.pending_dir / PENDING)
+            rows = self._journal.load()
         if rows:
             vecs = self._pending_vectors(rows)
             payloads = [{**r.get("payload", {}), "source_id": r["id"],
@@ -204,8 +224,10 @@ class PendingRows:
         if self._pending_lock is not None:
             self._pending_lock.release()
             self._pending_lock = None
+        self._journal.retire()  # committed into the index: writes waiting for an fsync are done
         shutil.rmtree(self.pending_dir, ignore_errors=True)
         self.pending_rows = 0
+        self._pending_search = PendingSearch(self._pending_vectors)
 
     def create_from_sample(self, X: np.ndarray) -> None:
         """Fit the reducer on ``X`` and create the index through :class:`IndexBuilder`."""
@@ -238,11 +260,3 @@ class PendingRows:
 def read_pending(path: Path) -> list[dict[str, Any]]:
     """The rows of a ``pending.jsonl`` (an index collecting its fit sample), in order."""
     return read_jsonl_nofollow(path)
-
-
-def count_lines(path: Path) -> int:
-    """Rows of a ``pending.jsonl`` (0 when there is none)."""
-    if not path.exists():
-        return 0
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())

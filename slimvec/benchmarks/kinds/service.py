@@ -14,8 +14,10 @@ train file:
 4. RSS of an idle server holding one ``big``-vector index built with ``slimvec migrate`` from a
    .npy of random 384-d vectors (no encoder, so MiniLM is not loaded).
 
-``measure_qdrant_compat``: RSS and p50 query latency of one collection behind ``slimvec serve``'s
-Qdrant-compatible API through qdrant-client's REST transport; the same collection in
+``measure_qdrant_compat``: RSS and p50 latency of ``query_points``, ``count`` and
+``get_collection`` on one collection behind ``slimvec serve``'s Qdrant-compatible API through
+qdrant-client's REST transport (``--n`` below the server's ``--fit-after``, 1,000: a collection
+still collecting its fit sample, answered exactly from memory); the same collection in
 qdrant-client's local mode (pure Python, in process) is a congruence reference only.
 """
 
@@ -200,13 +202,22 @@ def _load_and_time(client: Any, X: np.ndarray, n: int, nq: int) -> dict[str, flo
         client.upsert("bench", wait=True, points=[
             m.PointStruct(id=i, vector=X[i].tolist(), payload={"row": i}) for i in range(lo, min(n, lo + 500))])
     load_s = time.perf_counter() - t0
-    times = []
+    times: dict[str, list[float]] = {"query": [], "count": [], "get_collection": []}
     for q in X[n:n + nq]:
         t = time.perf_counter()
         client.query_points("bench", query=q.tolist(), limit=10, with_payload=True)
-        times.append(time.perf_counter() - t)
-    return {"upsert_s": round(load_s, 2), "p50_ms": round(1000 * statistics.median(times), 2),
-            "p95_ms": round(1000 * float(np.percentile(times, 95)), 2)}
+        times["query"].append(time.perf_counter() - t)
+        for what, call in (("count", lambda: client.count("bench", exact=True)),
+                           ("get_collection", lambda: client.get_collection("bench"))):
+            t = time.perf_counter()
+            call()
+            times[what].append(time.perf_counter() - t)
+    out = {"upsert_s": round(load_s, 2)}
+    for what, ts in times.items():
+        pre = "" if what == "query" else f"{what}_"
+        out.update({f"{pre}p50_ms": round(1000 * statistics.median(ts), 2),
+                    f"{pre}p95_ms": round(1000 * float(np.percentile(ts, 95)), 2)})
+    return out
 
 
 def measure_qdrant_compat(n: int = 5000, nq: int = 200, vectors: np.ndarray | None = None) -> dict[str, Any]:
@@ -217,6 +228,7 @@ def measure_qdrant_compat(n: int = 5000, nq: int = 200, vectors: np.ndarray | No
     """
     import tracemalloc
 
+    import httpx
     from qdrant_client import QdrantClient
 
     X = _minilm(n + nq) if vectors is None else np.asarray(vectors, dtype=np.float32)
@@ -228,8 +240,10 @@ def measure_qdrant_compat(n: int = 5000, nq: int = 200, vectors: np.ndarray | No
             rss_idle = rss_mib(srv.pid)
             res = _load_and_time(QdrantClient(url=srv.url, timeout=300), X, n, nq)
             info = QdrantClient(url=srv.url, timeout=300).get_collection("bench")
+            state = httpx.get(f"{srv.url}/indexes/bench", timeout=60).json().get("state")
             out["slimvec_serve"] = {**res, "rss_idle_mib": rss_idle, "rss_loaded_mib": rss_mib(srv.pid),
-                                    "points": info.points_count, "recipe": "server default"}
+                                    "points": info.points_count, "state": state,
+                                    "recipe": "server default"}
     tracemalloc.start()
     res = _load_and_time(QdrantClient(":memory:"), X, n, nq)
     out["qdrant_client_memory_reference"] = {

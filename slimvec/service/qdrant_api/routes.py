@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
+from slimvec.service.limits import check_batch
 from slimvec.service.qdrant_api.translate import Collections
 
 __all__ = ["qdrant_router"]
@@ -145,6 +146,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         searches = body.get("searches")
         if not isinstance(searches, list):
             raise QdrantError(400, "Bad request: send {\"searches\": [query, ...]}.")
+        check_batch(len(searches), state.config.max_batch, "searches")
         return ok([cols.query(name, s) for s in searches], t0)
 
     @r.post("/collections/{name}/points/count", dependencies=[read])

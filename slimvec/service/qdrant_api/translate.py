@@ -20,6 +20,7 @@ import numpy as np
 
 from slimvec.ids import doc_id, doc_ids
 from slimvec.service import points
+from slimvec.service.limits import MAX_IDS, check_size
 from slimvec.indexer.rowcheck import RowProblem, check_payload
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
                                                qdrant_id, unsupported)
@@ -237,6 +238,7 @@ class Collections:
         """``POST /collections/NAME/points``: the points of ``ids`` (unknown ids are left out)."""
         check_fields(body, ("ids", "with_payload", "with_vector"), "retrieve")
         served = self.served(name)
+        check_size(len(body.get("ids") or []), MAX_IDS, "The number of ids", "split the request.")
         wanted = list(dict.fromkeys(point_id(x) for x in body.get("ids") or []))
         sids = doc_ids(wanted).tolist() if wanted else []
         return self._records(served, sids, body.get("with_payload", True),
