@@ -102,7 +102,7 @@ def _check_type(archive: Path, ti: tarfile.TarInfo) -> None:
     if (ti.isfile() and not ti.issparse()) or ti.isdir():
         return
     kind = ("a symbolic link" if ti.issym() else "a hard link" if ti.islnk() else
-            "a device file" if ti.isdev() else "a FIFO" if ti.isfifo() else
+            "a FIFO" if ti.isfifo() else "a device file" if ti.isdev() else
             "a sparse file" if ti.issparse() else f"of type {ti.type!r}")
     raise _refuse(archive, f"member {ti.name[:200]!r} is {kind}; an index snapshot holds only "
                   "regular files and folders")
@@ -205,7 +205,7 @@ def _check_origin(archive: Path, meta: dict[str, Any], trust_unsigned: bool) -> 
     if problem is None:
         return
     if trust_unsigned:
-        log.warning("%s: %s; restored anyway (trust_unsigned).", archive, problem)
+        log.warning("%s: %s; going on (trust_unsigned).", archive, problem)
         return
     raise UnsignedArchiveError(
         f"{archive}: {problem}. Nothing was restored: only archives signed with this "
@@ -428,7 +428,8 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
         try:  # in a child process: a store file that crashes the engine must not crash us
             probe_index(tmp)
         except ProbeFailed as exc:
-            raise IndexProbeError(f"{archive}: the restored index {exc.reason}; nothing was "
+            reason = exc.reason.replace(str(tmp), str(target))
+            raise IndexProbeError(f"{archive}: the restored index {reason}; nothing was "
                                   "restored. Its files are damaged or were made to crash "
                                   "slimvec: restore another snapshot.") from exc
         _swap(tmp, target, force)
