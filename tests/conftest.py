@@ -110,6 +110,7 @@ SLOW_MODULES = (
     "tests/benchmarks/test_filtered_bench.py",  # a whole run_bench: 2 recipes built by migrate
     "tests/benchmarks/test_bench_kinds_slow.py",  # issue 24 item 3: MiniLM, whole commands, servers
     "tests/service/test_job_reads.py",  # issue 25 item 7: MiniLM servers, a kill -9 restart
+    "tests/service/test_corrupt_restore.py",  # issue 39 F3: ~40 corrupted restores, a child each
 )
 
 

@@ -47,6 +47,7 @@ __all__ = ["restore", "verify_archive", "ArchiveError", "UnsignedArchiveError", 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 _ZEROS = bytes(_CHUNK)
+_HOLE = bytes(SparseWriter.BLOCK)
 _MAX_META = 64 << 20
 _MAX_MEMBERS = 100_000
 _RATIO_FREE = 64 << 20  # data bytes read before the ratio is checked (small archives vary most)
@@ -72,9 +73,11 @@ class _Budget:
         self.archive, self.raw, self.limits, self.data = archive, raw, limits, 0
 
     def count(self, name: str, chunk: bytes) -> None:
-        if chunk == (_ZEROS if len(chunk) == _CHUNK else bytes(len(chunk))):
+        if chunk == _ZEROS:
             return  # a hole once written
-        self.data += len(chunk)
+        for lo in range(0, len(chunk), len(_HOLE)):  # the blocks SparseWriter writes as holes
+            block = chunk[lo:lo + len(_HOLE)]
+            self.data += 0 if block == _HOLE[:len(block)] else len(block)
         read = self.raw.tell()
         if self.data > _RATIO_FREE + self.limits.max_ratio * read:
             raise _refuse(self.archive, f"member {name!r} expands more than "
