@@ -279,8 +279,7 @@ def verify_archive(archive: str | os.PathLike[str], *, trust_unsigned: bool = Fa
                                   f"{SNAPSHOT_FILE} records (the archive was modified or damaged)")
     if meta is None:
         raise _refuse(archive, f"the archive is empty (no {SNAPSHOT_FILE})")
-    missing = sorted(set(listed) - seen)
-    if missing:
+    if missing := sorted(set(listed) - seen):
         raise _refuse(archive, f"member {missing[0]!r} listed in {SNAPSHOT_FILE} is missing "
                       f"({len(missing)} missing: the archive is truncated)")
     if "manifest.json" not in listed:
@@ -308,8 +307,7 @@ def _extract(archive: Path, tmp: Path, meta: dict[str, Any],
              progress: Callable[[int, int], None] | None, limits: RestoreLimits) -> None:
     """Second pass: write every member under ``tmp`` (exclusive creation, checksums again)."""
     listed = {m["name"]: m for m in meta["members"]}
-    total = sum(m.get("size", 0) for m in listed.values())
-    done = 0
+    total, done = sum(m.get("size", 0) for m in listed.values()), 0
     raw, tar = _open_tar(archive)
     budget = _Budget(archive, raw, limits)
     with raw, tar:
@@ -318,8 +316,7 @@ def _extract(archive: Path, tmp: Path, meta: dict[str, Any],
                 continue
             _check_name(archive, ti.name)
             _check_type(archive, ti)
-            entry = listed.get(ti.name)
-            if entry is None or (ti.isfile() and ti.size != entry.get("size")):
+            if (entry := listed.get(ti.name)) is None or (ti.isfile() and ti.size != entry["size"]):
                 raise _refuse(archive, f"member {ti.name!r} is not listed in {SNAPSHOT_FILE} "
                               "as it is (the archive changed since it was checked)")
             try:
