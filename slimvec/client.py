@@ -102,11 +102,14 @@ class Client:
         """Snapshot files on the server, newest first."""
         return self.request("GET", "/snapshots")["snapshots"]
 
-    def restore(self, name: str, snapshot: str, force: bool = False) -> dict[str, Any]:
+    def restore(self, name: str, snapshot: str, force: bool = False,
+                trust_unsigned: bool = False) -> dict[str, Any]:
         """Restore index ``name`` from a server snapshot file (by name, never a path); returns
-        the restored index's info."""
+        the restored index's info. ``trust_unsigned`` accepts a snapshot not signed with the
+        server's snapshot key."""
         return self.request("POST", f"/indexes/{name}/restore",
-                            json={"snapshot": snapshot, "force": force})
+                            json={"snapshot": snapshot, "force": force,
+                                  "trust_unsigned": trust_unsigned})
 
     def rebuild(self, name: str, recipe: str, sample: int = 10_000) -> dict[str, Any]:
         """Start a job rebuilding index ``name`` with ``recipe`` from its kept full vectors (no

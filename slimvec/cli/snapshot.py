@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -51,17 +51,31 @@ def restore(
     archive: Path = typer.Argument(..., help="Archive written by 'slimvec snapshot'."),
     index: Path = typer.Option(..., "--index", help="Folder to restore into: new or empty (its parent must exist)."),
     force: bool = typer.Option(False, "--force", help="Replace the index already in --index (refused while another process uses it)."),
+    trust_unsigned: bool = typer.Option(False, "--trust-unsigned", help="Restore an archive that is unsigned or signed with another installation's snapshot key ($SLIMVEC_SNAPSHOT_KEY): only for archives whose origin you trust. Every other check still runs."),
+    max_size: Optional[str] = typer.Option(None, "--max-size", help="Cap on all files together, e.g. 512G [default: $SLIMVEC_RESTORE_MAX_TOTAL or 256G]."),
+    max_member_size: Optional[str] = typer.Option(None, "--max-member-size", help="Cap on one file [default: $SLIMVEC_RESTORE_MAX_MEMBER or 64G]."),
+    max_ratio: Optional[float] = typer.Option(None, "--max-ratio", help="Cap on data bytes per compressed byte, zero runs not counted [default: $SLIMVEC_RESTORE_MAX_RATIO or 200]."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress while extracting."),
 ) -> None:
-    """Restore an index from a snapshot: every checksum is verified and links, absolute paths and
-    '..' are refused before anything is written."""
+    """Restore an index from a snapshot: its signature (this installation's snapshot key), every
+    checksum and size are verified and links, absolute paths and '..' refused before anything is
+    written; the index is opened and searched in a child process before it is put in place."""
+    import dataclasses
+
     from slimvec.indexer.index import open_index
     from slimvec.indexer.snapshot import restore as put_back
+    from slimvec.indexer.snapshot_pin import RestoreLimits, parse_size
 
+    limits = RestoreLimits.from_env()
+    limits = dataclasses.replace(
+        limits, max_total_bytes=parse_size(max_size) if max_size else limits.max_total_bytes,
+        max_member_bytes=parse_size(max_member_size) if max_member_size else limits.max_member_bytes,
+        max_ratio=max_ratio if max_ratio else limits.max_ratio)
     bar, advance = _bar(progress and not json_out, "restore")
     with bar:
-        folder = put_back(archive, index, force=force, progress=advance)
+        folder = put_back(archive, index, force=force, progress=advance,
+                          trust_unsigned=trust_unsigned, limits=limits)
     with open_index(folder) as idx:
         count = int(idx.store.count())
     if json_out:

@@ -1,17 +1,24 @@
 """Restore an index from a snapshot archive (:func:`restore`, also :mod:`slimvec.indexer.snapshot`).
 
-An archive is untrusted input. Before anything is written, a first pass over it checks that:
+An archive is untrusted input. Before anything is written, a first pass over it checks:
 
-- the first member is ``SNAPSHOT.json`` of a known format version;
-- every member is a regular file or a folder (no symbolic or hard link, device, FIFO) whose name
-  is a plain relative path (no absolute path, ``..``, ``.``, backslash, empty or control
-  characters), listed once in ``SNAPSHOT.json``, with the listed size and SHA-256;
-- every listed member is present (a truncated archive names the member it stopped in).
+- the first member is ``SNAPSHOT.json`` of a known format version, signed (HMAC-SHA256) with this
+  installation's snapshot key (``$SLIMVEC_SNAPSHOT_KEY``, else ``~/.config/slimvec/snapshot.key``):
+  checksums prove integrity, not origin, as whoever writes an archive can recompute them. An
+  unsigned archive, or one signed with another key, is refused unless ``trust_unsigned``;
+- every member is a regular file or a folder (no link, device, FIFO, sparse file) whose name is a
+  plain relative path (no absolute path, ``..``, ``.``, backslash, empty or control characters),
+  listed once in ``SNAPSHOT.json`` and not under a listed file, with the listed size and SHA-256;
+- every listed member is present (a truncated archive names the member it stopped in);
+- sizes (:class:`RestoreLimits`): per file and in all as listed (before anything is decompressed),
+  and at most ``max_ratio`` bytes of data (zero runs, written as holes, not counted) per
+  compressed byte read: a decompression bomb is stopped while it is read.
 
 A second pass extracts into a temporary folder beside the target (files created exclusively,
-links never followed, checksums checked again), the restored index is opened
-(:func:`slimvec.open`), and the folder is renamed into place. Any failure removes the temporary
-folder: nothing is left behind.
+links never followed, checksums checked again). The restored index is then opened and searched in
+a child process (:func:`slimvec.indexer.probe.probe_index`): a store file that crashes the engine
+(a segfault) kills that child, not this process, and the restore is refused with the reason. Only
+then is the folder renamed into place. Any failure removes the temporary folder.
 """
 
 from __future__ import annotations
@@ -25,24 +32,59 @@ import shutil
 import tarfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator
 
-from slimvec.errors import ConfigError, PersistenceError
+from slimvec.errors import ConfigError, PersistenceError, SlimvecError
 from slimvec.indexer.locking import IndexLock
 from slimvec.indexer.snapshot_pin import (
-    SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, SparseWriter,
+    KEY_ENV, SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, RestoreLimits,
+    SparseWriter, signature_problem, snapshot_key,
 )
 
-__all__ = ["restore", "verify_archive", "ArchiveError"]
+__all__ = ["restore", "verify_archive", "ArchiveError", "UnsignedArchiveError", "IndexProbeError",
+           "RestoreLimits"]
 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
+_ZEROS = bytes(_CHUNK)
+_HOLE = bytes(SparseWriter.BLOCK)
 _MAX_META = 64 << 20
+_MAX_MEMBERS = 100_000
+_RATIO_FREE = 64 << 20  # data bytes read before the ratio is checked (small archives vary most)
 _READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError)
 
 
 class ArchiveError(PersistenceError):
     """An archive refused before anything was written (hostile, truncated or tampered)."""
+
+
+class UnsignedArchiveError(ArchiveError):
+    """Not signed with this installation's snapshot key (``trust_unsigned`` restores it)."""
+
+
+class IndexProbeError(ArchiveError):
+    """The restored index crashed, failed or hung when opened and searched in a child process."""
+
+
+class _Budget:
+    """Counts the data read out of an archive against the compressed bytes read (``raw``)."""
+
+    def __init__(self, archive: Path, raw: IO[bytes], limits: RestoreLimits) -> None:
+        self.archive, self.raw, self.limits, self.data = archive, raw, limits, 0
+
+    def count(self, name: str, chunk: bytes) -> None:
+        if chunk == _ZEROS:
+            return  # a hole once written
+        for lo in range(0, len(chunk), len(_HOLE)):  # the blocks SparseWriter writes as holes
+            block = chunk[lo:lo + len(_HOLE)]
+            self.data += 0 if block == _HOLE[:len(block)] else len(block)
+        read = self.raw.tell()
+        if self.data > _RATIO_FREE + self.limits.max_ratio * read:
+            raise _refuse(self.archive, f"member {name!r} expands more than "
+                          f"{self.limits.max_ratio:g} times ({self.data:,} bytes of data from "
+                          f"{read:,} compressed): a decompression bomb, or data far more "
+                          "compressible than an index; if you trust the archive, raise the cap "
+                          "(--max-ratio, $SLIMVEC_RESTORE_MAX_RATIO)")
 
 
 def _refuse(archive: Path, what: str) -> ArchiveError:
@@ -60,10 +102,11 @@ def _check_name(archive: Path, name: str) -> None:
 
 
 def _check_type(archive: Path, ti: tarfile.TarInfo) -> None:
-    if ti.isfile() or ti.isdir():
+    if (ti.isfile() and not ti.issparse()) or ti.isdir():
         return
     kind = ("a symbolic link" if ti.issym() else "a hard link" if ti.islnk() else
-            "a device file" if ti.isdev() else "a FIFO" if ti.isfifo() else f"of type {ti.type!r}")
+            "a FIFO" if ti.isfifo() else "a device file" if ti.isdev() else
+            "a sparse file" if ti.issparse() else f"of type {ti.type!r}")
     raise _refuse(archive, f"member {ti.name[:200]!r} is {kind}; an index snapshot holds only "
                   "regular files and folders")
 
@@ -83,7 +126,7 @@ def _members(archive: Path, tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
 
 
 def _read_member(archive: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo,
-                 sink: Callable[[bytes], None]) -> str:
+                 sink: Callable[[bytes], None], budget: _Budget) -> str:
     h = hashlib.sha256()
     try:
         fh = tar.extractfile(ti)
@@ -92,6 +135,7 @@ def _read_member(archive: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo,
             chunk = fh.read(_CHUNK)
             if not chunk:
                 break
+            budget.count(ti.name, chunk)
             h.update(chunk)
             sink(chunk)
     except _READ_ERRORS as exc:
@@ -100,7 +144,7 @@ def _read_member(archive: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo,
     return h.hexdigest()
 
 
-def _parse_meta(archive: Path, body: bytes) -> dict[str, Any]:
+def _parse_meta(archive: Path, body: bytes, limits: RestoreLimits) -> dict[str, Any]:
     try:
         meta = json.loads(body)
     except ValueError as exc:
@@ -125,11 +169,75 @@ def _parse_meta(archive: Path, body: bytes) -> dict[str, Any]:
             raise _refuse(archive, f"{SNAPSHOT_FILE}: member entry {str(m)[:120]} should have "
                           "name, type ('file' with size and sha256, or 'dir')")
         _check_name(archive, m["name"])
+    _check_sizes(archive, members, limits)
     return meta
 
 
-def verify_archive(archive: str | os.PathLike[str]) -> dict[str, Any]:
+def _check_sizes(archive: Path, members: list[dict[str, Any]], limits: RestoreLimits) -> None:
+    """Names listed once, none under a file, sizes within ``limits``: before any data is read."""
+    if len(members) > _MAX_MEMBERS:
+        raise _refuse(archive, f"{SNAPSHOT_FILE} lists {len(members):,} members; an index holds "
+                      f"far fewer (at most {_MAX_MEMBERS:,} are restored)")
+    kinds: dict[str, str] = {}
+    for m in members:
+        if m["name"] in kinds:
+            raise _refuse(archive, f"member {m['name']!r} is listed twice in {SNAPSHOT_FILE}")
+        kinds[m["name"]] = m["type"]
+    total = 0
+    for m in members:
+        parts = m["name"].split("/")
+        for i in range(1, len(parts)):
+            if kinds.get(under := "/".join(parts[:i])) == "file":
+                raise _refuse(archive, f"member {m['name']!r} lies under {under!r}, which is "
+                              "listed as a file: a path cannot be both a file and a folder")
+        size = m.get("size", 0)
+        if size < 0 or size > limits.max_member_bytes:
+            raise _refuse(archive, f"member {m['name']!r} is listed at {size:,} bytes, above the "
+                          f"cap of {limits.max_member_bytes:,} per file; if you trust the archive, "
+                          "raise it (--max-member-size, $SLIMVEC_RESTORE_MAX_MEMBER)")
+        total += size
+    if total > limits.max_total_bytes:
+        raise _refuse(archive, f"its members add up to {total:,} bytes, above the cap of "
+                      f"{limits.max_total_bytes:,}; if you trust the archive, raise it "
+                      "(--max-size, $SLIMVEC_RESTORE_MAX_TOTAL)")
+
+
+def _check_origin(archive: Path, meta: dict[str, Any], trust_unsigned: bool) -> None:
+    """Refuse an archive not signed with this installation's key, unless ``trust_unsigned``."""
+    problem = signature_problem(meta, snapshot_key(create=False))
+    if problem is None:
+        return
+    if trust_unsigned:
+        log.warning("%s: %s; going on (trust_unsigned).", archive, problem)
+        return
+    raise UnsignedArchiveError(
+        f"{archive}: {problem}. Nothing was restored: only archives signed with this "
+        f"installation's snapshot key (${KEY_ENV}, else the key file 'slimvec snapshot' creates) "
+        "are restored as they are. If you trust where it comes from, pass --trust-unsigned "
+        '(HTTP: "trust_unsigned": true; Python: trust_unsigned=True).')
+
+
+def _open_tar(archive: Path) -> tuple[IO[bytes], tarfile.TarFile]:
+    """The raw file (its position: compressed bytes read) and the tar read through it."""
+    raw = open(archive, "rb")  # noqa: SIM115 - closed by the caller
+    try:
+        return raw, tarfile.open(fileobj=raw, mode="r:*")
+    except _READ_ERRORS as exc:
+        raw.close()
+        raise _refuse(archive, f"not a readable tar archive ({type(exc).__name__}: {exc})") from exc
+
+
+def verify_archive(archive: str | os.PathLike[str], *, trust_unsigned: bool = False,
+                   limits: RestoreLimits | None = None) -> dict[str, Any]:
     """Check an archive completely without writing anything (the first pass of :func:`restore`).
+
+    Parameters
+    ----------
+    archive : path
+    trust_unsigned : bool
+        Accept an archive that is unsigned or signed with another key (every other check stays).
+    limits : RestoreLimits, optional
+        Size and ratio caps (default :meth:`RestoreLimits.from_env`).
 
     Returns
     -------
@@ -138,18 +246,19 @@ def verify_archive(archive: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises
     ------
+    UnsignedArchiveError
+        Not signed with this installation's key (and not ``trust_unsigned``).
     PersistenceError
         The first problem found, naming the member.
     """
     archive = Path(archive)
+    limits = limits or RestoreLimits.from_env()
     listed: dict[str, dict[str, Any]] = {}
     meta: dict[str, Any] | None = None
     seen: set[str] = set()
-    try:
-        tar = tarfile.open(archive, "r:*")
-    except _READ_ERRORS as exc:
-        raise _refuse(archive, f"not a readable tar archive ({type(exc).__name__}: {exc})") from exc
-    with tar:
+    raw, tar = _open_tar(archive)
+    budget = _Budget(archive, raw, limits)
+    with raw, tar:
         for ti in _members(archive, tar):
             _check_name(archive, ti.name)
             _check_type(archive, ti)
@@ -157,20 +266,20 @@ def verify_archive(archive: str | os.PathLike[str]) -> dict[str, Any]:
                 if ti.name != SNAPSHOT_FILE or not ti.isfile() or ti.size > _MAX_META:
                     raise _refuse(archive, f"the first member is {ti.name!r}, not {SNAPSHOT_FILE}")
                 buf = bytearray()
-                _read_member(archive, tar, ti, buf.extend)
-                meta = _parse_meta(archive, bytes(buf))
+                _read_member(archive, tar, ti, buf.extend, budget)
+                meta = _parse_meta(archive, bytes(buf), limits)
+                _check_origin(archive, meta, trust_unsigned)
                 listed = {m["name"]: m for m in meta["members"]}
                 continue
             _check_listed(archive, ti, listed, seen)
             if ti.isfile():
-                got = _read_member(archive, tar, ti, lambda _: None)
+                got = _read_member(archive, tar, ti, lambda _: None, budget)
                 if got != listed[ti.name]["sha256"]:
                     raise _refuse(archive, f"member {ti.name!r}: SHA-256 differs from the one "
                                   f"{SNAPSHOT_FILE} records (the archive was modified or damaged)")
     if meta is None:
         raise _refuse(archive, f"the archive is empty (no {SNAPSHOT_FILE})")
-    missing = sorted(set(listed) - seen)
-    if missing:
+    if missing := sorted(set(listed) - seen):
         raise _refuse(archive, f"member {missing[0]!r} listed in {SNAPSHOT_FILE} is missing "
                       f"({len(missing)} missing: the archive is truncated)")
     if "manifest.json" not in listed:
@@ -195,38 +304,56 @@ def _check_listed(archive: Path, ti: tarfile.TarInfo, listed: dict[str, dict[str
 
 
 def _extract(archive: Path, tmp: Path, meta: dict[str, Any],
-             progress: Callable[[int, int], None] | None) -> None:
+             progress: Callable[[int, int], None] | None, limits: RestoreLimits) -> None:
     """Second pass: write every member under ``tmp`` (exclusive creation, checksums again)."""
     listed = {m["name"]: m for m in meta["members"]}
-    total = sum(m.get("size", 0) for m in listed.values())
-    done = 0
-    with tarfile.open(archive, "r:*") as tar:
+    total, done = sum(m.get("size", 0) for m in listed.values()), 0
+    raw, tar = _open_tar(archive)
+    budget = _Budget(archive, raw, limits)
+    with raw, tar:
         for ti in _members(archive, tar):
             if ti.name == SNAPSHOT_FILE:
                 continue
             _check_name(archive, ti.name)
             _check_type(archive, ti)
-            if ti.name not in listed:
-                raise _refuse(archive, f"member {ti.name!r} is not listed in {SNAPSHOT_FILE}")
-            dest = tmp.joinpath(*ti.name.split("/"))
-            for parent in reversed(dest.relative_to(tmp).parents):
-                if (tmp / parent).is_symlink():
-                    raise _refuse(archive, f"member {ti.name!r} would be written through a link")
-            if ti.isdir():
-                dest.mkdir(parents=True, exist_ok=True)
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            out = SparseWriter(dest)  # exclusive, no link followed; zero runs stay holes
+            if (entry := listed.get(ti.name)) is None or (ti.isfile() and ti.size != entry["size"]):
+                raise _refuse(archive, f"member {ti.name!r} is not listed in {SNAPSHOT_FILE} "
+                              "as it is (the archive changed since it was checked)")
             try:
-                got = _read_member(archive, tar, ti, out.write)
-            finally:
-                out.close()
-            if got != listed[ti.name]["sha256"]:
+                got = _write_member(archive, tar, ti, tmp, budget)
+            except SlimvecError:
+                raise
+            except OSError as exc:
+                raise PersistenceError(f"{archive}: writing member {ti.name!r} failed ({exc}); "
+                                       "nothing was restored. Free disk space, or check the "
+                                       "target folder.") from exc
+            if got is not None and got != entry["sha256"]:
                 raise _refuse(archive, f"member {ti.name!r} changed between the check and the "
                               "extraction (SHA-256 differs)")
             done += ti.size
             if progress is not None:
                 progress(done, total)
+
+
+def _write_member(archive: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, tmp: Path,
+                  budget: _Budget) -> str | None:
+    """Write one member under ``tmp``; its SHA-256 (None for a folder)."""
+    dest = tmp.joinpath(*ti.name.split("/"))
+    for parent in reversed(dest.relative_to(tmp).parents):
+        if (tmp / parent).is_symlink():
+            raise _refuse(archive, f"member {ti.name!r} would be written through a link")
+        if parent != Path(".") and (tmp / parent).exists() and not (tmp / parent).is_dir():
+            raise _refuse(archive, f"member {ti.name!r} lies under {parent.as_posix()!r}, "
+                          "which is a file")
+    if ti.isdir():
+        dest.mkdir(parents=True, exist_ok=True)
+        return None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    out = SparseWriter(dest)  # exclusive, no link followed; zero runs stay holes
+    try:
+        return _read_member(archive, tar, ti, out.write, budget)
+    finally:
+        out.close()
 
 
 def _target_state(target: Path, force: bool) -> bool:
@@ -246,7 +373,8 @@ def _target_state(target: Path, force: bool) -> bool:
 
 
 def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
-            force: bool = False, progress: Callable[[int, int], None] | None = None) -> Path:
+            force: bool = False, progress: Callable[[int, int], None] | None = None,
+            trust_unsigned: bool = False, limits: RestoreLimits | None = None) -> Path:
     """Restore a snapshot into ``index_dir`` (see the module docstring).
 
     Parameters
@@ -259,6 +387,11 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
         Replace a non-empty ``index_dir`` (refused while another process uses that index).
     progress : callable, optional
         ``progress(done, total)`` in bytes while extracting.
+    trust_unsigned : bool
+        Restore an archive that is unsigned or signed with another installation's key (every
+        other check, and the check in a child process, still runs).
+    limits : RestoreLimits, optional
+        Size and ratio caps (default :meth:`RestoreLimits.from_env`).
 
     Returns
     -------
@@ -269,29 +402,36 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
     ------
     ConfigError
         A non-empty target without ``force``, a link or a file as target.
+    UnsignedArchiveError
+        Not signed with this installation's snapshot key, without ``trust_unsigned``.
+    IndexProbeError
+        The restored index crashed (e.g. a segfault), failed or hung when a child process
+        opened and searched it.
     PersistenceError
-        A hostile, truncated or tampered archive (the message names the member), or a restored
-        index that does not open.
+        A hostile, truncated, oversized or tampered archive (the message names the member).
     IndexBusyError
         ``force`` over an index another process is using.
     """
-    from slimvec.indexer.index import open_index
+    from slimvec.indexer.probe import ProbeFailed, probe_index
 
     archive, target = Path(archive), Path(index_dir)
     if not archive.is_file():
         raise ConfigError(f"{archive} is not a file; give the path of a snapshot archive.")
     _target_state(target, force)
-    meta = verify_archive(archive)
+    limits = limits or RestoreLimits.from_env()
+    meta = verify_archive(archive, trust_unsigned=trust_unsigned, limits=limits)
     _remove_dead_leftovers(target)
     tmp = target.parent / f".{target.name}.restore-{os.getpid()}"
     try:
         tmp.mkdir()
-        _extract(archive, tmp, meta, progress)
-        try:
-            open_index(tmp).close()
-        except Exception as exc:
-            raise PersistenceError(f"{archive}: the restored index does not open ({exc}); nothing "
-                                   "was restored.") from exc
+        _extract(archive, tmp, meta, progress, limits)
+        try:  # in a child process: a store file that crashes the engine must not crash us
+            probe_index(tmp)
+        except ProbeFailed as exc:
+            reason = exc.reason.replace(str(tmp), str(target))
+            raise IndexProbeError(f"{archive}: the restored index {reason}; nothing was "
+                                  "restored. Its files are damaged or were made to crash "
+                                  "slimvec: restore another snapshot.") from exc
         _swap(tmp, target, force)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

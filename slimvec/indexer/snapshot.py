@@ -22,9 +22,11 @@ holds a :class:`~slimvec.indexer.locking.CommitGuard` (an exclusive ``flock`` on
 The archive is written under a temporary name beside ``out_file`` and renamed at the end: a
 killed snapshot never leaves a partial archive at ``out_file``.
 
-:func:`restore` checks every member name and type and every checksum before writing anything,
-extracts into a temporary folder beside the target, opens the restored index
-(:func:`slimvec.open`) and only then renames it into place.
+:func:`restore` checks the archive's origin (an HMAC-SHA256 signature with the snapshot key
+:func:`snapshot` signs with: ``$SLIMVEC_SNAPSHOT_KEY``, else a per-user key file it creates), every
+member name, type, size and checksum before writing anything, extracts into a temporary folder
+beside the target, opens and searches the restored index in a child process, and only then renames
+it into place.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from slimvec.errors import ConfigError, IndexBusyError, PersistenceError
 from slimvec.indexer.locking import CommitGuard, IndexLock
 from slimvec.indexer.manifest import MANIFEST, Manifest
 from slimvec.indexer.snapshot_pin import (
-    SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, copy_pinned, pin,
+    SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, copy_pinned, pin, sign_meta,
+    snapshot_key,
 )
 
 __all__ = ["snapshot", "restore", "SnapshotInfo", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
@@ -75,6 +78,8 @@ class SnapshotInfo:
         SHA-256 of the archive.
     count : int
         Documents of the index at the commit the snapshot was taken at.
+    signed : bool
+        Signed with this installation's snapshot key (else its restore needs ``trust_unsigned``).
     """
 
     path: Path
@@ -83,12 +88,13 @@ class SnapshotInfo:
     archive_bytes: int
     sha256: str
     count: int
+    signed: bool = True
 
     def summary(self) -> str:
         """One line for the CLI."""
         return (f"snapshot {self.path}: {self.files} files, {self.bytes:,} bytes "
                 f"({self.archive_bytes:,} archived), {self.count:,} documents, "
-                f"sha256 {self.sha256}")
+                f"sha256 {self.sha256}" + ("" if self.signed else ", UNSIGNED (no snapshot key)"))
 
 
 def archive_mode(path: str | os.PathLike[str]) -> str:
@@ -189,6 +195,7 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
         raise ConfigError(f"{folder}: its store {m0.store!r} lies outside the index folder, so a "
                           "folder snapshot cannot hold it; snapshot that store with its own tools.")
     in_place = not store_class(m0.store).snapshot_files
+    key = snapshot_key(create=True)
     _remove_dead_leftovers(out)
     stage = out.parent / f".{out.name}.partial-{os.getpid()}"
     tmp = out.parent / f".{out.name}.{os.getpid()}.tmp"
@@ -197,6 +204,8 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
         sums, m = _stage(folder, stage, in_place, hold, timeout)
         _fix_store_sums(m, stage, sums)
         meta = _meta(m, sums, stage)
+        if key is not None:
+            sign_meta(meta, key)
         size, digest = _write_tar(stage, tmp, mode, meta, sums, progress)
         os.replace(tmp, out)
         _fsync_dir(out.parent)
@@ -206,7 +215,7 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
             tmp.unlink()
     files = [r for r in sums]
     return SnapshotInfo(out, len(files), sum(s for s, _ in sums.values()), size, digest,
-                        int(m.count))
+                        int(m.count), key is not None)
 
 
 def _remove_dead_leftovers(out: Path) -> None:
@@ -364,18 +373,23 @@ def _fsync_dir(path: Path) -> None:
 
 
 def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
-            force: bool = False, progress: Progress | None = None) -> Path:
-    """Restore a snapshot into ``index_dir``: :func:`slimvec.indexer.restore.restore` (every
-    member name, type and checksum checked before anything is written; the restored index is
-    opened, then renamed into place; ``force`` replaces a non-empty ``index_dir``)."""
+            force: bool = False, progress: Progress | None = None, trust_unsigned: bool = False,
+            limits: Any = None) -> Path:
+    """Restore a snapshot into ``index_dir``: :func:`slimvec.indexer.restore.restore` (origin,
+    every member name, type, size and checksum checked before anything is written; the restored
+    index is opened and searched in a child process, then renamed into place; ``force`` replaces
+    a non-empty ``index_dir``; ``trust_unsigned`` accepts an archive not signed with this
+    installation's key)."""
     from slimvec.indexer.restore import restore as _restore
 
-    return _restore(archive, index_dir, force=force, progress=progress)
+    return _restore(archive, index_dir, force=force, progress=progress,
+                    trust_unsigned=trust_unsigned, limits=limits)
 
 
-def verify_archive(archive: str | os.PathLike[str]) -> dict[str, Any]:
+def verify_archive(archive: str | os.PathLike[str], *, trust_unsigned: bool = False,
+                   limits: Any = None) -> dict[str, Any]:
     """Check a snapshot archive without writing anything; returns its ``SNAPSHOT.json``
     (:func:`slimvec.indexer.restore.verify_archive`)."""
     from slimvec.indexer.restore import verify_archive as _verify
 
-    return _verify(archive)
+    return _verify(archive, trust_unsigned=trust_unsigned, limits=limits)

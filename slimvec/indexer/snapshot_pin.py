@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import io
 import json
+import logging
 import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from slimvec.errors import PersistenceError
+from slimvec.errors import ConfigError, PersistenceError
 from slimvec.indexer.manifest import MANIFEST, Manifest
 from slimvec.indexer.safefs import read_bytes_nofollow
 
 __all__ = ["Pinned", "pin", "copy_pinned", "SparseWriter", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
-           "SNAPSHOT_FORMAT_VERSION"]
+           "SNAPSHOT_FORMAT_VERSION", "KEY_ENV", "key_file", "snapshot_key", "sign_meta",
+           "signature_problem", "RestoreLimits", "parse_size"]
 
 #: the first member of a snapshot archive: every member with its size and SHA-256 (here, below
 #: both :mod:`.snapshot` and :mod:`.restore`, so neither imports the other)
@@ -32,10 +37,160 @@ SNAPSHOT_FILE = "SNAPSHOT.json"
 SNAPSHOT_FORMAT = "slimvec-snapshot"
 SNAPSHOT_FORMAT_VERSION = 1
 
+log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 _VOLATILE = ("-wal", "-shm", "-journal", ".tmp")
 #: entries of an index folder a snapshot carries besides the reducer, store and full vectors
 _TOP_FILES = ("rejects.jsonl", "calibration-queries.safetensors", ".ingest-state.sqlite")
+
+# ---------------------------------------------------------------------- origin (issue 39 F3)
+#: the key that signs snapshots and that restores verify; else :func:`key_file`'s
+KEY_ENV = "SLIMVEC_SNAPSHOT_KEY"
+
+
+def key_file() -> Path:
+    """This installation's snapshot key when ``$SLIMVEC_SNAPSHOT_KEY`` is not set:
+    ``$XDG_CONFIG_HOME/slimvec/snapshot.key`` (default ``~/.config``), 32 random bytes in hex,
+    created with mode 0600 by the first snapshot."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "slimvec" / "snapshot.key"
+
+
+def _read_key(path: Path) -> bytes:
+    st = os.lstat(path)
+    if not os.path.isfile(path) or os.path.islink(path) or st.st_mode & 0o077 \
+            or st.st_uid != os.getuid():
+        raise ConfigError(f"{path}: the snapshot key file must be a regular file of yours that "
+                          f"only you can read (chmod 600 {path}); fix it, or set ${KEY_ENV}.")
+    try:
+        key = bytes.fromhex(path.read_text().strip())
+    except ValueError:
+        key = b""
+    if len(key) < 16:
+        raise ConfigError(f"{path} should hold a hex key of 32 bytes; delete it (the next "
+                          f"snapshot writes a new one) or set ${KEY_ENV}.")
+    return key
+
+
+def snapshot_key(create: bool = False) -> bytes | None:
+    """The key snapshots are signed with: ``$SLIMVEC_SNAPSHOT_KEY`` (16 characters or more), else
+    :func:`key_file` (written when ``create``, if it can be). None when there is none."""
+    env = os.environ.get(KEY_ENV)
+    if env:
+        if len(env) < 16:
+            raise ConfigError(f"${KEY_ENV} is {len(env)} characters long; use 16 or more (e.g. "
+                              "the output of 'openssl rand -hex 32').")
+        return env.encode()
+    path = key_file()
+    if os.path.lexists(path):
+        return _read_key(path)
+    if not create:
+        return None
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made one first: use it
+            os.link(tmp, path)
+    except OSError as exc:
+        log.warning("cannot create the snapshot key %s (%s): the snapshot is written unsigned and "
+                    "its restore will need --trust-unsigned; set $%s to sign.", path, exc, KEY_ENV)
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return _read_key(path)
+
+
+def _key_id(key: bytes) -> str:
+    return hmac.new(key, b"slimvec-snapshot-key-id", hashlib.sha256).hexdigest()[:16]
+
+
+def _mac(meta: dict[str, Any], key: bytes) -> str:
+    body = json.dumps({k: v for k, v in meta.items() if k != "signature"}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def sign_meta(meta: dict[str, Any], key: bytes) -> None:
+    """Add ``signature`` to ``SNAPSHOT.json``'s object: HMAC-SHA256 over the rest of it (which
+    lists every member's size and SHA-256), with the id of the key (never the key)."""
+    meta["signature"] = {"alg": "hmac-sha256", "key_id": _key_id(key), "mac": _mac(meta, key)}
+
+
+def signature_problem(meta: dict[str, Any], key: bytes | None) -> str | None:
+    """None when ``meta`` is signed with ``key``; else what is wrong, in words."""
+    sig = meta.get("signature")
+    if not isinstance(sig, dict) or not isinstance(sig.get("mac"), str):
+        return f"the archive is unsigned (its {SNAPSHOT_FILE} carries no signature)"
+    if key is None:
+        return (f"the archive is signed, but this installation has no snapshot key to check it "
+                f"with (${KEY_ENV} is not set and {key_file()} does not exist)")
+    if sig.get("alg") != "hmac-sha256" or sig.get("key_id") != _key_id(key):
+        return (f"the archive is signed with another key (key id {str(sig.get('key_id'))[:32]!r}; "
+                f"this installation's is {_key_id(key)!r}): it was made elsewhere")
+    if not hmac.compare_digest(sig["mac"], _mac(meta, key)):
+        return (f"its signature does not verify: {SNAPSHOT_FILE} was changed after it was signed "
+                "(the archive was tampered with)")
+    return None
+
+
+# ---------------------------------------------------------------------- restore caps (F7)
+def parse_size(text: str) -> int:
+    """``"64G"``, ``"512M"``, ``"1.5T"``, ``"1000"`` (bytes; K/M/G/T are powers of 1024)."""
+    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    scale = 1024 ** (" KMGT".index(t[-1]) if t and t[-1] in "KMGT" else 0)
+    try:
+        value = float(t[:-1] if scale > 1 else t) * scale
+    except ValueError:
+        value = -1
+    if not 0 < value < 2 ** 62:
+        raise ConfigError(f"Invalid size {text!r}: expected bytes, or a number with K, M, G or T "
+                          "(e.g. 64G).")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class RestoreLimits:
+    """Caps on what an archive may expand to (issue 39 F7). The defaults fit real indexes with
+    room to spare; raise them with ``$SLIMVEC_RESTORE_MAX_MEMBER`` / ``_MAX_TOTAL`` (sizes such
+    as ``64G``) and ``$SLIMVEC_RESTORE_MAX_RATIO``, or ``slimvec restore --max-member-size /
+    --max-size / --max-ratio``.
+
+    Attributes
+    ----------
+    max_member_bytes : int
+        One file (default 64 GiB).
+    max_total_bytes : int
+        All files together (default 256 GiB).
+    max_ratio : float
+        Bytes of data per compressed byte read, 64 KiB blocks of zeros (holes once written) not
+        counted (default 200). Snapshots of small FAISS, hnswlib and Qdrant Edge indexes
+        measure 0.6-3.5 (gzip-3 and xz); counting the zeros, Qdrant Edge's preallocated files
+        make a .tar.xz 1,100x, which is why they are left out.
+    """
+
+    max_member_bytes: int = 64 << 30
+    max_total_bytes: int = 256 << 30
+    max_ratio: float = 200.0
+
+    @classmethod
+    def from_env(cls) -> "RestoreLimits":
+        """The defaults, overridden by the ``$SLIMVEC_RESTORE_MAX_*`` variables that are set."""
+        env, d = os.environ.get, cls()
+        ratio = env("SLIMVEC_RESTORE_MAX_RATIO")
+        try:
+            max_ratio = float(ratio) if ratio else d.max_ratio
+        except ValueError:
+            raise ConfigError(f"$SLIMVEC_RESTORE_MAX_RATIO={ratio!r} should be a number.") from None
+        member, total = env("SLIMVEC_RESTORE_MAX_MEMBER"), env("SLIMVEC_RESTORE_MAX_TOTAL")
+        return cls(parse_size(member) if member else d.max_member_bytes,
+                   parse_size(total) if total else d.max_total_bytes, max_ratio)
+
 
 @dataclass
 class Pinned:
@@ -156,7 +311,7 @@ class SparseWriter:
     Qdrant Edge preallocates sparse 32 MiB files (a 120-document index is 133 MB long, 296 KB
     allocated), and a copy written byte for byte would allocate all of it."""
 
-    _BLOCK = 1 << 16
+    BLOCK = 1 << 16
 
     def __init__(self, path: Path) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -166,8 +321,8 @@ class SparseWriter:
     def write(self, data: bytes) -> None:
         """Append ``data`` (zero blocks become holes)."""
         view = memoryview(data)
-        for lo in range(0, len(view), self._BLOCK):
-            block = view[lo:lo + self._BLOCK]
+        for lo in range(0, len(view), self.BLOCK):
+            block = view[lo:lo + self.BLOCK]
             if block.nbytes and bytes(block).count(0) == block.nbytes:
                 self.fh.seek(block.nbytes, os.SEEK_CUR)
             else:

@@ -16,7 +16,8 @@ class IndexState(str, Enum):
     """The state of a served index; the JSON (``info()["state"]``, ``/readyz`` counts) keeps the
     strings. ``state`` is one of the first four; ``DEGRADED`` is only what
     :meth:`~slimvec.service.served.ServedIndex.health` reports for a ready index whose writer
-    retries a failed commit or is being reopened."""
+    retries a failed commit or is being reopened, ``FAILED`` what the service lists for an index
+    it does not serve because it failed."""
 
     READY = "ready"
     """Fitted, open, its writer running."""
@@ -29,6 +30,9 @@ class IndexState(str, Enum):
     """Not open (shut down, deleted, or a failed open)."""
     DEGRADED = "degraded"
     """Ready, but writes answer 503 until its writer is back (reads still answer)."""
+    FAILED = "failed"
+    """Not served: it failed to open, or a restore of it was refused because it crashed the
+    child process that checked it (``GET /indexes`` shows ``error``)."""
 
     def __str__(self) -> str:  # f-strings and messages show the value, as before the enum
         return self.value

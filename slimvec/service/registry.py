@@ -89,6 +89,20 @@ class Registry:
         self.errors.pop(name, None)
         return served
 
+    def fail(self, name: str, reason: str) -> None:
+        """Record that index ``name`` failed (shown as ``failed`` with ``reason``), unless an
+        index of that name is served."""
+        with self._lock:
+            if name not in self._indexes:
+                self.errors[name] = reason
+
+    def failed_info(self, name: str) -> dict[str, Any] | None:
+        """What ``GET /indexes`` shows of an index that failed and is not served, else None."""
+        with self._lock:
+            if name in self._indexes or name not in self.errors:
+                return None
+            return {"name": name, "state": IndexState.FAILED, "error": self.errors[name]}
+
     def get(self, name: str) -> ServedIndex:
         """The served index ``name`` or :class:`NotFound`."""
         check_name(name)
@@ -177,7 +191,12 @@ class Registry:
         return served, True
 
     def delete(self, name: str) -> None:
-        """Close index ``name`` and delete its folder."""
+        """Close index ``name`` and delete its folder (one that failed: its folder and record)."""
+        check_name(name)
+        if self.failed_info(name) is not None:
+            shutil.rmtree(index_folder(self.root, name), ignore_errors=True)
+            self.errors.pop(name, None)
+            return
         served = self.get(name)
         with served.lock:
             if served.state == IndexState.BUSY:

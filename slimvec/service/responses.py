@@ -48,7 +48,8 @@ class ReadyOut(_Open):
 # ---------------------------------------------------------------------- indexes
 class IndexInfo(_Open):
     """The fields of ``slimvec info --json`` plus ``name`` and ``state``; a pending index has
-    ``pending`` / ``fit_after``, a degraded one ``last_error``, ``retries``, ``next_retry``."""
+    ``pending`` / ``fit_after``, a degraded one ``last_error``, ``retries``, ``next_retry``, a
+    failed one ``error``."""
 
     name: Optional[str] = None
     index: Optional[str] = Field(None, description="The folder, relative to the served root.")
@@ -63,6 +64,7 @@ class IndexInfo(_Open):
     last_error: Optional[str] = None
     retries: Optional[int] = None
     next_retry: Optional[str] = None
+    error: Optional[str] = Field(None, description="Why an index in state 'failed' is not served.")
 
 
 class IndexList(_Open):

@@ -33,13 +33,17 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
     @r.get("/indexes", dependencies=[read], response_model=IndexList,
            response_model_exclude_unset=True)
     def list_indexes() -> dict[str, Any]:
-        """Every served index with its info."""
+        """Every served index with its info, then those that failed (``state`` ``failed``,
+        ``error``: why it failed to open, or why its restore was refused)."""
         out = []
         for name in st.registry.names():
             try:
                 out.append(st.registry.get(name).info())
             except SlimvecError:
                 continue
+        for name in sorted(st.registry.errors):
+            if (failed := st.registry.failed_info(name)) is not None:
+                out.append({**failed, "error": redact(failed["error"], config)})
         return {"indexes": out}
 
     @r.put("/indexes/{name}", dependencies=[write], status_code=201, response_model=IndexInfo,
@@ -67,7 +71,11 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
            response_model_exclude_unset=True)
     def index_info(name: str) -> dict[str, Any]:
         """The fields of ``slimvec info --json``; a degraded index adds ``last_error`` (root
-        and secrets masked), ``retries`` and ``next_retry``."""
+        and secrets masked), ``retries`` and ``next_retry``; one that failed is ``state``
+        ``failed`` with its ``error``."""
+        failed = st.registry.failed_info(name)
+        if failed is not None:
+            return {**failed, "error": redact(failed["error"], config)}
         out = st.registry.get(name).info()
         if out.get("last_error"):
             out["last_error"] = redact(out["last_error"], config)

@@ -47,6 +47,9 @@ class RestoreIn(BaseModel):
 
     snapshot: str = Field(..., description="A file name listed by GET /snapshots (never a path).")
     force: bool = Field(False, description="Replace the index if it exists.")
+    trust_unsigned: bool = Field(False, description="Restore a snapshot that is unsigned or signed "
+                                 "with another installation's snapshot key (its origin is then "
+                                 "yours to vouch for); every other check still runs.")
 
 
 def _file_name(name: str) -> str:
@@ -99,8 +102,11 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
     @router.post("/indexes/{name}/restore", dependencies=[write], response_model=IndexInfo,
                  response_model_exclude_unset=True)
     def restore_index(name: str, body: RestoreIn) -> dict[str, Any]:
-        """Restore index ``name`` from a snapshot file on the server (checksums verified, links
-        and paths outside the index refused); ``force`` replaces an existing index."""
+        """Restore index ``name`` from a snapshot file on the server: its signature (the server's
+        snapshot key; ``trust_unsigned`` accepts another), checksums and sizes verified, links and
+        paths outside the index refused, and the index opened and searched in a child process
+        first (an index that crashes it is refused, 422, and listed as ``failed``); ``force``
+        replaces an existing index."""
         from slimvec.indexer.snapshot import restore
         from slimvec.service.registry import ConflictError, NotFound
 
@@ -116,15 +122,20 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
         if exists and not body.force:
             raise ConflictError(f"Index {name!r} exists; pass force=true to replace it with the "
                                 "snapshot, or restore under another name.")
-        from slimvec.indexer.restore import ArchiveError
+        from slimvec.indexer.restore import ArchiveError, IndexProbeError
 
         state.registry.suspend(name, "a restore")
+        crashed = None
         try:
-            restore(archive, target, force=body.force)
+            restore(archive, target, force=body.force, trust_unsigned=body.trust_unsigned)
         except ArchiveError as exc:  # the named file is bad input (422), not a server fault
-            raise ConfigError(str(exc).replace(str(archive), body.snapshot)) from exc
+            message = str(exc).replace(str(archive), body.snapshot)
+            crashed = message if isinstance(exc, IndexProbeError) else None
+            raise ConfigError(message) from exc
         finally:
             state.registry.resume(name)
+            if crashed is not None:  # shown as failed (GET /indexes) unless the old one serves
+                state.registry.fail(name, crashed)
         return state.registry.get(name).info()
 
     return router

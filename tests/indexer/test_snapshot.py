@@ -232,7 +232,7 @@ def test_hostile_archives_are_refused_with_nothing_written(tmp_path, good_archiv
     target = tmp_path / "out" / "idx"
     target.parent.mkdir()
     with pytest.raises(PersistenceError, match=message):
-        restore(bad, target)
+        restore(bad, target, trust_unsigned=True)
     assert list(target.parent.iterdir()) == []  # nothing, not even a temporary folder
     assert not Path("/tmp/abs-x").exists()
 

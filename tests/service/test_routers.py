@@ -64,7 +64,8 @@ def test_operation_ids_are_unique_and_kept(tmp_path):
 def test_index_state_is_a_str_enum_with_the_known_strings():
     from slimvec.service.registry import IndexState
 
-    assert [s.value for s in IndexState] == ["ready", "pending", "busy", "closed", "degraded"]
+    assert [s.value for s in IndexState] == ["ready", "pending", "busy", "closed", "degraded",
+                                             "failed"]
     assert IndexState("pending") is IndexState.PENDING
     assert IndexState.READY == "ready" and f"{IndexState.BUSY}" == "busy"
     assert json.dumps({"state": IndexState.DEGRADED}) == '{"state": "degraded"}'

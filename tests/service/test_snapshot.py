@@ -136,8 +136,10 @@ def test_a_hostile_snapshot_on_the_server_gets_422_and_restores_nothing(served):
         link = tarfile.TarInfo("manifest.json")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(link)
+    with pytest.raises(ConfigError, match="evil.tar: the archive is unsigned.*trust_unsigned"):
+        client.restore("evil", "evil.tar")  # an archive the server did not sign (issue 39 F3)
     with pytest.raises(ConfigError, match="evil.tar: member 'manifest.json' is a symbolic link"):
-        client.restore("evil", "evil.tar")
+        client.restore("evil", "evil.tar", trust_unsigned=True)
     assert not (root / "evil").exists()
     assert not [p for p in root.iterdir() if ".restore-" in p.name]
     assert "evil" not in [i["name"] for i in client.indexes()]
