@@ -396,6 +396,13 @@ class VectorStore(abc.ABC):
             keep.extend(i for i, p in zip(chunk, self.get_payloads(chunk)) if flt.matches(i, p))
         return np.asarray(keep, dtype=np.int64)
 
+    def plan_filter(self, flt: Any) -> tuple[int, Any]:
+        """(how many live ids match ``flt``, what :meth:`search` takes as its filter): the
+        matching ids themselves by default (:meth:`filter_ids`); a store that filters natively
+        and can count cheaply returns its count and ``flt`` (the planner of issue 37)."""
+        allowed = self.filter_ids(flt)
+        return len(allowed), allowed
+
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """Remove ``ids`` (vectors and payloads); unknown ids are ignored. Durable at :meth:`flush`.
 

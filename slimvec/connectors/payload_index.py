@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from slimvec.filters import Filter, HasId, IsEmpty, IsNull, Match, Range, _equals_any, field_values
+from slimvec.filters import Filter, HasId, IsEmpty, IsNull, Match, Range, field_values
 
 __all__ = ["FieldIndex", "PayloadIndex"]
 
@@ -111,8 +111,8 @@ class FieldIndex:
         if m.kind != "except":
             return found
         # except: some non-null value outside the list; ids holding listed values need a look
-        keep = [i for i in found.tolist()
-                if any(not _equals_any(v, m.values) for v in self.values[i] if v is not None)]
+        probe = Match("v", "except", m.values)  # the values as one flat array: the same test
+        keep = [i for i in found.tolist() if probe.test({"v": list(self.values[i])})]
         return np.union1d(np.setdiff1d(s["nonnull"], found, assume_unique=True),
                           np.asarray(keep, dtype=np.int64))
 

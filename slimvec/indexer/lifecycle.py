@@ -209,25 +209,42 @@ def filter_path(index: Any, n_allowed: int, k: int, depth: int | None) -> str:
     """The path :func:`filtered_search` takes for ``n_allowed`` matches: ``exact scan`` (the
     index keeps full vectors and few match) or ``store filter`` (the store's filtered search,
     re-ranked from the full vectors when ``depth`` is given); the benchmarks record it."""
+    return _plan(index, n_allowed, k, depth)["path"]
+
+
+def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
     keeps_full = index.full_vectors is not None or (index.manifest.full is not None
                                                     and index.manifest.full.in_store)
-    if keeps_full and n_allowed <= exact_threshold(index.store.count(), k, depth or 1):
-        return "exact scan"
-    return "store filter"
+    limit = exact_threshold(index.store.count(), k, depth or 1)
+    if not keeps_full:
+        return {"path": "store filter", "matches": n_allowed, "threshold": None,
+                "why": "no kept full vectors to scan"}
+    if n_allowed <= limit:
+        return {"path": "exact scan", "matches": n_allowed, "threshold": limit,
+                "why": f"{n_allowed} matches <= {limit}: scanning their full vectors is exact "
+                       "and cheaper than a filtered graph search"}
+    return {"path": "store filter", "matches": n_allowed, "threshold": limit,
+            "why": f"{n_allowed} matches > {limit}: the store's filtered search"}
 
 
 def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
                     depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
-    """The planner: exact scan of few matches, else the store's filtered search (+ rescoring)."""
-    allowed = index.store.filter_ids(flt)
-    if filter_path(index, len(allowed), k, depth) == "exact scan":
-        log.debug("filter matches %d: exact scan", len(allowed))
+    """The planner: count the matches (the store's own count, or the ids from the in-memory
+    payload index), scan few exactly, else the store's filtered search (+ rescoring). The plan
+    is logged at DEBUG and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
+    n_allowed, selection = index.store.plan_filter(flt)
+    plan = _plan(index, n_allowed, k, depth)
+    plan["native"] = not isinstance(selection, np.ndarray)
+    index.last_filter_plan = plan
+    log.debug("filtered search: %s (%s)", plan["path"], plan["why"])
+    if plan["path"] == "exact scan":
+        allowed = index.store.filter_ids(flt) if plan["native"] else selection
         return exact_scan(index, vectors, allowed, k)
     if depth is None:
-        return index.store.search(reduced, k, filter=allowed, **params)
+        return index.store.search(reduced, k, filter=selection, **params)
     if index.manifest.full is not None and index.manifest.full.in_store:
-        return index.store.search_rescored(reduced, vectors, k, k * int(depth), filter=allowed, **params)
-    candidates = index.store.search(reduced, k * int(depth), filter=allowed, **params)
+        return index.store.search_rescored(reduced, vectors, k, k * int(depth), filter=selection, **params)
+    candidates = index.store.search(reduced, k * int(depth), filter=selection, **params)
     return index.full_vectors.rerank(vectors, candidates, k)
 
 
