@@ -157,8 +157,8 @@ class PayloadTable:
         out = []
         for name, sql in got:
             m = re.search(r"""json_extract\(doc, '\$\."((?:[^"]|'')*)"'\)""", sql or "")
-            field = m.group(1).replace("''", "'") if m else None
-            made = index_sql(field) if field is not None else None
+            field = m.group(1).replace("''", "'") if m else ""
+            made = index_sql(field) if field else None
             if made is not None and made[0] == name:
                 out.append(field)
         return sorted(out)
