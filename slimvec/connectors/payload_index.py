@@ -100,6 +100,7 @@ class FieldIndex:
             "nulls": _ids(nulls), "nonnull": _ids(i for i, vs in self.values.items()
                                                     if any(v is not None for v in vs)),
             "nonempty": _ids(self.nonempty), "exact": exact,
+            "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
         }
         return self._built
 
@@ -132,7 +133,9 @@ class FieldIndex:
             hi = min(hi, int(np.searchsorted(v, r.lte, side="right")))
         if r.lt is not None:
             hi = min(hi, int(np.searchsorted(v, r.lt, side="left")))
-        return np.unique(s["num_i"][lo:hi]) if hi > lo else _EMPTY
+        if hi <= lo:
+            return _EMPTY
+        return np.sort(s["num_i"][lo:hi]) if s["single"] else np.unique(s["num_i"][lo:hi])
 
 
 class PayloadIndex:

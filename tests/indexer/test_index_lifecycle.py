@@ -260,7 +260,7 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
         sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in keep])])
         truth = [set(sids[np.argsort(-(q @ vn[keep].T))[:10]].tolist()) for q in vn[1:40:4]]
         for limit, path in ((10 ** 6, "exact scan"), (0, "store filter")):
-            monkeypatch.setattr(lifecycle, "exact_threshold", lambda n, k, d, limit=limit: limit)
+            monkeypatch.setattr(lifecycle, "exact_threshold", lambda *_, limit=limit: limit)
             got = idx.search(queries, 10, filter=flt)
             assert idx.last_filter_plan["path"] == path and idx.last_filter_plan["matches"] == len(keep)
             assert _recall(got.ids, truth) >= 0.99, (path, _recall(got.ids, truth))
