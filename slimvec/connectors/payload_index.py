@@ -27,6 +27,7 @@ __all__ = ["FieldIndex", "PayloadIndex"]
 #: integers beyond this lose precision as float64: a range on such a field is answered by SQL
 _EXACT_INT = 2 ** 53
 _EMPTY = np.empty(0, dtype=np.int64)
+_MISSING = object()
 
 
 def _typed(v: Any) -> tuple[str, Any] | None:
@@ -38,6 +39,16 @@ def _typed(v: Any) -> tuple[str, Any] | None:
     if isinstance(v, str):
         return ("s", v)
     return None
+
+
+def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique ``a`` ∩ ``b``: the smaller looked up in the larger (no sort of both)."""
+    small, big = (a, b) if len(a) <= len(b) else (b, a)
+    if not len(small) or not len(big):
+        return _EMPTY
+    at = np.searchsorted(big, small)
+    np.minimum(at, len(big) - 1, out=at)
+    return small[big[at] == small]
 
 
 def _ids(values: Iterable[int]) -> np.ndarray:
@@ -52,15 +63,22 @@ class FieldIndex:
         self.values: dict[int, tuple[Any, ...]] = {}
         self.nonempty: set[int] = set()
         self._built: dict[str, Any] | None = None
+        self._top = "." not in key and "[" not in key
 
     def put(self, i: int, payload: Mapping[str, Any]) -> None:
         """Index (or re-index) the payload of id ``i``."""
-        vals = tuple(field_values(payload, self.key))
+        if self._top:  # a top-level key: what field_values and IsEmpty read, without the path walk
+            v = payload.get(self.key, _MISSING)
+            vals = () if v is _MISSING else tuple(v) if isinstance(v, list) else (v,)
+            empty = v is _MISSING or v is None or (isinstance(v, list) and not v)
+        else:
+            vals = tuple(field_values(payload, self.key))
+            empty = IsEmpty(self.key).test(payload)
         if vals:
             self.values[i] = vals
         else:
             self.values.pop(i, None)
-        if IsEmpty(self.key).test(payload):
+        if empty:
             self.nonempty.discard(i)
         else:
             self.nonempty.add(i)
@@ -108,7 +126,7 @@ class FieldIndex:
         """Ids whose values satisfy ``m`` (Qdrant semantics, as :meth:`Match.test`)."""
         s = self._structures()
         hit = [s["keyed"].get(_typed(t), _EMPTY) for t in m.values]
-        found = np.unique(np.concatenate(hit)) if hit else _EMPTY
+        found = hit[0] if len(hit) == 1 else np.unique(np.concatenate(hit)) if hit else _EMPTY
         if m.kind != "except":
             return found
         # except: some non-null value outside the list; ids holding listed values need a look
@@ -168,19 +186,19 @@ class PayloadIndex:
                fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
         """Ids of ``live`` (sorted int64) matching ``flt``; ``fallback(condition)`` gives the live
         ids matching a condition this index cannot answer (the payload table's path)."""
-        return np.intersect1d(self._filter(flt, live, fallback), live, assume_unique=True)
+        return _intersect(self._filter(flt, live, fallback), live)
 
     def _filter(self, flt: Filter, live: np.ndarray, fallback: Callable[[Any], np.ndarray]
                 ) -> np.ndarray:
         out: np.ndarray | None = None
         for c in sorted(flt.must, key=lambda c: not isinstance(c, (HasId, Match))):
             got = self._cond(c, live, fallback)
-            out = got if out is None else np.intersect1d(out, got, assume_unique=True)
+            out = got if out is None else _intersect(out, got)
             if not len(out):
                 return out
         if flt.should:
             any_of = np.unique(np.concatenate([self._cond(c, live, fallback) for c in flt.should]))
-            out = any_of if out is None else np.intersect1d(out, any_of, assume_unique=True)
+            out = any_of if out is None else _intersect(out, any_of)
         if out is None:
             out = live
         if flt.must_not:
