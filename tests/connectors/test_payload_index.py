@@ -1,15 +1,11 @@
 """The in-memory payload indexes (issue 37): a filter answered from them selects exactly the ids
 :meth:`Filter.matches` selects on the stored payloads, after inserts, payload updates, deletes,
-reopen, another connection's commit and a kill -9 during writes, on every store."""
+reopen and another connection's commit, on every store (a kill -9 during writes:
+tests/reliability/test_kill_payload_index.py)."""
 
 from __future__ import annotations
 
 import random
-import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -137,12 +133,12 @@ def _truth(store, flt) -> list[int]:
     return [i for i, p in zip(live.tolist(), store.get_payloads(live.tolist())) if flt.matches(i, p)]
 
 
-def _agree(store) -> None:
+def agree_with_payloads(store) -> None:
     for flt in PROBES:
         assert store.filter_ids(flt).tolist() == _truth(store, flt), flt.to_json()
 
 
-def _rows(seed: int, n: int) -> list[dict]:
+def typed_rows(seed: int, n: int) -> list[dict]:
     """Payloads of one type per field (Qdrant Edge's own filter types mixed values its way)."""
     rng = random.Random(seed)
     out = []
@@ -160,65 +156,17 @@ def test_store_filters_agree_with_payloads_after_writes_and_reopen(spec, minilm_
     s = make_store(spec, tmp_path / "s").create(vecs.shape[1], "cosine")
     for f, kind in (("lang", "keyword"), ("year", "float"), ("tags", "keyword")):
         s.create_payload_index(f, kind)
-    s.upsert(ids[:200], vecs[:200], _rows(1, 200))
+    s.upsert(ids[:200], vecs[:200], typed_rows(1, 200))
     s.finalize()
-    _agree(s)
-    s.upsert(ids[200:], vecs[200:], _rows(2, 100))
+    agree_with_payloads(s)
+    s.upsert(ids[200:], vecs[200:], typed_rows(2, 100))
     s.set_payload(ids[:40], {"lang": "en", "year": 2021})
     s.set_payload(ids[40:60], {"tags": []}, overwrite=True)
     s.delete_payload_keys(ids[60:80], ["lang"])
     s.delete(ids[80:120])
-    _agree(s)
+    agree_with_payloads(s)
     s.flush()
     s.close()
     s = make_store(spec, tmp_path / "s").open()
-    _agree(s)
+    agree_with_payloads(s)
     s.close()
-
-
-WRITER = r"""
-import sys, numpy as np
-from slimvec.connectors import make_store
-spec, folder = sys.argv[1], sys.argv[2]
-vecs = np.load(sys.argv[3])
-s = make_store(spec, folder).open()
-n = 0
-while True:
-    ids = np.arange(n * 20, n * 20 + 20, dtype=np.int64) % 400 + 1000
-    s.upsert(ids, vecs[:20] + n * 1e-3, [{"lang": ["en", "de"][(n + j) % 2], "year": 2000 + n}
-                                        for j in range(20)])
-    s.set_payload(ids[:5], {"tags": ["a"] if n % 2 else []})
-    s.delete(ids[15:])
-    if n % 3 == 0:
-        s.flush()
-    n += 1
-    print(n, flush=True)
-"""
-
-
-@pytest.mark.parametrize("spec", fast_specs())
-def test_kill_9_during_writes_leaves_an_index_that_agrees(spec, minilm_vectors, tmp_path):
-    """The payload index is built from the payload table at open: a writer killed mid-batch
-    leaves nothing for it to disagree with (its rows and the index are read from one table)."""
-    vecs = np.ascontiguousarray(minilm_vectors[:300])
-    np.save(tmp_path / "v.npy", vecs[:20])
-    s = make_store(spec, tmp_path / "s").create(vecs.shape[1], "cosine")
-    for f, kind in (("lang", "keyword"), ("year", "integer"), ("tags", "keyword")):
-        s.create_payload_index(f, kind)
-    s.upsert(np.arange(300, dtype=np.int64), vecs, _rows(3, 300))
-    s.finalize()
-    s.close()
-    for trial in range(2):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, spec, str(tmp_path / "s"),
-                                 str(tmp_path / "v.npy")], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        for _ in range(3 + 4 * trial):  # some batches committed, then killed mid-way
-            assert proc.stdout.readline(), "the writer died on its own"
-        time.sleep(random.Random(trial).uniform(0, 0.2))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        shutil.rmtree(tmp_path / "s" / "__pycache__", ignore_errors=True)
-        s = make_store(spec, tmp_path / "s").open()
-        _agree(s)
-        s.close()
