@@ -114,6 +114,7 @@ SLOW_MODULES = (
     "tests/indexer/test_default_lifecycle.py",  # issue 40 items 1/4/7: MiniLM, CLI, a server
     "tests/service/test_small_collections.py",  # issue 40 item 3 / 39 F4: servers, kill -9 restarts
     "tests/service/test_corrupt_restore.py",  # issue 39 F3: ~40 corrupted restores, a child each
+    "tests/reliability/test_kill_payload_index.py",  # issue 37: writer processes killed, 3 stores
 )
 
 

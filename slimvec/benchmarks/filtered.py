@@ -191,7 +191,7 @@ def _measure_recipe(cfg: Any, ds: BenchDataset, recipe: str, buckets: np.ndarray
                     folder: Path) -> list[Row]:
     import slimvec
     from slimvec.benchmarks.metrics import time_single
-    from slimvec.indexer.lifecycle import filter_path, resolve_filter
+    from slimvec.indexer.lifecycle import resolve_filter
 
     k = cfg.k
     _build(recipe, source, folder, ds.metric)
@@ -220,7 +220,8 @@ def _measure_recipe(cfg: Any, ds: BenchDataset, recipe: str, buckets: np.ndarray
             row.neighbor_recall_at_k = filtered_recall(found, truth, k)
             row.selectivity = float(sel)
             row.filter_matches = int(len(match))
-            row.filter_path = "native" if reference else filter_path(idx, len(match), k + 1, depth)
+            # the path the planner took (Index.last_filter_plan), recorded by the search itself
+            row.filter_path = "native" if reference else (idx.last_filter_plan or {}).get("path")
             row.update(time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
                                     cfg.latency_queries, cfg.latency_repeats))
             out.append(row)

@@ -63,8 +63,7 @@ class SearchResult:
     scores: np.ndarray
     lookup: Callable[[list[int]], list[Any]] | None = field(default=None, repr=False, compare=False)
     store_ids = property(lambda self: self.ids, doc="The store ids (``ids``).")
-    source_ids = property(lambda self: source_ids_of(self.ids, self.lookup),
-                          doc="Per query, the user's id of each hit (``slimvec.ids.source_ids_of``).")
+    source_ids = property(lambda self: source_ids_of(self.ids, self.lookup), doc="The user's ids.")
 
     @classmethod
     def empty(cls, n: int, k: int) -> "SearchResult":
@@ -162,11 +161,8 @@ class VectorStore(abc.ABC):
     # ---------------------------------------------------------- capabilities
     @classmethod
     def needs_reader_lock(cls, spec: str | Spec) -> bool:
-        """True when a store of ``spec`` cannot be opened by a reader while a writer has it open.
-
-        The engine takes its files for itself (Qdrant Edge, qdrant-client local mode), so readers
-        of such an index take the shared index lock. Snapshot stores and servers need none.
-        """
+        """True when a reader cannot open a store of ``spec`` while a writer has it: the engine takes
+        its files (Qdrant Edge, qdrant-client local mode), so readers take the shared index lock."""
         return False
 
     @classmethod
@@ -402,6 +398,11 @@ class VectorStore(abc.ABC):
             chunk = live[start:start + 1000].tolist()
             keep.extend(i for i, p in zip(chunk, self.get_payloads(chunk)) if flt.matches(i, p))
         return np.asarray(keep, dtype=np.int64)
+
+    def plan_filter(self, flt: Any) -> tuple[int, Any]:
+        """(live matches of ``flt``, the filter :meth:`search` takes): the ids by default; a store
+        that counts and filters natively returns its count and ``flt`` (issue 37's planner)."""
+        return len(allowed := self.filter_ids(flt)), allowed
 
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """Remove ``ids`` (vectors and payloads); unknown ids are ignored. Durable at :meth:`flush`.

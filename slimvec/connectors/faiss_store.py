@@ -309,6 +309,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._written = 0                              # vectors in index.faiss as last written whole
         self._tail: list[np.ndarray] = []              # vectors added since (faiss_tail)
         self._checkpoint = False                       # the next flush writes index.faiss whole
+        self._live: tuple[Any, ...] | None = None      # cached _live_view and what it was made of
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -603,13 +604,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         return out
 
     def count(self) -> int:
-        self._require()
-        if self._pos is not None:  # a writer keeps the map up to date: counting is free
-            live_ids = set(self._pos)
-            return len(live_ids) + len({int(i) for p in self._pending_ids for i in p} - live_ids)
-        live = np.unique(self._ids[self._ids >= 0])  # a reader: from the ids array, no map
-        pending = np.unique(np.concatenate(self._pending_ids)) if self._pending_ids else live[:0]
-        return int(len(live) + len(np.setdiff1d(pending, live, assume_unique=True)))
+        return int(len(self.ids()))
 
     def get_payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         if self._payloads is None:
@@ -619,11 +614,30 @@ class FaissStore(PayloadTableStore, VectorStore):
     # ---------------------------------------------- delete / filter / payload update (issue 25)
     def ids(self) -> np.ndarray:
         """Every live id (indexed or buffered before training), sorted."""
+        return self._live_view()[0]
+
+    def _live_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """(every live id sorted, the live position of each; -1: buffered before training),
+        cached until the ids array, the buffer or the replaced positions change (issue 37: no
+        ``np.unique`` over the store's ids on every filtered search)."""
         self._require()
-        live = np.unique(self._ids[self._ids >= 0])
+        key = (self._ids, tuple(self._pending_ids), len(self._stale))
+        cached = self._live
+        if cached is not None and cached[0] is key[0] and len(cached[1]) == len(key[1]) \
+                and all(a is b for a, b in zip(cached[1], key[1])) and cached[2] == key[2]:
+            return cached[3]
+        valid = self._ids >= 0
+        if self._stale:
+            valid[np.fromiter(self._stale, dtype=np.int64)] = False
+        pos = np.flatnonzero(valid)
+        ids = self._ids[pos]
         if self._pending_ids:
-            live = np.union1d(live, np.concatenate(self._pending_ids))
-        return live.astype(np.int64)
+            pend = np.concatenate(self._pending_ids)
+            ids, pos = np.concatenate([ids, pend]), np.concatenate([pos, np.full(len(pend), -1)])
+        ids, first = np.unique(ids, return_index=True)
+        view = (ids.astype(np.int64), pos[first].astype(np.int64))
+        self._live = (*key, view)
+        return view
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
         """Live ids matching ``flt``: one SQL query over the payload table (Python evaluation for
@@ -662,22 +676,24 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _allowed_mask(self, flt: Any) -> np.ndarray:
         """Positions a search may return: live, not replaced, and (with ``flt``) matching."""
-        mask = self._ids >= 0
-        if self._stale:
-            mask[np.fromiter(self._stale, dtype=np.int64)] = False
-        if flt is not None:
-            allowed = (np.asarray(sorted(flt), dtype=np.int64) if isinstance(flt, (set, frozenset))
-                       else np.asarray(flt, dtype=np.int64).ravel()
-                       if isinstance(flt, (np.ndarray, list, tuple)) else self.filter_ids(flt))
-            mask &= np.isin(self._ids, allowed)
+        live, pos = self._live_view()
+        mask = np.zeros(len(self._ids), dtype=bool)
+        if flt is None:
+            mask[pos[pos >= 0]] = True
+            return mask
+        allowed = (np.asarray(sorted(flt), dtype=np.int64) if isinstance(flt, (set, frozenset))
+                   else np.asarray(flt, dtype=np.int64).ravel()
+                   if isinstance(flt, (np.ndarray, list, tuple)) else self.filter_ids(flt))
+        at = np.minimum(np.searchsorted(live, allowed), max(len(live) - 1, 0))
+        found = pos[at][live[at] == allowed] if len(live) else pos[:0]
+        mask[found[found >= 0]] = True
         return mask
 
     def _selector_params(self, sel: Any, ef: int) -> Any:
         faiss = _faiss()
-        idx = faiss.downcast_index(self._require())
-        if hasattr(idx, "hnsw"):
+        if self._is_graph():  # cached: a downcast costs about 0.3 ms on a busy machine
             return faiss.SearchParametersHNSW(sel=sel, efSearch=int(ef))
-        if hasattr(idx, "nprobe"):
+        if hasattr(faiss.downcast_index(self._require()), "nprobe"):
             return faiss.SearchParametersIVF(sel=sel, nprobe=int(self.options["nprobe"]))
         return faiss.SearchParameters(sel=sel)
 

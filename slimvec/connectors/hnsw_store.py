@@ -90,6 +90,8 @@ class HnswStore(PayloadTableStore, VectorStore):
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
         self._index: Any = None
         self._payloads: PayloadTable | None = None
+        self._writes = 0  # bumped by every write: the cached live ids (ids()) are of this count
+        self._live: tuple[int, np.ndarray] | None = None
 
     def _space(self) -> str:
         return {"cosine": "cosine", "ip": "ip", "l2": "l2"}[self.metric]
@@ -127,6 +129,7 @@ class HnswStore(PayloadTableStore, VectorStore):
         self._configure()
         self._payloads = PayloadTable(folder / "payloads.sqlite")
         self._deleted = self._payloads.deleted_ids()
+        self._writes += 1
         self._reapply_tombstones()
         self._dirty = False  # a reader's close() must not rewrite the files
         return self
@@ -146,6 +149,7 @@ class HnswStore(PayloadTableStore, VectorStore):
                 payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
         index = self._require()
         self._dirty = True
+        self._writes += 1
         rows = None
         if payloads is not None:  # encoded before any vector is added: all or nothing
             assert self._payloads is not None
@@ -249,11 +253,15 @@ class HnswStore(PayloadTableStore, VectorStore):
                 pass
 
     def ids(self) -> np.ndarray:
-        """Every live label, sorted."""
+        """Every live label, sorted; cached until the next write (issue 37)."""
+        cached = self._live
+        if cached is not None and cached[0] == self._writes:
+            return cached[1]
         labels = np.asarray(self._require().get_ids_list(), dtype=np.int64)
         if self._deleted:
             labels = labels[~np.isin(labels, np.fromiter(self._deleted, dtype=np.int64))]
-        return np.sort(labels)
+        self._live = (self._writes, np.sort(labels))
+        return self._live[1]
 
     def filter_ids(self, flt: Any = None) -> np.ndarray:
         """Live ids matching ``flt``: one SQL query over the payload table (Python evaluation for
@@ -268,6 +276,7 @@ class HnswStore(PayloadTableStore, VectorStore):
         if not known:
             return 0
         self._dirty = True
+        self._writes += 1
         assert self._payloads is not None
         for i in known:
             index.mark_deleted(int(i))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -29,6 +30,11 @@ class PayloadTable:
         self._db.execute("CREATE TABLE IF NOT EXISTS payloads (id INTEGER PRIMARY KEY, doc TEXT)")
         self._db.commit()
         self._has_deleted: bool | None = None
+        #: the in-memory payload index (issue 37), built at the first filter, then kept current
+        self._mem: Any = None
+        self._mem_version = -1
+        #: fields filters read that have no payload index (reported by ``info``)
+        self.unindexed: set[str] = set()
 
     @staticmethod
     def encode(ids: Sequence[int], payloads: Sequence[dict[str, Any] | None]
@@ -54,6 +60,9 @@ class PayloadTable:
         """Insert or replace rows of :meth:`encode` (committed on :meth:`commit`)."""
         with self._lock:
             self._db.executemany("INSERT OR REPLACE INTO payloads (id, doc) VALUES (?, ?)", rows)
+            if self._mem is not None:
+                for i, doc in rows:
+                    self._mem.put(int(i), json.loads(doc))
 
     def put(self, ids: Sequence[int], payloads: Sequence[dict[str, Any] | None]) -> None:
         """Insert or replace payloads (committed on :meth:`commit`)."""
@@ -76,6 +85,8 @@ class PayloadTable:
         """Remove the payload rows of ``ids`` (committed on :meth:`commit`)."""
         with self._lock:
             self._db.executemany("DELETE FROM payloads WHERE id = ?", [(int(i),) for i in ids])
+            if self._mem is not None:
+                self._mem.remove(ids)
 
     def rows(self, batch: int = 2000) -> Iterator[tuple[int, dict[str, Any]]]:
         """Every (id, payload) row in id order, read ``batch`` rows at a time."""
@@ -132,7 +143,49 @@ class PayloadTable:
             return False
         with self._lock:
             self._db.execute(made[1])
+            self._mem = None  # built again with the new field at the next filter
         return True
+
+    def indexed_fields(self) -> list[str]:
+        """The fields with an expression index (:meth:`create_index`), read back from the
+        schema: each index's JSON path, checked against the name :func:`index_sql` gives it."""
+        from slimvec.connectors.payload_sql import index_sql
+
+        with self._lock:
+            got = self._db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                                   "AND name LIKE 'payload_idx_%'").fetchall()
+        out = []
+        for name, sql in got:
+            m = re.search(r"""json_extract\(doc, '\$\."((?:[^"]|'')*)"'\)""", sql or "")
+            field = m.group(1).replace("''", "'") if m else ""
+            made = index_sql(field) if field else None
+            if made is not None and made[0] == name:
+                out.append(field)
+        return sorted(out)
+
+    def memory_index(self) -> Any:
+        """The in-memory payload index of the declared fields
+        (:class:`~slimvec.connectors.payload_index.PayloadIndex`), or None when none is declared.
+
+        Built from the rows this connection sees at the first call, then kept current by
+        :meth:`put_rows` / :meth:`delete`; built again when another connection committed since
+        (``PRAGMA data_version``), e.g. a writer process beside this reader.
+        """
+        from slimvec.connectors.payload_index import PayloadIndex
+
+        with self._lock:
+            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        if self._mem is not None and version == self._mem_version:
+            return self._mem if self._mem.fields else None
+        fields = self.indexed_fields()
+        mem = PayloadIndex(fields)
+        if fields:
+            with self._lock:  # whole, so that no write of another thread falls in between
+                for i, doc in self._db.execute("SELECT id, doc FROM payloads"):
+                    mem.put(int(i), json.loads(doc))
+            log.debug("%s: payload index of %s built", self.path, ", ".join(fields))
+        self._mem, self._mem_version = mem, version
+        return mem if fields else None
 
     def _deleted_table(self) -> None:
         if not self._has_deleted:
@@ -208,20 +261,37 @@ def scan_filter(table: PayloadTable, live: np.ndarray, flt: Any) -> np.ndarray:
     return np.asarray(sorted(keep), dtype=np.int64)
 
 
-def select_filter(table: PayloadTable, live: np.ndarray, flt: Any, sql: bool = True) -> np.ndarray:
+def _hint_unindexed(table: PayloadTable, flt: Any, mem: Any) -> None:
+    """Log once per field that filters on it read the payload table, naming ``--payload-index``."""
+    for key in sorted(flt.keys() - set(mem.fields if mem is not None else ()) - table.unindexed):
+        table.unindexed.add(key)
+        log.info("Filters on payload field %r read the SQLite payload table (slow at many "
+                 "matches): declare a payload index, --payload-index %s:keyword|integer|float|bool "
+                 "(or Index.create_payload_index).", key, key)
+
+
+def select_filter(table: PayloadTable, live: np.ndarray, flt: Any, sql: bool = True,
+                  indexed: bool = True) -> np.ndarray:
     """Ids of ``live`` (sorted int64) whose payload matches ``flt``: one SQL query over the
     payload JSON (:func:`slimvec.connectors.payload_sql.filter_sql`, served by the expression
     indexes of declared fields) when the filter translates, else :func:`scan_filter`.
 
     Ids without a payload row are evaluated on ``{}`` in Python (once, unless the filter reads
     ids with ``has_id``; not at all when ``{}`` cannot match). ``sql=False`` forces the Python
-    evaluation.
+    evaluation. With payload indexes declared, the in-memory index answers the conditions on
+    them (:meth:`PayloadTable.memory_index`; ``indexed=False``: not) and this path the rest.
     """
     from slimvec.connectors.payload_sql import filter_sql
-    from slimvec.filters import HasId
+    from slimvec.filters import Filter, HasId
 
     if flt is None:
         return live
+    mem = table.memory_index() if sql and indexed else None
+    if indexed:
+        _hint_unindexed(table, flt, mem)
+    if mem is not None and mem.covers(flt):
+        return mem.select(flt, live, lambda c: select_filter(table, live, Filter(must=(c,)),
+                                                             sql=sql, indexed=False))
     query = filter_sql(flt) if sql else None
     if query is None:
         return scan_filter(table, live, flt)

@@ -392,6 +392,17 @@ class QdrantEdgeStore(VectorStore):
         """Every point id, sorted."""
         return np.sort(np.fromiter((int(r.id) for r in self._scroll()), dtype=np.int64))
 
+    def plan_filter(self, flt: Any) -> tuple[int, Any]:
+        """A filter Qdrant can run as is on indexed fields is counted by Qdrant (its payload
+        indexes) and goes to its own filtered search; others select their ids first."""
+        from slimvec.filters import edge_native, to_qdrant_edge
+
+        if flt is not None and edge_native(flt) and flt.keys() <= self.payload_indexes():
+            q = _edge()
+            n = self._require().count(q.CountRequest(exact=True, filter=to_qdrant_edge(flt, q)))
+            return int(n), flt
+        return super().plan_filter(flt)
+
     def filter_ids(self, flt: Any = None) -> np.ndarray:
         """Point ids matching ``flt``: Qdrant's filter, or a Python evaluation of the payloads
         where Qdrant Edge would answer otherwise (see

@@ -59,6 +59,8 @@ class Index:
         self._encoder: Any = None
         self._lock: Any = None
         self._full: Any = None
+        #: how the last filtered search was run (path, matches, threshold, why; issue 37)
+        self.last_filter_plan: dict[str, Any] | None = None
 
     # ----------------------------------------------------------------- encoder
     @property
@@ -361,7 +363,19 @@ class Index:
                                       else f"{rescore.n_queries} given queries" if rescore.queries
                                       else f"{rescore.n_queries} corpus vectors"),
             **saved_summary(self, count, store_bytes),  # issue 27 item 4: what was saved
+            **self._filter_info(),
         }
+
+    def _filter_info(self) -> dict[str, Any]:
+        """Declared payload indexes, the fields held in memory, the fields filters read without
+        an index (slow: declare them with ``--payload-index``) and the last filtered search's plan."""
+        from slimvec.indexer.lifecycle import PAYLOAD_INDEX_KEY
+
+        table = getattr(self.store, "_payloads", None)  # FAISS / hnswlib: the payload table's
+        return {"payload_indexes": dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {}),
+                "payload_indexes_in_memory": table.indexed_fields() if table is not None else [],
+                "filter_fields_unindexed": sorted(table.unindexed) if table is not None else [],
+                "last_filter_plan": self.last_filter_plan}
 
     def close(self) -> None:
         """Release the store (and the reader lock of a Qdrant Edge / local Qdrant index)."""

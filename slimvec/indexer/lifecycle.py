@@ -159,17 +159,26 @@ def target_ids(index: Any, ids: Any, flt: Any, user_ids: bool) -> np.ndarray:
     return index.store.filter_ids(resolve_filter(index, flt, user_ids))
 
 
-def exact_threshold(n_total: int, k: int, depth: int) -> int:
+#: kept full-vector bytes a filtered search scans exactly rather than searching the graph: 1 MiB,
+#: about 1,400 float16 MiniLM rows. Measured on the filtered suite's 8,000 MiniLM vectors (default
+#: recipe, one thread, a busy machine): the exact scan took 4.9 ms at 800 matches and 36 ms at
+#: 2,000 against 11-16 ms for FAISS's filtered graph search at any selectivity (issue 37;
+#: docs/benchmarks/filtered.md)
+EXACT_SCAN_BYTES = 1 << 20
+
+
+def exact_threshold(n_total: int, k: int, depth: int, row_bytes: int = 768) -> int:
     """Most matching documents a filtered search scans exactly instead of searching the graph.
 
-    ``max(4 * k * depth, n_total // 100, 256)``: below ``4 * k * depth`` matches, a graph search
-    would rescore about a quarter or more of them anyway; an exact scan of 1 % of the index's
-    full vectors costs about what one HNSW search does (~N/100 dot products at 384 dimensions is
-    0.1-1 ms), and a filtered graph search degrades most when few points match (Qdrant's planner
-    switches to a plain scan below its ``full_scan_threshold`` for the same reason). 256 rows
-    are always cheaper to scan than to search.
+    ``max(4 * k * depth, n_total // 100, EXACT_SCAN_BYTES // row_bytes, 256)``: below ``4 * k *
+    depth`` matches, a graph search would rescore about a quarter or more of them anyway; an
+    exact scan of 1 % of the index's full vectors costs about what one HNSW search does, and up
+    to :data:`EXACT_SCAN_BYTES` of kept rows (``row_bytes`` each) are cheaper to gather and score
+    than a filtered graph search (Qdrant's planner switches to a plain scan below its
+    ``full_scan_threshold``, also counted in bytes of vectors, for the same reason).
     """
-    return max(4 * int(k) * max(int(depth), 1), int(n_total) // 100, 256)
+    return max(4 * int(k) * max(int(depth), 1), int(n_total) // 100,
+               EXACT_SCAN_BYTES // max(int(row_bytes), 1), 256)
 
 
 def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> SearchResult:
@@ -209,25 +218,44 @@ def filter_path(index: Any, n_allowed: int, k: int, depth: int | None) -> str:
     """The path :func:`filtered_search` takes for ``n_allowed`` matches: ``exact scan`` (the
     index keeps full vectors and few match) or ``store filter`` (the store's filtered search,
     re-ranked from the full vectors when ``depth`` is given); the benchmarks record it."""
+    return _plan(index, n_allowed, k, depth)["path"]
+
+
+def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
     keeps_full = index.full_vectors is not None or (index.manifest.full is not None
                                                     and index.manifest.full.in_store)
-    if keeps_full and n_allowed <= exact_threshold(index.store.count(), k, depth or 1):
-        return "exact scan"
-    return "store filter"
+    full = index.manifest.full
+    row_bytes = int(index.dim_in) * (2 if full is not None and full.dtype == "float16" else 4)
+    limit = exact_threshold(index.store.count(), k, depth or 1, row_bytes)
+    if not keeps_full:
+        return {"path": "store filter", "matches": n_allowed, "threshold": None,
+                "why": "no kept full vectors to scan"}
+    if n_allowed <= limit:
+        return {"path": "exact scan", "matches": n_allowed, "threshold": limit,
+                "why": f"{n_allowed} matches <= {limit}: scanning their full vectors is exact "
+                       "and cheaper than a filtered graph search"}
+    return {"path": "store filter", "matches": n_allowed, "threshold": limit,
+            "why": f"{n_allowed} matches > {limit}: the store's filtered search"}
 
 
 def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
                     depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
-    """The planner: exact scan of few matches, else the store's filtered search (+ rescoring)."""
-    allowed = index.store.filter_ids(flt)
-    if filter_path(index, len(allowed), k, depth) == "exact scan":
-        log.debug("filter matches %d: exact scan", len(allowed))
+    """The planner: count the matches (the store's own count, or the ids from the in-memory
+    payload index), scan few exactly, else the store's filtered search (+ rescoring). The plan
+    is logged at DEBUG and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
+    n_allowed, selection = index.store.plan_filter(flt)
+    plan = _plan(index, n_allowed, k, depth)
+    plan["native"] = not isinstance(selection, np.ndarray)
+    index.last_filter_plan = plan
+    log.debug("filtered search: %s (%s)", plan["path"], plan["why"])
+    if plan["path"] == "exact scan":
+        allowed = index.store.filter_ids(flt) if plan["native"] else selection
         return exact_scan(index, vectors, allowed, k)
     if depth is None:
-        return index.store.search(reduced, k, filter=allowed, **params)
+        return index.store.search(reduced, k, filter=selection, **params)
     if index.manifest.full is not None and index.manifest.full.in_store:
-        return index.store.search_rescored(reduced, vectors, k, k * int(depth), filter=allowed, **params)
-    candidates = index.store.search(reduced, k * int(depth), filter=allowed, **params)
+        return index.store.search_rescored(reduced, vectors, k, k * int(depth), filter=selection, **params)
+    candidates = index.store.search(reduced, k * int(depth), filter=selection, **params)
     return index.full_vectors.rerank(vectors, candidates, k)
 
 

@@ -19,6 +19,8 @@ from slimvec.recipe import DEFAULT_RECIPE
 
 N = 1000
 SELECTIVITIES = [50, 10, 1, 0.1]
+#: a recipe keeping no full vectors: the planner has nothing to scan, every row is the store's filter
+PLAIN = "none|hnsw"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def dataset(minilm_vectors, tmp_path_factory):
 @pytest.fixture(scope="module")
 def filtered_rows(dataset, tmp_path_factory) -> list[Row]:
     cfg = BenchConfig(reducers=[], stores=["hnsw"], work_dir=tmp_path_factory.mktemp("work"), baselines=False,
-                      filtered=SELECTIVITIES, filter_recipes=[DEFAULT_RECIPE], latency_queries=4,
+                      filtered=SELECTIVITIES, filter_recipes=[DEFAULT_RECIPE, PLAIN], latency_queries=4,
                       latency_repeats=1)
     rows, meta = run_bench([dataset], cfg)
     assert not [s for s in meta["skipped"] if "filtered" in s["config"]], meta["skipped"]
@@ -58,7 +60,7 @@ def test_truth_is_restricted_to_the_matching_rows(dataset):
 
 def test_rows_carry_selectivity_path_and_reference(filtered_rows):
     got = {(r.store, r.selectivity) for r in filtered_rows}
-    assert got == {(s, float(p)) for s in (REFERENCE_LABEL, DEFAULT_RECIPE) for p in SELECTIVITIES}
+    assert got == {(s, float(p)) for s in (REFERENCE_LABEL, DEFAULT_RECIPE, PLAIN) for p in SELECTIVITIES}
     for r in filtered_rows:
         assert r.filter_matches == round(N * r.selectivity / 100)
         assert r.latency_p50_ms is not None and r.latency_p50_ms > 0
@@ -67,7 +69,9 @@ def test_rows_carry_selectivity_path_and_reference(filtered_rows):
     assert {r.filter_path for r in ref} == {"native"} and {r.reducer for r in ref} == {"none"}
     product = {r.selectivity: r for r in filtered_rows if r.store == DEFAULT_RECIPE}
     assert product[0.1].filter_path == "exact scan" and product[1.0].filter_path == "exact scan"
-    assert product[50.0].filter_path == "store filter"  # 500 matches > the 256-row scan threshold
+    # 500 matches of 384 float16 dimensions are under the 1 MiB scan threshold (issue 37)
+    assert product[50.0].filter_path == "exact scan"
+    assert {r.filter_path for r in filtered_rows if r.store == PLAIN} == {"store filter"}
 
 
 def test_recall_is_against_filtered_truth(filtered_rows):

@@ -299,3 +299,34 @@ def test_rebuild_after_a_few_deletes_copies_no_tombstone_and_keeps_float16(minil
             assert idx.count() == 397 and not set(idx.full_vectors.ids().tolist()) & gone
             assert idx.info()["full_bytes"] <= full_bytes  # never grown to float32
             assert not set(idx.search(vecs[:20], 10).ids.ravel().tolist()) & gone
+
+
+@pytest.mark.parametrize("recipe", [DEFAULT_RECIPE, "pca:96|qdrant-edge|rescore=8,keep_full=float16",
+                                    "none|hnsw|rescore=2,keep_full=float16"])
+def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vectors, tmp_path, monkeypatch):
+    """Issue 37: the same filter through the exact scan and through the store's filtered search
+    (over the in-memory payload index, or Qdrant Edge's own filter) finds the exact filtered
+    neighbours, and ``last_filter_plan`` / ``info()`` say which path ran and why."""
+    from slimvec.indexer import lifecycle
+
+    folder, vecs, sel = _small_index(minilm_vectors, tmp_path, recipe)
+    flt = {"must": [{"key": "sel", "range": {"lt": 300}}, {"key": "lang", "match": {"value": "en"}}]}
+    keep = [i for i in range(400) if sel[i] < 300 and i % 3]
+    vn = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    queries = vecs[1:40:4]
+    with slimvec.open(folder) as idx:
+        assert idx.create_payload_index("sel", "integer") and idx.create_payload_index("lang", "keyword")
+        sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in keep])])
+        truth = [set(sids[np.argsort(-(q @ vn[keep].T))[:10]].tolist()) for q in vn[1:40:4]]
+        for limit, path in ((10 ** 6, "exact scan"), (0, "store filter")):
+            monkeypatch.setattr(lifecycle, "exact_threshold", lambda *_, limit=limit: limit)
+            got = idx.search(queries, 10, filter=flt)
+            assert idx.last_filter_plan["path"] == path and idx.last_filter_plan["matches"] == len(keep)
+            assert _recall(got.ids, truth) >= 0.99, (path, _recall(got.ids, truth))
+        info = idx.info()
+        assert info["last_filter_plan"]["path"] == "store filter"
+        assert info["last_filter_plan"]["native"] == ("qdrant-edge" in recipe)
+        if "qdrant-edge" not in recipe:  # FAISS / hnswlib: held in memory
+            assert info["payload_indexes_in_memory"] == ["lang", "sel"]
+            idx.search(queries[:1], 10, filter={"must": [{"key": "other", "match": {"value": 1}}]})
+            assert idx.info()["filter_fields_unindexed"] == ["other"]

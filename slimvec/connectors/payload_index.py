@@ -1,0 +1,225 @@
+"""In-memory payload indexes of the declared payload fields (issue 37): a filter compiles into
+set operations over sorted id arrays instead of an SQLite query per search.
+
+One :class:`FieldIndex` per declared field keeps, per id, the values :func:`slimvec.filters.field_values`
+reads and whether :class:`~slimvec.filters.IsEmpty` is false; from them it builds (on the first
+query after a change) value -> sorted ids for strings, integers and booleans (typed, as
+:class:`~slimvec.filters.Match` compares), one sorted (value, id) array of the numbers for
+ranges, and the ids holding ``null``. Every answer is exactly what :meth:`Filter.matches` says:
+the tests compare the two after inserts, payload updates, deletes and reopen on every store.
+
+The index lives in the :class:`~slimvec.connectors.payloads.PayloadTable` that holds the
+payloads, is built from its committed rows (so a kill -9 during writes leaves nothing to repair:
+the next open builds it again from what the table holds) and is kept up to date by the table's
+own writes; a commit of another connection (a writer process) makes it rebuild.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from slimvec.filters import Filter, HasId, IsEmpty, IsNull, Match, Range, field_values
+
+__all__ = ["FieldIndex", "PayloadIndex"]
+
+#: integers beyond this lose precision as float64: a range on such a field is answered by SQL
+_EXACT_INT = 2 ** 53
+_EMPTY = np.empty(0, dtype=np.int64)
+_MISSING = object()
+
+
+def _typed(v: Any) -> tuple[str, Any] | None:
+    """The key a match compares ``v`` by (a bool never equals an integer); None: never equal."""
+    if isinstance(v, bool):
+        return ("b", v)
+    if isinstance(v, int):
+        return ("i", v)
+    if isinstance(v, str):
+        return ("s", v)
+    return None
+
+
+def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted unique ``a`` ∩ ``b``: the smaller looked up in the larger (no sort of both)."""
+    small, big = (a, b) if len(a) <= len(b) else (b, a)
+    if not len(small) or not len(big):
+        return _EMPTY
+    at = np.searchsorted(big, small)
+    np.minimum(at, len(big) - 1, out=at)
+    return small[big[at] == small]
+
+
+def _ids(values: Iterable[int]) -> np.ndarray:
+    return np.unique(np.fromiter(values, dtype=np.int64))
+
+
+class FieldIndex:
+    """The index of one payload field (a top-level or dotted key)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.values: dict[int, tuple[Any, ...]] = {}
+        self.nonempty: set[int] = set()
+        self._built: dict[str, Any] | None = None
+        self._top = "." not in key and "[" not in key
+
+    def put(self, i: int, payload: Mapping[str, Any]) -> None:
+        """Index (or re-index) the payload of id ``i``."""
+        if self._top:  # a top-level key: what field_values and IsEmpty read, without the path walk
+            v = payload.get(self.key, _MISSING)
+            vals = () if v is _MISSING else tuple(v) if isinstance(v, list) else (v,)
+            empty = v is _MISSING or v is None or (isinstance(v, list) and not v)
+        else:
+            vals = tuple(field_values(payload, self.key))
+            empty = IsEmpty(self.key).test(payload)
+        if vals:
+            self.values[i] = vals
+        else:
+            self.values.pop(i, None)
+        if empty:
+            self.nonempty.discard(i)
+        else:
+            self.nonempty.add(i)
+        self._built = None
+
+    def remove(self, i: int) -> None:
+        """Forget id ``i``."""
+        self.values.pop(i, None)
+        self.nonempty.discard(i)
+        self._built = None
+
+    def _structures(self) -> dict[str, Any]:
+        if self._built is not None:
+            return self._built
+        keyed: dict[tuple[str, Any], list[int]] = {}
+        nums: list[float] = []
+        num_ids: list[int] = []
+        nulls: list[int] = []
+        exact = True
+        for i, vals in self.values.items():
+            for v in vals:
+                if v is None:
+                    nulls.append(i)
+                    continue
+                t = _typed(v)
+                if t is not None:
+                    keyed.setdefault(t, []).append(i)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    exact = exact and (isinstance(v, float) or abs(v) <= _EXACT_INT)
+                    nums.append(float(v))
+                    num_ids.append(i)
+        num_v = np.asarray(nums, dtype=np.float64)
+        order = np.argsort(num_v, kind="stable")
+        self._built = {
+            "keyed": {t: np.unique(np.asarray(ids, dtype=np.int64)) for t, ids in keyed.items()},
+            "num_v": num_v[order], "num_i": np.asarray(num_ids, dtype=np.int64)[order],
+            "nulls": _ids(nulls), "nonnull": _ids(i for i, vs in self.values.items()
+                                                    if any(v is not None for v in vs)),
+            "nonempty": _ids(self.nonempty), "exact": exact,
+            "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
+        }
+        return self._built
+
+    def match(self, m: Match) -> np.ndarray:
+        """Ids whose values satisfy ``m`` (Qdrant semantics, as :meth:`Match.test`)."""
+        s = self._structures()
+        hit = [s["keyed"].get(_typed(t), _EMPTY) for t in m.values]
+        found = hit[0] if len(hit) == 1 else np.unique(np.concatenate(hit)) if hit else _EMPTY
+        if m.kind != "except":
+            return found
+        # except: some non-null value outside the list; ids holding listed values need a look
+        probe = Match("v", "except", m.values)  # the values as one flat array: the same test
+        keep = [i for i in found.tolist() if probe.test({"v": list(self.values[i])})]
+        return np.union1d(np.setdiff1d(s["nonnull"], found, assume_unique=True),
+                          np.asarray(keep, dtype=np.int64))
+
+    def range(self, r: Range) -> np.ndarray | None:
+        """Ids with a number in ``r``; None when float64 cannot compare this field exactly."""
+        s = self._structures()
+        bounds = [b for b in (r.gt, r.gte, r.lt, r.lte) if b is not None]
+        if not s["exact"] or any(isinstance(b, int) and abs(b) > _EXACT_INT for b in bounds):
+            return None
+        v = s["num_v"]
+        lo, hi = 0, len(v)
+        if r.gte is not None:
+            lo = max(lo, int(np.searchsorted(v, r.gte, side="left")))
+        if r.gt is not None:
+            lo = max(lo, int(np.searchsorted(v, r.gt, side="right")))
+        if r.lte is not None:
+            hi = min(hi, int(np.searchsorted(v, r.lte, side="right")))
+        if r.lt is not None:
+            hi = min(hi, int(np.searchsorted(v, r.lt, side="left")))
+        if hi <= lo:
+            return _EMPTY
+        return np.sort(s["num_i"][lo:hi]) if s["single"] else np.unique(s["num_i"][lo:hi])
+
+
+class PayloadIndex:
+    """The field indexes of one payload table; :meth:`select` answers a filter over live ids."""
+
+    def __init__(self, fields: Iterable[str]) -> None:
+        self.fields = {f: FieldIndex(f) for f in fields}
+
+    def put(self, i: int, payload: Mapping[str, Any]) -> None:
+        """Index the (new or replaced) payload of id ``i``."""
+        for f in self.fields.values():
+            f.put(i, payload)
+
+    def remove(self, ids: Iterable[int]) -> None:
+        """Forget the payloads of ``ids``."""
+        for i in ids:
+            for f in self.fields.values():
+                f.remove(int(i))
+
+    def covers(self, flt: Filter) -> bool:
+        """Whether some condition of ``flt`` is answered here (else SQL answers it whole)."""
+        return any(isinstance(c, HasId) or getattr(c, "key", None) in self.fields
+                   for c in flt.conditions())
+
+    def unindexed(self, flt: Filter) -> set[str]:
+        """The keys ``flt`` reads that have no index here."""
+        return flt.keys() - set(self.fields)
+
+    def select(self, flt: Filter, live: np.ndarray,
+               fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
+        """Ids of ``live`` (sorted int64) matching ``flt``; ``fallback(condition)`` gives the live
+        ids matching a condition this index cannot answer (the payload table's path)."""
+        return _intersect(self._filter(flt, live, fallback), live)
+
+    def _filter(self, flt: Filter, live: np.ndarray, fallback: Callable[[Any], np.ndarray]
+                ) -> np.ndarray:
+        out: np.ndarray | None = None
+        for c in sorted(flt.must, key=lambda c: not isinstance(c, (HasId, Match))):
+            got = self._cond(c, live, fallback)
+            out = got if out is None else _intersect(out, got)
+            if not len(out):
+                return out
+        if flt.should:
+            any_of = np.unique(np.concatenate([self._cond(c, live, fallback) for c in flt.should]))
+            out = any_of if out is None else _intersect(out, any_of)
+        if out is None:
+            out = live
+        if flt.must_not:
+            none_of = np.unique(np.concatenate([self._cond(c, live, fallback) for c in flt.must_not]))
+            out = np.setdiff1d(out, none_of, assume_unique=True)
+        return out
+
+    def _cond(self, c: Any, live: np.ndarray, fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
+        if isinstance(c, Filter):
+            return self._filter(c, live, fallback)
+        if isinstance(c, HasId):
+            return np.unique(np.asarray([i for i in c.ids if isinstance(i, (int, np.integer))
+                                         and not isinstance(i, bool)], dtype=np.int64))
+        f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
+        got: np.ndarray | None = None
+        if f is not None and isinstance(c, Match):
+            got = f.match(c)
+        elif f is not None and isinstance(c, Range):
+            got = f.range(c)
+        elif f is not None and isinstance(c, IsNull):
+            got = f._structures()["nulls"]
+        elif f is not None and isinstance(c, IsEmpty):
+            got = np.setdiff1d(live, f._structures()["nonempty"], assume_unique=True)
+        return fallback(c) if got is None else got

@@ -1,0 +1,172 @@
+"""The in-memory payload indexes (issue 37): a filter answered from them selects exactly the ids
+:meth:`Filter.matches` selects on the stored payloads, after inserts, payload updates, deletes,
+reopen and another connection's commit, on every store (a kill -9 during writes:
+tests/reliability/test_kill_payload_index.py)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from slimvec.connectors import make_store
+from slimvec.connectors.payloads import PayloadTable, scan_filter, select_filter
+from slimvec.filters import parse_filter
+from tests.connectors.stores import fast_specs
+
+FIELDS = ("lang", "year", "score", "flag", "tags")
+VALUES = {"lang": ["en", "de", "fr", 1, None], "year": [2019, 2020, 2021, 2020.0, 2022.5, True, None],
+          "score": [0.1, 0.5, 0.9, 3, -1, None], "flag": [True, False, 0, 1, None],
+          "tags": ["a", "b", "c", 7, None]}
+
+
+def _payload(rng: random.Random) -> dict:
+    out: dict = {}
+    for f in FIELDS:
+        r = rng.random()
+        if r < 0.15:
+            continue  # missing
+        if r < 0.3:
+            out[f] = [rng.choice(VALUES[f]) for _ in range(rng.randrange(0, 3))]  # [] and arrays
+        else:
+            out[f] = rng.choice(VALUES[f])
+    if rng.random() < 0.3:
+        out["meta"] = {"src": rng.choice(["x", "y"])}  # a dotted key, never indexed
+    return out
+
+
+def _condition(rng: random.Random, ids: list[int], depth: int = 0) -> dict:
+    r = rng.random()
+    key = rng.choice(FIELDS + ("meta.src",))
+    plain = [v for v in VALUES.get(key, ["x", "y"]) if isinstance(v, (str, int)) and v is not None]
+    if depth < 2 and r < 0.15:
+        return _filter(rng, ids, depth + 1)
+    if r < 0.35:
+        return {"key": key, "match": {"value": rng.choice(plain)}}
+    if r < 0.5:
+        kind = rng.choice(["any", "except"])
+        same = ([v for v in plain if isinstance(v, str)]
+                or [v for v in plain if isinstance(v, int) and not isinstance(v, bool)])
+        return {"key": key, "match": {kind: rng.sample(same, min(len(same), rng.randrange(1, 3)))}}
+    if r < 0.7:
+        bounds = rng.sample(["gt", "gte", "lt", "lte"], rng.randrange(1, 3))
+        return {"key": key, "range": {b: rng.choice([0, 0.5, 2020, 2021.5, -1]) for b in bounds}}
+    if r < 0.8:
+        return {"is_null": {"key": key}}
+    if r < 0.9:
+        return {"is_empty": {"key": key}}
+    return {"has_id": rng.sample(ids, min(len(ids), 5))}
+
+
+def _filter(rng: random.Random, ids: list[int], depth: int = 0) -> dict:
+    out = {}
+    for part in ("must", "should", "must_not"):
+        if rng.random() < 0.5:
+            out[part] = [_condition(rng, ids, depth) for _ in range(rng.randrange(1, 3))]
+    return out or {"must": [_condition(rng, ids, depth)]}
+
+
+def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
+    rng = random.Random(37)
+    table = PayloadTable(tmp_path / "payloads.sqlite")
+    ids = list(range(1, 400))
+    table.put(ids[:300], [_payload(rng) for _ in ids[:300]])  # ids 300.. have no payload row
+    for f in ("lang", "year", "score", "flag", "tags"):
+        table.create_index(f)
+    table.commit()
+    assert table.indexed_fields() == sorted(FIELDS)
+    live = np.asarray(ids, dtype=np.int64)
+
+    def check(rounds: int) -> None:
+        for _ in range(rounds):
+            flt = parse_filter(_filter(rng, ids))
+            got = select_filter(table, live, flt)
+            assert table.memory_index() is not None
+            assert got.tolist() == scan_filter(table, live, flt).tolist(), flt.to_json()
+
+    check(150)
+    table.update(ids[:50], {"lang": "de", "year": [2020, None]})  # merge
+    table.update(ids[50:60], {"score": 0.5}, overwrite=True)
+    table.delete_keys(ids[60:90], ["lang", "tags"])
+    table.put(ids[300:320], [_payload(rng) for _ in range(20)])
+    table.delete(ids[100:150])
+    live = np.setdiff1d(live, np.asarray(ids[100:130]))  # some deleted rows stay live (no payload)
+    check(150)
+    table.commit()
+    other = PayloadTable(tmp_path / "payloads.sqlite")  # a writer process beside this reader
+    other.put(ids[:40], [{"lang": "fr", "year": 1999}] * 40)
+    other.commit()
+    other.close()
+    check(100)
+    table.close()
+
+
+def test_index_is_built_only_for_declared_fields_and_hints_the_rest(tmp_path, caplog):
+    table = PayloadTable(tmp_path / "payloads.sqlite")
+    table.put([1, 2], [{"lang": "en"}, {"lang": "de"}])
+    table.commit()
+    live = np.asarray([1, 2, 3], dtype=np.int64)
+    flt = parse_filter({"must": [{"key": "lang", "match": {"value": "en"}}]})
+    with caplog.at_level("INFO", logger="slimvec.connectors.payloads"):
+        assert select_filter(table, live, flt).tolist() == [1]
+    assert table.memory_index() is None and table.unindexed == {"lang"}
+    assert "--payload-index lang:" in caplog.text
+    assert table.create_index("lang") and not table.create_index("a.b")
+    assert select_filter(table, live, flt).tolist() == [1]
+    assert list(table.memory_index().fields) == ["lang"]
+    table.close()
+
+
+# ------------------------------------------------------------------------------- every store
+PROBES = [parse_filter(f) for f in (
+    {"must": [{"key": "lang", "match": {"value": "en"}}]},
+    {"must": [{"key": "year", "range": {"gte": 2020, "lt": 2022}}]},
+    {"should": [{"key": "tags", "match": {"any": ["a", "c"]}}], "must_not": [{"key": "lang", "match": {"value": "de"}}]},
+    {"must": [{"is_empty": {"key": "tags"}}, {"key": "year", "range": {"gt": 2019}}]},
+    {"must": [{"key": "lang", "match": {"except": ["en"]}}]},
+)]
+
+
+def _truth(store, flt) -> list[int]:
+    live = store.ids()
+    return [i for i, p in zip(live.tolist(), store.get_payloads(live.tolist())) if flt.matches(i, p)]
+
+
+def agree_with_payloads(store) -> None:
+    for flt in PROBES:
+        assert store.filter_ids(flt).tolist() == _truth(store, flt), flt.to_json()
+
+
+def typed_rows(seed: int, n: int) -> list[dict]:
+    """Payloads of one type per field (Qdrant Edge's own filter types mixed values its way)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        p = {"lang": rng.choice(["en", "de", "fr"]), "year": rng.choice([2019, 2020, 2021, 2022]),
+             "tags": rng.sample(["a", "b", "c"], rng.randrange(0, 3))}
+        out.append({k: v for k, v in p.items() if rng.random() < 0.85})
+    return out
+
+
+@pytest.mark.parametrize("spec", fast_specs())
+def test_store_filters_agree_with_payloads_after_writes_and_reopen(spec, minilm_vectors, tmp_path):
+    vecs = np.ascontiguousarray(minilm_vectors[:300])
+    ids = np.arange(300, dtype=np.int64) * 31 + 5
+    s = make_store(spec, tmp_path / "s").create(vecs.shape[1], "cosine")
+    for f, kind in (("lang", "keyword"), ("year", "float"), ("tags", "keyword")):
+        s.create_payload_index(f, kind)
+    s.upsert(ids[:200], vecs[:200], typed_rows(1, 200))
+    s.finalize()
+    agree_with_payloads(s)
+    s.upsert(ids[200:], vecs[200:], typed_rows(2, 100))
+    s.set_payload(ids[:40], {"lang": "en", "year": 2021})
+    s.set_payload(ids[40:60], {"tags": []}, overwrite=True)
+    s.delete_payload_keys(ids[60:80], ["lang"])
+    s.delete(ids[80:120])
+    agree_with_payloads(s)
+    s.flush()
+    s.close()
+    s = make_store(spec, tmp_path / "s").open()
+    agree_with_payloads(s)
+    s.close()
