@@ -81,6 +81,25 @@ def test_plain_progress_is_rate_bounded():
     assert "100,000/100,000 docs (100.0%)" in sink.lines[-1] and "done" in sink.lines[-1]
 
 
+def test_plain_progress_is_not_silent_during_a_long_step():
+    """Issue 40 item 5: a step that runs for minutes without advancing (a FAISS OPQ build, a size
+    model) printed nothing; a line now comes every interval, with the step's own elapsed time."""
+    import time
+
+    from slimvec.ui import PlainProgress
+
+    lines: list[str] = []
+    sink = type("Sink", (), {"write": lambda self, t: lines.append(t), "flush": lambda self: None})()
+    with PlainProgress("steps", stream=sink, interval=0.3) as bar:
+        task = bar.add_task("bench", total=3)
+        bar.advance(task)
+        bar.update(task, description="bench: peer faiss:OPQ48,PQ48np")
+        time.sleep(1.6)
+    beats = [line for line in lines if "peer faiss:OPQ48" in line]
+    assert len(beats) >= 3, lines
+    assert "1/3 steps" in beats[-1] and "ETA" in beats[-1] and "this step 0:00:01" in beats[-1]
+
+
 def test_search_reports_search_time_apart_from_model_loading(ingested, tmp_path):
     index, _ = ingested
     rc, out, err = slimvec(["search", "a man is playing a guitar", "--index", str(index), "-k", "3"],
