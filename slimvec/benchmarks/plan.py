@@ -255,7 +255,7 @@ def _cache_file(cache: Path, spec: str, sizes: Sequence[int], dims: Sequence[int
     import json
     from importlib import metadata
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in ("slimvec", "numpy", "faiss-cpu", "hnswlib", "qdrant-edge-py"):
         try:
             versions[dist] = metadata.version(dist)

@@ -445,4 +445,5 @@ def _default_as_auto(cands: list[TuneCandidate], min_recall: float | None) -> Tu
     last = max(c.rung for c in mine)
     mine = sorted((c for c in mine if c.rung == last), key=lambda c: int(c.recipe.rescore or 0))
     target = min_recall if min_recall is not None else DEFAULT_TARGET
-    return next((c for c in mine if c.recall >= target), max(mine, key=lambda c: c.recall))  # type: ignore[operator]
+    return next((c for c in mine if float(c.recall or 0.0) >= target),
+                max(mine, key=lambda c: float(c.recall or 0.0)))
