@@ -444,8 +444,8 @@ def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
     # update and scroll never transform a vector (issue 40 item 2)
     config = check_artifact(folder / REDUCER_DIR, kind="slimvec-reducer")
     fitted = config.get("fitted") or {}
-    _check_reducer(folder, manifest, config.get("spec"), fitted.get("n_features_in_"),
-                   fitted.get("n_components_"))
+    _check_reducer(folder, manifest, config.get("spec"), fitted.get("n_features_in_", config.get("dim_in")),
+                   fitted.get("n_components_", config.get("dim_out")))
     store = make_store(manifest.store, store_folder(folder)).open()
     check_store_dim(folder, store, int(manifest.dim_out))
     return Index(folder, manifest, None, store)
