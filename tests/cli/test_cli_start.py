@@ -48,6 +48,9 @@ def test_no_help_prints_a_placeholder():
         if found:
             bad[" ".join(path)] = found
     assert not bad, f"--help texts with un-rendered placeholders: {bad}"
+    # issue 40 item 2: search says how to keep the model warm between searches
+    text = " ".join(CliRunner().invoke(app, ["search", "--help"], terminal_width=200).output.split())
+    assert "--queries" in text and "slimvec serve" in text and "model stays loaded" in text
 
 
 #: runs the non-encoding verbs in one interpreter and prints which heavy modules they imported

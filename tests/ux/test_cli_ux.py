@@ -108,6 +108,19 @@ def test_search_reports_search_time_apart_from_model_loading(ingested, tmp_path)
     assert "model loading" in err and "not included" in err and " ms for 1 query" in err, err
 
 
+def test_search_queries_file_searches_every_line_with_one_model_load(ingested, tmp_path):
+    """Issue 40 item 2: repeated searches from the shell reloaded the model each time; --queries
+    FILE searches them all in one run (the lazily loaded PCA reducer included)."""
+    index, _ = ingested
+    (tmp_path / "q.txt").write_text("a man is playing a guitar\n\nthe stock market fell\n")
+    rc, out, err = slimvec(["search", "--queries", str(tmp_path / "q.txt"), "--index", str(index),
+                            "-k", "2", "--json"], tmp_path, "queries")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert [r["query"] for r in res] == ["a man is playing a guitar", "the stock market fell"]
+    assert all(len(r["hits"]) == 2 for r in res) and res[0]["timings_ms"]["queries"] == 2
+
+
 @pytest.mark.parametrize("args, needle", [
     (["-k", "0"], "-k must be a positive integer, got 0"),
     (["-k", "-1"], "-k must be a positive integer, got -1"),
