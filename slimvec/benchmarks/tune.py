@@ -147,13 +147,15 @@ def _is_default_build(c: "TuneCandidate") -> bool:
 def ranking_rule(min_recall: float | None, max_p50_ms: float | None, ram_budget: int | None,
                  k: int = 10) -> str:
     """The rule tune ranks by, in words (:func:`_objective`, one rule with plan and report.md)."""
+    last = ("; candidates measured on the largest sample rank before those halved away on "
+            "smaller ones")
     p50 = f" and p50 <= {max_p50_ms:g} ms" if max_p50_ms is not None else ""
     budget = f" within the RAM budget of {_mib(ram_budget)}" if ram_budget is not None else ""
     if min_recall is not None:
         return (f"smallest predicted RAM at N among candidates with neighbor_recall_at_{k} >= "
-                f"{min_recall:g}{p50}{budget}; then higher recall, then lower p50")
+                f"{min_recall:g}{p50}{budget}; then higher recall, then lower p50{last}")
     return (f"highest neighbor_recall_at_{k}{budget}{p50}; then smaller predicted RAM, then lower "
-            "p50")
+            f"p50{last}")
 
 
 def _quantized(store: str) -> bool:
