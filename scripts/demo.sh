@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: build the environment, ingest the bundled real corpus (5,000 STS-B sentences) with
-# the default recipe (PCA-96 in Qdrant Edge, float16 full vectors on disk, rescoring depth
-# calibrated at build time: what the README describes), run a few searches, and print what was
-# saved and the end-to-end search latency.
+# the default recipe (no reducer: the 384-d vectors as 4-bit scalar codes in a FAISS HNSW16
+# graph, float16 full vectors on disk to re-rank from, rescoring depth calibrated at build time;
+# `slimvec info` prints it), run a few searches, and print what was saved and the end-to-end
+# search latency.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # setup's pip / setuptools chatter goes to a log; it is shown only when setup fails

@@ -15,5 +15,6 @@ fi
 # skips without them
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
-python -m pip install -q --upgrade pip
-python -m pip install -q -c constraints.txt -e ".[test]"
+# -q and no version check: errors still print (pip shows a failed build's whole output)
+python -m pip install -q --disable-pip-version-check --upgrade pip
+python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"

@@ -27,6 +27,7 @@ __all__ = [
     "read_json",
     "save_artifact",
     "load_artifact",
+    "check_artifact",
     "library_versions",
     "allocated_bytes",
 ]
@@ -207,6 +208,18 @@ def load_artifact(
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
+    config = check_artifact(path, kind=kind)
+    state_path = Path(path) / STATE_NAME
+    try:
+        arrays = load_file(str(state_path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise PersistenceError(f"{state_path} is not a valid safetensors file: {exc}.") from exc
+    return config, arrays
+
+
+def check_artifact(path: str | os.PathLike[str], *, kind: str = "slimvec-artifact") -> dict[str, Any]:
+    """The checks of :func:`load_artifact` (kind, format version, the state file's SHA-256)
+    without loading the arrays; returns the config (``slimvec info`` reads no reducer state)."""
     path = Path(path)
     if not path.is_dir():
         raise PersistenceError(f"{path} is not an artifact folder (expected {CONFIG_NAME} inside).")
@@ -234,8 +247,4 @@ def load_artifact(
             f"{state_path}: SHA-256 mismatch (manifest {expected[:12]}..., file {actual[:12]}...). "
             "The file was modified or corrupted; re-create or re-download the artifact."
         )
-    try:
-        arrays = load_file(str(state_path))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise PersistenceError(f"{state_path} is not a valid safetensors file: {exc}.") from exc
-    return config, arrays
+    return config

@@ -115,11 +115,14 @@ class Recipe:
 
     def __post_init__(self) -> None:
         from slimvec.connectors import canonical_store_spec
-        from slimvec.reducers import make_reducer
 
         where = f"Recipe {self.reducer}|{self.store}"
         try:
-            reducer = make_reducer(self.reducer).spec if str(self.reducer).strip().lower() != "none" else "none"
+            reducer = "none"
+            if str(self.reducer).strip().lower() != "none":  # 'none' imports no reducer (sklearn)
+                from slimvec.reducers import make_reducer
+
+                reducer = make_reducer(self.reducer).spec
         except ConfigError as exc:
             raise ConfigError(f"{where}: reducer stage: {exc}") from exc
         try:

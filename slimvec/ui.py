@@ -11,12 +11,15 @@ Both objects have the subset of :class:`rich.progress.Progress` the commands use
 manager, ``add_task``, ``update``, ``advance``), so callers do not care which one they got.
 
 The interval between lines is :data:`DEFAULT_INTERVAL` seconds, or ``$SLIMVEC_PROGRESS_SECONDS``.
+Used as a context manager, :class:`PlainProgress` also writes a line every interval while one step
+runs without advancing (a 10-minute FAISS OPQ build, a size-model build): no silent minutes.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -64,6 +67,7 @@ class _Task:
     line_at: float | None = None  # completed count at the last line
     done_reported: bool = False
     fields: dict[str, Any] = field(default_factory=dict)
+    step_started: float = 0.0  # when the description last changed (the current step began)
 
 
 class PlainProgress:
@@ -92,19 +96,38 @@ class PlainProgress:
         self.interval = _interval() if interval is None else float(interval)
         self.disable = disable
         self.tasks: dict[int, _Task] = {}
+        self._lock = threading.RLock()
+        self._quit = threading.Event()
+        self._beat: threading.Thread | None = None
 
     # -------------------------------------------------------------- context
     def __enter__(self) -> "PlainProgress":
+        if not self.disable and self.interval > 0:
+            self._beat = threading.Thread(target=self._heartbeat, name="slimvec-progress", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+    def _heartbeat(self) -> None:
+        """A line for every unfinished task silent for an interval (a long step still runs)."""
+        while not self._quit.wait(self.interval):
+            now = time.monotonic()
+            with self._lock:
+                for task in list(self.tasks.values()):
+                    if not task.done_reported and now - task.last_line >= self.interval:
+                        self._write(task, now)
 
     def start(self) -> None:
         """Nothing to start (rich compatibility)."""
 
     def stop(self) -> None:
         """Write the last state of every task that advanced since its last line."""
+        self._quit.set()
+        if self._beat is not None and self._beat is not threading.current_thread():
+            self._beat.join(timeout=5)
+            self._beat = None
         for task in self.tasks.values():
             if not task.done_reported and task.completed != task.line_at:
                 self._write(task, time.monotonic())
@@ -115,9 +138,11 @@ class PlainProgress:
         """Start a task; writes its first line. Returns the task id."""
         now = time.monotonic()
         task_id = len(self.tasks)
-        task = _Task(description, total, float(completed), now, now, fields=dict(fields))
-        self.tasks[task_id] = task
-        self._write(task, now)
+        task = _Task(description, total, float(completed), now, now, fields=dict(fields),
+                     step_started=now)
+        with self._lock:
+            self.tasks[task_id] = task
+            self._write(task, now)
         return task_id
 
     def update(self, task_id: int, *, total: float | None = None, completed: float | None = None,
@@ -133,9 +158,11 @@ class PlainProgress:
             task.completed += advance
         if description is not None and description != task.description:
             task.description = description
+            task.step_started = time.monotonic()
             task.line_at = None  # a new stage is worth a line
         task.fields.update(fields)
-        self._maybe_write(task)
+        with self._lock:
+            self._maybe_write(task)
 
     def advance(self, task_id: int, advance: float = 1) -> None:
         """Add ``advance`` to a task's completed count."""
@@ -162,6 +189,8 @@ class PlainProgress:
         if rate > 0:
             parts.append(f"{rate:,.0f} {unit}/s" if rate >= 10 else f"{rate:,.2f} {unit}/s")
         parts.append(f"elapsed {_clock(elapsed)}")
+        if task.step_started > task.started and now - task.step_started >= max(self.interval, 1.0):
+            parts.append(f"this step {_clock(now - task.step_started)}")  # a long step, still running
         if task.total and done >= task.total:
             parts.append("done")
         elif task.total and rate > 0:

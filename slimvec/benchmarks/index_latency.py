@@ -22,8 +22,11 @@ __all__ = ["QUERY_TEXTS", "index_latency", "render_index_latency"]
 QUERY_TEXTS = ("A man is playing a guitar.", "Two dogs run on the beach.", "The stock market fell.")
 
 
-def index_latency(folder: str | os.PathLike[str], n: int = 200, k: int = 10) -> dict[str, Any]:
-    """Time ``n`` single queries of the index in ``folder`` from texts and from vectors.
+def index_latency(folder: str | os.PathLike[str], n: int = 200, k: int = 10,
+                  progress: bool = False) -> dict[str, Any]:
+    """Time ``n`` single queries of the index in ``folder`` from texts and from vectors
+    (``progress``: a line per step, :func:`slimvec.ui.make_progress`; the timed loops are not
+    interrupted by it).
 
     Returns
     -------
@@ -38,15 +41,20 @@ def index_latency(folder: str | os.PathLike[str], n: int = 200, k: int = 10) -> 
         The index was built from vectors (no encoder to turn the query texts into vectors).
     """
     import slimvec
+    from slimvec.ui import make_progress
 
-    with slimvec.open(folder) as idx:
+    with slimvec.open(folder) as idx, make_progress(progress, unit="queries") as bar:
         if not idx.manifest.encoder:
             raise ConfigError(f"{folder} was built from vectors and has no encoder, so there are no "
                               "query texts to time; measure it with a suite (slimvec bench --suite).")
         texts = [QUERY_TEXTS[i % len(QUERY_TEXTS)] for i in range(n)]
+        task = bar.add_task(f"loading the model and encoding {n} queries", total=3 * n)
         vectors = idx.embed(texts)  # loads the model
+        bar.update(task, advance=n, description=f"timing {n} single searches from text")
         from_text = time_single(lambda i: idx.search([texts[i]], k), n, n, 1)
+        bar.update(task, advance=n, description=f"timing {n} single searches from vectors")
         from_vectors = time_single(lambda i: idx.search(vectors[i:i + 1], k), n, n, 1)
+        bar.advance(task, n)
         info = idx.info()
     return {"index": str(folder), "count": info["count"],
             "recipe": info.get("recipe") or f"{info['reducer']}|{info['store']}",

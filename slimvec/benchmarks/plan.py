@@ -33,7 +33,7 @@ from slimvec.ranges import check_int, check_number
 
 __all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "candidates_for_recipes",
            "make_plan", "check_metric_name", "rows_k",
-           "QUALITY_METRICS", "default_sweep_reducers"]
+           "QUALITY_METRICS", "default_sweep_reducers", "size_model_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
               payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
               check_size: int | None = None, workdir: str | Path | None = None,
               models: dict[str, SizeModel] | None = None, recipes: Sequence[Any] = (),
-              progress: bool = False) -> Plan:
+              progress: bool = False, cache: str | Path | None = None) -> Plan:
     """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
 
     Parameters
@@ -160,6 +160,10 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         configuration of the rows; without rows they are sized only.
     progress : bool
         Show the size builds' progress (:func:`slimvec.ui.make_progress`).
+    cache : path, optional
+        A folder of size models fitted by earlier plans (:func:`size_model_cache`): a store whose
+        model is there (same sizes, dimensions, payload and library versions) is not re-built;
+        new fits are added to it.
 
     Raises
     ------
@@ -177,7 +181,8 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     notes: list[str] = []
     cands = _plan_candidates(rows, recipes, dim, stores, metric, min_quality, notes)
     ranked_by, flagged = _rank_quality(cands, rows, dim, stores, metric, recipes, notes)
-    fitted, checks = _size_models(cands, calibrate_sizes, check_size, payload_bytes, workdir, models, progress)
+    fitted, checks = _size_models(cands, calibrate_sizes, check_size, payload_bytes, workdir, models,
+                                  progress, cache, notes)
     for c in cands:
         _price(c, fitted[c.store], docs, dim, payload_bytes, min_quality, budget)
     # the one ranking rule (benchmarks.ranking.rank_key): a floor on a metric that cannot
@@ -235,28 +240,75 @@ def _plan_candidates(rows: list[Row], recipes: Sequence[Any], dim: int, stores: 
     return cands
 
 
+def size_model_cache() -> Path:
+    """``$SLIMVEC_CACHE/size-models`` or ``~/.cache/slimvec/size-models``: the size models
+    ``slimvec plan`` fitted, reused by the next plan (issue 40 item 5: plan answers in seconds)."""
+    import os
+
+    root = os.environ.get("SLIMVEC_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "slimvec") / "size-models"
+
+
+def _cache_file(cache: Path, spec: str, sizes: Sequence[int], dims: Sequence[int], payload: int,
+                check: tuple[int, int]) -> Path:
+    import hashlib
+    import json
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {}
+    for dist in ("slimvec", "numpy", "faiss-cpu", "hnswlib", "qdrant-edge-py"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    key = json.dumps([spec, list(sizes), list(dims), payload, list(check), versions], sort_keys=True)
+    return cache / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
 def _size_models(cands: list[Candidate], calibrate_sizes: Sequence[int], check_size: int | None,
                  payload_bytes: int, workdir: str | Path | None, models: dict[str, SizeModel] | None,
-                 progress: bool) -> tuple[dict[str, SizeModel], list[SizeCheck]]:
-    """A size model per store of the candidates (given ones reused, the others fitted on real
-    builds and checked at a size they were not fitted on)."""
+                 progress: bool, cache: str | Path | None = None, notes: list[str] | None = None,
+                 ) -> tuple[dict[str, SizeModel], list[SizeCheck]]:
+    """A size model per store of the candidates (given ones reused, then ones in ``cache``, the
+    others fitted on real builds and checked at a size they were not fitted on)."""
+    from dataclasses import asdict
+
+    from slimvec.persistence import read_json, write_json_atomic
     from slimvec.ui import make_progress  # the size builds are most of a bench run's report
 
     specs = sorted({c.store for c in cands})
     fitted = {spec: models[spec] for spec in specs if models and spec in models}
-    to_fit = [spec for spec in specs if spec not in fitted]
     checks: list[SizeCheck] = []
     check_n = check_size or 2 * max(calibrate_sizes)
-    with make_progress(progress and bool(to_fit), unit="stores") as bar:
-        task = bar.add_task("size models (real store builds)", total=len(to_fit))
-        for spec in to_fit:
+    jobs = {}  # spec -> (sizes, dims, check (n, dim), cache file or None)
+    for spec in (spec for spec in specs if spec not in fitted):
+        dims_here = sorted({c.dim_out for c in cands if c.store == spec})
+        sizes = sizing_sizes(spec, calibrate_sizes)
+        dims, check = sorted({dims_here[0], dims_here[-1]}), (max(check_n, 2 * max(sizes)), dims_here[len(dims_here) // 2])
+        path = _cache_file(Path(cache), spec, sizes, dims, payload_bytes, check) if cache else None
+        if path is not None and path.is_file():
+            data = read_json(path)
+            fitted[spec] = SizeModel.from_json(data["model"])
+            checks.append(SizeCheck(**data["check"]))
+            continue
+        jobs[spec] = (sizes, dims, check, path)
+    reused = [s for s in fitted if s not in jobs and not (models and s in models)]
+    if reused and notes is not None:
+        notes.append(f"size models of {', '.join(reused)} reused from {cache} (fitted by an "
+                     "earlier plan with the same library versions; delete the folder to re-measure)")
+    with make_progress(progress and bool(jobs), unit="stores") as bar:
+        builds = sum(len(sizes) * len(dims) + 1 for sizes, dims, _, _ in jobs.values())
+        task = bar.add_task(f"size models of {len(jobs)} store kind(s): {builds} real builds of "
+                            "1,000 to a few thousand vectors, seconds to minutes each (kept for "
+                            "the next plan)" if cache else f"size models of {len(jobs)} store kind(s)",
+                            total=len(jobs))
+        for spec, (sizes, dims, check, path) in jobs.items():
             bar.update(task, description=f"size model of {spec} (real builds)")
-            dims_here = sorted({c.dim_out for c in cands if c.store == spec})
-            sizes = sizing_sizes(spec, calibrate_sizes)
-            fitted[spec], _ = calibrate(spec, sizes, sorted({dims_here[0], dims_here[-1]}), (payload_bytes,),
-                                        workdir=workdir)
-            checks.append(check_model(fitted[spec], max(check_n, 2 * max(sizes)), dims_here[len(dims_here) // 2],
-                                      payload_bytes, workdir=workdir))
+            fitted[spec], _ = calibrate(spec, sizes, dims, (payload_bytes,), workdir=workdir)
+            checks.append(check_model(fitted[spec], check[0], check[1], payload_bytes, workdir=workdir))
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(path, {"model": fitted[spec].to_json(), "check": asdict(checks[-1])})
             bar.advance(task, 1)
     return fitted, checks
 

@@ -37,11 +37,11 @@ import numpy as np
 
 from slimvec.benchmarks.sizing import rescore_bytes_per_vector
 from slimvec.measure import IndexUnderTest, recall_at_k, time_single
-from slimvec.recipe import AUTO_LADDER, Recipe
+from slimvec.recipe import AUTO_LADDER, DEFAULT_RECIPE, DEFAULT_TARGET, Recipe, parse_recipe
 from slimvec.errors import ConfigError
 from slimvec.ranges import check_int, check_number
 
-__all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune"]
+__all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune", "ranking_rule"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,26 @@ class TuneResult:
     candidates: list[TuneCandidate]
     notes: list[str] = field(default_factory=list)
     min_recall: float | None = None
+    rule: str = ""  #: the ranking rule in words (:func:`ranking_rule`): printed, and tuned.json's ranked_by
+    default: TuneCandidate | None = None  #: the default recipe as rescore=auto would set it here
+
+    def versus_default(self) -> str | None:
+        """How the pick compares with the default recipe on the same sample (None: not measured)."""
+        d, b = self.default, self.best
+        if d is None or d.recall is None:
+            return None
+        said = (f"default recipe {DEFAULT_RECIPE}: recall@{d.k} {d.recall:.4f} at depth "
+                f"{d.recipe.rescore} (what rescore=auto would pick on this sample), RAM "
+                f"{_mib(d.ram_bytes)}, disk {_mib(d.disk_bytes)}, p50 {d.p50_ms:.3f} ms"
+                f"{'' if d.meets else ' (misses the constraints)'}")
+        if b is None:
+            return said + "; no candidate meets the constraints"
+        if b is d or (str(b.recipe.reducer), b.recipe.store) == (d.recipe.reducer, d.recipe.store):
+            return said + "; the pick is the default recipe: keep it"
+        return (said + f"; the pick: recall {b.recall:.4f} ({b.recall - d.recall:+.4f}), RAM "  # type: ignore[operator]
+                f"{_mib(b.ram_bytes)} ({b.ram_bytes / max(d.ram_bytes, 1):.2f}x), disk "
+                f"{_mib(b.disk_bytes)} ({b.disk_bytes / max(d.disk_bytes, 1):.2f}x), p50 "
+                f"{b.p50_ms:.3f} ms")
 
     def recipe(self) -> Recipe:
         """The winning recipe with its measurements and the runner-up table attached.
@@ -94,7 +114,9 @@ class TuneResult:
         b = self.best
         measured = {k: v for k, v in b.row().items() if k not in ("recipe", "note")}
         measured["notes"] = self.notes
-        measured["ranked_by"] = "neighbor_recall_at_k (benchmarks.ranking.rank_key)"
+        measured["ranked_by"] = self.rule or ranking_rule(self.min_recall, None, None, b.k)
+        if self.default is not None:
+            measured["default_recipe"] = {**self.default.row(), "recipe": DEFAULT_RECIPE}
         rescore, target = b.recipe.rescore, b.recipe.target_recall
         if rescore is not None and self.min_recall is not None:
             measured["rescore_at_sample"] = rescore
@@ -105,8 +127,35 @@ class TuneResult:
 
 
 #: stores of the default grid: graphs at full precision and SQ8, and FAISS RaBitQ (1 bit per
-#: coordinate plus its factors, always re-ranked: issue 28)
+#: coordinate plus its factors, always re-ranked: issue 28); the default recipe's build is added
 DEFAULT_STORES = ("hnsw", "faiss:HNSW32", "faiss:HNSW32,SQ8", "faiss:RaBitQ")
+
+#: the default recipe: its build is in the default grid, kept to the last rung and compared with
+_DEFAULT = parse_recipe(DEFAULT_RECIPE)
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _is_default_build(c: "TuneCandidate") -> bool:
+    r = c.recipe
+    return (r.reducer, r.store, r.keep_full) == (_DEFAULT.reducer, _DEFAULT.store, _DEFAULT.keep_full) \
+        and r.rescore is not None
+
+
+def ranking_rule(min_recall: float | None, max_p50_ms: float | None, ram_budget: int | None,
+                 k: int = 10) -> str:
+    """The rule tune ranks by, in words (:func:`_objective`, one rule with plan and report.md)."""
+    last = ("; candidates measured on the largest sample rank before those halved away on "
+            "smaller ones")
+    p50 = f" and p50 <= {max_p50_ms:g} ms" if max_p50_ms is not None else ""
+    budget = f" within the RAM budget of {_mib(ram_budget)}" if ram_budget is not None else ""
+    if min_recall is not None:
+        return (f"smallest predicted RAM at N among candidates with neighbor_recall_at_{k} >= "
+                f"{min_recall:g}{p50}{budget}; then higher recall, then lower p50{last}")
+    return (f"highest neighbor_recall_at_{k}{budget}{p50}; then smaller predicted RAM, then lower "
+            f"p50{last}")
 
 
 def _quantized(store: str) -> bool:
@@ -122,15 +171,20 @@ def _quantized(store: str) -> bool:
 def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] = ()) -> list[Recipe]:
     """Full dimension and PCA at 1/2, 1/4, 1/8 (or ``reducers``) × hnswlib / FAISS HNSW32 / FAISS
     HNSW32,SQ8 / FAISS RaBitQ (or ``stores``) × no rescoring and R = 2, 4, 8, 16, 32, the depths
-    ``rescore=auto`` tries (the full dimension rescored only when quantized)."""
+    ``rescore=auto`` tries (the full dimension rescored only when quantized). Rescored
+    candidates keep the full vectors at the default recipe's precision (float16), and the
+    default grid holds the default recipe's build too, at every depth of its ladder."""
+    grid_is_default = not stores
     reducers = list(reducers) or ["none"] + [f"pca:{d}" for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
     stores = list(stores) or list(DEFAULT_STORES)
+    builds = [(red, store) for red in reducers for store in stores]
+    if grid_is_default and (_DEFAULT.reducer, _DEFAULT.store) not in builds:
+        builds.insert(0, (_DEFAULT.reducer, _DEFAULT.store))
     out = []
-    for red in reducers:
-        for store in stores:
-            lossless = red == "none" and not _quantized(store)
-            for R in [None] + ([] if lossless else list(AUTO_LADDER)):
-                out.append(Recipe(red, store, R))
+    for red, store in builds:
+        lossless = red == "none" and not _quantized(store)
+        for R in [None] + ([] if lossless else list(AUTO_LADDER)):
+            out.append(Recipe(red, store, R, _DEFAULT.keep_full if R is not None else None))
     return out
 
 
@@ -169,16 +223,26 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None,
     return [c for c in alive if (c.recipe.reducer, c.recipe.store) in kept]
 
 
-def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path) -> list[str]:
+def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path,
+                   show: bool = False) -> list[str]:
     from slimvec.benchmarks.sizing import calibrate, sizing_sizes, sizing_spec
+    from slimvec.ui import make_progress
 
     notes = []
     by_store: dict[str, list[TuneCandidate]] = {}
     for c in cands:
         by_store.setdefault(sizing_spec(c.recipe.store), []).append(c)
+    with make_progress(show, unit="stores") as bar:
+        task = bar.add_task(f"size models of {len(by_store)} store kind(s) (real builds at 1,000 and "
+                            "2,000 vectors)", total=len(by_store))
+        models = {}
+        for spec, group in by_store.items():
+            dims = sorted({c.dim_out for c in group})
+            models[spec], _ = calibrate(spec, sizing_sizes(spec), sorted({dims[0], dims[-1]}),
+                                        workdir=workdir)
+            bar.advance(task)
     for spec, group in by_store.items():
-        dims = sorted({c.dim_out for c in group})
-        model, _ = calibrate(spec, sizing_sizes(spec), sorted({dims[0], dims[-1]}), workdir=workdir)
+        model = models[spec]
         for c in group:
             reducer_bytes = 0 if c.recipe.reducer == "none" else 4 * dim * (c.dim_out + 1)
             c.ram_bytes = model.ram_bytes(docs, c.dim_out) + reducer_bytes
@@ -315,7 +379,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="slimvec-tune-"))
     work.mkdir(parents=True, exist_ok=True)
     notes = [f"left out {red} → {store}: {why}" for (red, store), why in sorted(dropped.items())]
-    notes += _predict_sizes(cands, docs, X.shape[1], work)
+    notes += _predict_sizes(cands, docs, X.shape[1], work, show=progress is not None)
     alive = [c for c in cands if ram_budget is None or c.ram_bytes <= ram_budget]
     for c in cands:
         if c not in alive:
@@ -334,6 +398,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     if search == "exhaustive":
         sizes = sizes[-1:]
     from slimvec.benchmarks.metrics import exact_topk
+    from slimvec.ui import make_progress
 
     for rung, n in enumerate(sizes, start=1):
         corpus = pool[:n]
@@ -342,16 +407,21 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         groups: dict[tuple[str, str], list[TuneCandidate]] = {}
         for c in alive:
             groups.setdefault((c.recipe.reducer, c.recipe.store), []).append(c)
-        say(f"rung {rung}: {len(alive)} candidates on {n:,} vectors")
-        for group in groups.values():
-            _measure_group(group, corpus, queries, truth, k, fit, work, latency_queries)
-            for c in group:
-                c.rung, c.n_sample = rung, n
-                c.meets = ((min_recall is None or c.recall >= min_recall)  # type: ignore[operator]
-                           and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
+        say(f"rung {rung}: {len(alive)} candidates ({len(groups)} builds) on {n:,} vectors")
+        with make_progress(progress is not None, unit="builds") as bar:  # issue 40 item 5
+            task = bar.add_task(f"rung {rung} builds", total=len(groups))
+            for (red, store), group in groups.items():
+                bar.update(task, description=f"rung {rung}: {red} -> {store}")
+                _measure_group(group, corpus, queries, truth, k, fit, work, latency_queries)
+                bar.advance(task)
+                for c in group:
+                    c.rung, c.n_sample = rung, n
+                    c.meets = ((min_recall is None or c.recall >= min_recall)  # type: ignore[operator]
+                               and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
         alive.sort(key=lambda c: _objective(c, min_recall))
-        if rung < len(sizes):
-            alive = _survivors(alive, min_recall, n_scored=len(queries) * k)
+        if rung < len(sizes):  # the default recipe's build goes on too: the pick is compared with it
+            kept = _survivors(alive, min_recall, n_scored=len(queries) * k)
+            alive = kept + [c for c in alive if _is_default_build(c) and c not in kept]
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "
@@ -363,4 +433,19 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     best = ranked[0] if ranked and ranked[0].meets else None
     if best is None:
         notes.append("no candidate meets the constraints on the largest sample")
-    return TuneResult(best, ranked, notes, min_recall)
+    return TuneResult(best, ranked, notes, min_recall,
+                      ranking_rule(min_recall, max_p50_ms, ram_budget, k), _default_as_auto(cands, min_recall))
+
+
+def _default_as_auto(cands: list[TuneCandidate], min_recall: float | None) -> TuneCandidate | None:
+    """The default recipe's candidate that ``rescore=auto`` would pick on the largest sample it
+    was measured on: the smallest depth reaching its target (``min_recall``, else the default
+    0.99), else the best recall."""
+    mine = [c for c in cands if _is_default_build(c) and c.recall is not None]
+    if not mine:
+        return None
+    last = max(c.rung for c in mine)
+    mine = sorted((c for c in mine if c.rung == last), key=lambda c: int(c.recipe.rescore or 0))
+    target = min_recall if min_recall is not None else DEFAULT_TARGET
+    return next((c for c in mine if float(c.recall or 0.0) >= target),
+                max(mine, key=lambda c: float(c.recall or 0.0)))

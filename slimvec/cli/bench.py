@@ -161,7 +161,7 @@ def _time_index(index: Path, n: int, k: int, out: Optional[Path]) -> None:
 
     from slimvec.benchmarks.index_latency import index_latency, render_index_latency
 
-    result = index_latency(index, n=n, k=k)
+    result = index_latency(index, n=n, k=k, progress=True)
     for line in render_index_latency(result):
         typer.echo(line)
     if out is not None:

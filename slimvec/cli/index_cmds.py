@@ -45,7 +45,7 @@ def ingest(
     workers: int = typer.Option(2, "--workers", callback=int_range(1), help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
     threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: the cores the 1-minute load average leaves free, at least 1: on two idle cores 2 threads encoded 1.6x faster than 1, on two busy ones 3x slower]."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else {DEFAULTS['reducer']} in {DEFAULTS['store']}, no rescoring); see docs/recipes.md."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", help=f"A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else {DEFAULTS['reducer']} in {DEFAULTS['store']}, no rescoring); see docs/recipes.md."),
     payload_index: Optional[list[str]] = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
     sync: bool = typer.Option(False, "--sync", help="Make the index equal to INPUT (the whole current corpus): unchanged documents are not re-encoded, changed ones are, and documents whose id is no longer in INPUT are deleted once everything new is committed. Documents ingested from other files into this index are deleted too."),
     force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),
@@ -55,11 +55,11 @@ def ingest(
     Resumable: rerunning the same command after Ctrl-C, a crash or kill -9 continues after the
     last committed batch.
     """
-    from slimvec.indexer.pipeline import IngestOptions
-    from slimvec.indexer.pipeline import ingest as run_ingest
-
     check_positive("--fit-sample", fit_sample)
     check_positive("--batch-size", batch_size)
+    _check_columns(input, text_column, id_column, format, quoting, engine)
+    from slimvec.indexer.pipeline import IngestOptions
+    from slimvec.indexer.pipeline import ingest as run_ingest
 
     opts = IngestOptions(reducer=reducer, store=store, encoder=encoder, text_column=text_column,
                          id_column=id_column, format=format, quoting=quoting, fit_sample=fit_sample,
@@ -139,6 +139,23 @@ def ingest(
                       "different text; the last one won (listed in rejects.jsonl)")
 
 
+def _check_columns(input: Path, text_column: str, id_column: Optional[str], format: Optional[str],
+                   quoting: Optional[str], engine: str) -> None:
+    """Read INPUT's first record before anything heavy is imported (scikit-learn, torch, the
+    model): a missing --text-column / --id-column is reported at once (issue 40 item 2)."""
+    if engine != "local" or not input.is_file():
+        return  # ray reads folders and globs; a missing file is reported by the ingest itself
+    from slimvec.indexer.sources import SourceSpec, iter_records
+
+    records = iter_records(SourceSpec(str(input), text_column, id_column, format, quoting))
+    try:
+        next(iter(records), None)
+    finally:
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()
+
+
 def _print_sync(summary: Any, index: Path) -> None:
     """The summary lines of ``ingest --sync``."""
     console.print(
@@ -166,8 +183,13 @@ def search(
     trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
     filter_json: Optional[str] = typer.Option(None, "--filter", help="Only documents whose payload matches this Qdrant filter JSON, e.g. '{\"must\": [{\"key\": \"lang\", \"match\": {\"value\": \"en\"}}]}' (must / should / must_not, match value / any / except, range, is_null, is_empty, has_id with the ids given at ingest); @FILE reads it from a file."),
+    queries_file: Optional[Path] = typer.Option(None, "--queries", help="Search every query of this file with one model load: a text file (one query per line), or JSONL, CSV, TSV or Parquet with a 'text' column."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents).
+
+    Each run loads the encoder model (seconds; more on a busy machine). For many queries from the
+    shell keep it warm: give them all at once (several QUERY arguments, or --queries FILE), or
+    run `slimvec serve` and send searches over HTTP, where the model stays loaded.
 
     A score is the cosine similarity of query and document (higher is closer) in the space it was
     computed in: the full encoder vectors when the hits were re-ranked (--rescore R, or the
@@ -185,10 +207,16 @@ def search(
                               "--rescore to use the index's default depth (slimvec info).")
         if recipe is not None:
             raise ConfigError("Give --rescore R or --recipe, not both (the recipe carries its depth).")
-    from slimvec.migrate.queries import read_query_vectors
+    if bool(query) + (vectors is not None) + (queries_file is not None) != 1:
+        raise ConfigError("Give query texts, --queries FILE or --vectors FILE (one of them).")
+    if queries_file is not None:
+        from slimvec.indexer.sources import Reject, SourceSpec, iter_records
 
-    if bool(query) == (vectors is not None):
-        raise ConfigError("Give query texts or --vectors FILE (one of them).")
+        query = [r.text for r in iter_records(SourceSpec(str(queries_file)))
+                 if not isinstance(r, Reject)]
+        if not query:
+            raise ConfigError(f"--queries {queries_file}: no usable query text in the file; give "
+                              "one query per line (or a 'text' column).")
     with open_index(index, trust_store=trust_store) as idx:
         if recipe is not None:
             rescore = idx.recipe_depth(recipe)  # 'none': 0, no re-ranking
@@ -197,6 +225,8 @@ def search(
         space = score_space(idx.manifest, depth)
         given = None
         if vectors is not None:
+            from slimvec.migrate.queries import read_query_vectors  # slimvec.migrate: sklearn
+
             given = read_query_vectors(vectors, idx.dim_in)
             query = [f"{vectors} row {i}" for i in range(len(given))]
         elif not idx.manifest.encoder:

@@ -100,13 +100,15 @@ def get(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     ids: Path = typer.Option(..., "--ids", help=_IDS_HELP),
 ) -> None:
-    """Print the records of documents by id, one JSON line each (null for an unknown id)."""
+    """Print the records of documents by id, one JSON line each, in the order given; an unknown or
+    deleted id prints {"id": ID, "found": false}."""
     from slimvec.indexer.index import open_index
 
     wanted = read_ids(ids)
     with open_index(index) as idx:
-        for rec in idx.get(wanted):
-            typer.echo(json.dumps(rec, ensure_ascii=False))
+        for want, rec in zip(wanted, idx.get(wanted)):
+            typer.echo(json.dumps(rec if rec is not None else {"id": want, "found": False},
+                                  ensure_ascii=False))
 
 
 def scroll(

@@ -63,7 +63,7 @@ def plan(
     (--pairs / --vectors); sizes from store size models fitted on real builds at small sizes,
     whose prediction error at a held-out size is printed with the plan.
     """
-    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes
+    from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes, size_model_cache
     from slimvec.benchmarks.sweep import quick_sweep
     from slimvec.benchmarks.rows import load_rows
 
@@ -89,11 +89,11 @@ def plan(
             rows = quick_sweep(Path(tmp) / "sweep", pairs=pairs, vectors=vectors,
                                reducers=[r for r in reducers if r != "none"], stores=stores,
                                sample=sample, rescore=depths)
-        if not json_out:
-            err.print("fitting store size models on real builds at 1,000 and 2,000 vectors ...")
+        # the progress line says up front how many size models are built (none when an earlier
+        # plan's are in the cache: plan then answers in seconds)
         result = make_plan(docs, dim, store, rows=rows, min_quality=floor, memory_budget=memory_budget,
                            metric=metric, payload_bytes=payload_bytes, workdir=tmp, recipes=recipes,
-                           progress=not json_out)
+                           progress=not json_out, cache=size_model_cache())
     engine_result = None
     if engine:  # the engine model lives in slimvec.engines.plan
         from slimvec.cli.engine_plan import run_engine_plan

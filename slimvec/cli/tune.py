@@ -54,7 +54,7 @@ def tune(
     import numpy as np
 
     from slimvec.benchmarks.plan import parse_bytes
-    from slimvec.benchmarks.tune import default_grid, tune as run_tune
+    from slimvec.benchmarks.tune import default_grid, ranking_rule, tune as run_tune
     from slimvec.recipe import save_recipe
 
     if (vectors is None) == (not pairs):
@@ -78,11 +78,14 @@ def tune(
         X = EncodingCache(default_cache_dir(), enc.fingerprint).encode(enc, list(seen))
     rungs = sorted({max(sample // 16, 500), max(sample // 4, 1000), sample})
     console = Console(stderr=True)
-    result = run_tune(np.asarray(X), docs=docs, ram_budget=parse_bytes(ram_budget) if ram_budget else None,
+    budget = parse_bytes(ram_budget) if ram_budget else None
+    console.print(f"ranking: {ranking_rule(min_recall, max_p50_ms, budget)}", markup=False,
+                  highlight=False)
+    result = run_tune(np.asarray(X), docs=docs, ram_budget=budget,
                       min_recall=min_recall, max_p50_ms=max_p50_ms, rungs=rungs, n_queries=queries,
                       seed=seed, grid=default_grid(int(np.asarray(X).shape[1]), reducer, store), progress=lambda text: console.print(text),
                       search=search)
-    table = Table(title=f"candidates at {docs:,} documents (best first)")
+    table = Table(title=f"candidates at {docs:,} documents, best first by: {result.rule}")
     for col in ("recipe", "recall@10", "p50 ms", "RAM", "disk", "sample", "meets"):
         table.add_column(col, overflow="fold")
     for c in result.candidates[:top]:
@@ -97,6 +100,9 @@ def tune(
 
         table_out.write_text(json.dumps([c.row() for c in result.candidates], indent=1) + "\n")
         console.print(f"every candidate's row written to {table_out}")
+    versus = result.versus_default()
+    if versus:
+        console.print(versus, markup=False, highlight=False)
     recipe = result.recipe()
     path = save_recipe(out, recipe)
     console.print(f"winner: [bold]{recipe}[/] written to {path} (see docs/recipes.md)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slimvec.connectors.base import VectorStore
 from slimvec.errors import ConfigError, DimensionMismatchError, PersistenceError
@@ -15,7 +16,9 @@ from slimvec.indexer.layout import store_folder
 from slimvec.indexer.manifest import MANIFEST, Manifest
 from slimvec.indexer.safefs import LinkError
 from slimvec.persistence import sha256_file
-from slimvec.reducers import Reducer
+
+if TYPE_CHECKING:  # the reducers import scikit-learn; slimvec info opens no reducer
+    from slimvec.reducers import Reducer
 
 __all__ = ["verify_index_files", "refuse_links_inside", "check_store_dim", "read_manifest",
            "write_manifest", "UntrustedStoreError", "external_store", "check_store_trusted"]
@@ -72,12 +75,14 @@ def refuse_links_inside(folder: Path) -> None:
                     "file, or rebuild the index.")
 
 
-def check_store_dim(folder: Path, store: VectorStore, reducer: Reducer) -> None:
-    """Refuse a store whose vectors do not have the reducer's output dimension."""
-    if store.dim is not None and int(store.dim) != int(reducer.n_components_):
+def check_store_dim(folder: Path, store: VectorStore, reducer: "Reducer | int") -> None:
+    """Refuse a store whose vectors do not have the reducer's output dimension (a reducer, or
+    that dimension)."""
+    dim_out = reducer if isinstance(reducer, int) else int(reducer.n_components_)
+    if store.dim is not None and int(store.dim) != dim_out:
         store.close()
         raise DimensionMismatchError(f"stored vector dimension of {folder} vs reducer output",
-                                     reducer.n_components_, store.dim,
+                                     dim_out, store.dim,
                                      "The store and the reducer come from different indexes.")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -24,8 +24,10 @@ from slimvec.indexer.folder_checks import (
 from slimvec.indexer.layout import REDUCER_DIR, STORE_DIR, reducer_checksum, store_checksums, store_folder
 from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, Manifest
 from slimvec.measure import reduce_queries, rescored_search
-from slimvec.persistence import allocated_bytes
-from slimvec.reducers import Reducer, load_reducer
+from slimvec.persistence import allocated_bytes, check_artifact
+
+if TYPE_CHECKING:  # scikit-learn: imported when a search first needs the reducer, not by info/get
+    from slimvec.reducers import Reducer
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +52,29 @@ class Index:
     store : VectorStore
     """
 
-    def __init__(self, folder: Path, manifest: Manifest, reducer: Reducer,
+    def __init__(self, folder: Path, manifest: Manifest, reducer: Reducer | None,
                  store: VectorStore) -> None:
         self.folder = folder
         self.manifest = manifest
-        self.reducer = reducer
+        self._reducer = reducer  # None: loaded from the folder on first use (see reducer)
         self.store = store
         self._encoder: Any = None
         self._lock: Any = None
         self._full: Any = None
         #: how the last filtered search was run (path, matches, threshold, why; issue 37)
         self.last_filter_plan: dict[str, Any] | None = None
+
+    @property
+    def reducer(self) -> Reducer:
+        """The fitted reducer, loaded (and checked against the manifest) on first use."""
+        if self._reducer is None:
+            from slimvec.reducers import load_reducer
+
+            reducer = load_reducer(self.folder / REDUCER_DIR)
+            _check_reducer(self.folder, self.manifest, reducer.spec, reducer.n_features_in_,
+                           reducer.n_components_)
+            self._reducer = reducer
+        return self._reducer
 
     # ----------------------------------------------------------------- encoder
     @property
@@ -453,18 +467,26 @@ def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
 
     refuse_links_inside(folder)
     verify_index_files(folder, manifest)
-    reducer = load_reducer(folder / REDUCER_DIR)
-    if reducer.n_features_in_ != manifest.dim_in:
-        raise DimensionMismatchError(f"reducer input of {folder}", manifest.dim_in,
-                                     reducer.n_features_in_)
-    if reducer.spec != manifest.reducer:  # a hand edit: info and searches would disagree
+    # the reducer's saved config, checked without loading it (scikit-learn): info, get, delete,
+    # update and scroll never transform a vector (issue 40 item 2)
+    config = check_artifact(folder / REDUCER_DIR, kind="slimvec-reducer")
+    fitted = config.get("fitted") or {}
+    _check_reducer(folder, manifest, config.get("spec"), fitted.get("n_features_in_", config.get("dim_in")),
+                   fitted.get("n_components_", config.get("dim_out")))
+    store = make_store(manifest.store, store_folder(folder)).open()
+    check_store_dim(folder, store, int(manifest.dim_out))
+    return Index(folder, manifest, None, store)
+
+
+def _check_reducer(folder: Path, manifest: Manifest, spec: Any, dim_in: Any, dim_out: Any) -> None:
+    """Refuse a saved reducer that is not the one the manifest records."""
+    if dim_in != manifest.dim_in:
+        raise DimensionMismatchError(f"reducer input of {folder}", manifest.dim_in, dim_in)
+    if spec != manifest.reducer:  # a hand edit: info and searches would disagree
         raise PersistenceError(
             f"{folder}: the manifest says reducer {manifest.reducer!r:.80} but the saved reducer "
-            f"is {reducer.spec!r}. The manifest was edited or mixed with another index's files; "
+            f"is {spec!r}. The manifest was edited or mixed with another index's files; "
             "restore it from a backup or rebuild the index.")
-    if reducer.n_components_ != manifest.dim_out:
+    if dim_out != manifest.dim_out:
         raise DimensionMismatchError(f"reducer output vs stored vectors of {folder}",
-                                     manifest.dim_out, reducer.n_components_)
-    store = make_store(manifest.store, store_folder(folder)).open()
-    check_store_dim(folder, store, reducer)
-    return Index(folder, manifest, reducer, store)
+                                     manifest.dim_out, dim_out)

@@ -173,3 +173,23 @@ def test_plan_metrics_have_one_spelling_and_the_plan_says_its_k(tmp_path: Path) 
     mixed = at5 + [r for r in ROWS if r.dataset == "msrp"]
     plan = make_plan(1000, 384, ["hnsw"], rows=mixed, min_quality=0.9, workdir=tmp_path)
     assert plan.k is None and any("measured at k = 5, 10" in n for n in plan.notes)
+
+
+def test_a_second_plan_reuses_the_size_models_of_the_first(tmp_path, monkeypatch):
+    """Issue 40 item 5: every `slimvec plan` re-built its size models (minutes; README: seconds)."""
+    import slimvec.benchmarks.plan as plan_mod
+
+    cache = tmp_path / "cache"
+    first = plan_mod.make_plan(1000, 32, ["hnsw"], memory_budget=2**40, workdir=tmp_path, cache=cache)
+    assert len(list(cache.glob("*.json"))) == 1
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a cached size model was re-built")
+
+    monkeypatch.setattr(plan_mod, "calibrate", no_build)
+    monkeypatch.setattr(plan_mod, "check_model", no_build)
+    second = plan_mod.make_plan(1000, 32, ["hnsw"], memory_budget=2**40, workdir=tmp_path, cache=cache)
+    assert any(f"reused from {cache}" in note for note in second.notes), second.notes
+    assert second.models["hnsw"].to_json() == first.models["hnsw"].to_json()
+    assert [c.ram_bytes for c in second.candidates] == [c.ram_bytes for c in first.candidates]
+    assert [(k.n, k.measured) for k in second.checks] == [(k.n, k.measured) for k in first.checks]

@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.tune import tune
+from slimvec.benchmarks.tune import default_grid, tune
 from slimvec.errors import ConfigError
-from slimvec.recipe import Recipe, load_recipe
+from slimvec.recipe import DEFAULT_RECIPE, Recipe, load_recipe, parse_recipe
 
 @pytest.fixture(autouse=True)
 def _faiss_one_thread():
@@ -72,6 +72,11 @@ def test_cli_writes_a_loadable_recipe(minilm_vectors, tmp_path):
     assert data["recipe"] == str(recipe) and data["measured"]["ram_bytes"] <= 1 << 30
     # issue 27 item 1: the winner comes with the one command that builds it
     assert f"build it: slimvec ingest DOCS.jsonl --index INDEX --recipe {out}" in " ".join(proc.stderr.split())
+    # issue 40 items 5 and 8: the rule is printed and recorded as used; every build shows progress
+    rule = "highest neighbor_recall_at_10 within the RAM budget of 1,024.0 MiB"
+    assert f"ranking: {rule}" in proc.stderr and data["measured"]["ranked_by"].startswith(rule)
+    assert "progress: size models of 1 store kind(s)" in proc.stderr
+    assert "progress: rung 1: pca:48 -> hnsw" in proc.stderr and "builds/s" in proc.stderr
     bad = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--docs", "10", "--min-recall", "0.9"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--vectors" in bad.stderr and "Traceback" not in bad.stderr
@@ -181,3 +186,36 @@ def test_tune_refuses_absurd_numbers_before_any_work(kwargs, says, tmp_path):
         tune(X, workdir=tmp_path, **args)
     assert says in str(info.value)
     assert list(tmp_path.iterdir()) == []  # refused before any build wrote to its workdir
+
+
+def test_default_grid_holds_the_default_recipe_and_keeps_its_precision():
+    """Issue 40 item 8: tune could not answer "should I keep the default?" (HNSW16,SQ4 was not in
+    its grid) and priced every kept full vector at float32 while the default keeps float16."""
+    default = parse_recipe(DEFAULT_RECIPE)
+    grid = default_grid(384)
+    mine = [r for r in grid if (r.reducer, r.store) == (default.reducer, default.store)
+            and r.rescore is not None]
+    assert len(mine) >= 5 and all(r.keep_full == default.keep_full == "float16" for r in mine)
+    assert all(r.keep_full == "float16" for r in grid if r.rescore is not None)
+    assert all(r.keep_full is None for r in grid if r.rescore is None)
+
+
+def test_the_pick_is_compared_with_the_default_recipe(minilm_vectors, tmp_path):
+    default = parse_recipe(DEFAULT_RECIPE)
+    grid = [Recipe("pca:48", "hnsw"), Recipe("pca:48", "hnsw", 4, "float16"), Recipe("none", "hnsw")]
+    grid += [Recipe(default.reducer, default.store, r, "float16") for r in (2, 4, 8)]
+    res = tune(minilm_vectors[:2000], docs=100_000, min_recall=0.9, grid=grid, rungs=(500, 1500),
+               n_queries=100, latency_queries=5, workdir=tmp_path)
+    assert res.default is not None and res.default.rung == 2  # kept to the last rung
+    assert res.default.recipe.store == default.store and res.default.recall is not None
+    line = res.versus_default()
+    assert line is not None and line.startswith(f"default recipe {DEFAULT_RECIPE}: recall@10")
+    recipe = res.recipe()
+    assert recipe.measured["ranked_by"].startswith(
+        "smallest predicted RAM at N among candidates with neighbor_recall_at_10 >= 0.9")
+    assert recipe.measured["default_recipe"]["recipe"] == DEFAULT_RECIPE
+    # the pick is the first by the printed rule among the last rung's candidates that meet it
+    final = [c for c in res.candidates if c.rung == 2 and c.meets]
+    assert res.best is not None and res.best.ram_bytes == min(c.ram_bytes for c in final)
+    full = next(c for c in res.candidates if c.recipe.store == default.store)
+    assert full.disk_bytes < 100_000 * (384 * 4)  # float16 full vectors, not float32

@@ -81,12 +81,44 @@ def test_plain_progress_is_rate_bounded():
     assert "100,000/100,000 docs (100.0%)" in sink.lines[-1] and "done" in sink.lines[-1]
 
 
+def test_plain_progress_is_not_silent_during_a_long_step():
+    """Issue 40 item 5: a step that runs for minutes without advancing (a FAISS OPQ build, a size
+    model) printed nothing; a line now comes every interval, with the step's own elapsed time."""
+    import time
+
+    from slimvec.ui import PlainProgress
+
+    lines: list[str] = []
+    sink = type("Sink", (), {"write": lambda self, t: lines.append(t), "flush": lambda self: None})()
+    with PlainProgress("steps", stream=sink, interval=0.3) as bar:
+        task = bar.add_task("bench", total=3)
+        bar.advance(task)
+        bar.update(task, description="bench: peer faiss:OPQ48,PQ48np")
+        time.sleep(1.6)
+    beats = [line for line in lines if "peer faiss:OPQ48" in line]
+    assert len(beats) >= 3, lines
+    assert "1/3 steps" in beats[-1] and "ETA" in beats[-1] and "this step 0:00:01" in beats[-1]
+
+
 def test_search_reports_search_time_apart_from_model_loading(ingested, tmp_path):
     index, _ = ingested
     rc, out, err = slimvec(["search", "a man is playing a guitar", "--index", str(index), "-k", "3"],
                            tmp_path, "search")
     assert rc == 0, err
     assert "model loading" in err and "not included" in err and " ms for 1 query" in err, err
+
+
+def test_search_queries_file_searches_every_line_with_one_model_load(ingested, tmp_path):
+    """Issue 40 item 2: repeated searches from the shell reloaded the model each time; --queries
+    FILE searches them all in one run (the lazily loaded PCA reducer included)."""
+    index, _ = ingested
+    (tmp_path / "q.txt").write_text("a man is playing a guitar\n\nthe stock market fell\n")
+    rc, out, err = slimvec(["search", "--queries", str(tmp_path / "q.txt"), "--index", str(index),
+                            "-k", "2", "--json"], tmp_path, "queries")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert [r["query"] for r in res] == ["a man is playing a guitar", "the stock market fell"]
+    assert all(len(r["hits"]) == 2 for r in res) and res[0]["timings_ms"]["queries"] == 2
 
 
 @pytest.mark.parametrize("args, needle", [
