@@ -395,9 +395,11 @@ class QdrantEdgeStore(VectorStore):
     def plan_filter(self, flt: Any) -> tuple[int, Any]:
         """A filter Qdrant can run as is on indexed fields is counted by Qdrant (its payload
         indexes) and goes to its own filtered search; others select their ids first."""
-        from slimvec.filters import edge_native, to_qdrant_edge
+        from slimvec.connectors.qdrant_filter import edge_native, to_qdrant_edge
+        from slimvec.filter_syntax import qdrant_key
 
-        if flt is not None and edge_native(flt) and flt.keys() <= self.payload_indexes():
+        indexed = self.payload_indexes()
+        if flt is not None and edge_native(flt, indexed) and {qdrant_key(k) for k in flt.keys()} <= indexed:
             q = _edge()
             n = self._require().count(q.CountRequest(exact=True, filter=to_qdrant_edge(flt, q)))
             return int(n), flt
