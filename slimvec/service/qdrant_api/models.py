@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from fastapi.responses import JSONResponse
 
 __all__ = ["QdrantError", "envelope", "error_response", "point_id", "qdrant_id", "unsupported",
+           "select_payload", "query_vector", "count_arg", "default_vector", "wants_vector",
            "SOURCE_ID", "check_fields"]
 
 #: the payload key where slimvec keeps a point's original id (the service's ``source_id``)
@@ -96,3 +97,57 @@ def qdrant_id(source_id: Any) -> int | str:
     if isinstance(source_id, str) and source_id.isdigit():
         return int(source_id)
     return source_id
+
+
+def select_payload(payload: dict[str, Any], selector: Any) -> dict[str, Any] | None:
+    """Qdrant's ``with_payload``: bool, a list of keys, ``{"include": [...]}`` / ``{"exclude"}``."""
+    if selector is None or selector is False:
+        return None
+    if selector is True:
+        return payload
+    if isinstance(selector, list):
+        return {k: v for k, v in payload.items() if k in selector}
+    if isinstance(selector, dict) and isinstance(selector.get("include"), list):
+        return {k: v for k, v in payload.items() if k in selector["include"]}
+    if isinstance(selector, dict) and isinstance(selector.get("exclude"), list):
+        return {k: v for k, v in payload.items() if k not in selector["exclude"]}
+    raise QdrantError(400, f"Bad request: with_payload={str(selector)[:80]!r}; expected true, "
+                           "false, a list of keys, {\"include\": [...]} or {\"exclude\": [...]}.")
+
+
+def query_vector(query: Any) -> list[Any]:
+    if isinstance(query, dict) and set(query) == {"nearest"}:
+        query = query["nearest"]
+    if isinstance(query, list) and query and not isinstance(query[0], (list, dict)):
+        return query
+    if query is None:
+        raise unsupported("a query without a vector", "use points/scroll to list points")
+    if isinstance(query, (int, str)):
+        raise unsupported("query by point id", "send the vector itself")
+    what = sorted(query)[0] if isinstance(query, dict) and query else type(query).__name__
+    raise unsupported(f"query {what!r} (only a dense vector or {{\"nearest\": vector}} is served)")
+
+
+def default_vector(value: Any) -> Any:
+    """Qdrant's unnamed vector spelled as the vector named ``""`` (``{"": ...}``, as LangChain
+    writes it) is the unnamed vector; other names stay (and are refused as named vectors)."""
+    if isinstance(value, dict) and list(value) == [""]:
+        return value[""]
+    return value
+
+
+def wants_vector(with_vector: Any) -> bool:
+    if with_vector == [""]:
+        return True
+    if with_vector is None or isinstance(with_vector, bool):
+        return bool(with_vector)
+    raise unsupported(f"with_vector={with_vector!r} (named vectors)", "send true or false")
+
+
+def count_arg(body: dict[str, Any], key: str, default: int) -> int:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise QdrantError(400, f"Bad request: {key} must be a non-negative integer, got {value!r}.")
+    return value
