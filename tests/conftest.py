@@ -110,6 +110,8 @@ SLOW_MODULES = (
     "tests/benchmarks/test_filtered_bench.py",  # a whole run_bench: 2 recipes built by migrate
     "tests/benchmarks/test_bench_kinds_slow.py",  # issue 24 item 3: MiniLM, whole commands, servers
     "tests/service/test_job_reads.py",  # issue 25 item 7: MiniLM servers, a kill -9 restart
+    "tests/service/test_qdrant_dropin.py",  # issue 38: a server, fitted Dot/Euclid collections
+    "tests/service/test_qdrant_haystack.py",  # issue 38: Haystack's store, MiniLM, a server
 )
 
 

@@ -99,6 +99,8 @@ def test_distance_scores_as_qdrant(client, X, distance):
     thr = (want[2].score + want[3].score) / 2  # between the 3rd and 4th: Euclid's is a bound
     got = client.query_points(name, query=q.tolist(), limit=5, score_threshold=thr).points
     assert [p.id for p in got] == [p.id for p in want[:3]]
+    # Dot and Euclid vectors come back as written (Cosine ones unit-length, as Qdrant's)
+    np.testing.assert_allclose(client.retrieve(name, [7], with_vectors=True)[0].vector, X[7], rtol=1e-5)
 
 
 def test_manhattan_refused_by_name(client):
@@ -166,3 +168,23 @@ def test_other_paths_answer_qdrants_envelope(client, srv):
                          ("PUT", "/collections")):
         r = httpx.request(method, srv.url + path, json={})
         assert r.status_code == 400 and "not supported" in r.json()["status"]["error"], (method, path)
+
+
+def test_conditional_upsert_as_local_mode(client, X):
+    """``update_filter`` replaces only existing points whose payload matches (new ids are
+    inserted); ``update_mode`` insert_only / update_only write only new / existing ids."""
+    local = QdrantClient(":memory:")
+    for c in (local, client):
+        c.create_collection("cond", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.DOT))
+        c.upsert("cond", points=[m.PointStruct(id=i, vector=X[i].tolist(), payload={"d": i})
+                                 for i in (1, 2)], wait=True)
+        c.upsert("cond", points=[m.PointStruct(id=i, vector=X[i].tolist(), payload={"d": 10 + i})
+                                 for i in (1, 2, 3)], wait=True,
+                 update_filter=m.Filter(must=[m.FieldCondition(key="d", match=m.MatchValue(value=1))]))
+        c.upsert("cond", points=[m.PointStruct(id=i, vector=X[i].tolist(), payload={"d": 20 + i})
+                                 for i in (2, 4)], update_mode=m.UpdateMode.INSERT_ONLY, wait=True)
+        c.upsert("cond", points=[m.PointStruct(id=i, vector=X[i].tolist(), payload={"d": 30 + i})
+                                 for i in (3, 5)], update_mode=m.UpdateMode.UPDATE_ONLY, wait=True)
+    got = {p.id: p.payload for p in client.scroll("cond", limit=10)[0]}
+    assert got == {p.id: p.payload for p in local.scroll("cond", limit=10)[0]}
+    assert got == {1: {"d": 11}, 2: {"d": 2}, 3: {"d": 33}, 4: {"d": 24}}

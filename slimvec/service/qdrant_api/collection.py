@@ -18,7 +18,7 @@ from typing import Any
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, unsupported
 
 __all__ = ["CREATE_FIELDS", "METRICS", "parse_vectors", "recorded_options", "store_config",
-           "search_params", "qdrant_score", "recipe_for_metric", "update_collection"]
+           "search_params", "qdrant_score", "recipe_for_metric", "update_collection", "conditional"]
 
 #: the create fields accepted (``vectors`` and ``metadata`` are read, the rest recorded)
 CREATE_FIELDS = ("vectors", "metadata", "shard_number", "sharding_method", "replication_factor",
@@ -200,3 +200,22 @@ def update_collection(cols: Any, name: str, body: dict[str, Any]) -> bool:
             opts[key] = {**(opts.get(key) or {}), **body[key]}
     cols._save(name, s)
     return True
+
+
+def conditional(items: list[dict[str, Any]], existing: list[dict[str, Any] | None], mode: Any,
+                flt: Any) -> list[dict[str, Any]]:
+    """The points of a conditional upsert that are written: ``update_mode`` ``insert_only``
+    writes only new ids, ``update_only`` only existing ones; ``update_filter`` replaces an
+    existing point only when its stored payload matches (new ids are inserted)."""
+    if mode not in (None, "upsert", "insert_only", "update_only"):
+        raise QdrantError(400, f"Bad request: update_mode must be upsert, insert_only or "
+                               f"update_only, got {mode!r}.")
+    out = []
+    for item, old in zip(items, existing):
+        if old is None:
+            keep = mode != "update_only"
+        else:
+            keep = mode != "insert_only" and (flt is None or flt.matches(item["id"], old["payload"]))
+        if keep:
+            out.append(item)
+    return out

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 
 __all__ = ["QdrantError", "envelope", "error_response", "point_id", "qdrant_id", "unsupported",
            "select_payload", "query_vector", "count_arg", "default_vector", "wants_vector",
+           "qfilter", "selector",
            "SOURCE_ID", "check_fields"]
 
 #: the payload key where slimvec keeps a point's original id (the service's ``source_id``)
@@ -151,3 +152,28 @@ def count_arg(body: dict[str, Any], key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise QdrantError(400, f"Bad request: {key} must be a non-negative integer, got {value!r}.")
     return value
+
+
+def qfilter(spec: Any) -> Any:
+    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
+    from slimvec.filters import parse_filter
+
+    flt = parse_filter(spec)
+    return None if flt is None else flt.map_ids(point_id)
+
+
+def selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+    """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
+    as ``{"points": {"filter": ...}}``)."""
+    sel = body.get("points")
+    if isinstance(sel, dict):
+        return selector({"filter": sel.get("filter"), "points": sel.get("points")})
+    if sel is not None and body.get("filter") is not None:
+        raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
+    if sel is not None:
+        if not isinstance(sel, list):
+            raise QdrantError(400, "Bad request: 'points' must be a list of point ids.")
+        return [point_id(x) for x in sel], None
+    if body.get("filter") is None:
+        raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
+    return None, qfilter(body["filter"])

@@ -21,10 +21,12 @@ import numpy as np
 from slimvec.ids import doc_id, doc_ids
 from slimvec.service import points
 from slimvec.indexer.rowcheck import RowProblem, check_payload
-from slimvec.service.qdrant_api.collection import qdrant_score, search_params, store_config
+from slimvec.service.points import get as points_get
+from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
                                                qdrant_id, query_vector, select_payload, unsupported,
-                                               count_arg, default_vector, wants_vector)
+                                               count_arg, default_vector, wants_vector,
+                                               qfilter, selector)
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
@@ -187,7 +189,7 @@ class Collections:
         """``POST /collections/NAME/points/count`` (always exact)."""
         check_fields(body, ("filter", "exact"), "count")
         served = self.served(name)
-        return {"count": points.count(served, _qfilter(body.get("filter")))}
+        return {"count": points.count(served, qfilter(body.get("filter")))}
 
     # ------------------------------------------------------------------ points
     def upsert(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
@@ -195,7 +197,7 @@ class Collections:
         ``{"batch": {"ids", "vectors", "payloads"}}``; every point is checked first, so a bad one
         refuses the request (as Qdrant does) and nothing of it is written."""
         served = self.served(name)
-        check_fields(body, ("points", "batch"), "upsert")
+        check_fields(body, ("points", "batch", "update_filter", "update_mode"), "upsert")
         if body.get("points") is not None:
             rows = body["points"]
             if not isinstance(rows, list):
@@ -216,6 +218,11 @@ class Collections:
         else:
             raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
         items = self._items(points, int(self.settings(name)["size"]))
+        if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
+            items = conditional(items, points_get(served, [it["id"] for it in items]),
+                                body.get("update_mode"), qfilter(body.get("update_filter")))
+            if not items:
+                return _done()
         from slimvec.service.limits import check_batch
 
         check_batch(len(items), self.st.config.max_batch, "points")
@@ -294,6 +301,8 @@ class Collections:
         """The full vectors of store ids from the kept full vectors, normalised to unit length as
         Qdrant returns the vectors of a Cosine collection (at the kept dtype's precision)."""
         X = view.vectors(sids) if view is not None else self._kept(served, sids)
+        if self.settings(served.name)["distance"] != "Cosine":
+            return X
         return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
 
     def _kept(self, served: Any, sids: list[int]) -> np.ndarray:
@@ -321,7 +330,7 @@ class Collections:
         if k == 0:
             return {"points": []}
         distance = self.settings(name)["distance"]
-        sids, scores = self._search(served, vec, k, _qfilter(body.get("filter")), body.get("params"))
+        sids, scores = self._search(served, vec, k, qfilter(body.get("filter")), body.get("params"))
         threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
         if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
@@ -365,7 +374,7 @@ class Collections:
         offset = body.get("offset")
         start = None if offset is None else doc_id(point_id(offset))
         recs, nxt = points.scroll(served, count_arg(body, "limit", 10) or 10, start,
-                                  _qfilter(body.get("filter")))
+                                  qfilter(body.get("filter")))
         sids = [r["store_id"] for r in recs]
         out = self._records(served, sids, body.get("with_payload", True),
                             body.get("with_vector", False))
@@ -379,7 +388,7 @@ class Collections:
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         points.delete(self.served(name), ids=ids, filter=flt)
         return _done()
 
@@ -388,7 +397,7 @@ class Collections:
         ``key`` the payload is set at that JSON path of each point (Qdrant's path rules, as
         qdrant-client's local mode applies them)."""
         check_fields(body, ("payload", "points", "filter", "key"), "set payload")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         served = self.served(name)
         if body.get("key") is None:
             points.set_payload(served, body.get("payload") or {}, ids=ids, filter=flt,
@@ -421,7 +430,7 @@ class Collections:
     def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
         check_fields(body, ("keys", "points", "filter"), "delete payload")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         keys = body.get("keys")
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
@@ -431,7 +440,7 @@ class Collections:
     def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/clear``: an empty payload."""
         check_fields(body, ("points", "filter"), "clear payload")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         points.set_payload(self.served(name), {}, ids=ids, filter=flt, overwrite=True)
         return _done()
 
@@ -465,31 +474,6 @@ class Collections:
 
 def _done() -> dict[str, Any]:
     return {"operation_id": 0, "status": "completed"}
-
-
-def _qfilter(spec: Any) -> Any:
-    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
-    from slimvec.filters import parse_filter
-
-    flt = parse_filter(spec)
-    return None if flt is None else flt.map_ids(point_id)
-
-
-def _selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
-    """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
-    as ``{"points": {"filter": ...}}``)."""
-    sel = body.get("points")
-    if isinstance(sel, dict):
-        return _selector({"filter": sel.get("filter"), "points": sel.get("points")})
-    if sel is not None and body.get("filter") is not None:
-        raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
-    if sel is not None:
-        if not isinstance(sel, list):
-            raise QdrantError(400, "Bad request: 'points' must be a list of point ids.")
-        return [point_id(x) for x in sel], None
-    if body.get("filter") is None:
-        raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
-    return None, _qfilter(body["filter"])
 
 
 def _dim_of(served: Any) -> int:
