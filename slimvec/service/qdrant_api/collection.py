@@ -99,27 +99,24 @@ def store_config(store: str, rescore: Any, keep_full: str | None) -> tuple[dict[
     """``(hnsw_config, quantization_config, description)`` of the store a recipe built: the graph
     degree and build beam it has, Qdrant's quantization where one means the same codes, and in
     words what Qdrant's fields cannot say (4-bit codes, product quantization, re-ranking)."""
-    from slimvec.connectors import parse_store_spec
+    import re
+
+    from slimvec.connectors import parse_store_spec, store_class
 
     spec = parse_store_spec(store)
-    o = spec.options
-    m, efc, codes = 16, 100, "float32 vectors"
-    if spec.name == "faiss":
-        import re
-
-        factory = spec.arg or "HNSW32"
-        graph = re.search(r"HNSW(\d+)", factory)
-        m = int(graph.group(1)) if graph else 0
-        efc = int(o.get("efc") or 40)
-        sq, pq = re.search(r"SQ(\d+|fp16|bf16)", factory), re.search(r"PQ(\d+)", factory)
-        codes = (f"{sq.group(1)}-bit scalar codes (FAISS SQ{sq.group(1)})" if sq and sq.group(1).isdigit()
-                 else f"product-quantized codes (FAISS {factory})" if pq
-                 else f"FAISS {factory}" if not graph else codes)
-    elif spec.name == "hnsw":
-        m, efc = int(o.get("M", 16)), int(o.get("ef_construction", 200))
-    elif spec.name in ("qdrant-edge", "qdrant"):
-        m, efc = int(o.get("m", 16)), int(o.get("ef_construct", 100))
-        codes = f"{o.get('quant')} codes" if o.get("quant", "none") != "none" else codes
+    o = {**store_class(store).option_defaults, **spec.options}
+    # a FAISS factory string, for a store that declares one
+    factory = str(spec.arg or o["factory"]) if "factory" in o else ""
+    graph = re.search(r"HNSW(\d+)", factory)
+    # without a FAISS factory: the store's own graph options, else Qdrant's defaults (16, 100)
+    m = int(graph.group(1)) if graph else 0 if factory else int(o.get("m", o.get("M", 16)))
+    efc = int(o.get("ef_construct") or o.get("ef_construction") or o.get("efc")
+              or (40 if factory else 100))
+    sq, pq = re.search(r"SQ(\d+)", factory), re.search(r"PQ(\d+)", factory)
+    codes = (f"{sq.group(1)}-bit scalar codes (FAISS SQ{sq.group(1)})" if sq
+             else f"product-quantized codes (FAISS {factory})" if pq
+             else f"{o['quant']} codes" if o.get("quant", "none") != "none"
+             else f"FAISS {factory}" if factory and not graph else "float32 vectors")
     quant = ({"scalar": {"type": "int8", "always_ram": True}} if "8-bit" in codes or "sq8" in codes
              else None)
     depth = {None: "no re-ranking", "auto": "re-ranked from the kept full vectors at a "
@@ -143,7 +140,9 @@ def search_params(params: Any, store: str | None, k: int, count: int
     if not isinstance(params, dict):
         raise QdrantError(400, f"Bad request: params must be an object, got {str(params)[:60]!r}.")
     check_fields(params, ("hnsw_ef", "exact", "quantization", "indexed_only"), "query params")
-    has_ef = store is not None and store.split(":", 1)[0] in ("faiss", "hnsw", "qdrant-edge", "qdrant")
+    from slimvec.connectors import store_class
+
+    has_ef = store is not None and "ef" in store_class(store).option_defaults
     out: dict[str, Any] = {}
     rescore: int | None = None
     ef = params.get("hnsw_ef")

@@ -149,7 +149,8 @@ class Collections:
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
             params=m.CollectionParams(vectors=m.VectorParams(**vparams), **params),
-            hnsw_config=m.HnswConfig(**hnsw), quantization_config=quant,
+            hnsw_config=m.HnswConfig(**hnsw),
+            quantization_config=None if quant is None else m.ScalarQuantization(**quant),
             optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
             wal_config=opts.get("wal_config") and m.WalConfig(**{"wal_capacity_mb": 32,
                                                                  "wal_segments_ahead": 0,
@@ -350,7 +351,8 @@ class Collections:
         q = np.asarray([vec], dtype=np.float32)
         if not np.isfinite(q).all():
             raise QdrantError(400, "Bad request: the query vector holds NaN or inf.")
-        rescore, store_params = None, {}
+        rescore: int | None = None
+        store_params: dict[str, Any] = {}
         if params and served.state == "ready" and served.index is not None:
             m = served.index.manifest
             rescore, store_params = search_params(params, m.store, k, self.count_all(served))
