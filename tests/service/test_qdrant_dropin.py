@@ -185,6 +185,16 @@ def test_conditional_upsert_as_local_mode(client, X):
                                  for i in (2, 4)], update_mode=m.UpdateMode.INSERT_ONLY, wait=True)
         c.upsert("cond", points=[m.PointStruct(id=i, vector=X[i].tolist(), payload={"d": 30 + i})
                                  for i in (3, 5)], update_mode=m.UpdateMode.UPDATE_ONLY, wait=True)
-    got = {p.id: p.payload for p in client.scroll("cond", limit=10)[0]}
-    assert got == {p.id: p.payload for p in local.scroll("cond", limit=10)[0]}
-    assert got == {1: {"d": 11}, 2: {"d": 2}, 3: {"d": 33}, 4: {"d": 24}}
+        c.update_vectors("cond", points=[m.PointVectors(id=i, vector=(-X[i]).tolist()) for i in (1, 2)],
+                         update_filter=m.Filter(must=[m.FieldCondition(key="d", match=m.MatchValue(value=11))]),
+                         wait=True)
+    got = {p.id: (p.payload, p.vector) for p in client.scroll("cond", limit=10, with_vectors=True)[0]}
+    want = {p.id: (p.payload, p.vector) for p in local.scroll("cond", limit=10, with_vectors=True)[0]}
+    assert {i: g[0] for i, g in got.items()} == {1: {"d": 11}, 2: {"d": 2}, 3: {"d": 33}, 4: {"d": 24}}
+    assert {i: w[0] for i, w in want.items()} == {i: g[0] for i, g in got.items()}
+    for i in got:  # point 1's vector negated (it matched the filter), point 2's kept
+        np.testing.assert_allclose(got[i][1], want[i][1], rtol=1e-5)
+    np.testing.assert_allclose(got[1][1], -X[1], rtol=1e-5)
+    with pytest.raises(UnexpectedResponse) as exc:
+        client.update_vectors("cond", points=[m.PointVectors(id=77, vector=X[0].tolist())], wait=True)
+    assert exc.value.status_code == 404

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 
 __all__ = ["QdrantError", "envelope", "error_response", "point_id", "qdrant_id", "unsupported",
            "select_payload", "query_vector", "count_arg", "default_vector", "wants_vector",
-           "qfilter", "selector",
+           "qfilter", "selector", "dim_of",
            "SOURCE_ID", "check_fields"]
 
 #: the payload key where slimvec keeps a point's original id (the service's ``source_id``)
@@ -177,3 +177,10 @@ def selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
     if body.get("filter") is None:
         raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
     return None, qfilter(body["filter"])
+
+
+def dim_of(served: Any) -> int:
+    """The input dimension of a served index (0 before it has one)."""
+    if served.state == "ready" and served.index is not None:
+        return int(served.index.dim_in)
+    return int((served.spec.dim_in if served.spec else None) or 0)

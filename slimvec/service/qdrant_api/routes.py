@@ -124,6 +124,12 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(update_collection(cols, name, body or {}), t0)
 
+    @r.put("/collections/{name}/points/vectors", dependencies=[write])
+    def update_vectors(name: str, body: dict[str, Any] = Body(...),
+                       wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.update_vectors(name, body, wait), t0)
+
     @r.post("/collections/{name}/points/batch", dependencies=[write])
     def batch_update(name: str, body: dict[str, Any] = Body(...),
                      wait: bool = Query(False)) -> JSONResponse:
@@ -233,7 +239,8 @@ QDRANT_VERSION = _qdrant_version()
 #: ``points/batch`` operations and the translation method serving each (``overwrite`` flag)
 _BATCH_OPS = {"upsert": ("upsert", None), "delete": ("delete_points", None),
               "set_payload": ("set_payload", False), "overwrite_payload": ("set_payload", True),
-              "delete_payload": ("delete_payload", None), "clear_payload": ("clear_payload", None)}
+              "delete_payload": ("delete_payload", None), "clear_payload": ("clear_payload", None),
+              "update_vectors": ("update_vectors", None)}
 
 
 def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, Any]:
@@ -249,8 +256,8 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
         raise QdrantError(400, f"Bad request: operation {kind!r} must hold an object.")
     body = {k: v for k, v in body.items() if k != "shard_key" or v is None}
     method, overwrite = _BATCH_OPS[kind]
-    if method == "upsert":
-        return cols.upsert(name, body, wait)
+    if method in ("upsert", "update_vectors"):
+        return dict(getattr(cols, method)(name, body, wait))
     if method == "set_payload":
         return cols.set_payload(name, body, overwrite=bool(overwrite))
     return dict(getattr(cols, method)(name, body))

@@ -26,7 +26,7 @@ from slimvec.service.qdrant_api.collection import conditional, qdrant_score, sea
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
                                                qdrant_id, query_vector, select_payload, unsupported,
                                                count_arg, default_vector, wants_vector,
-                                               qfilter, selector)
+                                               qfilter, selector, dim_of)
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
@@ -61,7 +61,7 @@ class Collections:
         if path.exists():
             return json.loads(path.read_text("utf-8"))
         served = self.served(name)
-        return {"size": _dim_of(served), "distance": "Cosine", "metadata": None, "payload_schema": {}}
+        return {"size": dim_of(served), "distance": "Cosine", "metadata": None, "payload_schema": {}}
 
     def _save(self, name: str, settings: dict[str, Any]) -> None:
         from slimvec.persistence import write_json_atomic
@@ -387,6 +387,22 @@ class Collections:
         pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
         return qdrant_id((pay or {}).get(SOURCE_ID))
 
+    def update_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
+        """``PUT /collections/NAME/points/vectors``: new vectors of existing points (payloads
+        kept; written as an upsert through the one writer); an unknown id is a 404, as Qdrant's."""
+        check_fields(body, ("points", "update_filter"), "update vectors")
+        rows = body.get("points")
+        if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
+            raise QdrantError(400, "Bad request: send {\"points\": [{\"id\", \"vector\"}, ...]}.")
+        olds = points_get(self.served(name), [point_id(p.get("id")) for p in rows])
+        for p, old in zip(rows, olds):
+            if old is None:
+                raise QdrantError(404, f"Not found: No point with id {p.get('id')} found")
+        return self.upsert(name, {"points": [{"id": p.get("id"), "vector": p.get("vector"),
+                                              "payload": old["payload"]} for p, old in zip(rows, olds)
+                                             if old is not None],
+                                  "update_filter": body.get("update_filter")}, wait)
+
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
@@ -476,9 +492,3 @@ class Collections:
 
 def _done() -> dict[str, Any]:
     return {"operation_id": 0, "status": "completed"}
-
-
-def _dim_of(served: Any) -> int:
-    if served.state == "ready" and served.index is not None:
-        return int(served.index.dim_in)
-    return int((served.spec.dim_in if served.spec else None) or 0)
