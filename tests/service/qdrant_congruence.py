@@ -1,4 +1,6 @@
-"""Run qdrant-client's own congruence suite against a real ``slimvec serve`` (issue 38).
+"""Run qdrant-client's own congruence suite against a real ``slimvec serve`` (issue 38): a runner
+and its pytest plugin, kept beside the tests (scripts/ holds no measuring scripts); not a test
+module itself.
 
 The suite (``tests/congruence_tests`` of the qdrant-client repository, at the tag of the installed
 client) compares a Qdrant server on ``localhost:6333`` with qdrant-client's local mode. It is taken
@@ -6,7 +8,7 @@ unedited from a folder given on the command line (the checkout root, the folder 
 ``tests/``); nothing of it is copied into this repository::
 
     git -C qdrant-client archive v1.18.0 tests | tar -x -C /tmp/qcc
-    python scripts/qdrant_congruence.py /tmp/qcc [--port 6333] [-k EXPR] [--json out.json]
+    python tests/service/qdrant_congruence.py /tmp/qcc [--port 6333] [-k EXPR] [--json out.json]
 
 The script starts ``slimvec serve`` on a fresh root at ``--port`` and runs pytest on the suite with
 this module loaded as a plugin, which only (1) forces REST (``prefer_grpc=False``: slimvec serves
@@ -61,7 +63,7 @@ def _patch(cls: Any, port: int) -> None:
 def _serve(root: Path, port: int, recipe: str | None, log_path: Path) -> subprocess.Popen:
     import httpx
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "slimvec", "serve", "--root", str(root), "--port", str(port)]
