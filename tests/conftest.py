@@ -112,6 +112,7 @@ SLOW_MODULES = (
     "tests/service/test_job_reads.py",  # issue 25 item 7: MiniLM servers, a kill -9 restart
     "tests/service/test_qdrant_dropin.py",  # issue 38: a server, fitted Dot/Euclid collections
     "tests/service/test_qdrant_haystack.py",  # issue 38: Haystack's store, MiniLM, a server
+    "tests/service/test_qdrant_congruence_suite.py",  # issue 38: qdrant-client's suite, ~10 min
 )
 
 
