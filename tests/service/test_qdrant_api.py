@@ -159,7 +159,7 @@ def test_bad_point_refuses_the_request(client, X):
     (lambda c: c.create_collection("u1", vectors_config={"dense": m.VectorParams(
         size=4, distance=m.Distance.COSINE)}), "named vectors"),
     (lambda c: c.create_collection("u2", vectors_config=m.VectorParams(
-        size=4, distance=m.Distance.DOT)), "distance 'Dot'"),
+        size=4, distance=m.Distance.MANHATTAN)), "distance 'Manhattan'"),
     (lambda c: c.create_collection("u3", vectors_config=m.VectorParams(
         size=4, distance=m.Distance.COSINE), sparse_vectors_config={"s": m.SparseVectorParams()}),
      "'sparse_vectors'"),
@@ -176,7 +176,7 @@ def test_bad_point_refuses_the_request(client, X):
     (lambda c: c.upsert("unsup", points=[m.PointStruct(id=1, vector={"dense": [0.1] * DIM})]),
      "named or sparse vectors"),
     (lambda c: c.create_shard_key("unsup", shard_key="k"), "/shards"),
-], ids=["named", "dot", "sparse", "multivector", "sharding", "query-by-id", "using", "prefetch",
+], ids=["named", "manhattan", "sparse", "multivector", "sharding", "query-by-id", "using", "prefetch",
         "named-upsert", "shard-key"])
 def test_unsupported_is_a_400_naming_it(client, call, feature):
     if not client.collection_exists("unsup"):

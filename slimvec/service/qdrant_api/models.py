@@ -16,6 +16,8 @@ from typing import Any, Iterable
 from fastapi.responses import JSONResponse
 
 __all__ = ["QdrantError", "envelope", "error_response", "point_id", "qdrant_id", "unsupported",
+           "select_payload", "query_vector", "count_arg", "default_vector", "wants_vector",
+           "qfilter", "selector", "dim_of",
            "SOURCE_ID", "check_fields"]
 
 #: the payload key where slimvec keeps a point's original id (the service's ``source_id``)
@@ -96,3 +98,89 @@ def qdrant_id(source_id: Any) -> int | str:
     if isinstance(source_id, str) and source_id.isdigit():
         return int(source_id)
     return source_id
+
+
+def select_payload(payload: dict[str, Any], selector: Any) -> dict[str, Any] | None:
+    """Qdrant's ``with_payload``: bool, a list of keys, ``{"include": [...]}`` / ``{"exclude"}``."""
+    if selector is None or selector is False:
+        return None
+    if selector is True:
+        return payload
+    if isinstance(selector, list):
+        return {k: v for k, v in payload.items() if k in selector}
+    if isinstance(selector, dict) and isinstance(selector.get("include"), list):
+        return {k: v for k, v in payload.items() if k in selector["include"]}
+    if isinstance(selector, dict) and isinstance(selector.get("exclude"), list):
+        return {k: v for k, v in payload.items() if k not in selector["exclude"]}
+    raise QdrantError(400, f"Bad request: with_payload={str(selector)[:80]!r}; expected true, "
+                           "false, a list of keys, {\"include\": [...]} or {\"exclude\": [...]}.")
+
+
+def query_vector(query: Any) -> list[Any]:
+    if isinstance(query, dict) and set(query) == {"nearest"}:
+        query = query["nearest"]
+    if isinstance(query, list) and query and not isinstance(query[0], (list, dict)):
+        return query
+    if query is None:
+        raise unsupported("a query without a vector", "use points/scroll to list points")
+    if isinstance(query, (int, str)):
+        raise unsupported("query by point id", "send the vector itself")
+    what = sorted(query)[0] if isinstance(query, dict) and query else type(query).__name__
+    raise unsupported(f"query {what!r} (only a dense vector or {{\"nearest\": vector}} is served)")
+
+
+def default_vector(value: Any) -> Any:
+    """Qdrant's unnamed vector spelled as the vector named ``""`` (``{"": ...}``, as LangChain
+    writes it) is the unnamed vector; other names stay (and are refused as named vectors)."""
+    if isinstance(value, dict) and list(value) == [""]:
+        return value[""]
+    return value
+
+
+def wants_vector(with_vector: Any) -> bool:
+    if with_vector == [""]:
+        return True
+    if with_vector is None or isinstance(with_vector, bool):
+        return bool(with_vector)
+    raise unsupported(f"with_vector={with_vector!r} (named vectors)", "send true or false")
+
+
+def count_arg(body: dict[str, Any], key: str, default: int) -> int:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise QdrantError(400, f"Bad request: {key} must be a non-negative integer, got {value!r}.")
+    return value
+
+
+def qfilter(spec: Any) -> Any:
+    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
+    from slimvec.filters import parse_filter
+
+    flt = parse_filter(spec)
+    return None if flt is None else flt.map_ids(point_id)
+
+
+def selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+    """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
+    as ``{"points": {"filter": ...}}``)."""
+    sel = body.get("points")
+    if isinstance(sel, dict):
+        return selector({"filter": sel.get("filter"), "points": sel.get("points")})
+    if sel is not None and body.get("filter") is not None:
+        raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
+    if sel is not None:
+        if not isinstance(sel, list):
+            raise QdrantError(400, "Bad request: 'points' must be a list of point ids.")
+        return [point_id(x) for x in sel], None
+    if body.get("filter") is None:
+        raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
+    return None, qfilter(body["filter"])
+
+
+def dim_of(served: Any) -> int:
+    """The input dimension of a served index (0 before it has one)."""
+    if served.state == "ready" and served.index is not None:
+        return int(served.index.dim_in)
+    return int((served.spec.dim_in if served.spec else None) or 0)

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.limits import check_batch
+from slimvec.service.qdrant_api.collection import update_collection
 from slimvec.service.qdrant_api.translate import Collections
 
 __all__ = ["qdrant_router"]
@@ -96,8 +97,9 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         """Qdrant's version info (qdrant-client checks the version at start-up)."""
         from slimvec import __version__
 
-        return JSONResponse({"title": "slimvec - Qdrant-compatible REST subset",
-                             "version": QDRANT_VERSION, "slimvec_version": __version__})
+        # the title qdrant-client's local mode and a Qdrant server answer; the body says slimvec
+        return JSONResponse({"title": "qdrant - vector search engine", "version": QDRANT_VERSION,
+                             "commit": None, "server": "slimvec", "slimvec_version": __version__})
 
     @r.get("/collections", dependencies=[read])
     def list_collections() -> JSONResponse:
@@ -118,6 +120,26 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     def collection_exists(name: str) -> JSONResponse:
         t0 = time.perf_counter()
         return ok({"exists": name in state.registry.names()}, t0)
+
+    @r.patch("/collections/{name}", dependencies=[write])
+    def patch_collection(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(update_collection(cols, name, body or {}), t0)
+
+    @r.put("/collections/{name}/points/vectors", dependencies=[write])
+    def update_vectors(name: str, body: dict[str, Any] = Body(...),
+                       wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.update_vectors(name, body, wait), t0)
+
+    @r.post("/collections/{name}/points/batch", dependencies=[write])
+    def batch_update(name: str, body: dict[str, Any] = Body(...),
+                     wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        ops = body.get("operations")
+        if not isinstance(ops, list):
+            raise QdrantError(400, "Bad request: send {\"operations\": [operation, ...]}.")
+        return ok([_batch_op(cols, name, op, wait) for op in ops], t0)
 
     @r.delete("/collections/{name}", dependencies=[write])
     def delete_collection(name: str) -> JSONResponse:
@@ -200,7 +222,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.delete_index(name, field), t0)
 
-    _unsupported_rest(r)
+    _unsupported_rest(r, read)
     return r
 
 
@@ -217,11 +239,51 @@ def _qdrant_version() -> str:
 QDRANT_VERSION = _qdrant_version()
 
 
-def _unsupported_rest(r: APIRouter) -> None:
-    """Every other Qdrant path answers a 400 naming the endpoint (never a silent success)."""
+#: ``points/batch`` operations and the translation method serving each (``overwrite`` flag)
+_BATCH_OPS = {"upsert": ("upsert", None), "delete": ("delete_points", None),
+              "set_payload": ("set_payload", False), "overwrite_payload": ("set_payload", True),
+              "delete_payload": ("delete_payload", None), "clear_payload": ("clear_payload", None),
+              "update_vectors": ("update_vectors", None)}
 
-    @r.api_route("/collections/{name}/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-                 include_in_schema=False)
-    def other_collection_path(name: str, rest: str, request: Request) -> JSONResponse:
-        raise unsupported(f"{request.method} /collections/{{name}}/{rest}")
 
+def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, Any]:
+    """One operation of ``POST points/batch`` (``{"upsert": {...}}``, ``{"delete": {...}}``...),
+    applied in order; an operation not served refuses the rest of the batch."""
+    if not isinstance(op, dict) or len(op) != 1:
+        raise QdrantError(400, "Bad request: each operation is an object with one key "
+                               f"({', '.join(_BATCH_OPS)}).")
+    kind, body = next(iter(op.items()))
+    if kind not in _BATCH_OPS:
+        raise unsupported(f"batch operation {kind!r}", f"send {', '.join(_BATCH_OPS)}")
+    if not isinstance(body, dict):
+        raise QdrantError(400, f"Bad request: operation {kind!r} must hold an object.")
+    body = {k: v for k, v in body.items() if k != "shard_key" or v is None}
+    method, overwrite = _BATCH_OPS[kind]
+    if method in ("upsert", "update_vectors"):
+        return dict(getattr(cols, method)(name, body, wait))
+    if method == "set_payload":
+        return cols.set_payload(name, body, overwrite=bool(overwrite))
+    return dict(getattr(cols, method)(name, body))
+
+
+def _unsupported_rest(r: APIRouter, read: Any) -> None:
+    """Every other Qdrant path and method answers Qdrant's error envelope: a 400 naming the
+    endpoint (never a silent success), or 404 for a path Qdrant does not have."""
+    every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+    @r.get("/aliases", dependencies=[read], include_in_schema=False)
+    @r.get("/collections/{name}/aliases", dependencies=[read], include_in_schema=False)
+    def aliases() -> JSONResponse:  # none can be made here, so every list is empty
+        return envelope({"aliases": []}, time.perf_counter())
+
+    @r.api_route("/collections", methods=["POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+    @r.api_route("/collections/{name}", methods=["POST"], include_in_schema=False)
+    @r.api_route("/collections/{name}/{rest:path}", methods=every, include_in_schema=False)
+    @r.api_route("/aliases{rest:path}", methods=every, include_in_schema=False)
+    @r.api_route("/cluster{rest:path}", methods=every, include_in_schema=False)
+    @r.api_route("/snapshots{rest:path}", methods=every, include_in_schema=False)
+    @r.api_route("/telemetry{rest:path}", methods=every, include_in_schema=False)
+    @r.api_route("/locks{rest:path}", methods=every, include_in_schema=False)
+    @r.api_route("/issues{rest:path}", methods=every, include_in_schema=False)
+    def other_qdrant_path(request: Request) -> JSONResponse:
+        raise unsupported(f"{request.method} {request.url.path}")

@@ -22,15 +22,17 @@ from slimvec.ids import doc_id, doc_ids
 from slimvec.service import points
 from slimvec.service.limits import MAX_IDS, check_size
 from slimvec.indexer.rowcheck import RowProblem, check_payload
+from slimvec.service.points import get as points_get
+from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
-                                               qdrant_id, unsupported)
+                                               qdrant_id, query_vector, select_payload, unsupported,
+                                               count_arg, default_vector, wants_vector,
+                                               qfilter, selector, dim_of)
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
 #: per-collection Qdrant settings, under the served root (dot folders are never indexes)
 QDRANT_DIR = ".qdrant"
-_CREATE_FIELDS = ("vectors", "metadata")
-_VECTOR_FIELDS = ("size", "distance")
 
 
 class Collections:
@@ -60,7 +62,7 @@ class Collections:
         if path.exists():
             return json.loads(path.read_text("utf-8"))
         served = self.served(name)
-        return {"size": _dim_of(served), "distance": "Cosine", "metadata": None, "payload_schema": {}}
+        return {"size": dim_of(served), "distance": "Cosine", "metadata": None, "payload_schema": {}}
 
     def _save(self, name: str, settings: dict[str, Any]) -> None:
         from slimvec.persistence import write_json_atomic
@@ -85,18 +87,12 @@ class Collections:
         from slimvec.reducers import make_reducer
         from slimvec.service.spec import ServiceSpec
 
-        check_fields(body, _CREATE_FIELDS, "create collection")
-        vectors = _default_vector(body.get("vectors"))
-        if not isinstance(vectors, dict) or "size" not in vectors:
-            raise unsupported("named vectors (or a collection without a vector size)",
-                              "create one unnamed vector: {\"vectors\": {\"size\": N, \"distance\": "
-                              "\"Cosine\"}}")
-        check_fields(vectors, _VECTOR_FIELDS, "vectors")
-        size, distance = vectors.get("size"), vectors.get("distance")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise QdrantError(400, f"Bad request: vectors.size must be a positive integer, got {size!r}.")
-        if distance != "Cosine":
-            raise unsupported(f"distance {distance!r}", "create the collection with distance Cosine")
+        from slimvec.service.qdrant_api.collection import (CREATE_FIELDS, METRICS, parse_vectors,
+                                                           recipe_for_metric, recorded_options)
+
+        check_fields(body, CREATE_FIELDS, "create collection")
+        size, distance, vector_opts = parse_vectors(body.get("vectors"))
+        options = recorded_options(body, vector_opts)
         meta = body.get("metadata") or {}
         if name in self.st.registry.names():
             raise QdrantError(409, f"Wrong input: Collection `{name}` already exists!")
@@ -112,6 +108,11 @@ class Collections:
             raise QdrantError(400, f"Bad request: recipe {spec.recipe or spec.reducer} keeps {n_out} "
                                    f"dimensions, more than the collection's {size}; name a smaller "
                                    "one in metadata.slimvec_recipe (e.g. pca:8).")
+        recipe, reducer = recipe_for_metric(spec.recipe, spec.reducer, METRICS[distance])
+        from dataclasses import replace
+
+        spec = replace(spec, build=replace(spec.build, metric=METRICS[distance], reducer=reducer,
+                                           recipe=recipe))
         served, _new = self.st.registry.create(name, spec)
         with served.lock:
             # the collection's size is the index's input dimension
@@ -120,7 +121,7 @@ class Collections:
             served.spec = served.spec.with_dim_in(size)
             served.spec.save(served.pending_dir / SERVICE_SPEC)
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
-                          "payload_schema": {}, "created_at": time.time()})
+                          "payload_schema": {}, "created_at": time.time(), "options": options})
         return True
 
     def delete(self, name: str) -> bool:
@@ -140,16 +141,47 @@ class Collections:
         count = self.count_all(served)
         schema = {str(k): m.PayloadIndexInfo(data_type=v, points=count)
                   for k, v in s.get("payload_schema", {}).items()}
+        store, rescore, keep_full = self._built_by(served)
+        hnsw, quant, what = store_config(store, rescore, keep_full)
+        opts = s.get("options") or {}
+        vparams = {"size": s["size"], "distance": s["distance"], **opts.get("vectors", {}),
+                   "hnsw_config": None, "quantization_config": None}
+        params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
+                                       "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
-            params=m.CollectionParams(vectors=m.VectorParams(size=s["size"], distance=s["distance"])),
-            hnsw_config=m.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
+            params=m.CollectionParams(vectors=m.VectorParams(**vparams), **params),
+            hnsw_config=m.HnswConfig(**hnsw),
+            quantization_config=None if quant is None else m.ScalarQuantization(**quant),
             optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
+            wal_config=opts.get("wal_config") and m.WalConfig(**{"wal_capacity_mb": 32,
+                                                                 "wal_segments_ahead": 0,
+                                                                 **opts["wal_config"]}),
             metadata=s.get("metadata"))
+        ignored = sorted(k for k in opts if k != "vectors") + sorted(opts.get("vectors", {}))
+        warnings = [m.CollectionWarning(message=what)] + ([m.CollectionWarning(
+            message=f"accepted and recorded, not built by (the recipe decides): {', '.join(ignored)}"
+        )] if ignored else [])
         info = m.CollectionInfo(status=m.CollectionStatus.GREEN, optimizer_status=m.OptimizersStatusOneOf.OK,
-                                segments_count=1,
+                                segments_count=1, warnings=warnings,
                                 points_count=count, indexed_vectors_count=count, config=config,
                                 payload_schema=schema)
-        return info.model_dump(mode="json", exclude_none=True)
+        return {**info.model_dump(mode="json", exclude_none=True),
+                "slimvec": {"store": store, "rescore": rescore, "keep_full": keep_full,
+                            "state": served.state, "requested": opts}}
+
+    def _built_by(self, served: Any) -> tuple[str, Any, str | None]:
+        """``(store spec, rescore depth, full-vector dtype)`` of the collection's index: the
+        fitted index's manifest, or the spec a pending one will be built by."""
+        index = served.index if served.state == "ready" else None
+        if index is not None:
+            m = index.manifest
+            return (m.store, None if m.rescore is None else m.rescore.depth,
+                    None if m.full is None else m.full.dtype)
+        from slimvec.recipe import parse_recipe
+
+        spec = served.spec
+        rec = parse_recipe(spec.recipe) if spec.recipe else None
+        return spec.store, None if rec is None else rec.rescore, spec.keep_full
 
     def count_all(self, served: Any) -> int:
         """Points in the collection (exact)."""
@@ -159,7 +191,7 @@ class Collections:
         """``POST /collections/NAME/points/count`` (always exact)."""
         check_fields(body, ("filter", "exact"), "count")
         served = self.served(name)
-        return {"count": points.count(served, _qfilter(body.get("filter")))}
+        return {"count": points.count(served, qfilter(body.get("filter")))}
 
     # ------------------------------------------------------------------ points
     def upsert(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
@@ -167,7 +199,7 @@ class Collections:
         ``{"batch": {"ids", "vectors", "payloads"}}``; every point is checked first, so a bad one
         refuses the request (as Qdrant does) and nothing of it is written."""
         served = self.served(name)
-        check_fields(body, ("points", "batch"), "upsert")
+        check_fields(body, ("points", "batch", "update_filter", "update_mode"), "upsert")
         if body.get("points") is not None:
             rows = body["points"]
             if not isinstance(rows, list):
@@ -180,7 +212,7 @@ class Collections:
         elif isinstance(body.get("batch"), dict):
             b = body["batch"]
             check_fields(b, ("ids", "vectors", "payloads"), "batch")
-            ids, vecs = b.get("ids") or [], _default_vector(b.get("vectors"))
+            ids, vecs = b.get("ids") or [], default_vector(b.get("vectors"))
             pays = b.get("payloads") or [None] * len(ids)
             if not isinstance(vecs, list) or len(vecs) != len(ids) or len(pays) != len(ids):
                 raise unsupported("a batch whose vectors are not one list per id (named vectors)")
@@ -188,6 +220,11 @@ class Collections:
         else:
             raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
         items = self._items(points, int(self.settings(name)["size"]))
+        if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
+            items = conditional(items, points_get(served, [it["id"] for it in items]),
+                                body.get("update_mode"), qfilter(body.get("update_filter")))
+            if not items:
+                return _done()
         from slimvec.service.limits import check_batch
 
         check_batch(len(items), self.st.config.max_batch, "points")
@@ -205,7 +242,7 @@ class Collections:
         items = []
         for raw_id, vec, payload in points:
             pid = point_id(raw_id)
-            vec = _default_vector(vec)
+            vec = default_vector(vec)
             if isinstance(vec, dict):
                 raise unsupported(f"point {raw_id}: named or sparse vectors ({sorted(vec)[:3]})")
             if not isinstance(vec, list) or (vec and isinstance(vec[0], list)):
@@ -250,14 +287,14 @@ class Collections:
         view = served.pending_view()
         pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
         keep = [j for j, p in enumerate(pays) if p is not None]
-        vecs = self._vectors(served, view, [sids[j] for j in keep]) if _wants_vector(with_vector) else None
+        vecs = self._vectors(served, view, [sids[j] for j in keep]) if wants_vector(with_vector) else None
         out = []
         for n, j in enumerate(keep):
             p = dict(pays[j])
             rec: dict[str, Any] = {"id": qdrant_id(p.pop(SOURCE_ID, None))}
             if scores is not None:
                 rec.update(version=0, score=scores[j])
-            rec["payload"] = _select_payload(p, with_payload)
+            rec["payload"] = select_payload(p, with_payload)
             if vecs is not None:
                 rec["vector"] = vecs[n].tolist()
             out.append(rec)
@@ -267,6 +304,8 @@ class Collections:
         """The full vectors of store ids from the kept full vectors, normalised to unit length as
         Qdrant returns the vectors of a Cosine collection (at the kept dtype's precision)."""
         X = view.vectors(sids) if view is not None else self._kept(served, sids)
+        if self.settings(served.name)["distance"] != "Cosine":
+            return X
         return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
 
     def _kept(self, served: Any, sids: list[int]) -> np.ndarray:
@@ -286,20 +325,26 @@ class Collections:
         if body.get("using") == "":  # the unnamed vector by its name (LangChain sends it)
             body = {k: v for k, v in body.items() if k != "using"}
         check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
-                            "score_threshold"), "query")
+                            "score_threshold", "params"), "query")
         served = self.served(name)
-        vec = _query_vector(body.get("query"))
-        limit, offset = _count_arg(body, "limit", 10), _count_arg(body, "offset", 0)
+        vec = query_vector(body.get("query"))
+        limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
         k = limit + offset
-        sids, scores = self._search(served, vec, k, _qfilter(body.get("filter")))
+        if k == 0:
+            return {"points": []}
+        distance = self.settings(name)["distance"]
+        sids, scores = self._search(served, vec, k, qfilter(body.get("filter")), body.get("params"))
         threshold = body.get("score_threshold")
-        pairs = [(i, s) for i, s in zip(sids, scores)
-                 if i >= 0 and s is not None and (threshold is None or s >= threshold)][offset:]
+        pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
+        if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
+            pairs = [(i, s) for i, s in pairs
+                     if (s <= threshold if distance == "Euclid" else s >= threshold)]
+        pairs = pairs[offset:]
         points = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
                                body.get("with_vector", False), [s for _, s in pairs])
         return {"points": points}
 
-    def _search(self, served: Any, vec: list[Any], k: int, flt: Any = None
+    def _search(self, served: Any, vec: list[Any], k: int, flt: Any = None, params: Any = None
                 ) -> tuple[list[int], list[float | None]]:
         size = int(self.settings(served.name)["size"])
         if len(vec) != size:
@@ -308,10 +353,22 @@ class Collections:
         q = np.asarray([vec], dtype=np.float32)
         if not np.isfinite(q).all():
             raise QdrantError(400, "Bad request: the query vector holds NaN or inf.")
-        ids, scores, _ = points.search(served, q, k, flt)
+        rescore: int | None = None
+        store_params: dict[str, Any] = {}
+        if params and served.state == "ready" and served.index is not None:
+            m = served.index.manifest
+            rescore, store_params = search_params(params, m.store, k, self.count_all(served))
+            if m.full is None and rescore:
+                rescore = None  # no full vectors kept: nothing to re-rank from
+        elif params:
+            search_params(params, None, k, 0)  # checked; a pending collection is searched exactly
+        if store_params:  # a beam for the fitted index's store (a pending one has none)
+            res = served.ready_index().search(q, k, rescore=rescore, filter=flt, **store_params)
+            ids, scores = res.ids, res.scores
+        else:
+            ids, scores, _ = points.search(served, q, k, flt, rescore)
         return (ids[0].tolist(),
                 [float(s) if math.isfinite(s) else None for s in np.asarray(scores[0]).tolist()])
-
 
     # ------------------------------------------------------------------ lifecycle
     def scroll(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -320,8 +377,8 @@ class Collections:
         served = self.served(name)
         offset = body.get("offset")
         start = None if offset is None else doc_id(point_id(offset))
-        recs, nxt = points.scroll(served, _count_arg(body, "limit", 10) or 10, start,
-                                  _qfilter(body.get("filter")))
+        recs, nxt = points.scroll(served, count_arg(body, "limit", 10) or 10, start,
+                                  qfilter(body.get("filter")))
         sids = [r["store_id"] for r in recs]
         out = self._records(served, sids, body.get("with_payload", True),
                             body.get("with_vector", False))
@@ -332,25 +389,68 @@ class Collections:
         pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
         return qdrant_id((pay or {}).get(SOURCE_ID))
 
+    def update_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
+        """``PUT /collections/NAME/points/vectors``: new vectors of existing points (payloads
+        kept; written as an upsert through the one writer); an unknown id is a 404, as Qdrant's."""
+        check_fields(body, ("points", "update_filter"), "update vectors")
+        rows = body.get("points")
+        if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
+            raise QdrantError(400, "Bad request: send {\"points\": [{\"id\", \"vector\"}, ...]}.")
+        olds = points_get(self.served(name), [point_id(p.get("id")) for p in rows])
+        for p, old in zip(rows, olds):
+            if old is None:
+                raise QdrantError(404, f"Not found: No point with id {p.get('id')} found")
+        return self.upsert(name, {"points": [{"id": p.get("id"), "vector": p.get("vector"),
+                                              "payload": old["payload"]} for p, old in zip(rows, olds)
+                                             if old is not None],
+                                  "update_filter": body.get("update_filter")}, wait)
+
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         points.delete(self.served(name), ids=ids, filter=flt)
         return _done()
 
     def set_payload(self, name: str, body: dict[str, Any], overwrite: bool) -> dict[str, Any]:
-        """``POST`` (merge) / ``PUT`` (overwrite) ``/collections/NAME/points/payload``."""
-        check_fields(body, ("payload", "points", "filter"), "set payload")
-        ids, flt = _selector(body)
-        points.set_payload(self.served(name), body.get("payload") or {}, ids=ids, filter=flt,
-                           overwrite=overwrite)
+        """``POST`` (merge) / ``PUT`` (overwrite) ``/collections/NAME/points/payload``; with
+        ``key`` the payload is set at that JSON path of each point (Qdrant's path rules, as
+        qdrant-client's local mode applies them)."""
+        check_fields(body, ("payload", "points", "filter", "key"), "set payload")
+        ids, flt = selector(body)
+        served = self.served(name)
+        if body.get("key") is None:
+            points.set_payload(served, body.get("payload") or {}, ids=ids, filter=flt,
+                               overwrite=overwrite)
+            return _done()
+        from copy import deepcopy
+
+        from qdrant_client.local.json_path_parser import parse_json_path
+        from qdrant_client.local.payload_value_setter import set_value_by_key
+
+        try:
+            keys = parse_json_path(body["key"])
+        except (ValueError, TypeError) as exc:
+            raise QdrantError(400, f"Bad request: key {body['key']!r} is not a payload path ({exc}).") from None
+        if ids is not None:
+            recs = [r for r in points.get(served, ids) if r is not None]
+        else:
+            recs, start = [], None
+            while True:
+                page, start = points.scroll(served, 1000, start, flt)
+                recs += page
+                if start is None:
+                    break
+        for rec in recs:
+            new = deepcopy(rec["payload"])
+            set_value_by_key(payload=new, keys=keys, value=deepcopy(body.get("payload") or {}))
+            points.set_payload(served, new, ids=[rec["id"]], overwrite=True)
         return _done()
 
     def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
         check_fields(body, ("keys", "points", "filter"), "delete payload")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         keys = body.get("keys")
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
@@ -360,7 +460,7 @@ class Collections:
     def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/clear``: an empty payload."""
         check_fields(body, ("points", "filter"), "clear payload")
-        ids, flt = _selector(body)
+        ids, flt = selector(body)
         points.set_payload(self.served(name), {}, ids=ids, filter=flt, overwrite=True)
         return _done()
 
@@ -394,88 +494,3 @@ class Collections:
 
 def _done() -> dict[str, Any]:
     return {"operation_id": 0, "status": "completed"}
-
-
-def _qfilter(spec: Any) -> Any:
-    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
-    from slimvec.filters import parse_filter
-
-    flt = parse_filter(spec)
-    return None if flt is None else flt.map_ids(point_id)
-
-
-def _selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
-    """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
-    as ``{"points": {"filter": ...}}``)."""
-    sel = body.get("points")
-    if isinstance(sel, dict):
-        return _selector({"filter": sel.get("filter"), "points": sel.get("points")})
-    if sel is not None and body.get("filter") is not None:
-        raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
-    if sel is not None:
-        if not isinstance(sel, list):
-            raise QdrantError(400, "Bad request: 'points' must be a list of point ids.")
-        return [point_id(x) for x in sel], None
-    if body.get("filter") is None:
-        raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
-    return None, _qfilter(body["filter"])
-
-
-def _dim_of(served: Any) -> int:
-    if served.state == "ready" and served.index is not None:
-        return int(served.index.dim_in)
-    return int((served.spec.dim_in if served.spec else None) or 0)
-
-
-def _default_vector(value: Any) -> Any:
-    """Qdrant's unnamed vector spelled as the vector named ``""`` (``{"": ...}``, as LangChain
-    writes it) is the unnamed vector; other names stay (and are refused as named vectors)."""
-    if isinstance(value, dict) and list(value) == [""]:
-        return value[""]
-    return value
-
-
-def _wants_vector(with_vector: Any) -> bool:
-    if with_vector == [""]:
-        return True
-    if with_vector is None or isinstance(with_vector, bool):
-        return bool(with_vector)
-    raise unsupported(f"with_vector={with_vector!r} (named vectors)", "send true or false")
-
-
-def _select_payload(payload: dict[str, Any], selector: Any) -> dict[str, Any] | None:
-    """Qdrant's ``with_payload``: bool, a list of keys, ``{"include": [...]}`` / ``{"exclude"}``."""
-    if selector is None or selector is False:
-        return None
-    if selector is True:
-        return payload
-    if isinstance(selector, list):
-        return {k: v for k, v in payload.items() if k in selector}
-    if isinstance(selector, dict) and isinstance(selector.get("include"), list):
-        return {k: v for k, v in payload.items() if k in selector["include"]}
-    if isinstance(selector, dict) and isinstance(selector.get("exclude"), list):
-        return {k: v for k, v in payload.items() if k not in selector["exclude"]}
-    raise QdrantError(400, f"Bad request: with_payload={str(selector)[:80]!r}; expected true, "
-                           "false, a list of keys, {\"include\": [...]} or {\"exclude\": [...]}.")
-
-
-def _query_vector(query: Any) -> list[Any]:
-    if isinstance(query, dict) and set(query) == {"nearest"}:
-        query = query["nearest"]
-    if isinstance(query, list) and query and not isinstance(query[0], (list, dict)):
-        return query
-    if query is None:
-        raise unsupported("a query without a vector", "use points/scroll to list points")
-    if isinstance(query, (int, str)):
-        raise unsupported("query by point id", "send the vector itself")
-    what = sorted(query)[0] if isinstance(query, dict) and query else type(query).__name__
-    raise unsupported(f"query {what!r} (only a dense vector or {{\"nearest\": vector}} is served)")
-
-
-def _count_arg(body: dict[str, Any], key: str, default: int) -> int:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise QdrantError(400, f"Bad request: {key} must be a non-negative integer, got {value!r}.")
-    return value

@@ -1,0 +1,220 @@
+"""A Qdrant collection's options as slimvec reads, records and reports them (issue 38).
+
+``PUT /collections/NAME`` takes every option Qdrant's ``CreateCollection`` does: the distance and
+size pick the index's metric (Cosine -> cosine, Dot -> ip, Euclid -> l2; Manhattan has no index
+here and is refused), and the rest (``on_disk``, ``hnsw_config``, ``optimizers_config``,
+``quantization_config``, ``wal_config``, shards, replicas...) are accepted and recorded as sent:
+the index is built by the server's recipe, not by them. ``GET /collections/NAME`` describes the
+store that recipe really built (graph degree, build beam, codes, re-ranking), and a warning names
+the requested options that changed nothing. Query ``params`` map onto the recipe's search beam and
+re-ranking depth (:func:`search_params`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from slimvec.service.qdrant_api.models import QdrantError, check_fields, unsupported
+
+__all__ = ["CREATE_FIELDS", "METRICS", "parse_vectors", "recorded_options", "store_config",
+           "search_params", "qdrant_score", "recipe_for_metric", "update_collection", "conditional"]
+
+#: the create fields accepted (``vectors`` and ``metadata`` are read, the rest recorded)
+CREATE_FIELDS = ("vectors", "metadata", "shard_number", "sharding_method", "replication_factor",
+                 "write_consistency_factor", "on_disk_payload", "hnsw_config", "wal_config",
+                 "optimizers_config", "quantization_config", "strict_mode_config",
+                 "sparse_vectors", "timeout")
+_VECTOR_FIELDS = ("size", "distance", "on_disk", "hnsw_config", "quantization_config", "datatype")
+#: Qdrant's distance -> slimvec's metric (scores: cosine and dot as they are, Euclid a distance)
+METRICS = {"Cosine": "cosine", "Dot": "ip", "Euclid": "l2"}
+
+
+def parse_vectors(vectors: Any) -> tuple[int, str, dict[str, Any]]:
+    """``(size, distance, options)`` of the create request's one unnamed vector."""
+    if isinstance(vectors, dict) and list(vectors) == [""]:
+        vectors = vectors[""]
+    if not isinstance(vectors, dict) or "size" not in vectors:
+        raise unsupported("named vectors (or a collection without a vector size)",
+                          "create one unnamed vector: {\"vectors\": {\"size\": N, \"distance\": "
+                          "\"Cosine\"}}")
+    check_fields(vectors, _VECTOR_FIELDS, "vectors")
+    size, distance = vectors.get("size"), vectors.get("distance")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise QdrantError(400, f"Bad request: vectors.size must be a positive integer, got {size!r}.")
+    if distance == "Manhattan":
+        raise unsupported("distance 'Manhattan' (no L1 index is built here)",
+                          "create the collection with Cosine, Dot or Euclid")
+    if distance not in METRICS:
+        raise QdrantError(400, f"Bad request: vectors.distance must be one of Cosine, Dot, Euclid, "
+                               f"Manhattan; got {distance!r}.")
+    if vectors.get("datatype") not in (None, "float32"):
+        raise unsupported(f"vectors.datatype {vectors['datatype']!r} (vectors are sent as float32; "
+                          "the recipe picks the stored codes)", "leave datatype out")
+    opts = {k: v for k, v in vectors.items() if k not in ("size", "distance") and v is not None}
+    return size, distance, opts
+
+
+def recorded_options(body: dict[str, Any], vector_opts: dict[str, Any]) -> dict[str, Any]:
+    """The options of a create request that slimvec records but does not build by."""
+    if body.get("sparse_vectors"):
+        raise unsupported("sparse vectors (create collection field 'sparse_vectors')",
+                          "create the collection with dense vectors only")
+    if body.get("sharding_method") not in (None, "auto"):
+        raise unsupported("create collection field(s) 'sharding_method' other than auto (shard "
+                          "keys)", "leave sharding_method out")
+    from pydantic import ValidationError
+    from qdrant_client.http import models as m
+
+    try:  # the options are shown back through these models: check them as Qdrant would
+        m.CreateCollection.model_validate(body)
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:3])
+        raise QdrantError(400, f"Bad request: Format error in JSON body: {where}.") from None
+    out = {k: v for k, v in body.items()
+           if k not in ("vectors", "metadata", "sparse_vectors", "timeout") and v is not None}
+    if vector_opts:
+        out["vectors"] = vector_opts
+    return out
+
+
+def recipe_for_metric(recipe: str | None, reducer: str, metric: str) -> tuple[str | None, str]:
+    """The recipe and reducer that keep ``metric``: the default reducer ``none`` L2-normalises,
+    which drops the lengths Dot and Euclid rank by, so those collections get
+    :func:`~slimvec.buildspec.default_reducer` of their metric. Any other reducer is checked when
+    the index is built (:func:`~slimvec.buildspec.check_reducer_metric`)."""
+    from dataclasses import replace
+
+    from slimvec.buildspec import default_reducer
+    from slimvec.recipe import parse_recipe
+
+    if metric == "cosine" or reducer != "none":
+        return recipe, reducer
+    new = default_reducer(metric)
+    return (None if recipe is None else str(replace(parse_recipe(recipe), reducer=new))), new
+
+
+def store_config(store: str, rescore: Any, keep_full: str | None) -> tuple[dict[str, Any],
+                                                                         dict[str, Any] | None, str]:
+    """``(hnsw_config, quantization_config, description)`` of the store a recipe built: the graph
+    degree and build beam it has, Qdrant's quantization where one means the same codes, and in
+    words what Qdrant's fields cannot say (4-bit codes, product quantization, re-ranking)."""
+    import re
+
+    from slimvec.connectors import parse_store_spec, store_class
+
+    spec = parse_store_spec(store)
+    o = {**store_class(store).option_defaults, **spec.options}
+    # a FAISS factory string, for a store that declares one
+    factory = str(spec.arg or o["factory"]) if "factory" in o else ""
+    graph = re.search(r"HNSW(\d+)", factory)
+    # without a FAISS factory: the store's own graph options, else Qdrant's defaults (16, 100)
+    m = int(graph.group(1)) if graph else 0 if factory else int(o.get("m", o.get("M", 16)))
+    efc = int(o.get("ef_construct") or o.get("ef_construction") or o.get("efc")
+              or (40 if factory else 100))
+    sq, pq = re.search(r"SQ(\d+)", factory), re.search(r"PQ(\d+)", factory)
+    codes = (f"{sq.group(1)}-bit scalar codes (FAISS SQ{sq.group(1)})" if sq
+             else f"product-quantized codes (FAISS {factory})" if pq
+             else f"{o['quant']} codes" if o.get("quant", "none") != "none"
+             else f"FAISS {factory}" if factory and not graph else "float32 vectors")
+    quant = ({"scalar": {"type": "int8", "always_ram": True}} if "8-bit" in codes or "sq8" in codes
+             else None)
+    depth = {None: "no re-ranking", "auto": "re-ranked from the kept full vectors at a "
+             "calibrated depth"}.get(rescore, f"re-ranked from the kept full vectors at x{rescore}")
+    what = (f"slimvec store {store}: HNSW m={m}, ef_construct={efc}, {codes}, {depth}"
+            f"{f' ({keep_full})' if keep_full and rescore is not None else ''}.")
+    return {"m": m, "ef_construct": efc, "full_scan_threshold": 10000}, quant, what
+
+
+def search_params(params: Any, store: str | None, k: int, count: int
+                  ) -> tuple[int | None, dict[str, Any]]:
+    """``(rescore, store params)`` of a query's ``params``.
+
+    ``hnsw_ef`` is the store's search beam (``ef``); ``exact`` re-ranks every point by its full
+    vector (depth ``ceil(count / k)``, beam ``count``); ``quantization.rescore=false`` skips
+    re-ranking, ``oversampling`` is the re-ranking depth; ``indexed_only`` and ``ignore`` change
+    nothing here (every point is indexed; the codes are always used for the first stage).
+    """
+    if not params:
+        return None, {}
+    if not isinstance(params, dict):
+        raise QdrantError(400, f"Bad request: params must be an object, got {str(params)[:60]!r}.")
+    check_fields(params, ("hnsw_ef", "exact", "quantization", "indexed_only"), "query params")
+    from slimvec.connectors import store_class
+
+    has_ef = store is not None and "ef" in store_class(store).option_defaults
+    out: dict[str, Any] = {}
+    rescore: int | None = None
+    ef = params.get("hnsw_ef")
+    if ef is not None:
+        if isinstance(ef, bool) or not isinstance(ef, int) or ef < 1:
+            raise QdrantError(400, f"Bad request: params.hnsw_ef must be a positive integer, got {ef!r}.")
+        out["ef"] = min(max(ef, k), 100_000)
+    q = params.get("quantization") or {}
+    if not isinstance(q, dict):
+        raise QdrantError(400, "Bad request: params.quantization must be an object.")
+    check_fields(q, ("ignore", "rescore", "oversampling"), "query params.quantization")
+    if q.get("oversampling") is not None:
+        over = q["oversampling"]
+        if isinstance(over, bool) or not isinstance(over, (int, float)) or over < 1:
+            raise QdrantError(400, f"Bad request: oversampling must be a number >= 1, got {over!r}.")
+        rescore = math.ceil(over)
+    if q.get("rescore") is False:
+        rescore = 0
+    if params.get("exact"):
+        rescore = max(1, math.ceil(count / max(k, 1)))
+        out["ef"] = min(max(count, k, out.get("ef", 0)), 100_000)
+    return rescore, (out if has_ef else {})
+
+
+def qdrant_score(distance: str, score: float) -> float:
+    """A slimvec score (higher is closer; L2 as the negated squared distance) as Qdrant returns
+    it: Cosine and Dot as they are, Euclid the distance itself (lower is closer)."""
+    if distance == "Euclid":
+        return math.sqrt(max(-score, 0.0))
+    return score
+
+
+_UPDATE_FIELDS = ("vectors", "optimizers_config", "params", "hnsw_config", "quantization_config",
+                  "strict_mode_config", "metadata", "sparse_vectors")
+
+
+def update_collection(cols: Any, name: str, body: dict[str, Any]) -> bool:
+    """``PATCH /collections/NAME``: ``metadata`` is merged (``null`` values delete keys) as Qdrant
+    does; the other options are recorded beside the creation's and shown back, but do not
+    rebuild the index (a new ``quantization_config`` does not re-quantize: rebuild with
+    ``POST /indexes/NAME/rebuild`` and a recipe)."""
+    check_fields(body, _UPDATE_FIELDS, "update collection")
+    cols.served(name)
+    s = cols.settings(name)
+    meta = body.get("metadata")
+    if meta is not None:
+        if not isinstance(meta, dict):
+            raise QdrantError(400, "Bad request: metadata must be an object.")
+        merged = {**(s.get("metadata") or {}), **meta}
+        s["metadata"] = {k: v for k, v in merged.items() if v is not None}
+    opts = s.setdefault("options", {})
+    for key in _UPDATE_FIELDS[:-2]:
+        if isinstance(body.get(key), dict) and body[key]:
+            opts[key] = {**(opts.get(key) or {}), **body[key]}
+    cols._save(name, s)
+    return True
+
+
+def conditional(items: list[dict[str, Any]], existing: list[dict[str, Any] | None], mode: Any,
+                flt: Any) -> list[dict[str, Any]]:
+    """The points of a conditional upsert that are written: ``update_mode`` ``insert_only``
+    writes only new ids, ``update_only`` only existing ones; ``update_filter`` replaces an
+    existing point only when its stored payload matches (new ids are inserted)."""
+    if mode not in (None, "upsert", "insert_only", "update_only"):
+        raise QdrantError(400, f"Bad request: update_mode must be upsert, insert_only or "
+                               f"update_only, got {mode!r}.")
+    out = []
+    for item, old in zip(items, existing):
+        if old is None:
+            keep = mode != "update_only"
+        else:
+            keep = mode != "insert_only" and (flt is None or flt.matches(item["id"], old["payload"]))
+        if keep:
+            out.append(item)
+    return out
