@@ -5,7 +5,8 @@ arrived; its rows wait in ``pending.jsonl`` (:class:`Journal`). The serving proc
 folder's lock, so the file changes only through it: it is read once when the index opens, and
 every later read (search, count, get, scroll, payloads) answers from :class:`PendingSearch`, the
 rows in memory, without parsing the file again. A search is answered exactly, by cosine over the
-rows' full vectors (the metric every built index uses; one matrix product over at most
+rows' full vectors by the index's metric (:attr:`PendingSearch.metric`: cosine, inner product
+or negated squared L2, as the built index will score; one matrix product over at most
 ``fit_after`` rows), so a new index is searchable from its first document; texts are encoded on
 the first search after they arrived.
 
@@ -164,6 +165,8 @@ class PendingSearch:
         self._vecs: np.ndarray | None = None  # vectors of the first len(_vecs) rows
         self._records: list[dict[str, Any]] | None = None
         self._unit: tuple[np.ndarray, np.ndarray] | None = None
+        #: ``cosine``, ``ip`` or ``l2`` (scores as the stores give them: higher is closer)
+        self.metric = "cosine"
         self.append(rows or [])
 
     @property
@@ -214,7 +217,7 @@ class PendingSearch:
 
     def search(self, queries: np.ndarray, k: int, allowed: set[int] | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
-        """Exact cosine top-``k`` over the latest version of each pending document (only the
+        """Exact top-``k`` by :attr:`metric` over the latest version of each pending document (only the
         store ids in ``allowed`` when given: a filter's matches). Call :meth:`sync` first.
 
         Returns
@@ -222,7 +225,7 @@ class PendingSearch:
         ids : ndarray of int64 (n, k)
             Store ids (as the built index will have them), padded with -1.
         scores : ndarray of float32 (n, k)
-            Cosine similarities, padded with NaN.
+            Similarities (cosine, inner product, or negated squared L2), padded with NaN.
         """
         q = np.asarray(queries, dtype=np.float32)
         ids_out = np.full((len(q), k), -1, dtype=np.int64)
@@ -233,8 +236,7 @@ class PendingSearch:
             sids, X = sids[keep], X[keep]
         if not len(sids):
             return ids_out, scores_out
-        qn = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-        sims = qn @ X.T
+        sims = self._scores(q, X)
         top = min(k, len(sids))
         if top < len(sids):  # the top ``top`` unordered, then ordered (ties by position)
             part = np.argpartition(-sims, top - 1, axis=1)[:, :top]
@@ -247,8 +249,17 @@ class PendingSearch:
         scores_out[:, :top] = np.take_along_axis(sims, order, axis=1)
         return ids_out, scores_out
 
+    def _scores(self, q: np.ndarray, X: np.ndarray) -> np.ndarray:
+        if self.metric == "cosine":
+            return (q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)) @ X.T
+        sims = q @ X.T
+        if self.metric == "l2":
+            sims = 2 * sims - (q * q).sum(axis=1)[:, None] - (X * X).sum(axis=1)[None, :]
+        return sims
+
     def _unit_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """Store ids of the latest rows (in store-id order) and their unit vectors (cached)."""
+        """Store ids of the latest rows (in store-id order) and their vectors (cached): unit
+        vectors for cosine, as given for ``ip`` and ``l2``."""
         if self._unit is None:
             if self._vecs is None or not self._latest:
                 self._unit = (np.zeros(0, np.int64), np.zeros((0, 0), np.float32))
@@ -256,7 +267,9 @@ class PendingSearch:
                 items = sorted(self._latest.items())
                 sids = np.asarray([s for s, _ in items], dtype=np.int64)
                 X = self._vecs[np.asarray([p for _, p in items], dtype=np.int64)]
-                self._unit = (sids, X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12))
+                if self.metric == "cosine":
+                    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+                self._unit = (sids, X)
         return self._unit
 
     def payloads(self, ids: list[int]) -> list[dict[str, Any] | None]:

@@ -109,6 +109,7 @@ class PendingRows:
         with self.lock:
             if self.state != IndexState.PENDING:
                 return None
+            self._pending_search.metric = self._creation_spec().build.metric or "cosine"
             self._pending_search.sync()
             return self._pending_search
 

@@ -81,13 +81,16 @@ def test_haystack_first_write_and_options_shown_back(client, X):
     assert client.get_collection("hay").config.metadata == {"owner": "me"}
 
 
+@pytest.mark.parametrize("fit_after", [100, 100_000])
 @pytest.mark.parametrize("distance", [m.Distance.DOT, m.Distance.EUCLID])
-def test_distance_scores_as_qdrant(client, X, distance):
+def test_distance_scores_as_qdrant(client, X, distance, fit_after):
     """Dot and Euclid on a fitted index (fit after 100 points, float32 full vectors re-ranking
-    every candidate): ids and scores as local mode's (Euclid: the distance, lower is closer)."""
-    name = f"d-{distance.value.lower()}"
+    every candidate) and on one still collecting its fit sample (searched exactly in memory,
+    which scored by cosine whatever the distance): ids and scores as local mode's (Euclid: the
+    distance, lower is closer)."""
+    name = f"d-{distance.value.lower()}-{fit_after}"
     recipe = {"slimvec_recipe": "none|faiss:HNSW16,SQ8|rescore=10,keep_full=float32",
-              "slimvec_fit_after": 100}
+              "slimvec_fit_after": fit_after}
     local = QdrantClient(":memory:")
     _fill(local, name, X, distance)
     _fill(client, name, X, distance, metadata=recipe)
