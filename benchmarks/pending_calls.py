@@ -1,7 +1,7 @@
 """Time the Qdrant-API calls of a served collection below its fit threshold in process (no HTTP):
 where the time of ``query_points``, ``count``, ``get_collection`` and ``upsert`` goes.
 
-    python scripts/pending_calls.py [--n 500] [--dim 384] [--calls 20] [--profile query]
+    python benchmarks/pending_calls.py [--n 500] [--dim 384] [--calls 20] [--profile query]
 
 Prints one JSON line of median milliseconds per call; ``--profile CALL`` also prints cProfile's
 top functions of that call. Over HTTP: ``slimvec bench qdrant-compat --n 500``.
