@@ -10,7 +10,7 @@ own. Bounded queues sit between the three (issue 36 item 2). Split out of
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -97,7 +97,7 @@ class DocumentStream:
         if window:
             yield window, metas
 
-    def _encoded(self, windows: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, Any, Any]]:
+    def _encoded(self, windows: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any, Any]]:
         for window, metas in windows:
             yield window, metas, self.encode(window)
 
@@ -141,7 +141,8 @@ class _Stage:
         import queue
         import threading
 
-        self._items, self._queue = items, queue.Queue(maxsize=QUEUE_WINDOWS)
+        self._items = items
+        self._queue: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=QUEUE_WINDOWS)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
