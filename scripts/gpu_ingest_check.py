@@ -60,7 +60,7 @@ def encoder_only(texts: list[str], model: str, device: str, batches: list[int]) 
     from slimvec.indexer.encoder import Encoder
 
     enc = Encoder(model, device=device, batch_size=batches[0])
-    enc.encode(texts[:512])  # warm-up (CUDA kernels, allocator)
+    enc.encode(texts[:min(512, max(16, len(texts) // 10))])  # warm-up (CUDA kernels, allocator)
     rates = {}
     for b in batches:
         enc.batch_size = b
