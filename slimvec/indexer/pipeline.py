@@ -195,14 +195,15 @@ def _fit_sample(source: SourceSpec, opts: IngestOptions, encoder: Any, progress:
     return X, rows
 
 
-def _first_vector(source: SourceSpec, encoder: Any, cached: dict[int, np.ndarray]) -> np.ndarray:
+def _first_vector(source: SourceSpec, encoder: Any, cached: dict[int, np.ndarray],
+                  strict: bool) -> np.ndarray:
     """The 'fit sample' of a recipe without a reducer: the first document's vector (the identity
     takes only the dimension from it), not a sample of the input read and encoded on its own
     (issue 40 item 9); kept in ``cached`` so the stream does not encode it again."""
     from contextlib import closing
 
     with closing(iter_records(source)) as records:
-        for rec in records:
+        for rec in _strict_records(records) if strict else records:
             if isinstance(rec, Document):
                 vec = encoder.encode([rec.text])
                 cached[rec.row] = vec[0]
@@ -353,7 +354,7 @@ class _IngestProducer(Producer):
 
     def fit(self) -> np.ndarray:
         if str(self.spec.reducer) == "none" and not self.opts.train_pairs:
-            return _first_vector(self.source, self.encoder, self.cached)
+            return _first_vector(self.source, self.encoder, self.cached, self.opts.strict)
         X, rows = _fit_sample(self.source, replace(self.opts, reducer=self.spec.reducer),
                               self.encoder, self.progress, self.cached)
         self.counted.append(rows)
