@@ -97,13 +97,26 @@ def ceiling_kind(
     store: list[str] = typer.Option([], "--store", help="Store (repeatable; 'default': the default recipe) [default: qdrant-edge, hnsw, faiss]."),
     reducer: str = typer.Option("pca:96", "--reducer", help="Reducer (ignored by the store 'default')."),
     encoder_threads: list[int] = typer.Option([], "--encoder-threads", callback=int_range(1), help="Torch threads of the encoder-only ceiling runs (repeatable) [default: 1 and every core]."),
+    no_encoder: bool = typer.Option(False, "--no-encoder", help="Measure the ingest without the model call instead: vectors looked up from a precomputed matrix behind the encoder's interface, texts from --corpus, per store (default, faiss, hnsw, qdrant-edge) and --threads."),
+    corpus: Path = typer.Option(REAL_CORPUS, "--corpus", help="With --no-encoder: JSONL texts (python scripts/make_real_corpus.py)."),
+    threads: list[int] = typer.Option([], "--threads", callback=int_range(1), help="With --no-encoder: cores (affinity, OpenMP and torch threads) per run (repeatable) [default: 1 and 2]."),
     out: Optional[Path] = OUT, markdown: Optional[Path] = MARKDOWN,
 ) -> None:
-    """Each store's ingest against the best encoder-only run of the same texts, re-run before it."""
+    """Each store's ingest against the best encoder-only run of the same texts, re-run before it;
+    with --no-encoder, the ingest's docs/s with the model call removed."""
     from slimvec.benchmarks.kinds.corpora import pair_sentences
     from slimvec.benchmarks.kinds.ingest import ceiling_markdown, measure_ceiling
 
     machine = _machine()
+    if no_encoder:
+        from slimvec.benchmarks.kinds.ingest import measure_pipeline, pipeline_markdown
+
+        result = measure_pipeline(corpus, docs, store or ["default", "faiss", "hnsw", "qdrant-edge"],
+                                  threads or [1, 2], reducer)
+        if markdown:
+            markdown.write_text(pipeline_markdown(result), encoding="utf-8")
+        _emit("ingest-pipeline", result, machine, out)
+        return
     result = measure_ceiling(pair_sentences(docs), store or ["qdrant-edge", "hnsw", "faiss"], reducer,
                              threads=encoder_threads)
     if markdown:

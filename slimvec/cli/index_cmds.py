@@ -49,6 +49,8 @@ def ingest(
     payload_index: Optional[list[str]] = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
     sync: bool = typer.Option(False, "--sync", help="Make the index equal to INPUT (the whole current corpus): unchanged documents are not re-encoded, changed ones are, and documents whose id is no longer in INPUT are deleted once everything new is committed. Documents ingested from other files into this index are deleted too."),
     force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),
+    device: str = typer.Option("auto", "--device", help="Torch device of the encoder: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
+    encode_batch: Optional[int] = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of the encoder [default: 32 on a CPU, 256 on CUDA]."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -68,7 +70,8 @@ def ingest(
                          checkpoint_batches=checkpoint_batches,
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None,
-                         recipe=recipe, threads=threads, sync=sync, force=force)
+                         recipe=recipe, threads=threads, sync=sync, force=force, device=device,
+                         encode_batch=encode_batch)
     if force and not sync:
         from slimvec.errors import ConfigError
 

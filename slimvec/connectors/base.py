@@ -8,16 +8,13 @@ Every store speaks the same conventions, whatever its backend returns:
   similarity; negated squared distance for ``l2``), padded with ``-inf``;
 - :meth:`VectorStore.upsert` with an existing id overwrites (no duplicates);
 - :meth:`VectorStore.size_bytes` is allocated bytes on disk (``st_blocks * 512``) once persisted;
-- a ``k`` (or a number of rescoring candidates) above :data:`MAX_PADDED_K` is first capped at
-  the number of stored vectors, so ``search(q, 10**9)`` on 500 vectors costs what
-  ``search(q, 500)`` costs and returns (n, 500) arrays instead of allocating gigabytes; ``k = 0``
-  gives an empty (n, 0) result and a negative ``k`` a :class:`~slimvec.errors.ConfigError`.
+- a ``k`` (or a number of rescoring candidates) above :data:`MAX_PADDED_K` is first capped at the
+  store's size (``search(q, 10**9)`` on 500 vectors costs ``search(q, 500)``, allocating no
+  gigabytes); ``k = 0`` gives an (n, 0) result, a negative ``k`` a ConfigError.
 
-What differs between stores is declared on the class (like the reducers' ``has_inverse``), so
-no module outside :mod:`slimvec.connectors` needs to branch on a store's name: see the
-class attributes of :class:`VectorStore` (``snapshot_files``, ``keeps_full_vectors``,
-``spec_arg``, ``default_arg``, ``resident_components``, ``python_id_map``) and the class methods
-:meth:`VectorStore.needs_reader_lock` and :meth:`VectorStore.file_component`.
+What differs between stores is declared on the class (like the reducers' ``has_inverse``): its
+class attributes (``snapshot_files``, ``keeps_full_vectors``, ``spec_arg``, ``default_arg``...) and
+class methods (``needs_reader_lock``, ``file_component``), so no code outside branches on a name.
 """
 
 from __future__ import annotations
@@ -261,7 +258,7 @@ class VectorStore(abc.ABC):
         DimensionMismatchError
             Vectors (or full vectors) of another dimension.
         """
-        self._require()
+        self._writable()
         ids_arr = self._as_ids(ids)
         vecs = check_vectors(vectors, self.dim or 0)
         if len(ids_arr) != len(vecs):
@@ -342,6 +339,10 @@ class VectorStore(abc.ABC):
         """The open engine object; stores raise a :class:`StoreError` when not open."""
         raise StoreError(f"The {self.name} store at {self.location} is not open: call create() or open().")
 
+    def _writable(self) -> Any:
+        """:meth:`upsert`'s open check: :meth:`_require` (FAISS leaves its graph queue waiting)."""
+        return self._require()
+
     @property
     def keeps_full(self) -> bool:
         """True when this open store holds full vectors for :meth:`search_rescored`."""
@@ -400,8 +401,7 @@ class VectorStore(abc.ABC):
         return np.asarray(keep, dtype=np.int64)
 
     def plan_filter(self, flt: Any) -> tuple[int, Any]:
-        """(live matches of ``flt``, the filter :meth:`search` takes): the ids by default; a store
-        that counts and filters natively returns its count and ``flt`` (issue 37's planner)."""
+        """(matches of ``flt``, the filter :meth:`search` takes): the ids, or a native count and ``flt``."""
         return len(allowed := self.filter_ids(flt)), allowed
 
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:

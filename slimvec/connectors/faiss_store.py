@@ -310,6 +310,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._tail: list[np.ndarray] = []              # vectors added since (faiss_tail)
         self._checkpoint = False                       # the next flush writes index.faiss whole
         self._live: tuple[Any, ...] | None = None      # cached _live_view and what it was made of
+        self._queued: list[np.ndarray] = []            # vectors whose graph insertion waits (_add)
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -426,7 +427,7 @@ class FaissStore(PayloadTableStore, VectorStore):
     def _is_graph(self) -> bool:
         """The index itself is an HNSW graph (takes ``SearchParametersHNSW``), cached per open."""
         if self._graph is None:
-            self._graph = hasattr(_faiss().downcast_index(self._require()), "hnsw")
+            self._graph = hasattr(_faiss().downcast_index(self._opened_index()), "hnsw")
         return self._graph
 
     def _set_ef(self, ef: int) -> None:
@@ -437,6 +438,18 @@ class FaissStore(PayloadTableStore, VectorStore):
             pass
 
     def _require(self):
+        """The open index with every queued graph insertion made (what readers and the commit
+        need); :meth:`_opened_index` leaves the queue as it is."""
+        index = self._opened_index()
+        if self._queued:
+            self._insert_queued()
+        return index
+
+    def _writable(self):
+        """:meth:`VectorStore.upsert`'s open check: the queue is left to grow (see :meth:`_add`)."""
+        return self._opened_index()
+
+    def _opened_index(self):
         if self._index is None:
             raise StoreError(f"FAISS store at {self.location} is not open: call create() or open().")
         return self._index
@@ -450,7 +463,7 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _upsert(self, ids_arr: np.ndarray, vecs: np.ndarray,
                 payloads: list[dict[str, Any] | None] | None, full: np.ndarray | None) -> None:
-        index = self._require()
+        index = self._opened_index()
         self._dirty = True
         vecs = self._prepare(vecs)
         # last occurrence wins inside one batch, as in Qdrant
@@ -478,22 +491,28 @@ class FaissStore(PayloadTableStore, VectorStore):
         return self._pos
 
     def _add(self, ids_arr: np.ndarray, vecs: np.ndarray) -> None:
-        index = self._require()
+        """Give new vectors positions now; an HNSW graph inserts them in batches of
+        :data:`GRAPH_ADD_BATCH` (one ``index.add`` that OpenMP spreads over every core, issue 36
+        item 3), and before any read, flush or close (:meth:`_require`)."""
+        index = self._opened_index()
         positions = self._positions()
         new = np.ones(len(ids_arr), dtype=bool)
         for j, doc in enumerate(ids_arr.tolist()):
             old = positions.get(doc)
             if old is None:
                 continue
+            if old >= index.ntotal:  # still queued: insert first, then compare
+                self._insert_queued()
             if np.allclose(self._reconstruct(old), vecs[j], atol=1e-5):
                 new[j] = False  # same document, same vector: nothing to do
             else:
                 self._stale.add(old)
         if not new.any():
             return
-        start = index.ntotal
-        index.add(np.ascontiguousarray(vecs[new]))
-        self._tail.append(np.ascontiguousarray(vecs[new], dtype=np.float32))
+        start = len(self._ids)
+        self._queued.append(np.ascontiguousarray(vecs[new], dtype=np.float32))
+        if not self._is_graph() or sum(len(q) for q in self._queued) >= GRAPH_ADD_BATCH:
+            self._insert_queued()
         added = ids_arr[new]
         self._ids = np.concatenate([self._ids, added])
         for offset, doc in enumerate(added.tolist()):
@@ -501,6 +520,15 @@ class FaissStore(PayloadTableStore, VectorStore):
         if len(self._stale) > 0.1 * max(index.ntotal, 1):
             log.warning("FAISS store %s: %d of %d vectors are replaced copies; re-ingest into a new "
                         "index to reclaim space and speed.", self.location, len(self._stale), index.ntotal)
+
+    def _insert_queued(self) -> None:
+        """Add the queued vectors to the index in one call (their positions are given already)."""
+        if not self._queued:
+            return
+        vecs = np.concatenate(self._queued) if len(self._queued) > 1 else self._queued[0]
+        self._queued = []
+        self._opened_index().add(vecs)
+        self._tail.append(vecs)
 
     def _reconstruct(self, position: int) -> np.ndarray:
         try:
@@ -797,6 +825,10 @@ class FaissStore(PayloadTableStore, VectorStore):
                     self._payloads.close()
                     self._payloads = None
 
+
+#: vectors an HNSW graph takes in one insertion call while a writer adds (the ingest's batches are
+#: 256): FAISS parallelises one add over its vectors, so a small add cannot use many cores
+GRAPH_ADD_BATCH = 8192
 
 #: most a filtered HNSW search widens its beam (the share of matches it compensates, 1/8)
 MAX_BEAM_WIDENING = 8

@@ -1,15 +1,16 @@
-"""The ingest producer's batches: documents read, encoded a window ahead, checked for duplicate ids.
+"""The ingest producer's batches: documents read, encoded ahead, checked for duplicate ids.
 
-The encoder works on the next window of batches (one encoder call over ``ENCODE_WINDOW``
-documents: sentence-transformers sorts it by length, so its batches pad little) in a worker thread
-while the builder reduces and writes this one; each batch is still committed on its own. Split
-out of :mod:`slimvec.indexer.pipeline` (issue 24 item 2).
+A reader thread reads and checks rows and groups them into windows; an encoder thread encodes a
+window in one call (``ENCODE_WINDOW`` documents or more: sentence-transformers sorts it by length,
+so its passes pad little); the caller (the builder) reduces, writes and commits each batch on its
+own. Bounded queues sit between the three (issue 36 item 2). Split out of
+:mod:`slimvec.indexer.pipeline` (issue 24 item 2).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from slimvec.indexer.checks import DuplicateTracker, truncation_rejects
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, stored_payload
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 
-__all__ = ["DocumentStream", "ENCODE_WINDOW"]
+__all__ = ["DocumentStream", "ENCODE_WINDOW", "encode_window"]
 
 
 class DocumentStream:
@@ -69,25 +70,48 @@ class DocumentStream:
         return self.tracker.check(ids, docs, self.source.path, self.id_field)
 
     def batches(self, start_row: int) -> Iterator[VectorBatch]:
-        """The batches from source row ``start_row`` on, in order."""
-        path = self.source.path
+        """The batches from source row ``start_row`` on, in order.
+
+        Three threads: a reader (rows read, checked, ids derived, grouped into windows of
+        :data:`ENCODE_WINDOW` documents), the encoder, and the caller, which writes and commits.
+        Bounded queues of :data:`QUEUE_WINDOWS` windows between them: the encoder waits only when
+        the reader has nothing ready or the writer is that far behind, never for one commit.
+        """
+        window_docs = encode_window(self.encoder)
+        with _Stage(self._read_windows(start_row, window_docs), "slimvec-read") as read, \
+                _Stage(self._encoded(read), "slimvec-encode") as encoded:
+            for done in encoded:
+                yield from _split(done, self.source.path, self.check)
+
+    def _read_windows(self, start_row: int, window_docs: int) -> Iterator[tuple[Any, Any]]:
         window: list[list[Document]] = []
         metas: list[tuple[np.ndarray, list[Reject], int]] = []
-        with _Ahead(self.encode) as ahead:
-            for docs, rejects, next_row in iter_batches(self.source, self.batch_size, start_row):
-                window.append(docs)
-                metas.append((doc_ids([d.id for d in docs], self.id_rule), rejects, next_row))
-                if sum(len(w) for w in window) < ENCODE_WINDOW:
-                    continue
-                yield from _split(ahead.push(window, metas), path, self.check)
-                window, metas = [], []
-            if window:
-                yield from _split(ahead.push(window, metas), path, self.check)
-            yield from _split(ahead.drain(), path, self.check)
+        size = 0
+        for docs, rejects, next_row in iter_batches(self.source, self.batch_size, start_row):
+            window.append(docs)
+            metas.append((doc_ids([d.id for d in docs], self.id_rule), rejects, next_row))
+            size += len(docs)
+            if size >= window_docs:
+                yield window, metas
+                window, metas, size = [], [], 0
+        if window:
+            yield window, metas
+
+    def _encoded(self, windows: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any, Any]]:
+        for window, metas in windows:
+            yield window, metas, self.encode(window)
 
 
-#: documents encoded in one call in the stream (several batches; each is committed on its own)
+#: documents encoded in one call on a CPU (several batches; each is committed on its own)
 ENCODE_WINDOW = 2048
+#: windows a stage may hold ready for the next (reader -> encoder -> writer)
+QUEUE_WINDOWS = 4
+
+
+def encode_window(encoder: Any) -> int:
+    """Documents per encoder call: :data:`ENCODE_WINDOW`, or at least 16 forward passes of the
+    encoder's batch (a CUDA encoder takes hundreds of texts per pass)."""
+    return max(ENCODE_WINDOW, 16 * int(getattr(encoder, "batch_size", 0) or 0))
 
 
 def _split(done: tuple[list[list[Document]], Any, Any] | None, source: str,
@@ -103,38 +127,71 @@ def _split(done: tuple[list[list[Document]], Any, Any] | None, source: str,
                           rows=[d.row for d in docs], lines=[d.line for d in docs], source=source)
 
 
-class _Ahead:
-    """Run ``work(docs)`` for the next window in a worker thread while the caller handles this one.
+class _Stage:
+    """Run an iterator in its own thread, ``QUEUE_WINDOWS`` items ahead of the consumer.
 
-    ``push`` submits a window and returns the previous one as ``(docs, meta, work result)``;
-    ``drain`` returns the last. Batches come back in order; on exit an unfinished batch is waited
-    for (torch releases the GIL while encoding, so the overlap is real on a multi-core machine).
+    Items come out in order; an exception in the thread is raised in the consumer at the point it
+    happened. Leaving the block (the consumer stopped: an interrupt, an error, the end) stops the
+    thread at its next item and waits for it, so nothing runs on after the writer has gone.
     """
 
-    def __init__(self, work: Callable[[Any], Any]) -> None:
-        from concurrent.futures import ThreadPoolExecutor
+    _END = object()
 
-        self._work = work
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slimvec-encode")
-        self._pending: tuple[Any, Any, Any] | None = None
+    def __init__(self, items: Iterator[Any], name: str) -> None:
+        import queue
+        import threading
 
-    def __enter__(self) -> "_Ahead":
+        self._items = items
+        self._queue: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=QUEUE_WINDOWS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _put(self, item: Any) -> bool:
+        import queue
+
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self._items:
+                if not self._put((True, item)):
+                    return
+            self._put((True, self._END))
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put((False, exc))
+
+    def __enter__(self) -> "_Stage":
+        self._thread.start()
         return self
 
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            ok, item = self._queue.get()
+            if not ok:
+                raise item
+            if item is self._END:
+                return
+            yield item
+
     def __exit__(self, *exc: Any) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        import queue
 
-    def push(self, docs: Any, meta: Any) -> tuple[Any, Any, Any] | None:
-        done = self.drain()
-        self._pending = (docs, meta, self._pool.submit(self._work, docs))
-        return done
-
-    def drain(self) -> tuple[Any, Any, Any] | None:
-        if self._pending is None:
-            return None
-        docs, meta, future = self._pending
-        self._pending = None
-        return docs, meta, future.result()
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self._queue.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        self._thread.join()
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
 
 
 def encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:

@@ -28,7 +28,7 @@ from slimvec.errors import ConfigError
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker
 from slimvec.indexer.encoder import (
-    DEFAULT_ENCODER, INGEST_ENCODE_BATCH, default_encoder_threads, encoder_threads,
+    DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch,
 )
 from slimvec.indexer.produce import Producer, Target
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
@@ -98,6 +98,16 @@ class IngestOptions:
         deleted once everything new is committed. ``ingest`` then returns a ``SyncSummary``.
     force : bool
         With ``sync``: delete even when the input had unreadable rows or no document.
+    device : str
+        Torch device of the encoder (``auto``: CUDA when available, else CPU).
+    encode_batch : int or None
+        Texts per forward pass; None: :func:`slimvec.indexer.encoder.ingest_encode_batch` for the
+        device (small on a CPU, hundreds on CUDA).
+    encoder_instance : object or None
+        A loaded encoder used instead of loading ``encoder`` (same interface as
+        :class:`~slimvec.indexer.encoder.Encoder`: ``name``, ``dim``, ``encode``,
+        ``max_seq_length``, ``model.tokenizer``): a caller that keeps one warm, or the encoder-free
+        benchmark's (:mod:`slimvec.benchmarks.kinds.ingest`).
     """
 
     reducer: str | None = None
@@ -122,6 +132,9 @@ class IngestOptions:
     threads: int | None = None
     sync: bool = False
     force: bool = False
+    device: str = "auto"
+    encode_batch: int | None = None
+    encoder_instance: Any = None
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -180,6 +193,23 @@ def _fit_sample(source: SourceSpec, opts: IngestOptions, encoder: Any, progress:
     cached.update({d.row: X[i] for i, d in enumerate(sample)})
     progress.add_task(f"fitting {opts.reducer} on {len(X):,} vectors", total=None)
     return X, rows
+
+
+def _first_vector(source: SourceSpec, encoder: Any, cached: dict[int, np.ndarray],
+                  strict: bool) -> np.ndarray:
+    """The 'fit sample' of a recipe without a reducer: the first document's vector (the identity
+    takes only the dimension from it), not a sample of the input read and encoded on its own
+    (issue 40 item 9); kept in ``cached`` so the stream does not encode it again."""
+    from contextlib import closing
+
+    with closing(iter_records(source)) as records:
+        for rec in _strict_records(records) if strict else records:
+            if isinstance(rec, Document):
+                vec = encoder.encode([rec.text])
+                cached[rec.row] = vec[0]
+                return np.asarray(vec, dtype=np.float32)
+    raise ConfigError(f"{source.path} holds no ingestible document: nothing to index (check "
+                      "--text-column and the file's rows).")
 
 
 def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
@@ -306,8 +336,9 @@ class _IngestProducer(Producer):
         finished = False
         with _progress(self.opts.progress, None, "ingest") as self.progress, \
                 encoder_threads(self.opts.threads or default_encoder_threads()):
-            self.encoder = Encoder(spec.encoder, batch_size=min(self.opts.batch_size,
-                                                                INGEST_ENCODE_BATCH))
+            self.encoder = self.opts.encoder_instance or Encoder(
+                spec.encoder, device=self.opts.device, batch_size=self.opts.encode_batch
+                or ingest_encode_batch(self.opts.device, self.opts.batch_size))
             try:
                 yield
                 finished = not b.summary.interrupted
@@ -322,6 +353,8 @@ class _IngestProducer(Producer):
         return replace(spec, encoder_name=self.encoder.name)
 
     def fit(self) -> np.ndarray:
+        if str(self.spec.reducer) == "none" and not self.opts.train_pairs:
+            return _first_vector(self.source, self.encoder, self.cached, self.opts.strict)
         X, rows = _fit_sample(self.source, replace(self.opts, reducer=self.spec.reducer),
                               self.encoder, self.progress, self.cached)
         self.counted.append(rows)

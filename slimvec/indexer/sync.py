@@ -39,7 +39,7 @@ from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.checks import truncation_rejects
-from slimvec.indexer.encoder import INGEST_ENCODE_BATCH
+from slimvec.indexer.encoder import ingest_encode_batch
 from slimvec.indexer.manifest import MANIFEST, Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
 from slimvec.indexer.records import RECORDS, RecordTable, content_hash, encoder_identity
@@ -222,8 +222,9 @@ class _Sync:
         if self._encoder is None:  # loaded only when something changed
             from slimvec.indexer.encoder import Encoder
 
-            self._encoder = Encoder(self.spec.encoder,
-                                    batch_size=min(self.opts.batch_size, INGEST_ENCODE_BATCH))
+            self._encoder = Encoder(self.spec.encoder, device=self.opts.device,
+                                    batch_size=self.opts.encode_batch or ingest_encode_batch(
+                                        self.opts.device, self.opts.batch_size))
         t0 = time.perf_counter()
         out = self._encoder.encode(texts)
         self.summary.encode_seconds += time.perf_counter() - t0

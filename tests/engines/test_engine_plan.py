@@ -27,10 +27,10 @@ def test_cpu_plan_hours_shards_and_savings():
     assert full.saved_per_month == 0
 
 
-def test_gpu_plan_uses_the_published_rate():
+def test_gpu_plan_uses_the_measured_rate_with_its_source():
     plan = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
-    assert plan.docs_per_s == 2 * GPU_DOCS_PER_S
-    assert any("V100" in line for line in plan.inputs)
+    assert plan.docs_per_s == 2 * GPU_DOCS_PER_S == 2 * 10_989
+    assert any("measured" in line and "H200" in line for line in plan.inputs)
 
 
 def test_cpu_plan_needs_a_rate():

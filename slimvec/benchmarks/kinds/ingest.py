@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["INGEST_STORES", "measure_ingest", "ingest_markdown", "measure_ceiling", "ceiling_markdown"]
+__all__ = ["INGEST_STORES", "measure_ingest", "ingest_markdown", "measure_ceiling", "ceiling_markdown",
+           "MatrixEncoder", "measure_pipeline", "pipeline_markdown"]
 
 log = logging.getLogger(__name__)
 
@@ -175,4 +177,126 @@ def ceiling_markdown(result: dict[str, Any]) -> str:
         best = max(rates, key=lambda name: rates[name]) if isinstance(rates, dict) and rates else ""
         lines.append(f"| {r['store']} | {r['ceiling_docs_per_s']:,.0f} ({best}) | {r['ingest_docs_per_s']:,.0f} | "
                      f"{r.get('ingest_threads', '–')} | {r['ratio']:.2f} | {r['ingest_s']:.1f} | {r['encode_s']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+class MatrixEncoder:
+    """The ingest's encoder with the model call removed: each text's vector is looked up in a
+    precomputed matrix (one row per corpus text), behind :class:`~slimvec.indexer.encoder.Encoder`'s
+    interface (``name``, ``dim``, ``batch_size``, ``max_seq_length``, ``model.tokenizer``,
+    ``encode``). The real tokenizer still runs over every text ``encode`` gets (as
+    sentence-transformers does before its forward pass, on the CPU even when the model is on a GPU)
+    and for the truncation checks; only the forward pass is gone. Everything else the ingest does
+    (reading, row checks, ids, the fit sample, the store, kept vectors, payloads, commits,
+    calibration) is the unchanged code of ``slimvec ingest``.
+
+    The matrix is unit rows of a rank-48 mixture plus a little noise (seeded), so the store and the
+    calibration see clustered vectors as from a sentence encoder, not uniform noise.
+    """
+
+    def __init__(self, texts: Sequence[str], dim: int = 384, seed: int = 0,
+                 batch_size: int = 32) -> None:
+        from types import SimpleNamespace
+
+        from transformers import AutoTokenizer
+
+        from slimvec.models import resolve_model
+
+        rng = np.random.default_rng(seed)
+        n = len(texts)
+        basis = rng.standard_normal((48, dim)).astype(np.float32)
+        m = rng.standard_normal((n, 48)).astype(np.float32) @ basis
+        m += 0.3 * rng.standard_normal((n, dim)).astype(np.float32)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        self.matrix = m
+        self.rows = {t: i for i, t in enumerate(texts)}
+        self.dim, self.batch_size, self.name, self.device = dim, batch_size, "minilm", "cpu"
+        self.max_seq_length = 256
+        self.model = SimpleNamespace(tokenizer=AutoTokenizer.from_pretrained(
+            str(resolve_model("minilm"))))
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        """The texts' rows of the matrix, after tokenizing them as the model would."""
+        texts = list(texts)
+        for i in range(0, len(texts), self.batch_size):
+            self.model.tokenizer(texts[i:i + self.batch_size], padding=True, truncation=True,
+                                 max_length=self.max_seq_length, return_tensors="np")
+        return self.matrix[[self.rows[t] for t in texts]]
+
+
+def measure_pipeline(corpus: Path, docs: int = 200_000,
+                     stores: Sequence[str] = ("default", "faiss", "hnsw", "qdrant-edge"),
+                     threads: Sequence[int] = (1, 2), reducer: str = "pca:96") -> dict[str, Any]:
+    """docs/s of ``slimvec ingest`` without the model call (:class:`MatrixEncoder`), per store and
+    thread count.
+
+    Each run is confined to ``n`` cores (CPU affinity) with ``n`` FAISS OpenMP threads and ``n``
+    torch threads, and timed whole (sampling pass, fit, stream, commits, calibration). The store
+    ``default`` is the default recipe; the others get ``reducer``. Others' load is sampled before
+    each run (:func:`~slimvec.indexer.encoder.busy_cores`).
+
+    Returns
+    -------
+    dict
+        ``{"documents", "reducer", "rows": [{"store", "threads", "seconds", "docs_per_s",
+        "cpu_seconds", "others_cores"}]}`` (``cpu_seconds``: this process's, every thread).
+    """
+    import json
+    import os
+
+    import faiss
+
+    from slimvec.indexer.encoder import busy_cores
+    from slimvec.indexer.pipeline import IngestOptions, ingest
+
+    texts = []
+    with open(corpus, encoding="utf-8") as fh:
+        for line in fh:
+            texts.append(str(json.loads(line)["text"]))
+            if len(texts) >= docs:
+                break
+    encoder = MatrixEncoder(texts)
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="slimvec-pipeline-") as tmp:
+        path = Path(tmp) / "corpus.jsonl"
+        path.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
+                                for i, t in enumerate(texts)), encoding="utf-8")
+        for store in stores:
+            for n in threads:
+                opts = IngestOptions(progress=False, threads=n, encoder_instance=encoder)
+                if store != "default":
+                    opts = replace(opts, reducer=reducer, store=store, default_recipe=None)
+                others = busy_cores(1.0)
+                old_omp = faiss.omp_get_max_threads()
+                if cpus:
+                    os.sched_setaffinity(0, cpus[:n])
+                faiss.omp_set_num_threads(n)
+                try:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    summary = ingest(path, Path(tmp) / f"{store}-{n}", opts)
+                    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+                finally:
+                    faiss.omp_set_num_threads(old_omp)
+                    if cpus:
+                        os.sched_setaffinity(0, cpus)
+                rows.append({"store": store, "threads": n, "seconds": round(seconds, 2),
+                             "docs_per_s": round(summary.ingested / seconds, 1),
+                             "cpu_seconds": round(cpu, 2),
+                             "others_cores": None if others is None else round(others, 2)})
+                log.info("pipeline %s", rows[-1])
+    return {"documents": len(texts), "reducer": reducer, "rows": rows}
+
+
+def pipeline_markdown(result: dict[str, Any]) -> str:
+    """The Markdown table of :func:`measure_pipeline`'s result."""
+    lines = [f"{result['documents']:,} real-text documents, the model call removed "
+             f"(`MatrixEncoder`); stores other than `default` with {result['reducer']}.", "",
+             "| store | threads | seconds | docs/s | CPU s | docs per CPU s | others' cores busy |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        cpu = r.get("cpu_seconds") or 0.0
+        per_cpu = f"{result['documents'] / cpu:,.0f}" if cpu else "–"
+        lines.append(f"| {r['store']} | {r['threads']} | {r['seconds']:.1f} | {r['docs_per_s']:,.0f} | "
+                     f"{cpu:.1f} | {per_cpu} | {r['others_cores']} |")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,118 @@
+"""Issue 36 (bulk ingest at the encoder's speed) and issue 40 item 9 (no fit sample without a
+reducer): the staged stream, the FAISS graph's batched insertions, the GPU comparison script."""
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slimvec
+from slimvec.indexer.pipeline import IngestOptions, ingest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RecordingEncoder:
+    """The real encoder, with the sizes of its calls written down."""
+
+    def __init__(self, real):
+        self.real, self.calls = real, []
+        self.dim, self.name, self.batch_size = real.dim, real.name, real.batch_size
+        self.max_seq_length, self.model = real.max_seq_length, real.model
+
+    def encode(self, texts, show_progress=False):
+        texts = list(texts)
+        self.calls.append(len(texts))
+        return self.real.encode(texts)
+
+
+@pytest.fixture()
+def small_corpus(tmp_path, sentences):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"id": f"d{i}", "text": s}) + "\n"
+                            for i, s in enumerate(sentences[:300])), encoding="utf-8")
+    return path
+
+
+def test_recipe_without_reducer_encodes_no_fit_sample(small_corpus, sentences, encoder, tmp_path,
+                                                       capfd):
+    """Issue 40 item 9: a recipe without a reducer neither encodes a fit sample on its own nor
+    says it fits 'none'; each document is encoded once and every one is found."""
+    rec = RecordingEncoder(encoder)
+    summary = ingest(small_corpus, tmp_path / "idx",
+                     IngestOptions(recipe="none|faiss:HNSW16", encoder_instance=rec, progress=True))
+    err = capfd.readouterr().err
+    assert summary.ingested == 300
+    assert rec.calls[0] == 1 and sum(rec.calls) == 300, rec.calls  # was: a 256-text sample first
+    assert "fitting none" not in err and "fit sample" not in err, err
+    with slimvec.open(tmp_path / "idx") as idx:
+        res = idx.search([sentences[7], sentences[250]], k=1)
+        assert [p["text"] for p in idx.payloads(res.ids[:, 0])] == [sentences[7], sentences[250]]
+
+
+def test_stage_keeps_order_raises_in_the_consumer_and_stops_when_left():
+    from slimvec.indexer.ingest_stream import _Stage
+
+    def items(fail_at=None):
+        for i in range(50):
+            if i == fail_at:
+                raise ValueError("row 7 is bad")
+            yield i
+
+    with _Stage(items(), "t-ok") as stage:
+        assert list(stage) == list(range(50))
+    with pytest.raises(ValueError, match="row 7"), _Stage(items(7), "t-fail") as stage:
+        assert list(stage)[:7] == list(range(7))
+    endless = _Stage(iter(lambda: 1, None), "t-endless")  # never ends on its own
+    with endless as stage:
+        next(iter(stage))
+    assert not endless._thread.is_alive()
+    assert not any(t.name == "t-endless" for t in threading.enumerate())
+
+
+def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vector(tmp_path):
+    """Issue 36 item 3: an HNSW store queues small upserts and inserts them in one call; any
+    read, delete or flush sees all of them, and a reopened store has every flushed one."""
+    from slimvec.connectors.faiss_store import GRAPH_ADD_BATCH, FaissStore
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1200, 32)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    store = FaissStore(str(tmp_path / "s"), factory="HNSW16").create(32)
+    for i in range(0, 1000, 100):
+        store.upsert(np.arange(i, i + 100), X[i:i + 100], [{"n": j} for j in range(i, i + 100)])
+    assert 1000 < GRAPH_ADD_BATCH and store._index.ntotal == 0  # queued, not inserted 100 by 100
+    assert store.count() == 1000
+    res = store.search(X[:1000], 1)
+    assert (res.ids[:, 0] == np.arange(1000)).mean() > 0.99
+    store.upsert(np.array([5, 1100]), X[[1100, 1100]])  # a changed vector and a new id
+    assert store.search(X[1100][None, :], 2).ids[0].tolist() in ([5, 1100], [1100, 5])
+    assert store.delete([7]) == 1 and 7 not in store.ids()
+    store.flush()
+    store.close()
+    again = FaissStore(str(tmp_path / "s"), factory="HNSW16").open()
+    assert again.count() == 1000 and 1100 in again.ids() and 7 not in again.ids()
+    again.close()
+
+
+def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
+    """The GPU comparison script runs here on a few hundred texts and prints both rates and the
+    ratio."""
+    import subprocess
+
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text("\n".join(sentences[:300]) + "\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_ingest_check.py"),
+                          "--corpus", str(corpus), "--limit", "200", "--device", "cpu",
+                          "--batches", "32,64", "--json", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["texts"] == 200 and result["ingest"]["ingested"] == 200
+    assert set(result["encoder_only_docs_per_s"]) == {"batch 32", "batch 64"}
+    assert result["ratio"] == pytest.approx(result["ingest"]["docs_per_s"]
+                                            / max(result["encoder_only_docs_per_s"].values()))
+    assert "ratio:" in out.stdout and "encoder only, best" in out.stdout
