@@ -34,7 +34,7 @@ __all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "check_engi
 GPU_DOCS_PER_S = 10_989.0
 GPU_SOURCE = ("measured: all-MiniLM-L6-v2 encoder-only on one NVIDIA H200, calls of 1,024 held-out "
               "English sentences (mean 60 characters) in passes of 256, 10,989 sentences/s "
-              "(issue 36; scripts/gpu_ingest_check.py re-measures it on your GPU); the published "
+              "(issue 36; benchmarks/gpu_ingest_check.py re-measures it on your GPU); the published "
               "V100 figure of sentence-transformers' model table, 14,200, was not reached there")
 
 

@@ -105,7 +105,7 @@ def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
 
     corpus = tmp_path / "texts.txt"
     corpus.write_text("\n".join(sentences[:300]) + "\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_ingest_check.py"),
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_ingest_check.py"),
                           "--corpus", str(corpus), "--limit", "200", "--device", "cpu",
                           "--batches", "32,64", "--json", str(tmp_path / "r.json")],
                          capture_output=True, text=True, cwd=ROOT, timeout=900)

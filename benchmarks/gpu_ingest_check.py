@@ -10,7 +10,7 @@ JSONL file with a ``text`` field or a text file, one per line (copy the real-tex
 machine). Without ``--corpus`` and without that file, the bundled sentences are used, numbered
 to make ``--limit`` unique texts.
 
-    python scripts/gpu_ingest_check.py [--corpus FILE] [--limit 200000] [--model DIR]
+    python benchmarks/gpu_ingest_check.py [--corpus FILE] [--limit 200000] [--model DIR]
                                        [--device auto] [--batches 64,128,256,512] [--json OUT]
 
 On a CPU it runs too (slowly; use a small --limit): it warns when CUDA or 8 cores are missing.
