@@ -12,7 +12,7 @@ from slimvec.errors import (
     StoreError,
 )
 
-__version__ = "0.1.0"
+from slimvec._version import __version__
 
 __all__ = ["open", "Client", "ConfigError", "DimensionMismatchError", "MissingDependencyError",
            "PersistenceError", "SlimvecError", "StoreError", "__version__"]

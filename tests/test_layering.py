@@ -142,3 +142,36 @@ def test_no_store_name_compared_as_a_string_outside_the_connectors():
                 if found:
                     bad.append(f"{rel}:{node.lineno} compares with {sorted(found)}")
     assert not bad, bad
+
+
+#: what the connectors sit under (issue 35): a store never knows the pipeline that feeds it
+PIPELINE = ("slimvec.indexer", "slimvec.engines", "slimvec.service", "slimvec.cli", "slimvec.benchmarks",
+            "slimvec.migrate", "slimvec.pruning")
+
+
+def test_connectors_never_import_the_pipeline():
+    """Issue 35: connectors/reading.py imported ``indexer.sources.Reject`` and
+    ``indexer.progress.fingerprint``; those live in :mod:`slimvec.documents` now."""
+    bad = [f"{m} -> {t}" for m, targets in _import_graph().items() if m.startswith("slimvec.connectors.")
+           for t in targets if t.startswith(PIPELINE)]
+    assert not bad, bad
+
+
+def test_routers_never_import_routers():
+    """Issue 35: routes_write imported routes_search, which imported routes_indexes (15 floors);
+    what two routers share lives in ``service/request_args.py`` below them."""
+    def router(module: str) -> bool:
+        return module.rsplit(".", 1)[-1].startswith("routes")
+
+    bad = [f"{m} -> {t}" for m, targets in _import_graph().items() if router(m)
+           for t in targets if router(t)]
+    assert not bad, bad
+
+
+def test_no_module_imports_the_package_root():
+    """Issue 35: no upward import. A module inside the package reads the version from
+    ``slimvec._version`` and opens indexes with ``indexer.index.open_index``, never through
+    ``import slimvec`` / ``from slimvec import ...`` (only ``slimvec/__init__.py`` is the root)."""
+    bad = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if p.name != "__init__.py" or p.parent != ROOT
+           if any(mod == "slimvec" for mod, _ in _imported_names(ast.parse(p.read_text(encoding="utf-8"))))]
+    assert not bad, bad

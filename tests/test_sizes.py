@@ -8,6 +8,7 @@ signature and docstring included.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "slimvec"
@@ -16,30 +17,31 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 
 #: "path" (module) or "path::Qualified.name" (function), relative to slimvec/ -> why it is longer
-#: (sizes as of 2026-11-25; the issue-24 items named are the branches that split them)
+#: (sizes as of 2026-11-27; each reason starts with the entry's ceiling in lines, which the
+#: test enforces)
 OVERSIZE: dict[str, str] = {
     # --- modules over 500 lines
     "benchmarks/realtext.py": "597: one corpus pipeline (WordNet and GCIDE readers, cleaning, "
                               "held-out queries, manifest); the readers can move out",
-    "benchmarks/sizing.py": "515: the per-store size models with their fit and check",
+    "benchmarks/sizing.py": "524: the per-store size models with their fit and check",
     "connectors/faiss_store.py": "851: id map, training, tombstones, selector search, graph queue and the "
                                  "tail's flush and replay in one store class; factory parsing "
                                  "moved to faiss_factory.py, the tail's file to faiss_tail.py",
-    "indexer/sources.py": "644: every document format (JSONL, CSV, Parquet, text) and its row "
+    "indexer/sources.py": "607: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     # --- functions over 80 lines
-    "service/qdrant_api/routes.py::qdrant_router": "126: route declarations only (each a few "
+    "service/qdrant_api/routes.py::qdrant_router": "148: route declarations only (each a few "
                                                    "lines calling translate.py), like create_app",
     "indexer/rebuild.py::rebuild": "82, 45 of them docstring: the journaled steps in order",
-    "benchmarks/tune.py::tune": "133, 35 of them docstring: tune's search over recipes, which "
+    "benchmarks/tune.py::tune": "140, 35 of them docstring: tune's search over recipes, which "
                                 "item 3 makes measure through the core",
     "benchmarks/realtext.py::build_corpus": "88, 24 of them docstring",
-    "cli/bench.py::bench": "122, 31 of them its signature: typer declares one option a line",
-    "cli/index_cmds.py::ingest": "91, 27 of them its signature (typer options); 59 of code",
-    "cli/index_cmds.py::search": "88: loads the model apart from the timed search, and prints "
+    "cli/bench.py::bench": "126, 31 of them its signature: typer declares one option a line",
+    "cli/index_cmds.py::ingest": "120, 27 of them its signature (typer options); 59 of code",
+    "cli/index_cmds.py::search": "106: loads the model apart from the timed search, and prints "
                                  "a table or JSON; the printing can move to a helper",
-    "cli/plan.py::plan": "118, 24 of them its signature (typer options)",
-    "indexer/calibrate.py::calibrate_rescore": "108, 45 of them docstring",
+    "cli/plan.py::plan": "119, 24 of them its signature (typer options)",
+    "indexer/calibrate.py::calibrate_rescore": "110, 45 of them docstring",
     "pruning/importance.py::compute_importance": "101, 32 of them docstring",
     "pruning/rewind.py::rewind": "84, 25 of them docstring",
     "reducers/mcr2.py::MCR2Reducer._fit": "118: defines its torch head inline (torch is "
@@ -88,3 +90,14 @@ def test_no_module_over_500_lines_and_no_function_over_80_without_a_reason() -> 
     gone = sorted(set(OVERSIZE) - set(found))
     assert not gone, f"now within the limits, take them out of OVERSIZE: {gone}"
     assert all(reason.strip() for reason in OVERSIZE.values())
+    # issue 35: each entry's leading number is its ceiling (listed code used to keep growing:
+    # `ingest` recorded at 91 lines was 117); growing past it fails until the entry is re-argued
+    over = {k: f"{found[k]} > {_ceiling(k)}" for k in OVERSIZE if k in found and found[k] > _ceiling(k)}
+    assert not over, f"grown past their OVERSIZE ceiling (split them, or re-argue the entry): {over}"
+
+
+def _ceiling(entry: str) -> int:
+    """The leading number of an OVERSIZE reason ("597: ..."), the most lines the entry may have."""
+    match = re.match(r"\d+", OVERSIZE[entry])
+    assert match, f"OVERSIZE[{entry!r}] must start with its ceiling in lines: {OVERSIZE[entry]!r}"
+    return int(match.group(0))

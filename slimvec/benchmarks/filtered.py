@@ -189,14 +189,14 @@ def _recipes(cfg: Any, metric: str) -> list[str]:
 
 def _measure_recipe(cfg: Any, ds: BenchDataset, recipe: str, buckets: np.ndarray, source: Path,
                     folder: Path) -> list[Row]:
-    import slimvec
+    from slimvec.indexer.index import open_index
     from slimvec.benchmarks.metrics import time_single
     from slimvec.indexer.lifecycle import resolve_filter
 
     k = cfg.k
     _build(recipe, source, folder, ds.metric)
     out: list[Row] = []
-    with slimvec.open(folder) as idx:
+    with open_index(folder) as idx:
         idx.create_payload_index(FIELD, "integer")
         to_rows = _rows_of(idx, len(ds.corpus))
         reference = recipe == REFERENCE_RECIPE

@@ -40,10 +40,10 @@ def index_latency(folder: str | os.PathLike[str], n: int = 200, k: int = 10,
     ConfigError
         The index was built from vectors (no encoder to turn the query texts into vectors).
     """
-    import slimvec
+    from slimvec.indexer.index import open_index
     from slimvec.ui import make_progress
 
-    with slimvec.open(folder) as idx, make_progress(progress, unit="queries") as bar:
+    with open_index(folder) as idx, make_progress(progress, unit="queries") as bar:
         if not idx.manifest.encoder:
             raise ConfigError(f"{folder} was built from vectors and has no encoder, so there are no "
                               "query texts to time; measure it with a suite (slimvec bench --suite).")

@@ -86,7 +86,7 @@ def measure_recipes(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
 def recipe_rows(cfg: Any, ds: BenchDataset, recipe: str, source: Path, folder: Path) -> list[Row]:
     """Build ``recipe`` from the corpus ``.npy`` ``source`` in ``folder`` and measure it with
     ``Index.search``: one row per depth searched."""
-    import slimvec
+    from slimvec.indexer.index import open_index
     from slimvec.migrate import MigrateOptions, migrate
 
     if folder.exists():
@@ -106,7 +106,7 @@ def recipe_rows(cfg: Any, ds: BenchDataset, recipe: str, source: Path, folder: P
 
         facts["serve_rss_bytes"] = serving_memory(folder, ds.queries[:200])["serving"]
     rows = []
-    with slimvec.open(folder) as idx:
+    with open_index(folder) as idx:
         m = idx.manifest
         own = m.rescore.depth if m.rescore is not None else None
         depths: list[int | None] = [own] + ([R for R in cfg.rescore if R != own] if m.full is not None else [])

@@ -19,7 +19,7 @@ import numpy as np
 from slimvec.connectors.reading import SourceBatch, VectorSource, require_file, stack_vectors, store_metric
 from slimvec.errors import ConfigError, MissingDependencyError
 from slimvec.ids import doc_ids
-from slimvec.indexer.sources import Reject
+from slimvec.documents import Reject
 
 __all__ = ["QdrantEdgeSource", "QdrantSource", "ScrollSource"]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.ids import ID_RULE
-from slimvec.indexer.sources import Reject
+from slimvec.documents import Reject
 
 __all__ = ["SourceBatch", "VectorSource", "file_fingerprint", "require_file", "stack_vectors",
            "store_metric", "payload_table", "payloads_of"]
@@ -134,7 +134,7 @@ class VectorSource(abc.ABC):
 
 def file_fingerprint(path: Path) -> dict[str, Any]:
     """What identifies a source file's content for resuming (size, mtime, head and tail hashes)."""
-    from slimvec.indexer.progress import fingerprint
+    from slimvec.documents import fingerprint
 
     return fingerprint(path)
 

@@ -46,10 +46,9 @@ def probe_index(folder: str | os.PathLike[str], timeout: float = PROBE_TIMEOUT) 
         The child was killed by a signal (e.g. ``SIGSEGV``), raised an error, or ran past
         ``timeout`` seconds.
     """
-    import slimvec
 
     env = dict(os.environ)
-    here = str(Path(slimvec.__file__).resolve().parents[1])  # the same slimvec in the child
+    here = str(Path(__file__).resolve().parents[2])  # the same slimvec in the child
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [sys.executable, "-m", "slimvec.indexer.probe", os.fspath(folder)]

@@ -19,47 +19,18 @@ and only advances after the store has durably accepted every batch before ``next
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slimvec.documents import describe_changes, fingerprint
 from slimvec.errors import ConfigError, PersistenceError
 from slimvec.indexer.safefs import LinkError, open_nofollow
 
 __all__ = ["fingerprint", "ResumePlan", "plan_run", "describe_changes", "truncate_file",
            "progress_bar"]
 
-_EDGE = 1 << 20
-
-
-def fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Size, mtime and head / tail SHA-256 of a file (reads at most 2 MiB)."""
-    p = Path(path)
-    st = p.stat()
-    head = hashlib.sha256()
-    tail = hashlib.sha256()
-    with open(p, "rb") as fh:
-        head.update(fh.read(_EDGE))
-        if st.st_size > _EDGE:
-            fh.seek(max(_EDGE, st.st_size - _EDGE))
-            tail.update(fh.read(_EDGE))
-    return {"size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
-            "head_sha256": head.hexdigest(), "tail_sha256": tail.hexdigest()}
-
-
-def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """Human description of how two fingerprints differ (empty when equal)."""
-    parts = []
-    if old.get("size") != new.get("size"):
-        parts.append(f"size {old.get('size')} -> {new.get('size')} bytes")
-    if old.get("head_sha256") != new.get("head_sha256") or old.get("tail_sha256") != new.get(
-            "tail_sha256"):
-        parts.append("content differs")
-    if old.get("mtime_ns") != new.get("mtime_ns"):
-        parts.append("modification time differs")
-    return ", ".join(parts)
 
 
 @dataclass

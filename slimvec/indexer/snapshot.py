@@ -288,7 +288,7 @@ def _reader_lock(folder: Path) -> Iterator[None]:
 
 
 def _meta(m: Manifest, sums: dict[str, tuple[int, str]], stage: Path) -> dict[str, Any]:
-    import slimvec
+    from slimvec._version import __version__
 
     members = []
     for rel in sorted(set(sums) | {d.relative_to(stage).as_posix() for d in stage.rglob("*")
@@ -299,7 +299,7 @@ def _meta(m: Manifest, sums: dict[str, tuple[int, str]], stage: Path) -> dict[st
         else:
             members.append({"name": rel, "type": "dir"})
     return {"format": SNAPSHOT_FORMAT, "format_version": SNAPSHOT_FORMAT_VERSION,
-            "slimvec_version": slimvec.__version__,
+            "slimvec_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "count": int(m.count), "manifest": m.to_json(), "members": members}
 

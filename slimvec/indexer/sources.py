@@ -17,10 +17,11 @@ import csv
 import io
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from slimvec.documents import Document, Reject
 from slimvec.errors import ConfigError
 from slimvec.ids import text_key
 
@@ -31,60 +32,6 @@ FORMATS = ("jsonl", "csv", "tsv", "parquet", "text")
 _SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv",
            ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet", ".txt": "text", ".text": "text"}
 SNIPPET = 80
-
-
-@dataclass
-class Document:
-    """One document to ingest.
-
-    Attributes
-    ----------
-    id : str or int
-        Source id (the id column's value, or a hash of the text when there is none).
-    text : str
-        The text to encode.
-    payload : dict
-        The row's other fields (kept in the store's payload next to the text).
-    row : int
-        0-based data row number in the source.
-    line : int or None
-        1-based line number in the file, when the format has lines.
-    warnings : tuple of Reject
-        Kept rejects for this row (ingested, but not exactly as written): a record spanning
-        lines, a payload value made storable. Written to ``rejects.jsonl`` with ``kept: true``.
-    id_from_text : bool
-        The id is derived from the text (no id given).
-    """
-
-    id: str | int
-    text: str
-    payload: dict[str, Any] = field(default_factory=dict)
-    row: int = 0
-    line: int | None = None
-    warnings: "tuple[Reject, ...]" = ()  # a tuple: no container per row on the hot path
-    id_from_text: bool = False
-
-
-@dataclass
-class Reject:
-    """A row that cannot be ingested, with the reason (written to ``rejects.jsonl``).
-
-    ``kept`` marks a row that *was* ingested but not as written (text truncated by the tokenizer,
-    an id seen before with other text): it is reported in ``rejects.jsonl`` and counted apart.
-    """
-
-    source: str
-    row: int
-    line: int | None
-    field: str | None
-    reason: str
-    snippet: str = ""
-    kept: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {"source": self.source, "row": self.row, "line": self.line, "field": self.field,
-                "reason": self.reason, "snippet": self.snippet, "kept": self.kept}
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,6 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
 
 def _version() -> str:
-    from slimvec import __version__
+    from slimvec._version import __version__
 
     return __version__

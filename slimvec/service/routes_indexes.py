@@ -13,16 +13,12 @@ from slimvec.service import points
 from slimvec.service.http_setup import redact
 from slimvec.service.limits import check_batch
 from slimvec.service.models import CreateIndex
+from slimvec.service.request_args import regular
 from slimvec.service.responses import DeletedIndex, IndexInfo, IndexList
 from slimvec.service.spec import ServiceSpec
 from slimvec.service.state import ServiceState
 
-__all__ = ["indexes_router", "regular"]
-
-
-def regular(rows: list[list[float]]) -> bool:
-    """All rows non-empty and of one length (a matrix)."""
-    return len({len(r) for r in rows}) <= 1 and all(len(r) for r in rows)
+__all__ = ["indexes_router"]
 
 
 def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:

@@ -7,32 +7,12 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from slimvec.indexer.pipeline import IngestOptions
 from slimvec.service.models import JobIn
-from slimvec.service.names import check_name
+from slimvec.service.request_args import job_options
 from slimvec.service.responses import JobOut
 from slimvec.service.state import ServiceState
 
-__all__ = ["jobs_router", "job_options"]
-
-
-def job_options(st: ServiceState, name: str, body: JobIn, **extra: Any) -> IngestOptions:
-    """A job request's ingest options (checked name, store and recipe; ``extra``: e.g. sync)."""
-    check_name(name)
-    st.registry.check_store(body.store)
-    recipe = None
-    if body.recipe is not None:
-        from slimvec.recipe import merge_recipe, parse_recipe
-
-        # a recipe over HTTP is a string, never a file on the server's disk
-        recipe = str(parse_recipe(body.recipe))
-        st.registry.check_store(merge_recipe(recipe, body.reducer, body.store,
-                                             option="recipe").store)
-    return IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
-                         recipe=recipe, default_recipe=st.config.recipe,
-                         text_column=body.text_column, id_column=body.id_column,
-                         format=body.format, fit_sample=body.fit_sample,
-                         batch_size=body.batch_size, progress=False, **extra)
+__all__ = ["jobs_router"]
 
 
 def jobs_router(st: ServiceState, read: Any, write: Any) -> APIRouter:

@@ -13,24 +13,10 @@ from slimvec.service import points
 from slimvec.service.limits import check_batch
 from slimvec.service.models import ReduceIn, SearchIn, SearchOut
 from slimvec.service.responses import PayloadsOut, ReduceOut
-from slimvec.service.routes_indexes import regular
+from slimvec.service.request_args import queries
 from slimvec.service.state import ServiceState
 
 __all__ = ["search_router", "queries"]
-
-
-def queries(st: ServiceState, served: Any, texts: list[str] | None,
-            vectors: list[list[float]] | None) -> np.ndarray:
-    """Full query vectors of a request's ``texts`` (encoded) or ``vectors`` (exactly one)."""
-    if (texts is None) == (vectors is None):
-        raise ConfigError("Send exactly one of 'texts' or 'vectors'.")
-    n = len(texts) if texts is not None else len(vectors or [])
-    check_batch(n, st.config.max_batch, "queries")
-    if n == 0:
-        raise ConfigError("No query: 'texts' / 'vectors' is empty.")
-    if vectors is not None and not regular(vectors):
-        raise ConfigError("Query vectors must all have the same dimension.")
-    return served.embed(texts, vectors)
 
 
 def search_router(st: ServiceState, read: Any) -> APIRouter:

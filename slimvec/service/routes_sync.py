@@ -20,7 +20,7 @@ from pydantic import Field
 
 from slimvec.service.models import JobIn
 from slimvec.service.responses import JobOut
-from slimvec.service.routes_jobs import job_options
+from slimvec.service.request_args import job_options
 
 __all__ = ["sync_router", "SyncIn"]
 

@@ -32,9 +32,9 @@ INGEST_STORES = ("qdrant-edge", "qdrant", "faiss", "hnsw")
 
 
 def _p50_search_ms(index: Path, queries: np.ndarray) -> float:
-    import slimvec
+    from slimvec.indexer.index import open_index
 
-    with slimvec.open(index) as idx:
+    with open_index(index) as idx:
         reduced = idx.reducer.transform(queries)
         idx.store.search(reduced[:20], 10)  # warm-up
         times = []
@@ -56,7 +56,7 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
         "encoder_docs_per_s", "ingest_docs_per_s", "ratio", "bytes_full", "bytes_reduced",
         "p50_search_ms"}]}``.
     """
-    import slimvec
+    from slimvec.indexer.index import open_index
     from slimvec.benchmarks.kinds.corpora import jsonl_rows
     from slimvec.indexer.encoder import Encoder
     from slimvec.indexer.pipeline import IngestOptions, ingest
@@ -77,7 +77,7 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
                 index = Path(tmp) / f"{store}-{red.replace(':', '')}"
                 summary = ingest(corpus, index, IngestOptions(reducer=red, store=store, batch_size=batch_size,
                                                               progress=False))
-                with slimvec.open(index) as idx:
+                with open_index(index) as idx:
                     sizes[red] = idx.store.size_bytes()
                 if red != "none":
                     rate = summary.ingested / summary.total_seconds

@@ -291,7 +291,7 @@ def _size_row(name: str, recipe: str, folder: Path, idx: Any, build_s: float | N
 def measure_size(cfg: ChoiceConfig, n: int, queries: np.ndarray,
                  progress: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Every candidate and the reference at corpus size ``n`` (see the module docstring)."""
-    import slimvec
+    from slimvec.indexer.index import open_index
 
     work = cfg.work / f"n{n}"
     work.mkdir(parents=True, exist_ok=True)
@@ -304,7 +304,7 @@ def measure_size(cfg: ChoiceConfig, n: int, queries: np.ndarray,
             folder = work / _folder_name(recipe)
             progress(f"n={n:,}: building {recipe}")
             build_s = _build(recipe, source, folder)
-            idx = slimvec.open(folder)
+            idx = open_index(folder)
             params: dict[str, Any] = {}
             if name == "reference":
                 ef, tried = reference_ef(idx, queries, truth, cfg.target)

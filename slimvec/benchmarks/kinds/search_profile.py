@@ -204,7 +204,7 @@ def breakdown(idx: Any, queries: np.ndarray) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``slimvec bench search-profile [OPTIONS]`` (the options are the module docstring's)."""
-    import slimvec
+    from slimvec.indexer.index import open_index
 
     ap = argparse.ArgumentParser(prog="slimvec bench search-profile",
                                  description=__doc__.split("\n\n")[0])
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     folders = build(args.data, args.n, args.work)
     queries = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
     truth = truth_of(np.load(args.work / f"corpus-{args.n}.npy"), queries)
-    with slimvec.open(folders["default"]) as idx, slimvec.open(folders["hnsw"]) as ref:
+    with open_index(folders["default"]) as idx, open_index(folders["hnsw"]) as ref:
         print(f"{args.n:,} vectors, {len(queries)} queries; default recipe depth "
               f"{idx.manifest.rescore.depth} (calibrated recall {idx.manifest.rescore.recall})")
         if args.breakdown:
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         runs: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
         runs_depth = None
         if args.before:
-            old = slimvec.open(args.before_index) if args.before_index else idx
+            old = open_index(args.before_index) if args.before_index else idx
             runs_depth = args.before_depth or old.manifest.rescore.depth
             runs["before"] = before_search(old, args.before, args.before_depth)
             print(f"before: {args.before} on {old.folder}, depth {args.before_depth or old.manifest.rescore.depth}")

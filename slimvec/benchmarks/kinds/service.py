@@ -80,9 +80,9 @@ def search_load(url: str, name: str, queries: list[str], clients: int, seconds: 
 
 
 def _inprocess_search(index: Path, queries: list[str], seconds: float) -> dict[str, Any]:
-    import slimvec
+    from slimvec.indexer.index import open_index
 
-    with slimvec.open(index) as idx:
+    with open_index(index) as idx:
         idx.search(queries[:2], k=10)
         lat: list[float] = []
         t0 = time.perf_counter()

@@ -95,7 +95,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     @r.get("/", dependencies=[read])
     def root() -> JSONResponse:
         """Qdrant's version info (qdrant-client checks the version at start-up)."""
-        from slimvec import __version__
+        from slimvec._version import __version__
 
         # the title qdrant-client's local mode and a Qdrant server answer; the body says slimvec
         return JSONResponse({"title": "qdrant - vector search engine", "version": QDRANT_VERSION,
