@@ -127,7 +127,7 @@ def before_search(idx: Any, commit: str, depth: int | None = None) -> Callable[[
     store.dim, store.metric, store.options = idx.store.dim, idx.store.metric, dict(idx.store.options)
     store._shard = idx.store._shard  # the same open shard: one engine per folder and process
     full = fv.FullVectors.open(idx.folder / idx.manifest.full.dir)
-    depth, reducer = int(depth or idx.manifest.rescore.depth), idx.reducer
+    depth, reducer = int(depth or rescore.depth), idx.reducer
     to_query = getattr(reducer, "transform_query", reducer.transform)
 
     def search(q: np.ndarray) -> np.ndarray:
@@ -142,7 +142,7 @@ def pool_comparison(idx: Any, queries: np.ndarray) -> None:
     order per query: p50, mean and whether they found the same ids."""
     from slimvec.connectors import make_store
 
-    depth = int(idx.manifest.rescore.depth)
+    depth = int(rescore.depth)
     reduced = getattr(idx.reducer, "transform_query", idx.reducer.transform)(queries)
     stores, tmp = {}, Path(tempfile.mkdtemp())
     for name, threads in (("engine pool", None), ("1 search thread", 1)):
@@ -176,7 +176,7 @@ def pool_comparison(idx: Any, queries: np.ndarray) -> None:
 
 def breakdown(idx: Any, queries: np.ndarray) -> None:
     """p50 per stage, then a cProfile of 300 searches."""
-    depth = int(idx.manifest.rescore.depth)
+    depth = int(rescore.depth)
     to_query = getattr(idx.reducer, "transform_query", idx.reducer.transform)
     stages: dict[str, list[float]] = {"reduce": [], "store": [], "rerank": [], "Index.search": []}
     for q in queries[:500]:
@@ -229,8 +229,10 @@ def main(argv: list[str] | None = None) -> None:
     queries = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
     truth = truth_of(np.load(args.work / f"corpus-{args.n}.npy"), queries)
     with open_index(folders["default"]) as idx, open_index(folders["hnsw"]) as ref:
+        rescore = idx.manifest.rescore
+        assert rescore is not None, "the default recipe re-ranks"
         print(f"{args.n:,} vectors, {len(queries)} queries; default recipe depth "
-              f"{idx.manifest.rescore.depth} (calibrated recall {idx.manifest.rescore.recall})")
+              f"{rescore.depth} (calibrated recall {rescore.recall})")
         if args.breakdown:
             breakdown(idx, queries)
             return
@@ -241,9 +243,9 @@ def main(argv: list[str] | None = None) -> None:
         runs_depth = None
         if args.before:
             old = open_index(args.before_index) if args.before_index else idx
-            runs_depth = args.before_depth or old.manifest.rescore.depth
+            runs_depth = args.before_depth or (old.manifest.rescore or rescore).depth
             runs["before"] = before_search(old, args.before, args.before_depth)
-            print(f"before: {args.before} on {old.folder}, depth {args.before_depth or old.manifest.rescore.depth}")
+            print(f"before: {args.before} on {old.folder}, depth {args.before_depth or (old.manifest.rescore or rescore).depth}")
             if args.before_index:  # today's code on the before's index: the code's share alone
                 runs["today's code, before's index"] = lambda q: old.search(q, 10).ids
         runs["after"] = lambda q: idx.search(q, 10).ids
@@ -264,5 +266,5 @@ def main(argv: list[str] | None = None) -> None:
             args.out.write_text(json.dumps({"n": args.n, "queries": len(queries), "before": args.before,
                                             "before_index": str(args.before_index or folders["default"]),
                                             "before_depth": runs_depth,
-                                            "depth": idx.manifest.rescore.depth, "rounds": rounds}, indent=1))
+                                            "depth": rescore.depth, "rounds": rounds}, indent=1))
 
