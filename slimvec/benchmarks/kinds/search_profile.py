@@ -127,7 +127,7 @@ def before_search(idx: Any, commit: str, depth: int | None = None) -> Callable[[
     store.dim, store.metric, store.options = idx.store.dim, idx.store.metric, dict(idx.store.options)
     store._shard = idx.store._shard  # the same open shard: one engine per folder and process
     full = fv.FullVectors.open(idx.folder / idx.manifest.full.dir)
-    depth, reducer = int(depth or rescore.depth), idx.reducer
+    depth, reducer = int(depth or idx.manifest.rescore.depth), idx.reducer
     to_query = getattr(reducer, "transform_query", reducer.transform)
 
     def search(q: np.ndarray) -> np.ndarray:
@@ -142,7 +142,7 @@ def pool_comparison(idx: Any, queries: np.ndarray) -> None:
     order per query: p50, mean and whether they found the same ids."""
     from slimvec.connectors import make_store
 
-    depth = int(rescore.depth)
+    depth = int(idx.manifest.rescore.depth)
     reduced = getattr(idx.reducer, "transform_query", idx.reducer.transform)(queries)
     stores, tmp = {}, Path(tempfile.mkdtemp())
     for name, threads in (("engine pool", None), ("1 search thread", 1)):
@@ -176,7 +176,7 @@ def pool_comparison(idx: Any, queries: np.ndarray) -> None:
 
 def breakdown(idx: Any, queries: np.ndarray) -> None:
     """p50 per stage, then a cProfile of 300 searches."""
-    depth = int(rescore.depth)
+    depth = int(idx.manifest.rescore.depth)
     to_query = getattr(idx.reducer, "transform_query", idx.reducer.transform)
     stages: dict[str, list[float]] = {"reduce": [], "store": [], "rerank": [], "Index.search": []}
     for q in queries[:500]:
