@@ -143,3 +143,42 @@ def test_bad_results_files(tmp_path: Path) -> None:
         load_rows(bad)
     with pytest.raises(ConfigError, match="list of row objects"):
         load_rows(_write(tmp_path, {"meta": {}}))
+
+
+# --------------------------------------------------------------------------- report.html (issue 40, 8)
+def _saturated_rows() -> list[dict]:
+    """Task recall at 1.0 on every row but one (it cannot discriminate); neighbour recall spreads."""
+    return [row(f"S{i}", f"pca:{8 * (i + 1)}", 8 * (i + 1), "faiss:Flat", 40.0 * (i + 1),
+                1.0 if i else 0.98, 0.5 + 0.05 * i, p50=0.1 + 0.01 * i) for i in range(10)]
+
+
+def test_default_y_axis_is_a_metric_that_discriminates() -> None:
+    from slimvec.benchmarks.html.data import default_metric
+
+    chosen = default_metric([Row.from_json(r) for r in _saturated_rows()])
+    assert chosen["key"] == "neighbor_recall_at_k"
+    assert "task recall does not: saturated: 9 of 10 rows" in chosen["reason"]
+    # nothing discriminates: the widest spread is the axis, and the page says so
+    flat = [row(f"F{i}", "pca:8", 8, "hnsw", 40.0, 1.0, 0.995 + i / 1000) for i in range(4)]
+    for r in flat:
+        r["sts_spearman"] = 0.5 + r["neighbor_recall_at_10"]
+    chosen = default_metric([Row.from_json(r) for r in flat])
+    assert chosen["key"] in {"neighbor_recall_at_k", "sts_spearman"}
+    assert "largest spread" in chosen["reason"]
+    # a metric that does discriminate stays the default
+    assert default_metric(TYPED)["key"] == "task_recall_at_k"
+
+
+def test_report_html_names_no_absolute_path(tmp_path: Path) -> None:
+    from slimvec.benchmarks.html import render_report_html
+
+    run = tmp_path / "runs" / "mine"
+    run.mkdir(parents=True)
+    meta = {"command": f"slimvec bench --out {run} --data {tmp_path}/data/stsb.tsv",
+            "skipped": [{"config": "pca:999", "reason": f"could not write {run}/work/pca.safetensors"}]}
+    results = run / "results.json"
+    results.write_text(json.dumps({"rows": ROWS, "meta": meta}), encoding="utf-8")
+    page = render_report_html([results], tmp_path / "site" / "report.html", planner=False)
+    text = page.read_text(encoding="utf-8")
+    assert str(tmp_path) not in text and str(Path.home()) + "/" not in text
+    assert "../runs/mine/results.json" in text  # the header names the file from the page's folder

@@ -189,7 +189,11 @@ def test_page_in_chromium_offline(small_run, browser, tmp_path):
         assert opened.requests == [opened.url]  # the page itself, nothing else
 
         # one mark per configuration row that has both values
-        assert page.eval_on_selector("#metric", "e => e.value") == "task_recall_at_k"
+        # the default y-axis is the metric data.default_metric picks (issue 40); the checks below use task recall
+        default = _page_data(small_run["page"])["default_metric"]
+        assert page.eval_on_selector("#metric", "e => e.value") == default["key"]
+        assert "chosen because " + default["reason"] in page.inner_text("#metric-why")
+        page.select_option("#metric", "task_recall_at_k")
         want = _expected_marks(rows, "bytes_per_vector", "task_recall_at_k")
         assert want >= 7 and opened.marks("#plot-bytes") == want
         assert opened.marks("#plot-latency") == _expected_marks(rows, "latency_p50_ms", "task_recall_at_k")
@@ -409,3 +413,41 @@ def test_marker_names_render_as_text_in_chromium(browser, tmp_path):
             assert opened.marks() == len(rows)
         finally:
             opened.close()
+
+
+# --------------------------------------------------------------------------- issue 40, item 8
+#: the boxes of the plot's front labels, as the browser lays them out
+LABEL_BOXES = ("ts => ts.map(t => { const b = t.getBoundingClientRect(); "
+               "return [b.left, b.top, b.right, b.bottom, t.textContent]; })")
+
+
+def test_default_axis_discriminates_and_front_labels_do_not_overlap(browser, tmp_path):
+    """Task recall at 1.0 on all but one row is not the default y-axis (neighbour recall, which
+    spreads, is, and the page says why); seven of eight front marks packed close get labels that do not
+    print over each other; the header names the results file relative to the page."""
+    rows = [{"reducer": f"pca:{8 + i}", "store": "faiss:Flat", "dataset": "d", "n_queries": 100,
+             "bytes_per_vector": 40.0 + 0.5 * i, "task_recall_at_10": 1.0 if i else 0.98,
+             "neighbor_recall_at_10": 0.50 + 0.004 * i, "latency_p50_ms": 0.1 + 0.002 * i} for i in range(7)]
+    rows.append(dict(rows[-1], reducer="none", bytes_per_vector=1536.0, neighbor_recall_at_10=1.0, latency_p50_ms=2.0))
+    run = tmp_path / "crowded"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"rows": rows, "meta": {}}), encoding="utf-8")
+    page_path = render_report_html([run / "results.json"], tmp_path / "site" / "r.html", planner=False)
+    assert str(tmp_path) not in page_path.read_text(encoding="utf-8")
+    opened = Opened(browser, page_path)
+    try:
+        page = opened.page
+        assert opened.errors == []
+        assert page.eval_on_selector("#metric", "e => e.value") == "neighbor_recall_at_k"
+        why = page.inner_text("#metric-why")
+        assert why.startswith("y-axis: neighbour recall@10, chosen because") and "saturated: 7 of 8" in why
+        assert "../crowded/results.json" in page.inner_text("#sources")
+        for plot in ("#plot-bytes", "#plot-latency"):
+            boxes = page.eval_on_selector_all(f"{plot} text.mark-label", LABEL_BOXES)
+            assert boxes, f"{plot}: no front label"
+            for j, a in enumerate(boxes):
+                for b in boxes[j + 1:]:
+                    overlap = a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+                    assert not overlap, f"{plot}: label {a[4]!r} {a[:4]} prints over {b[4]!r} {b[:4]}"
+    finally:
+        opened.close()

@@ -20,7 +20,7 @@ from slimvec.benchmarks.rows import Row, finite, load_rows
 from slimvec.errors import ConfigError, SlimvecError
 
 __all__ = ["PageSource", "load_sources", "build_page_data", "planner_data", "row_facets",
-           "skipped_groups", "null_metric_notes", "PLOT_METRICS"]
+           "skipped_groups", "null_metric_notes", "PLOT_METRICS", "default_metric"]
 
 log = logging.getLogger(__name__)
 
@@ -310,6 +310,43 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> d
 
 
 # --------------------------------------------------------------------------- the page's data
+def default_metric(rows: Sequence[Row]) -> dict[str, str]:
+    """The plots' default y-axis: a metric that tells the rows apart, and why it was chosen.
+
+    The rule (a metric that cannot discriminate must not rank anything, so it must not be the
+    axis everything is read against either): the first of task recall, neighbour recall and STS
+    Spearman (:data:`PLOT_METRICS`) that :func:`slimvec.benchmarks.ranking.check_metric` finds
+    able to discriminate (not saturated, enough positives, rows not all within one standard
+    error of the best); when none can, the recorded metric with the largest spread (max - min)
+    over the rows.
+
+    Returns
+    -------
+    dict
+        ``{"key": row field, "reason": the sentence the page prints after "chosen because"}``.
+    """
+    from slimvec.benchmarks.ranking import check_metric
+
+    passed: list[str] = []
+    spreads: dict[str, float] = {}
+    preferred = ["task_recall_at_k", "neighbor_recall_at_k", "sts_spearman"]
+    for key, title in sorted(PLOT_METRICS, key=lambda m: preferred.index(m[0])):
+        values = [v for r in rows if (v := _num(r.get(key))) is not None]
+        if not values:
+            continue
+        spreads[key] = max(values) - min(values)
+        check = check_metric(rows, key)
+        if check.usable:
+            why = f"it tells the rows apart (spread {spreads[key]:.3f} over {len(values)} rows)"
+            return {"key": key, "reason": why + "".join(f"; {p}" for p in passed)}
+        passed.append(f"{title} does not: {check.reason}")
+    if not spreads:
+        return {"key": PLOT_METRICS[0][0], "reason": "no row records a quality metric"}
+    key = max(spreads, key=lambda k: spreads[k])
+    return {"key": key, "reason": f"no metric tells the rows apart ({'; '.join(passed)}); it has the "
+                                  f"largest spread, {spreads[key]:.3f}"}
+
+
 def _page_k(rows: Sequence[Row]) -> int | None:
     """The k of the page's "at k" metrics; None when the runs were measured at several k."""
     ks = {r.k for r in rows}
@@ -344,6 +381,7 @@ def build_page_data(sources: Sequence[PageSource], *, planner: bool = True,
                      "command": s.meta.get("command"), "wall_s": s.meta.get("wall_s"),
                      "datasets": s.meta.get("datasets") or [], "machine": s.meta.get("machine")}
                     for s in sources],
+        "default_metric": default_metric(rows),
         "skipped": skipped_groups(sources),
         "nulls": null_metric_notes(rows, [f["role"] for f in facets]),
         "planner": None,

@@ -51,6 +51,29 @@ _SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029]")
 _MARKERS = re.compile(r"__TITLE__|/\*__CSS__\*/|__DATA__|/\*__JS__\*/")
 
 
+#: an absolute path in a string: ``/`` not after a word character, ``.``, ``:`` or ``/`` (so not
+#: ``http://``), then path characters
+_ABS_PATH = re.compile(r"(?<![\w.:/])/[^\s:;,'\"()<>]+")
+
+
+def _relative(value: Any, base: Path) -> Any:
+    """Every absolute path in the strings of ``value`` made relative to ``base`` (the report's
+    folder), recursively: the page names files as seen from where it lies, never the machine's
+    /tmp/... or /root/... (issue 40)."""
+    if isinstance(value, str):
+        def rel(m: re.Match[str]) -> str:
+            try:
+                return os.path.relpath(m.group(0), base)
+            except ValueError:  # another drive (Windows)
+                return Path(m.group(0)).name
+        return _ABS_PATH.sub(rel, value)
+    if isinstance(value, dict):
+        return {k: _relative(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative(v, base) for v in value]
+    return value
+
+
 def _json_for_script(data: dict[str, Any]) -> str:
     text = json.dumps(_clean(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return _SCRIPT_UNSAFE.sub(lambda m: _SCRIPT_ESCAPES[m.group(0)], text)
@@ -114,9 +137,13 @@ def render_report_html(results_paths: str | Path | Sequence[str | Path], out_pat
     data = build_page_data(sources, planner=planner, workdir=workdir)
     if run_started is not None and len(data["sources"]) == 1:
         data["sources"][0]["wall_s"] = round(time.time() - run_started, 1)
+    out = Path(out_path)
+    base = out.resolve().parent
+    for src in data["sources"]:  # the header: files as seen from the report's folder
+        src["path"] = os.path.relpath(Path(src["path"]).resolve(), base) if src.get("path") else src.get("path")
+    data["sources"], data["skipped"] = _relative(data["sources"], base), _relative(data["skipped"], base)
     page_title = title or "slimvec benchmark report: " + ", ".join(s.label for s in sources)
     text = render_html(data, page_title)
-    out = Path(out_path)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.tmp")

@@ -122,8 +122,15 @@
     const o = el("option", { value: key }, title);
     metricSel.append(o);
   }
-  const firstWithData = D.metrics.find(([k]) => ROWS.some((r) => num(r[k]) !== null));
-  metricSel.value = ROWS.some((r) => num(r.task_recall_at_k) !== null) ? "task_recall_at_k" : (firstWithData || D.metrics[0])[0];
+  // the default y-axis: a metric that tells the rows apart (data.default_metric says which and why)
+  const DEF = D.default_metric || { key: D.metrics[0][0], reason: "" };
+  const metricTitle = (k) => (D.metrics.find(([m]) => m === k) || [k, k])[1];
+  metricSel.value = DEF.key;
+  function metricWhy() {
+    const k = metricSel.value;
+    $("metric-why").textContent = k === DEF.key ? `y-axis: ${metricTitle(k)}, chosen because ${DEF.reason}`
+      : `y-axis: ${metricTitle(k)}, chosen by hand (the default, ${metricTitle(DEF.key)}, because ${DEF.reason})`;
+  }
   metricSel.addEventListener("change", update);
   $("ymin").addEventListener("input", update);
 
@@ -193,6 +200,28 @@
     g.append(m);
   }
 
+  // The fronts' marks carry their configuration's name. Each label is tried above-right,
+  // below-right, above-left and below-left of its mark; one whose box would leave the plot or
+  // overlap a label already placed is dropped (the mark's tooltip still names it).
+  function placeLabels(g, items, box) {
+    const placed = [];
+    const hit = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+    for (const [px, py, name] of items) {
+      const t = sv("text", { class: "mark-label", "font-size": "10" }, name);
+      g.append(t);
+      let ok = false;
+      for (const [dx, dy, anchor] of [[6, -6, "start"], [6, 14, "start"], [-6, -6, "end"], [-6, 14, "end"]]) {
+        t.setAttribute("x", px + dx); t.setAttribute("y", py + dy); t.setAttribute("text-anchor", anchor);
+        const b = t.getBBox();
+        if (b.x < box.x0 || b.x + b.width > box.x1 || b.y < box.y0 || b.y + b.height > box.y1) continue;
+        if (placed.some((p) => hit(p, b))) continue;
+        placed.push({ x: b.x, y: b.y, width: b.width, height: b.height }); ok = true; break;
+      }
+      if (!ok) t.remove();
+    }
+    g.setAttribute("data-dropped", String(items.length - placed.length));
+  }
+
   function drawPlot(svg, xk, xTitle, base2, yk, yTitle, idxAll) {
     const W = 600, H = 400, L = 62, R = 18, T = 14, B = 46;
     svg.setAttribute("width", W); svg.setAttribute("height", H);
@@ -251,13 +280,10 @@
     }
     const dashes = ["", "6 3", "2 3", "8 3 2 3"];
     const labels = sv("g", { class: "labels", "clip-path": `url(#${clipId})` });
+    const named = [];  // [x, y, name] of the fronts' marks, labelled by placeLabels
     Object.keys(groups).forEach((k, gi) => {
       const f = front(groups[k], xk, yk);
-      // the marks of the front carry their configuration's name (at most 8, so the plot stays readable)
-      if (f.length <= 8) for (const i of f) {
-        labels.append(sv("text", { x: X(num(ROWS[i][xk])) + 6, y: Y(num(ROWS[i][yk])) - 6, class: "mark-label",
-                                   "font-size": "10" }, FAC[i].label.replace(" → ", "→")));
-      }
+      for (const i of f) named.push([X(num(ROWS[i][xk])), Y(num(ROWS[i][yk])), FAC[i].label.replace(" → ", "→")]);
       let d = "";
       f.forEach((i, j) => {
         const px = X(num(ROWS[i][xk])), py = Y(num(ROWS[i][yk]));
@@ -273,6 +299,8 @@
     // full-dimension and peer marks on top
     const order = idx.slice().sort((a, b) => (FAC[a].role === "reduced" ? 0 : 1) - (FAC[b].role === "reduced" ? 0 : 1));
     for (const i of order) markShape(marks, FAC[i].role, X(num(ROWS[i][xk])), Y(num(ROWS[i][yk])), familyColor[FAC[i].family], i);
+    svg.append(labels);  // in the document, so that placeLabels can measure its texts
+    placeLabels(labels, named, { x0: L, x1: W - R, y0: T, y1: H - B });
     svg.append(marks, labels);
     const below = ys.filter((v) => v < y0).length;
     if (below) svg.append(sv("text", { x: W - R, y: H - B - 6, "text-anchor": "end", class: "title" }, `${below} mark(s) below ${y0.toFixed(2)} hidden`));
@@ -640,7 +668,8 @@
     buildFilters();
     const idx = ROWS.map((_, i) => i).filter(visible);
     $("filter-count").textContent = `${idx.length} of ${ROWS.length} rows selected`;
-    const mk = metricSel.value, mt = (D.metrics.find(([k]) => k === mk) || [mk, mk])[1];
+    const mk = metricSel.value, mt = metricTitle(mk);
+    metricWhy();
     const a = drawPlot($("plot-bytes"), "bytes_per_vector", "bytes per vector (allocated on disk / n)", true, mk, mt, idx);
     const b = drawPlot($("plot-latency"), "latency_p50_ms", "p50 single-query latency (ms)", false, mk, mt, idx);
     $("plot-count").textContent = `${a} marks against bytes, ${b} against latency (selected rows with both values)`;
