@@ -82,6 +82,7 @@ def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vecto
     X = rng.standard_normal((1200, 32)).astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     store = FaissStore(str(tmp_path / "s"), factory="HNSW16").create(32)
+    store.bulk_add = True  # off by default (see FaissStore.bulk_add)
     for i in range(0, 1000, 100):
         store.upsert(np.arange(i, i + 100), X[i:i + 100], [{"n": j} for j in range(i, i + 100)])
     assert 1000 < GRAPH_ADD_BATCH and store._index.ntotal == 0  # queued, not inserted 100 by 100

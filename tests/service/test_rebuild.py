@@ -64,9 +64,11 @@ def test_rebuild_job_serves_searches_until_the_swap(tmp_path, minilm_vectors, ol
         assert during and set(during) == {200}, during  # the old index answered while rebuilding
         assert phases & {"reading", "fitting", "writing", "calibrating"}
         assert write_status in (None, 503)  # a write during the build waits for the swap
-        assert rec["summary"]["documents"] == N and rec["summary"]["new_recipe"] == NEW
+        # a rebuild whose recipe names no keep_full keeps the index's own precision (issue 40 item 6)
+        want = NEW if "keep_full=float32" not in old else NEW + ",keep_full=float32"
+        assert rec["summary"]["documents"] == N and rec["summary"]["new_recipe"] == want
         info = client.index("docs").info()
-        assert info["count"] == N and info["recipe"] == NEW
+        assert info["count"] == N and info["recipe"] == want
         after = client.index("docs").search(np.array(queries), 3)
         assert after.ids[:, 0].tolist() == ids
         assert client.index("docs").payloads(ids) == payloads
