@@ -311,10 +311,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._checkpoint = False                       # the next flush writes index.faiss whole
         self._live: tuple[Any, ...] | None = None      # cached _live_view and what it was made of
         self._queued: list[np.ndarray] = []            # vectors whose graph insertion waits (_add)
-        #: queue graph insertions (issue 36 item 3); off until every path that reads the index
-        #: inserts the queue first: a served collection fitted from its first 100 points answered
-        #: no search with it on (tests/service/test_qdrant_dropin.py), cause not yet found
-        self.bulk_add = False
+        self.bulk_add = False  # queue graph insertions (issue 36); on, a fitted collection went blind
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -515,8 +512,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             return
         start = len(self._ids)
         self._queued.append(np.ascontiguousarray(vecs[new], dtype=np.float32))
-        if (not self.bulk_add or not self._is_graph()
-                or sum(len(q) for q in self._queued) >= GRAPH_ADD_BATCH):
+        if not self.bulk_add or not self._is_graph() or sum(map(len, self._queued)) >= GRAPH_ADD_BATCH:
             self._insert_queued()
         added = ids_arr[new]
         self._ids = np.concatenate([self._ids, added])
