@@ -60,29 +60,6 @@ def _patch(cls: Any, port: int) -> None:
 
 
 # ---------------------------------------------------------------------- the runner
-def _serve(root: Path, port: int, recipe: str | None, log_path: Path) -> subprocess.Popen:
-    import httpx
-
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "slimvec", "serve", "--root", str(root), "--port", str(port)]
-    cmd += ["--recipe", recipe] if recipe else []
-    proc = subprocess.Popen(cmd, env=env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"slimvec serve exited {proc.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"slimvec serve not ready on port {port} in 120 s")
-
-
 def _summary(junit: Path) -> dict[str, Any]:
     """Counts and the commonest first failure lines from pytest's JUnit XML."""
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
@@ -124,11 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.suite or not (Path(args.suite) / args.tests).is_dir():
         ap.error(f"no {args.tests} under {args.suite!r}; give the qdrant-client checkout root")
     suite = Path(args.suite).resolve()
+    # only here, not at import: the suite's pytest loads this module as a plugin beside its own
+    # ``tests`` package, where this repository's is not importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.service.server import Server
     with tempfile.TemporaryDirectory(prefix="congruence-") as tmp:
-        server_log, junit = Path(tmp) / "server.log", Path(tmp) / "junit.xml"
+        junit = Path(tmp) / "junit.xml"
         (Path(tmp) / "root").mkdir()
-        proc = _serve(Path(tmp) / "root", args.port, args.recipe, server_log)
-        try:
+        recipe = ["--recipe", args.recipe] if args.recipe else []
+        with Server(Path(tmp) / "root", *recipe, port=args.port, ready_timeout=120):
             env = {**os.environ, "PYTHONPATH": f"{suite}{os.pathsep}{Path(__file__).parent}",
                    _PORT_ENV: str(args.port)}
             cmd = [sys.executable, "-m", "pytest", "-p", "qdrant_congruence", "-p",
@@ -137,9 +118,6 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             subprocess.run(cmd, cwd=suite, env=env, stdout=subprocess.DEVNULL, check=False)
             elapsed = time.monotonic() - t0
-        finally:
-            proc.terminate()
-            proc.wait(30)
         result = _summary(junit)
     result.update(seconds=round(elapsed, 1), suite=str(suite))
     for reason, n in result["top_reasons"]:

@@ -44,12 +44,12 @@ class Server:
     """``python -m slimvec serve --root ROOT ...`` until stopped; ``url`` once ready."""
 
     def __init__(self, root: Path, *args: str, env: dict[str, str] | None = None,
-                 ready_timeout: float = 90.0) -> None:
+                 ready_timeout: float = 90.0, port: int = 0) -> None:
         self.root, self.args, self.ready_timeout = root, list(args), ready_timeout
         self.env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                     "TRANSFORMERS_OFFLINE": "1", **(env or {})}
         self.proc: subprocess.Popen | None = None
-        self.port = 0
+        self.port, self._fixed_port = port, port  # 0: a free port of this worker at each start
         self.log = root.parent / f"server-{os.getpid()}-{time.monotonic_ns()}.log"
 
     @property
@@ -57,7 +57,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "Server":
-        self.port = free_port()
+        self.port = self._fixed_port or free_port()
         cmd = [sys.executable, "-m", "slimvec", "serve", "--root", str(self.root), "--port",
                str(self.port), *self.args]
         self._fh = open(self.log, "wb")
