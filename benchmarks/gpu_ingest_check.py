@@ -88,6 +88,8 @@ def run_ingest(texts: list[str], model: str, device: str, work: Path) -> dict[st
     summary = json.loads(out.stdout[out.stdout.index("{"):])
     seconds = float(summary.get("total_seconds") or wall)
     return {"ingested": int(summary["ingested"]), "seconds": seconds, "wall_seconds": wall,
+            "encode_seconds": float(summary.get("encode_seconds") or 0.0),
+            "fit_seconds": float(summary.get("fit_seconds") or 0.0),
             "docs_per_s": int(summary["ingested"]) / seconds,
             "docs_per_s_wall": int(summary["ingested"]) / wall}
 
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {device} ({result['gpu'] or 'no GPU'}), {cores} cores, {len(texts):,} texts")
     print(f"encoder only, best ({best}): {rates[best]:,.0f} docs/s")
     print(f"slimvec ingest, default recipe: {ingest['docs_per_s']:,.0f} docs/s (its summary; "
-          f"{ingest['docs_per_s_wall']:,.0f} with process start-up)")
+          f"{ingest['docs_per_s_wall']:,.0f} with process start-up); its encoder thread busy "
+          f"{ingest['encode_seconds']:.1f} of {ingest['seconds']:.1f} s")
     print(f"ratio: {result['ratio']:.2f} (with start-up {result['ratio_wall']:.2f}); "
           f"whole check {result['seconds']:.0f} s")
     if args.json:

@@ -311,7 +311,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._checkpoint = False                       # the next flush writes index.faiss whole
         self._live: tuple[Any, ...] | None = None      # cached _live_view and what it was made of
         self._queued: list[np.ndarray] = []            # vectors whose graph insertion waits (_add)
-        self.bulk_add = False  # queue graph insertions (issue 36); on, a fitted collection went blind
+        self.bulk_add = True  # queue graph insertions in batches (issue 36)
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -739,6 +739,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             self.options = saved
         if not index.is_trained and self._pending_ids:
             self._train_and_add()
+            self._insert_queued()  # the search reads the graph next: nothing may wait in the queue
         return self._prepare(qs), SearchResult.empty(len(qs), k)
 
     def _search_selected(self, queries: np.ndarray, k: int, flt: Any, params: dict[str, Any]

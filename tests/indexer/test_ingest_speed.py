@@ -82,7 +82,7 @@ def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vecto
     X = rng.standard_normal((1200, 32)).astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     store = FaissStore(str(tmp_path / "s"), factory="HNSW16").create(32)
-    store.bulk_add = True  # off by default (see FaissStore.bulk_add)
+    assert store.bulk_add  # on by default
     for i in range(0, 1000, 100):
         store.upsert(np.arange(i, i + 100), X[i:i + 100], [{"n": j} for j in range(i, i + 100)])
     assert 1000 < GRAPH_ADD_BATCH and store._index.ntotal == 0  # queued, not inserted 100 by 100
@@ -97,6 +97,20 @@ def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vecto
     again = FaissStore(str(tmp_path / "s"), factory="HNSW16").open()
     assert again.count() == 1000 and 1100 in again.ids() and 7 not in again.ids()
     again.close()
+
+
+def test_faiss_queue_trained_at_first_search_answers_it(tmp_path):
+    """A quantized graph trained by its first search (fewer vectors than ``train_size``) inserts
+    what it trained on before searching: a served collection fitted after 100 points answered
+    nothing while the graph queue held them."""
+    from slimvec.connectors.faiss_store import FaissStore
+
+    X = np.random.default_rng(11).standard_normal((300, 32)).astype(np.float32)
+    store = FaissStore(str(tmp_path / "s"), factory="HNSW16,SQ8").create(32)
+    store.upsert(np.arange(300), X)
+    assert not store._index.is_trained
+    assert store.search(X[5:6], 3).ids[0, 0] == 5
+    store.close()
 
 
 def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
