@@ -90,30 +90,41 @@ def may_read(auth: Auth, request: Request) -> bool:
 
 
 def install_gates(app: FastAPI, st: ServiceState, auth: Auth) -> None:
-    """The key gate and the request metrics (middlewares run in reverse order of adding)."""
+    """The key gate and the request metrics, as one plain ASGI middleware (two of Starlette's
+    ``@app.middleware("http")`` cost a task and a stream each per request: issue 40, the floor of
+    a small collection's ``count``)."""
+    app.add_middleware(_Gates, st=st, auth=auth)
 
-    @app.middleware("http")
-    async def _key_gate(request: Request, call_next: Any) -> Any:
-        """With keys set, every path but OPEN_PATHS needs the read key: the docs, the OpenAPI
-        schema, /reports/ and unknown paths included (routes still check write access)."""
-        if auth.api_key and request.url.path not in OPEN_PATHS and not may_read(auth, request):
-            return error(401, "Missing or wrong API key: send 'Authorization: Bearer KEY' or "
-                              "'api-key: KEY'.", {"WWW-Authenticate": "Bearer"})
-        return await call_next(request)
 
-    @app.middleware("http")
-    async def _measure(request: Request, call_next: Any) -> Any:
-        t0 = time.perf_counter()
-        status = 500
+class _Gates:
+    """Metrics around everything; with keys set, every path but OPEN_PATHS needs the read key:
+    the docs, the OpenAPI schema, /reports/ and unknown paths included (routes still check write
+    access)."""
+
+    def __init__(self, app: Any, st: ServiceState, auth: Auth) -> None:
+        self.app, self.st, self.auth = app, st, auth
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0, status = time.perf_counter(), [500]
+
+        async def sent(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
         try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
+            if (self.auth.api_key and scope["path"] not in OPEN_PATHS
+                    and not may_read(self.auth, Request(scope))):
+                await error(401, "Missing or wrong API key: send 'Authorization: Bearer KEY' or "
+                                 "'api-key: KEY'.", {"WWW-Authenticate": "Bearer"})(scope, receive, sent)
+                return
+            await self.app(scope, receive, sent)
         finally:
-            route = request.scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            st.metrics.requests.labels(path, request.method, str(status)).inc()
-            st.metrics.latency.labels(path, request.method).observe(time.perf_counter() - t0)
+            path = getattr(scope.get("route"), "path", "unmatched")
+            self.st.metrics.requests.labels(path, scope["method"], str(status[0])).inc()
+            self.st.metrics.latency.labels(path, scope["method"]).observe(time.perf_counter() - t0)
 
 
 def install_outer(app: FastAPI, config: ServiceConfig) -> FastAPI:
