@@ -95,6 +95,10 @@ def test_cors_for_named_origins(tmp_path, vectors):
         assert "access-control-allow-origin" not in httpx.get(
             srv.url + "/indexes", headers={**RW, "Origin": "https://evil.example"}).headers
         assert httpx.get(srv.url + "/indexes", headers={"Origin": APP}).status_code == 401
+        # the metrics middleware counted each answer by route and status, the key gate's 401 too
+        metrics = httpx.get(srv.url + "/metrics", headers=RW).text
+        assert 'slimvec_requests_total{method="GET",route="/indexes",status="200"} 2.0' in metrics
+        assert 'slimvec_requests_total{method="GET",route="unmatched",status="401"} 1.0' in metrics
 
 
 def test_cors_origin_is_written_as_browsers_send_it(tmp_path):
