@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -37,6 +38,7 @@ from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
 from slimvec.connectors.faiss_factory import (  # noqa: F401  (code_bytes, rabitq_code_bytes: re-exported)
     MAX_STRUCTURE_BYTES, RABITQ_TOKEN, code_bytes, factory_shape, probe_dim, rabitq_code_bytes, structure_bytes,
 )
+from slimvec.connectors.faiss_build import Float16Build, coded_storage
 from slimvec.connectors.faiss_tail import TAIL_FILE, pack_tail, read_tail, tail_limit
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
@@ -312,6 +314,8 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._live: tuple[Any, ...] | None = None      # cached _live_view and what it was made of
         self._queued: list[np.ndarray] = []            # vectors whose graph insertion waits (_add)
         self.bulk_add = True  # queue graph insertions in batches (issue 36)
+        self.fp16_build = False  # a bulk load's graph over float16 codes (faiss_build; ingest sets it)
+        self._fp16: Float16Build | None = None
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
@@ -528,6 +532,8 @@ class FaissStore(PayloadTableStore, VectorStore):
             return
         vecs = np.concatenate(self._queued) if len(self._queued) > 1 else self._queued[0]
         self._queued = []
+        if self.fp16_build and self._fp16 is None and coded_storage(self._opened_index()) is not None:
+            self._fp16 = Float16Build(self._opened_index())
         self._opened_index().add(vecs)
         self._tail.append(vecs)
 
@@ -785,6 +791,9 @@ class FaissStore(PayloadTableStore, VectorStore):
         """Train (if the factory needs it) on what is buffered, then persist."""
         if not self._require().is_trained:
             self._train_and_add()
+        if self._fp16 is not None:  # the load is over: calibration and readers search the codes
+            self._fp16.finish()
+            self._fp16, self.fp16_build = None, False
         self._checkpoint = True  # a finished build has no tail
         self.flush()
 
@@ -804,7 +813,8 @@ class FaissStore(PayloadTableStore, VectorStore):
             if added:  # the vectors since the last whole write, not the whole index (faiss_tail)
                 _save_npy(folder / TAIL_FILE, pack_tail(self._written, np.concatenate(self._tail)))
         else:
-            write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(cpu, tmp))
+            with self._fp16.coded() if self._fp16 else nullcontext(cpu) as coded:
+                write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(coded, tmp))
             (folder / TAIL_FILE).unlink(missing_ok=True)
             self._written, self._tail, self._checkpoint = int(index.ntotal), [], False
         if self._pending_ids:
@@ -822,7 +832,7 @@ class FaissStore(PayloadTableStore, VectorStore):
                     self._checkpoint = True  # readers opening it later replay nothing
                     self.flush()
             finally:
-                self._index = None
+                self._index, self._fp16 = None, None
                 if self._payloads is not None:
                     self._payloads.close()
                     self._payloads = None

@@ -259,7 +259,7 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
     with IndexBuilder(folder, rebuild=opts.rebuild, notify=notify or log.info, strict=opts.strict,
                       checkpoint_seconds=opts.checkpoint_seconds,
                       checkpoint_batches=opts.checkpoint_batches) as builder:
-        return _ingest_into(builder, Path(input_path), opts, on_batch)
+        return _ingest_into(builder, Path(input_path), opts, on_batch, bulk=True)
 
 
 def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: IngestOptions,
@@ -270,9 +270,10 @@ def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: Inges
 
 
 def _ingest_into(b: IndexBuilder, input_path: Path, opts: IngestOptions,
-                 on_batch: Callable[[int], None] | None) -> IngestSummary:
-    """The ingest producer through the builder's one write sequence."""
-    summary = b.build(_IngestProducer(input_path, opts, on_batch))
+                 on_batch: Callable[[int], None] | None, bulk: bool = False) -> IngestSummary:
+    """The ingest producer through the builder's one write sequence (``bulk``: a load that
+    ends with the builder, so a FAISS graph may be built over float16 codes meanwhile)."""
+    summary = b.build(_IngestProducer(input_path, opts, on_batch, bulk))
     if summary.already_done:
         return summary
     if summary.duplicates:
@@ -287,8 +288,8 @@ class _IngestProducer(Producer):
     """Documents -> encoder -> :class:`VectorBatch` es (the encoder works a window ahead)."""
 
     def __init__(self, input_path: Path, opts: IngestOptions,
-                 on_batch: Callable[[int], None] | None) -> None:
-        self.input_path, self.opts, self._on_batch = input_path, opts, on_batch
+                 on_batch: Callable[[int], None] | None, bulk: bool = False) -> None:
+        self.input_path, self.opts, self._on_batch, self.bulk = input_path, opts, on_batch, bulk
         self.label = str(input_path)
         self.source = SourceSpec(str(input_path), opts.text_column, opts.id_column, opts.format,
                                  opts.quoting)
@@ -365,6 +366,8 @@ class _IngestProducer(Producer):
 
     def begun(self, b: Target, plan: ResumePlan) -> None:
         self.tracker = DuplicateTracker(b.folder / STATE_DB, fresh=not plan.resuming)
+        if self.bulk and hasattr(b.store, "fp16_build"):  # FAISS (slimvec.connectors.faiss_build)
+            b.store.fp16_build = True
         b.on_commit = self.tracker.commit
         total = self.counted[0] if self.counted else None
         self.task = self.progress.add_task(f"ingesting {self.input_path.name}", total=total,

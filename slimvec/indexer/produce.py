@@ -39,6 +39,7 @@ class Target(Protocol):
     summary: IngestSummary
     manifest: Manifest | None
     on_commit: Callable[[], None] | None
+    store: Any  # the open store, once the builder opened it
 
     @property
     def existing(self) -> Manifest | None:

@@ -131,3 +131,42 @@ def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
     assert result["ratio"] == pytest.approx(result["ingest"]["docs_per_s"]
                                             / max(result["encoder_only_docs_per_s"].values()))
     assert "ratio:" in out.stdout and "encoder only, best" in out.stdout
+
+
+def test_bulk_load_builds_the_graph_over_float16_and_writes_the_recipes_codes(tmp_path):
+    """Issue 36: with ``fp16_build`` (what ``slimvec ingest`` sets) an ``HNSW16,SQ4`` store
+    inserts into a graph over float16 codes; every index file written (a mid-load commit, the
+    end) holds 4-bit codes of every vector, the graph found the same neighbours, and after
+    ``finalize`` the store searches its 4-bit codes (what calibration must see)."""
+    import faiss
+
+    from slimvec.connectors.faiss_store import FaissStore
+
+    X = np.random.default_rng(3).standard_normal((3000, 32)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+
+    def qtype(index):
+        return faiss.downcast_index(faiss.downcast_index(index).storage).sq.qtype
+
+    stores = {}
+    for fp16 in (False, True):
+        store = FaissStore(str(tmp_path / f"s{fp16}"), factory="HNSW16,SQ4", train_size=1000)
+        store.create(32)
+        store.fp16_build = fp16
+        store.upsert(np.arange(2000), X[:2000])
+        store.flush()  # a commit in the middle of the load
+        assert qtype(store._index) == (faiss.ScalarQuantizer.QT_fp16 if fp16 else
+                                       faiss.ScalarQuantizer.QT_4bit)
+        on_disk = faiss.read_index(str(tmp_path / f"s{fp16}" / "index.faiss"))
+        assert qtype(on_disk) == faiss.ScalarQuantizer.QT_4bit and on_disk.ntotal == 2000
+        store.upsert(np.arange(2000, 3000), X[2000:])
+        store.finalize()
+        assert qtype(store._index) == faiss.ScalarQuantizer.QT_4bit and not store.fp16_build
+        stores[fp16] = store.search(X, 1).ids[:, 0]
+        store.close()
+        again = FaissStore(str(tmp_path / f"s{fp16}"), factory="HNSW16,SQ4").open()
+        assert qtype(again._index) == faiss.ScalarQuantizer.QT_4bit and again.count() == 3000
+        assert (again.search(X, 1).ids[:, 0] == stores[fp16]).all()
+        again.close()
+    found = {k: (v == np.arange(3000)).mean() for k, v in stores.items()}
+    assert found[True] >= found[False] - 0.01 and found[True] > 0.9, found

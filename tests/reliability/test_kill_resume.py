@@ -14,7 +14,8 @@ from tests.reliability.killtrial import make_corpus, run_trial
 TRIALS = int(os.environ.get("SLIMVEC_KILL_TRIALS", "1"))
 
 
-@pytest.mark.parametrize("store", ["qdrant-edge", "faiss", "hnsw"])
+# the last: a FAISS graph built over float16 codes mid-load (issue 36; trained after 200 vectors)
+@pytest.mark.parametrize("store", ["qdrant-edge", "faiss", "hnsw", "faiss:HNSW16,SQ4,train_size=200"])
 def test_sigkilled_ingest_resumes_without_loss_or_duplicates(tmp_path, store):
     corpus = tmp_path / "corpus.jsonl"
     rows = make_corpus(corpus)
