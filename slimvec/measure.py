@@ -242,11 +242,9 @@ def time_single(search_i: Callable[[int], Any], n_queries: int, n: int, repeats:
 
 # ------------------------------------------------------------------------- the product's search
 def reduce_queries(reducer: Any, vectors: np.ndarray) -> np.ndarray:
-    """Full-dimension queries into the stored space: the reducer's query side (``transform_query``,
-    leanvec) or ``transform``; ``None`` (full-dimension stores) returns them unchanged."""
-    if reducer is None:
-        return vectors
-    return getattr(reducer, "transform_query", reducer.transform)(vectors)
+    """Full-dimension queries into the stored space (the reducer's ``transform_query``); ``None``
+    (full-dimension stores) returns them unchanged."""
+    return vectors if reducer is None else reducer.transform_query(vectors)
 
 
 def rescored_search(store: VectorStore, reduced: np.ndarray, full_queries: np.ndarray, k: int,

@@ -264,7 +264,7 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
     store : VectorStore
         The open reduced (or quantized) index, holding every corpus id.
     reducer : Reducer
-        The fitted reducer (``transform_query`` is used for queries when it has one).
+        The fitted reducer (its ``transform_query`` reduces the queries).
     full_vectors : FullVectors or (ids, vectors)
         The full vectors kept on disk (re-ranking and exact truth), or ids with an array.
     sample_ids : ndarray of int or None
@@ -324,8 +324,7 @@ def calibrate_rescore(store: VectorStore, reducer: Any, full_vectors: FullVector
         full_q = lookup(own)
         truth, truth_s = _exact_top_scored(corpus, full_q, k, metric, _TRUTH_BLOCK, own)
         extra = 1  # the query's own id is found and dropped
-    to_query = getattr(reducer, "transform_query", reducer.transform)
-    reduced_q = to_query(full_q)
+    reduced_q = reducer.transform_query(full_q)
     if search is None:
         if not isinstance(full_vectors, FullVectors):
             raise ConfigError("calibrate_rescore: pass search=... when the full vectors are not a FullVectors.")

@@ -184,6 +184,11 @@ class Reducer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):  # t
             Z = l2_normalize(Z)
         return np.ascontiguousarray(Z)
 
+    def transform_query(self, X: Any) -> np.ndarray:
+        """Reduce queries (what a search embeds): :meth:`transform`, unless the reducer projects
+        queries on their own side (LeanVec's out-of-distribution ``A``)."""
+        return self.transform(X)
+
     def _transform(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 

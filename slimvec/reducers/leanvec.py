@@ -24,10 +24,9 @@ needs only two ``d × d`` matrices, whatever the corpus size).
 
 Which matrix applies where: :meth:`transform` (documents, and everything that does not know about
 queries) uses the database projection ``B``; :meth:`transform_query` uses ``A``. Code that embeds
-queries must call ``transform_query`` when the reducer has it (``getattr(reducer,
-"transform_query", reducer.transform)``). In the ID case ``A = B`` and both are the same. The FAISS
-/ sentence-transformers / numpy exports of :class:`~slimvec.reducers.linear.LinearReducer` carry
-``B`` (the database side).
+queries calls ``transform_query`` (on every reducer: :class:`Reducer` maps it to ``transform``).
+In the ID case ``A = B`` and both are the same. The FAISS / sentence-transformers / numpy exports
+of :class:`~slimvec.reducers.linear.LinearReducer` carry ``B`` (the database side).
 """
 
 from __future__ import annotations
