@@ -25,6 +25,7 @@ __all__ = [
     "seeded",
     "minibatches",
     "apply_in_batches",
+    "NetPersistence",
 ]
 
 PREFIX = "net."
@@ -136,3 +137,33 @@ def apply_in_batches(
             xb = torch.from_numpy(np.ascontiguousarray(X[start : start + batch_size]))
             outs.append(fn(xb).detach().cpu().numpy())
     return np.concatenate(outs, axis=0)
+
+
+class NetPersistence:
+    """The saved state of a neural reducer (EmbedTextNet, MCR²): ``mean_``, ``scale_`` and its
+    network's arrays (:func:`module_arrays`), restored into a fresh network of the saved shape.
+    A subclass gives ``_new_net(meta)`` and ``_meta()``."""
+
+    mean_: np.ndarray
+    scale_: np.ndarray
+    net_: Any
+
+    def _new_net(self, meta: dict[str, Any]) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {"mean_": self.mean_, "scale_": self.scale_, **module_arrays(self.net_)}
+
+    def _expected_shapes(self, meta: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        shapes = {"mean_": (int(meta["n_features_in_"]),), "scale_": (1,)}
+        return {**shapes, **module_shapes(self._new_net(meta))}
+
+    def _restore(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        for key, value in meta.items():
+            setattr(self, key, value)
+        self.mean_ = np.asarray(arrays["mean_"], dtype=np.float32)
+        self.scale_ = np.asarray(arrays["scale_"], dtype=np.float32)
+        net = self._new_net(meta)
+        load_module_arrays(net, arrays)
+        net.eval()
+        self.net_ = net

@@ -18,11 +18,9 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.reducers._torch import (
+    NetPersistence,
     apply_in_batches,
-    load_module_arrays,
     minibatches,
-    module_arrays,
-    module_shapes,
     require_torch,
     seeded,
 )
@@ -120,7 +118,7 @@ def build_embedtextnet(dim_in: int, n_components: int, width: int = 32, leaky_sl
     return EmbedTextNet()
 
 
-class EmbedTextNetReducer(Reducer):
+class EmbedTextNetReducer(NetPersistence, Reducer):
     """EmbedTextNet: a convolutional VAE with weighted reconstruction and correlation losses.
 
     Loss per batch: ``W * L_rec + L_KL`` and, from epoch ``corr_after`` on (0-based, so the
@@ -328,9 +326,6 @@ class EmbedTextNetReducer(Reducer):
             int(meta["n_features_in_"]), int(meta["n_components_"]), self.width, self.leaky_slope
         )
 
-    def _state(self) -> dict[str, np.ndarray]:
-        return {"mean_": self.mean_, "scale_": self.scale_, **module_arrays(self.net_)}
-
     def _meta(self) -> dict[str, Any]:
         return {
             "n_components_": int(self.n_components_),
@@ -338,17 +333,3 @@ class EmbedTextNetReducer(Reducer):
             "gamma_": float(self.gamma_),
             "loss_history_": self.loss_history_,
         }
-
-    def _expected_shapes(self, meta: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-        shapes = {"mean_": (int(meta["n_features_in_"]),), "scale_": (1,)}
-        return {**shapes, **module_shapes(self._new_net(meta))}
-
-    def _restore(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        for key, value in meta.items():
-            setattr(self, key, value)
-        self.mean_ = np.asarray(arrays["mean_"], dtype=np.float32)
-        self.scale_ = np.asarray(arrays["scale_"], dtype=np.float32)
-        net = self._new_net(meta)
-        load_module_arrays(net, arrays)
-        net.eval()
-        self.net_ = net

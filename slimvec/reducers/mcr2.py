@@ -17,11 +17,9 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.reducers._torch import (
+    NetPersistence,
     apply_in_batches,
-    load_module_arrays,
     minibatches,
-    module_arrays,
-    module_shapes,
     require_torch,
     seeded,
 )
@@ -128,7 +126,7 @@ def _lam_value(lam: Any, n_components: int) -> float:
     return float(lam)
 
 
-class MCR2Reducer(Reducer):
+class MCR2Reducer(NetPersistence, Reducer):
     """MCR² projection head with a cluster head (NMCE-style), trained on positive pairs.
 
     Learns from pairs: ``fit(X, pairs=P)`` where ``P`` is an (n_pairs, 2) integer array of row
@@ -412,9 +410,6 @@ class MCR2Reducer(Reducer):
             int(self.hidden), int(self.layers),
         )
 
-    def _state(self) -> dict[str, np.ndarray]:
-        return {"mean_": self.mean_, "scale_": self.scale_, **module_arrays(self.net_)}
-
     def _meta(self) -> dict[str, Any]:
         return {
             "n_components_": int(self.n_components_),
@@ -423,17 +418,3 @@ class MCR2Reducer(Reducer):
             "clusters_used_": int(self.clusters_used_),
             "loss_history_": self.loss_history_,
         }
-
-    def _expected_shapes(self, meta: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-        shapes = {"mean_": (int(meta["n_features_in_"]),), "scale_": (1,)}
-        return {**shapes, **module_shapes(self._new_net(meta))}
-
-    def _restore(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        for key, value in meta.items():
-            setattr(self, key, value)
-        self.mean_ = np.asarray(arrays["mean_"], dtype=np.float32)
-        self.scale_ = np.asarray(arrays["scale_"], dtype=np.float32)
-        net = self._new_net(meta)
-        load_module_arrays(net, arrays)
-        net.eval()
-        self.net_ = net
