@@ -103,12 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto", help="auto, cuda, cpu [default: auto].")
     ap.add_argument("--batches", default="64,128,256,512", help="Encoder-only pass sizes tried.")
     ap.add_argument("--json", type=Path, default=None, help="Also write the result here.")
+    ap.add_argument("--record", type=Path, default=None,
+                    help="Where the best encoder-only rate is recorded for `slimvec plan` "
+                         "[default on CUDA: $SLIMVEC_CACHE/gpu-rate.json; on a CPU: not recorded].")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
 
+    from slimvec.engines.plan import gpu_rate_file
     from slimvec.models import auto_device
 
     device = auto_device(args.device)
@@ -138,6 +142,14 @@ def main(argv: list[str] | None = None) -> int:
           f"whole check {result['seconds']:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    record = args.record or (gpu_rate_file() if device.startswith("cuda") else None)
+    if record is not None:  # the planner's GPU rate (slimvec.engines.plan.measured_gpu_rate)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({
+            "docs_per_s": rates[best], "batch": int(best.split()[-1]), "device": device,
+            "gpu": result["gpu"], "model": args.model, "texts": len(texts),
+            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}), encoding="utf-8")
+        log.info("recorded the encoder-only rate for slimvec plan in %s", record)
     return 0
 
 

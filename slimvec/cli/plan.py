@@ -50,7 +50,7 @@ def plan(
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     engine: Optional[str] = typer.Option(None, "--engine", help="Also plan ingest on this engine (ray): workers, hours, shards, nodes."),
     workers: int = typer.Option(8, "--workers", callback=int_range(1), help="--engine: encoder workers."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", callback=number_range(0), help="--engine: GPUs per worker (published GPU rate)."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", callback=number_range(0), help="--engine: GPUs per worker (the GPU rate benchmarks/gpu_ingest_check.py recorded here, else the H200 figure of issue 36)."),
     cpu_rate: Optional[float] = typer.Option(None, "--cpu-rate", callback=number_range(0, low_open=True, hint="docs/s per CPU core; leave it out to measure it here"), help="--engine: docs/s per CPU core [default: measured now]."),
     node_ram: str = typer.Option("64GiB", "--node-ram", callback=byte_size, help="--engine: RAM per serving node."),
     node_hour_price: float = typer.Option(0.0, "--node-hour-price", callback=number_range(0), help="--engine: price of a node-hour, for savings."),

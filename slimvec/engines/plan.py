@@ -5,8 +5,9 @@ Inputs, each printed with the plan:
 - **CPU encoder throughput** per core: measured on this machine by :func:`measure_cpu_rate`
   (MiniLM docs/s at 1 and 2 torch threads; ``python -m slimvec.engines.plan`` prints it), or
   given by the user;
-- **GPU encoder throughput**: the one measured on an H200 (issue 36):
-  :data:`GPU_DOCS_PER_S` with its source :data:`GPU_SOURCE`;
+- **GPU encoder throughput**: the rate ``benchmarks/gpu_ingest_check.py`` measured on this
+  machine's GPU and recorded (:func:`measured_gpu_rate`, ``$SLIMVEC_CACHE/gpu-rate.json``), else
+  the one measured on an H200 for issue 36, :data:`GPU_DOCS_PER_S` (the plan says which);
 - **bytes per vector** of each configuration: the RAM predicted by the store size models of
   ``slimvec plan`` (:mod:`slimvec.benchmarks.sizing`, fitted on real builds) at the planned N,
   divided by N.
@@ -20,15 +21,18 @@ executed.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from slimvec.ranges import check_int, check_number
 
 __all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "check_engine_config", "measure_cpu_rate",
-           "GPU_DOCS_PER_S", "GPU_SOURCE"]
+           "GPU_DOCS_PER_S", "GPU_SOURCE", "gpu_rate_file", "measured_gpu_rate"]
 
 #: all-MiniLM-L6-v2 sentences/s on one NVIDIA H200, measured encoder-only (issue 36)
 GPU_DOCS_PER_S = 10_989.0
@@ -48,7 +52,7 @@ class EngineConfig:
     gpus_per_worker: float = 0.0
     cpu_docs_per_s_per_core: float = 0.0
     cpu_source: str = "measured here"
-    gpu_docs_per_s: float = GPU_DOCS_PER_S
+    gpu_docs_per_s: float | None = None  # None: measured_gpu_rate(), else GPU_DOCS_PER_S
     node_ram_bytes: int = 64 * 2**30
     ram_fraction: float = 0.7
     node_hour_price: float = 0.0
@@ -101,21 +105,46 @@ def check_engine_config(cfg: EngineConfig) -> None:
     check_int("cores_per_worker", cfg.cores_per_worker, low=1)
     check_number("gpus_per_worker (--gpus-per-worker)", cfg.gpus_per_worker, low=0)
     if cfg.gpus_per_worker > 0:
-        check_number("gpu_docs_per_s", cfg.gpu_docs_per_s, low=0, low_open=True)
+        if cfg.gpu_docs_per_s is not None:
+            check_number("gpu_docs_per_s", cfg.gpu_docs_per_s, low=0, low_open=True)
     else:
         check_number("cpu_docs_per_s_per_core (--cpu-rate)", cfg.cpu_docs_per_s_per_core, low=0,
                      low_open=True, hint="measure it with measure_cpu_rate() or give it; GPUs use the "
-                     "published rate")
+                     "measured rate")
     check_int("node_ram_bytes (--node-ram)", cfg.node_ram_bytes, low=1)
     check_number("ram_fraction", cfg.ram_fraction, low=0, high=1, low_open=True)
     check_number("node_hour_price (--node-hour-price)", cfg.node_hour_price, low=0)
     check_int("replication (--replication)", cfg.replication, low=1)
 
 
+def gpu_rate_file() -> Path:
+    """``$SLIMVEC_CACHE/gpu-rate.json`` or ``~/.cache/slimvec/gpu-rate.json``."""
+    root = os.environ.get("SLIMVEC_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "slimvec") / "gpu-rate.json"
+
+
+def measured_gpu_rate(path: Path | None = None) -> tuple[float, str] | None:
+    """The encoder-only rate ``benchmarks/gpu_ingest_check.py`` recorded on this machine, and its
+    source line; None when nothing usable was recorded."""
+    try:
+        rec = json.loads((path or gpu_rate_file()).read_text(encoding="utf-8"))
+        rate = float(rec["docs_per_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not math.isfinite(rate) or rate <= 0:
+        return None
+    return rate, (f"measured on this machine: {rec.get('model', 'the encoder')} encoder-only on "
+                  f"{rec.get('gpu') or rec.get('device')}, passes of {rec.get('batch')}, "
+                  f"{rec.get('texts', '?')} texts, {rec.get('measured_at', '?')}, by "
+                  "benchmarks/gpu_ingest_check.py")
+
+
 def _rate(cfg: EngineConfig) -> tuple[float, str]:
     if cfg.gpus_per_worker > 0:
-        per = cfg.gpu_docs_per_s * cfg.gpus_per_worker
-        return per * cfg.workers, f"{cfg.gpu_docs_per_s:,.0f} docs/s per GPU ({GPU_SOURCE})"
+        measured = None if cfg.gpu_docs_per_s is not None else measured_gpu_rate()
+        rate, source = (measured if measured else (cfg.gpu_docs_per_s, "given") if cfg.gpu_docs_per_s
+                        else (GPU_DOCS_PER_S, "not measured on this machine; " + GPU_SOURCE))
+        return rate * cfg.gpus_per_worker * cfg.workers, f"{rate:,.0f} docs/s per GPU ({source})"
     per = cfg.cpu_docs_per_s_per_core * cfg.cores_per_worker
     return per * cfg.workers, f"{cfg.cpu_docs_per_s_per_core:,.1f} docs/s per CPU core ({cfg.cpu_source})"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from slimvec.errors import ConfigError
@@ -27,10 +29,21 @@ def test_cpu_plan_hours_shards_and_savings():
     assert full.saved_per_month == 0
 
 
-def test_gpu_plan_uses_the_measured_rate_with_its_source():
+def test_gpu_plan_uses_the_measured_rate_with_its_source(tmp_path, monkeypatch):
+    """Issue 36 item 4: the rate recorded on this machine (benchmarks/gpu_ingest_check.py), else
+    the H200 figure, saying it was not measured here."""
+    monkeypatch.setenv("SLIMVEC_CACHE", str(tmp_path))
     plan = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
     assert plan.docs_per_s == 2 * GPU_DOCS_PER_S == 2 * 10_989
-    assert any("measured" in line and "H200" in line for line in plan.inputs)
+    assert any("not measured on this machine" in line and "H200" in line for line in plan.inputs)
+    (tmp_path / "gpu-rate.json").write_text(json.dumps(
+        {"docs_per_s": 4321.0, "batch": 256, "device": "cuda", "gpu": "NVIDIA L4", "texts": 200000}))
+    plan = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
+    assert plan.docs_per_s == 2 * 4321.0
+    assert any("measured on this machine" in line and "NVIDIA L4" in line for line in plan.inputs)
+    given = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1,
+                                                         gpu_docs_per_s=1000.0))
+    assert given.docs_per_s == 2000.0
 
 
 def test_cpu_plan_needs_a_rate():

@@ -115,14 +115,18 @@ def test_faiss_queue_trained_at_first_search_answers_it(tmp_path):
 
 def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
     """The GPU comparison script runs here on a few hundred texts and prints both rates and the
-    ratio."""
+    ratio; the rate it records is what ``slimvec plan`` quotes for a GPU (issue 36 item 4)."""
     import subprocess
+
+    from slimvec.engines.plan import EngineConfig, engine_plan, measured_gpu_rate
 
     corpus = tmp_path / "texts.txt"
     corpus.write_text("\n".join(sentences[:300]) + "\n", encoding="utf-8")
+    record = tmp_path / "gpu-rate.json"
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_ingest_check.py"),
                           "--corpus", str(corpus), "--limit", "200", "--device", "cpu",
-                          "--batches", "32,64", "--json", str(tmp_path / "r.json")],
+                          "--batches", "32,64", "--json", str(tmp_path / "r.json"),
+                          "--record", str(record)],
                          capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads((tmp_path / "r.json").read_text())
@@ -131,6 +135,8 @@ def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
     assert result["ratio"] == pytest.approx(result["ingest"]["docs_per_s"]
                                             / max(result["encoder_only_docs_per_s"].values()))
     assert "ratio:" in out.stdout and "encoder only, best" in out.stdout
+    rate, source = measured_gpu_rate(record)
+    assert rate == max(result["encoder_only_docs_per_s"].values()) and "this machine" in source
 
 
 def test_bulk_load_builds_the_graph_over_float16_and_writes_the_recipes_codes(tmp_path):
