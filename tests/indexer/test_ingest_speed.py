@@ -118,7 +118,7 @@ def test_gpu_ingest_check_runs_on_cpu(tmp_path, sentences):
     ratio; the rate it records is what ``slimvec plan`` quotes for a GPU (issue 36 item 4)."""
     import subprocess
 
-    from slimvec.engines.plan import EngineConfig, engine_plan, measured_gpu_rate
+    from slimvec.engines.plan import measured_gpu_rate
 
     corpus = tmp_path / "texts.txt"
     corpus.write_text("\n".join(sentences[:300]) + "\n", encoding="utf-8")
