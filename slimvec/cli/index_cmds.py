@@ -14,6 +14,7 @@ from slimvec.buildspec import DEFAULTS, default_recipe
 from rich.table import Table
 
 from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
+from slimvec.errors import ConfigError
 
 __all__ = ["ingest", "search", "info", "calibrate"]
 
@@ -73,13 +74,9 @@ def ingest(
                          recipe=recipe, threads=threads, sync=sync, force=force, device=device,
                          encode_batch=encode_batch)
     if force and not sync:
-        from slimvec.errors import ConfigError
-
         raise ConfigError("--force only applies to --sync (it lets a sync delete documents after "
                           "a source read with errors); add --sync or drop --force.")
     if sync and engine != "local":
-        from slimvec.errors import ConfigError
-
         raise ConfigError(f"--sync runs in one process; drop --engine {engine} (a sync encodes "
                           "only the documents that changed).")
     if threads is not None:
@@ -98,8 +95,6 @@ def ingest(
         elif engine == "local":
             summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
         else:
-            from slimvec.errors import ConfigError
-
             raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
     if declared and not summary.interrupted:
         from slimvec.indexer.index import open_index
@@ -199,7 +194,6 @@ def search(
     index's default depth), else the reduced vectors the store holds. Scores of the two spaces are
     not comparable: the same document can score 0.77 re-ranked and 0.89 from a PCA-96 store.
     """
-    from slimvec.errors import ConfigError
     from slimvec.indexer.index import open_index
 
     check_positive("-k", k)

@@ -105,6 +105,10 @@ class Encoder:
         )
         return np.ascontiguousarray(out, dtype=np.float32)
 
+    def encode_queries(self, texts: Iterable[str]) -> np.ndarray:
+        """Encode search queries (documents: :meth:`encode`), as :meth:`encode` does."""
+        return self.encode(texts)
+
 
 def ingest_encode_batch(device: str, batch_size: int = 256) -> int:
     """Sentences per forward pass of an ingest on ``device``: :data:`CUDA_ENCODE_BATCH` on a CUDA

@@ -168,7 +168,7 @@ class Registry:
             if sample_texts:
                 if not spec.encoder:
                     raise ConfigError("sample_texts needs an encoder; send sample_vectors.")
-                sample = self.encoders.get(spec.encoder).encode(sample_texts)
+                sample = self.encoders.get(spec.build).encode(sample_texts)
             if sample is not None:
                 with served.lock:
                     served.create_from_sample(sample)

@@ -95,10 +95,11 @@ class ServiceSpec:
     @classmethod
     def from_request(cls, *, recipe: str | None, reducer: str | None, store: str | None,
                      keep_full: str | None, encoder: str | None, fit_after: int,
-                     default_recipe: str | None) -> ServiceSpec:
+                     default_recipe: str | None, **encoding: Any) -> ServiceSpec:
         """What a create request asks for, as ``slimvec ingest`` reads its options: a request
         naming none of recipe, reducer, store, keep_full gets the service's default recipe
-        (``slimvec serve --recipe``); a recipe with separate options that disagree is refused."""
+        (``slimvec serve --recipe``); a recipe with separate options that disagree is refused.
+        ``encoding``: the spec's :data:`~slimvec.buildspec.ENCODING_FIELDS` asked for."""
         from slimvec.recipe import merge_recipe, parse_recipe, recipe_or_default
 
         recipe = recipe_or_default(recipe, reducer, store, keep_full, default_recipe)
@@ -107,8 +108,8 @@ class ServiceSpec:
             # --recipe default was resolved to its string when the server started)
             rec = merge_recipe(parse_recipe(recipe), reducer, store, keep_full, option="recipe")
             reducer, store, keep_full, recipe = rec.reducer, rec.store, rec.keep_full, str(rec)
-        return cls(_build(reducer or DEFAULTS["reducer"], store or DEFAULTS["store"], encoder,
-                          keep_full, recipe), fit_after=fit_after)
+        return cls(replace(_build(reducer or DEFAULTS["reducer"], store or DEFAULTS["store"], encoder,
+                                  keep_full, recipe), **encoding), fit_after=fit_after)
 
     @classmethod
     def plain(cls, reducer: str = DEFAULTS["reducer"], store: str = DEFAULTS["store"],
