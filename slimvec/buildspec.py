@@ -162,7 +162,7 @@ def check_fitted_reducer_metric(reducer: Any, metric: str, where: str = "the ind
 #: the spec's fields that change how a text becomes a vector besides the model: recorded in the
 #: manifest's ``encoding``, fixed for the index's life, shown by ``slimvec info`` and given to the
 #: encoder :meth:`BuildSpec.load_encoder` hands out (a reopened index encodes as it was built)
-ENCODING_FIELDS: tuple[str, ...] = ()
+ENCODING_FIELDS: tuple[str, ...] = ("doc_prefix", "query_prefix")
 _STR_FIELDS = ("reducer", "store", "encoder", "keep_full", "text_column", "id_column", "source",
                "encoder_name", "recipe", "metric") + ENCODING_FIELDS
 
@@ -212,6 +212,10 @@ class BuildSpec:
     id_rule : int or None
         How string ids become store ids (:mod:`slimvec.ids`); ``None``: the existing index's,
         or the current rule.
+    doc_prefix, query_prefix : str or None
+        Text put before every document / query before it is encoded, as models trained with
+        them expect (E5: ``passage: `` / ``query: ``; BGE: a query instruction). ``None``: the
+        existing index's, or none.
     """
 
     reducer: str | None = None
@@ -225,6 +229,8 @@ class BuildSpec:
     recipe: str | None = None
     metric: str | None = None
     id_rule: int | None = None
+    doc_prefix: str | None = None
+    query_prefix: str | None = None
 
     def __post_init__(self) -> None:
         for name in _STR_FIELDS:
@@ -301,4 +307,5 @@ class BuildSpec:
         :class:`~slimvec.indexer.encoder.Encoder` is built (model and :attr:`encoding`)."""
         from slimvec.indexer.encoder import Encoder
 
-        return Encoder(self.encoder, device=device, batch_size=batch_size)
+        return Encoder(self.encoder, device=device, batch_size=batch_size,
+                       doc_prefix=self.doc_prefix or "", query_prefix=self.query_prefix or "")

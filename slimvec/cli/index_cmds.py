@@ -52,6 +52,8 @@ def ingest(
     force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),
     device: str = typer.Option("auto", "--device", help="Torch device of the encoder: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
     encode_batch: Optional[int] = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of the encoder [default: 32 on a CPU, 256 on CUDA]."),
+    doc_prefix: Optional[str] = typer.Option(None, "--doc-prefix", help="Text put before every document before it is encoded, as the model expects (E5: 'passage: '); new index: saved with it and used by every later ingest, sync and service write [default: the index's, else none]."),
+    query_prefix: Optional[str] = typer.Option(None, "--query-prefix", help="Text put before every query before it is encoded (E5: 'query: ', BGE: its query instruction); new index: saved with it and used by every search (CLI, Python, HTTP) [default: the index's, else none]."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -72,7 +74,8 @@ def ingest(
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None,
                          recipe=recipe, threads=threads, sync=sync, force=force, device=device,
-                         encode_batch=encode_batch)
+                         encode_batch=encode_batch,
+                         encoding={"doc_prefix": doc_prefix, "query_prefix": query_prefix})
     if force and not sync:
         raise ConfigError("--force only applies to --sync (it lets a sync delete documents after "
                           "a source read with errors); add --sync or drop --force.")
