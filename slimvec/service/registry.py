@@ -157,11 +157,12 @@ class Registry:
             same = (info.get("store") == store_spec and info.get("encoder") == spec.encoder
                     and str(info.get("reducer")) in (spec.reducer, make_reducer(spec.reducer).spec)
                     and info.get("recipe") == spec.recipe
+                    and (info.get("metric") or "cosine") == (spec.build.metric or "cosine")
                     and {k: info[k] for k in ENCODING_FIELDS if k in info} == spec.build.encoding)
             if not same:
                 raise ConflictError(f"Index {name!r} already exists with reducer {info.get('reducer')!r}, "
                                     f"store {info.get('store')!r}, encoder {info.get('encoder')!r}, "
-                                    f"recipe {info.get('recipe')!r}"
+                                    f"recipe {info.get('recipe')!r}, metric {info.get('metric') or 'cosine'!r}"
                                     + "".join(f", {k} {info[k]!r}" for k in ENCODING_FIELDS if k in info)
                                     + "; delete it first or choose another name.")
             return existing, False

@@ -58,7 +58,7 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
         spec = ServiceSpec.from_request(recipe=body.recipe, reducer=body.reducer,
                                         store=body.store, keep_full=body.keep_full,
                                         encoder=body.encoder, fit_after=body.fit_after,
-                                        default_recipe=config.recipe,
+                                        default_recipe=config.recipe, metric=body.metric,
                                         **body.model_dump(include=set(ENCODING_FIELDS)))
         served, new = st.registry.create(name, spec, sample, body.sample_texts)
         if new and body.payload_index:

@@ -243,7 +243,8 @@ class ServedIndex(PendingRows):
                        "encoder": spec.encoder if spec else None,
                        "reducer": spec.reducer if spec else None,
                        "store": spec.store if spec else None,
-                       "recipe": spec.recipe if spec else None, **(spec.build.encoding if spec else {})}
+                       "recipe": spec.recipe if spec else None,
+                       "metric": spec.build.metric if spec else None, **(spec.build.encoding if spec else {})}
                 out["pending"] = self.pending_rows
                 if self.state == IndexState.PENDING and spec is not None:
                     out["fit_after"] = spec.fit_after
