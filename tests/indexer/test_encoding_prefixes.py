@@ -18,6 +18,7 @@ from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
 from slimvec.indexer.index import open_index, read_manifest
 from slimvec.indexer.pipeline import IngestOptions, ingest
+from slimvec.indexer.rebuild import rebuild
 from tests.conftest import bundled_sentences
 from tests.service.server import Server
 
@@ -88,7 +89,7 @@ def test_info_shows_the_prefixes(built):
     assert f"doc_prefix: {DOC}" in plain.stdout
 
 
-def test_later_writes_keep_the_index_prefixes_and_another_is_refused(built, tmp_path, encoder):
+def test_sync_and_rebuild_keep_the_index_prefixes_and_another_is_refused(built, tmp_path, encoder):
     folder = tmp_path / "idx"
     shutil.copytree(built, folder)
     # a sync without the options: the index's prefixes encode the changed documents
@@ -100,6 +101,13 @@ def test_later_writes_keep_the_index_prefixes_and_another_is_refused(built, tmp_
     with pytest.raises(ConfigError, match="doc_prefix 'passage: ' \\(asked 'query: '\\)"):
         ingest(_jsonl(tmp_path / "more.jsonl", TEXTS[60:62], 60), folder,
                IngestOptions(progress=False, encoding={"doc_prefix": "query: "}))
+    # a rebuild into another recipe (from the kept vectors) keeps them for its queries
+    rebuild(folder, "none|faiss:Flat")
+    assert read_manifest(folder).encoding == {"doc_prefix": DOC, "query_prefix": QUERY}
+    with open_index(folder) as idx:
+        assert idx.manifest.store.startswith("faiss")
+        np.testing.assert_allclose(idx.embed(QUESTIONS), _prefixed(encoder, QUERY, QUESTIONS),
+                                   atol=2e-5)
 
 
 def test_http_index_creation_sets_the_prefixes(tmp_path, encoder):
