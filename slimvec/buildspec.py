@@ -275,19 +275,15 @@ class BuildSpec:
         """A spec from a producer's options (``IngestOptions``, ``MigrateOptions``,
         ``RayOptions``: any object with some of these fields), then ``overrides``."""
         values = {f.name: getattr(opts, f.name) for f in fields(cls) if hasattr(opts, f.name)}
-        values.update(getattr(opts, "encoding", None) or {})  # IngestOptions.encoding
+        values.update(getattr(opts, "encoding", None) or {})  # IngestOptions, Manifest
         values.update(overrides)
         return cls(**values)
 
     @classmethod
     def from_manifest(cls, manifest: Any) -> BuildSpec:
         """The spec an existing index was built with (its :class:`~slimvec.indexer.manifest.Manifest`)."""
-        full = getattr(manifest, "full", None)
-        return cls(reducer=manifest.reducer, store=manifest.store, encoder=manifest.encoder,
-                   keep_full=full.dtype if full else None, text_column=manifest.text_column,
-                   id_column=manifest.id_column, source=manifest.source,
-                   encoder_name=manifest.encoder_name, recipe=manifest.recipe,
-                   metric=manifest.metric, id_rule=manifest.id_rule, **manifest.encoding)
+        full = getattr(manifest, "full", None)  # the other fields by name, encoding included
+        return cls.from_options(manifest, keep_full=full.dtype if full else None)
 
     @classmethod
     def reopen(cls, manifest: Any) -> BuildSpec:
