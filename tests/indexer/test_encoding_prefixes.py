@@ -1,14 +1,14 @@
 """Document and query prefixes (E5's ``passage: `` / ``query: ``, a BGE query instruction): build
 options of the spec, saved in the manifest, applied whenever documents (ingest, sync, the service's
 documents) and queries (Python API, CLI, HTTP) are encoded, kept on reopen and shown by ``slimvec
-info``. Real MiniLM, real hnswlib store and full-vector file, a real ``slimvec serve``."""
+info``. Real MiniLM, real hnswlib store and full-vector file; over HTTP:
+``tests/service/test_text.py``."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
-import httpx
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -20,7 +20,6 @@ from slimvec.indexer.index import open_index, read_manifest
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.indexer.rebuild import rebuild
 from tests.conftest import bundled_sentences
-from tests.service.server import Server
 
 TEXTS = bundled_sentences(80)
 DOC, QUERY = "passage: ", "Represent this sentence for searching relevant passages: "
@@ -108,30 +107,3 @@ def test_sync_and_rebuild_keep_the_index_prefixes_and_another_is_refused(built, 
         assert idx.manifest.store.startswith("faiss")
         np.testing.assert_allclose(idx.embed(QUESTIONS), _prefixed(encoder, QUERY, QUESTIONS),
                                    atol=2e-5)
-
-
-def test_http_index_creation_sets_the_prefixes(tmp_path, encoder):
-    root = tmp_path / "root"
-    root.mkdir()
-    body = {"reducer": "none", "store": "hnsw", "keep_full": "float32", "encoder": "minilm",
-            "doc_prefix": DOC, "query_prefix": QUERY, "sample_texts": TEXTS[:20]}
-    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(TEXTS[:40])]
-    want = _prefixed(encoder, QUERY, QUESTIONS)
-    for restart in (False, True):  # the second server reopens the index from its manifest
-        with Server(root) as srv, httpx.Client(base_url=srv.url, timeout=120) as http:
-            if not restart:
-                created = http.put("/indexes/p", json=body)
-                assert created.status_code == 201, created.text
-                assert http.post("/indexes/p/documents", json={"documents": docs}).json()["committed"]
-            info = http.get("/indexes/p").json()
-            assert (info["doc_prefix"], info["query_prefix"]) == (DOC, QUERY)
-            assert http.put("/indexes/p", json=body).status_code == 200  # the same index
-            other = http.put("/indexes/p", json={**body, "query_prefix": "query: "})
-            assert other.status_code == 409 and "query_prefix" in other.text, other.text
-            by_text = http.post("/indexes/p/search", json={"texts": QUESTIONS, "k": 5}).json()
-            by_vector = http.post("/indexes/p/search",
-                                  json={"vectors": want.tolist(), "k": 5}).json()
-            assert by_text["ids"] == by_vector["ids"]
-            np.testing.assert_allclose(by_text["scores"], by_vector["scores"], atol=1e-5)
-    np.testing.assert_allclose(_stored(root / "p", [f"d{i}" for i in range(40)]),
-                               _prefixed(encoder, DOC, TEXTS[:40]), atol=2e-5)
