@@ -30,16 +30,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from slimvec.errors import ConfigError
+from slimvec.errors import ConfigError, PersistenceError
+
+if TYPE_CHECKING:
+    from slimvec.indexer.encoder import Encoder
 
 __all__ = [
     "DEFAULTS",
+    "ENCODING_FIELDS",
     "METRICS",
     "BuildSpec",
+    "check_encoding",
     "check_fitted_reducer_metric",
     "check_metric",
     "check_reducer_metric",
@@ -154,8 +159,24 @@ def check_fitted_reducer_metric(reducer: Any, metric: str, where: str = "the ind
                           f"{reducer.spec!r} subtracts an offset; use {default_reducer('ip')}.")
 
 
+#: the spec's fields that change how a text becomes a vector besides the model: recorded in the
+#: manifest's ``encoding``, fixed for the index's life, shown by ``slimvec info`` and given to the
+#: encoder :meth:`BuildSpec.load_encoder` hands out (a reopened index encodes as it was built)
+ENCODING_FIELDS: tuple[str, ...] = ("doc_prefix", "query_prefix")
 _STR_FIELDS = ("reducer", "store", "encoder", "keep_full", "text_column", "id_column", "source",
-               "encoder_name", "recipe", "metric")
+               "encoder_name", "recipe", "metric") + ENCODING_FIELDS
+
+
+def check_encoding(raw: Any, where: Any) -> dict[str, str]:
+    """A manifest's ``encoding`` (:attr:`BuildSpec.encoding`), read from ``where``: only
+    :data:`ENCODING_FIELDS`, each a string; missing reads as none set."""
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict) or any(k not in ENCODING_FIELDS or not isinstance(v, str)
+                                        for k, v in raw.items()):
+        raise PersistenceError(f"{where}: key 'encoding' should map some of "
+                               f"{', '.join(ENCODING_FIELDS) or '(none known)'} to strings, got "
+                               f"{raw!r:.80}. Restore the folder from a backup or rebuild the index.")
+    return dict(raw)
 
 
 @dataclass(frozen=True)
@@ -191,6 +212,10 @@ class BuildSpec:
     id_rule : int or None
         How string ids become store ids (:mod:`slimvec.ids`); ``None``: the existing index's,
         or the current rule.
+    doc_prefix, query_prefix : str or None
+        Text put before every document / query before it is encoded, as models trained with
+        them expect (E5: ``passage: `` / ``query: ``; BGE: a query instruction). ``None``: the
+        existing index's, or none.
     """
 
     reducer: str | None = None
@@ -204,6 +229,8 @@ class BuildSpec:
     recipe: str | None = None
     metric: str | None = None
     id_rule: int | None = None
+    doc_prefix: str | None = None
+    query_prefix: str | None = None
 
     def __post_init__(self) -> None:
         for name in _STR_FIELDS:
@@ -248,18 +275,15 @@ class BuildSpec:
         """A spec from a producer's options (``IngestOptions``, ``MigrateOptions``,
         ``RayOptions``: any object with some of these fields), then ``overrides``."""
         values = {f.name: getattr(opts, f.name) for f in fields(cls) if hasattr(opts, f.name)}
+        values.update(getattr(opts, "encoding", None) or {})  # IngestOptions, Manifest
         values.update(overrides)
         return cls(**values)
 
     @classmethod
     def from_manifest(cls, manifest: Any) -> BuildSpec:
         """The spec an existing index was built with (its :class:`~slimvec.indexer.manifest.Manifest`)."""
-        full = getattr(manifest, "full", None)
-        return cls(reducer=manifest.reducer, store=manifest.store, encoder=manifest.encoder,
-                   keep_full=full.dtype if full else None, text_column=manifest.text_column,
-                   id_column=manifest.id_column, source=manifest.source,
-                   encoder_name=manifest.encoder_name, recipe=manifest.recipe,
-                   metric=manifest.metric, id_rule=manifest.id_rule)
+        full = getattr(manifest, "full", None)  # the other fields by name, encoding included
+        return cls.from_options(manifest, keep_full=full.dtype if full else None)
 
     @classmethod
     def reopen(cls, manifest: Any) -> BuildSpec:
@@ -267,4 +291,17 @@ class BuildSpec:
         what :meth:`IndexBuilder.resolve` does not take from the manifest. The store is left
         unnamed, so a store outside the folder is still opened only when trusted."""
         return cls(encoder=manifest.encoder, text_column=manifest.text_column,
-                   id_column=manifest.id_column, source=manifest.source)
+                   id_column=manifest.id_column, source=manifest.source, **manifest.encoding)
+
+    @property
+    def encoding(self) -> dict[str, Any]:
+        """The :data:`ENCODING_FIELDS` this spec sets (as the manifest records them)."""
+        return {k: getattr(self, k) for k in ENCODING_FIELDS if getattr(self, k) is not None}
+
+    def load_encoder(self, device: str = "auto", batch_size: int = 64) -> Encoder:
+        """The encoder of this spec's texts, documents and queries: the one place an index's
+        :class:`~slimvec.indexer.encoder.Encoder` is built (model and :attr:`encoding`)."""
+        from slimvec.indexer.encoder import Encoder
+
+        return Encoder(self.encoder, device=device, batch_size=batch_size,
+                       doc_prefix=self.doc_prefix or "", query_prefix=self.query_prefix or "")

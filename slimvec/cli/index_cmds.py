@@ -14,6 +14,7 @@ from slimvec.buildspec import DEFAULTS, default_recipe
 from rich.table import Table
 
 from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
+from slimvec.errors import ConfigError
 
 __all__ = ["ingest", "search", "info", "calibrate"]
 
@@ -51,6 +52,8 @@ def ingest(
     force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),
     device: str = typer.Option("auto", "--device", help="Torch device of the encoder: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
     encode_batch: Optional[int] = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of the encoder [default: 32 on a CPU, 256 on CUDA]."),
+    doc_prefix: Optional[str] = typer.Option(None, "--doc-prefix", help="Text put before every document before it is encoded, as the model expects (E5: 'passage: '); new index: saved with it and used by every later ingest, sync and service write [default: the index's, else none]."),
+    query_prefix: Optional[str] = typer.Option(None, "--query-prefix", help="Text put before every query before it is encoded (E5: 'query: ', BGE: its query instruction); new index: saved with it and used by every search (CLI, Python, HTTP) [default: the index's, else none]."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -71,15 +74,12 @@ def ingest(
                          keep_full=full_dtype if keep_full else None,
                          train_pairs=str(train_pairs) if train_pairs else None,
                          recipe=recipe, threads=threads, sync=sync, force=force, device=device,
-                         encode_batch=encode_batch)
+                         encode_batch=encode_batch,
+                         encoding={"doc_prefix": doc_prefix, "query_prefix": query_prefix})
     if force and not sync:
-        from slimvec.errors import ConfigError
-
         raise ConfigError("--force only applies to --sync (it lets a sync delete documents after "
                           "a source read with errors); add --sync or drop --force.")
     if sync and engine != "local":
-        from slimvec.errors import ConfigError
-
         raise ConfigError(f"--sync runs in one process; drop --engine {engine} (a sync encodes "
                           "only the documents that changed).")
     if threads is not None:
@@ -98,8 +98,6 @@ def ingest(
         elif engine == "local":
             summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
         else:
-            from slimvec.errors import ConfigError
-
             raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
     if declared and not summary.interrupted:
         from slimvec.indexer.index import open_index
@@ -199,7 +197,6 @@ def search(
     index's default depth), else the reduced vectors the store holds. Scores of the two spaces are
     not comparable: the same document can score 0.77 re-ranked and 0.89 from a PCA-96 store.
     """
-    from slimvec.errors import ConfigError
     from slimvec.indexer.index import open_index
 
     check_positive("-k", k)

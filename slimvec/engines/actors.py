@@ -89,8 +89,8 @@ class EncodeReduce:
 
     Parameters
     ----------
-    encoder : str
-        Encoder spec (``minilm`` or a model folder visible to every node).
+    spec : dict
+        The index's :meth:`BuildSpec.to_dict`; its encoder (a model folder visible to every node).
     reducer_files : dict or None
         Reducer artifact bytes (:func:`artifact_bytes`); ``None`` returns full vectors (the fit
         sample pass, before the reducer exists).
@@ -110,16 +110,16 @@ class EncodeReduce:
         index that keeps them (``--keep-full``).
     """
 
-    def __init__(self, encoder: str, reducer_files: dict[str, bytes] | None, encode_batch: int,
+    def __init__(self, spec: dict[str, Any], reducer_files: dict[str, bytes] | None, encode_batch: int,
                  cache_keys: np.ndarray | None = None, cache_vectors: np.ndarray | None = None,
                  text_column: str = "text", threads: int = 1, id_rule: int = ID_RULE,
                  keep_full: bool = False) -> None:
         import torch
 
-        from slimvec.indexer.encoder import Encoder
+        from slimvec.buildspec import BuildSpec
 
         torch.set_num_threads(max(1, int(threads)))
-        self.encoder = Encoder(encoder, batch_size=encode_batch)
+        self.encoder = BuildSpec.from_dict(spec).load_encoder(batch_size=encode_batch)
         self.reducer = _load_artifact(reducer_files) if reducer_files else None
         self.text_column = text_column
         self.id_rule = id_rule

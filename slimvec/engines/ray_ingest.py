@@ -32,7 +32,6 @@ import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -43,7 +42,7 @@ from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject
 from slimvec.engines.runtime import require_ray, start_ray
 from slimvec.errors import ConfigError
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
-from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, Encoder, resolve_model
+from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
 from slimvec.indexer.index import REDUCER_DIR
 from slimvec.indexer.manifest import Manifest, Progress
 from slimvec.indexer.produce import Producer, Target
@@ -82,11 +81,6 @@ class RayOptions:
     local_cpus: int | None = None
 
 
-def _encoder_name(spec: str) -> str:
-    # Encoder.name depends on the spec only; the driver never loads the model
-    return Encoder.name.fget(SimpleNamespace(spec=spec))  # type: ignore[attr-defined]
-
-
 def _plan_resume(folder: Path, progress: Progress | None, inputs: list[dict[str, Any]],
                  settings: dict[str, Any]) -> tuple[str, dict[int, set[int]]]:
     """``new`` (add to the index), ``resume`` (same unfinished run) or ``done``."""
@@ -113,7 +107,7 @@ def _actor_args(ray_opts: RayOptions) -> dict[str, Any]:
             "max_restarts": -1, "max_task_retries": -1}
 
 
-def _encode_sample(sample: list[tuple[int, Any]], encoder: str, batch_size: int,
+def _encode_sample(sample: list[tuple[int, Any]], spec: BuildSpec, batch_size: int,
                    ray_opts: RayOptions, text_column: str) -> np.ndarray:
     """Encode the fit sample on the actor pool, chunked as the single-process ingest chunks it."""
     ray = require_ray()
@@ -122,7 +116,7 @@ def _encode_sample(sample: list[tuple[int, Any]], encoder: str, batch_size: int,
                                   ensure_ascii=False)}
               for k, i in enumerate(range(0, len(sample), batch_size))]
     ds = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
-        EncodeReduce, fn_constructor_kwargs={"encoder": encoder, "reducer_files": None,
+        EncodeReduce, fn_constructor_kwargs={"spec": spec.to_dict(), "reducer_files": None,
                                              "encode_batch": min(batch_size, INGEST_ENCODE_BATCH),
                                              "text_column": text_column,
                                              "threads": max(1, round(ray_opts.cpus_per_worker))},
@@ -131,14 +125,14 @@ def _encode_sample(sample: list[tuple[int, Any]], encoder: str, batch_size: int,
     return np.concatenate([parts[k] for k in range(len(chunks))])
 
 
-def _fit_sample(files: list[InputFile], opts: Any, ray_opts: RayOptions
+def _fit_sample(files: list[InputFile], opts: Any, ray_opts: RayOptions, spec: BuildSpec
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The fit sample encoded on the actor pool: ``(keys, vectors)`` (keys: :func:`sample_key`)."""
     sample, _rows = sample_documents(files, opts.fit_sample, opts.seed)
     if not sample:
         raise ConfigError(f"{files[0].spec.path} and the other inputs hold no ingestible document: "
                           "nothing to fit the reducer on (check --text-column).")
-    X = _encode_sample(sample, opts.encoder, opts.batch_size, ray_opts, opts.text_column)
+    X = _encode_sample(sample, spec, opts.batch_size, ray_opts, opts.text_column)
     keys = np.array([sample_key(fi, d.row) for fi, d in sample], dtype=np.int64)
     return keys, X
 
@@ -229,7 +223,7 @@ class _RayProducer(Producer):
     def running(self, b: Target, spec: BuildSpec) -> Iterator[None]:
         if b.existing is None:
             resolve_model(spec.encoder)  # fail fast on a bad encoder spec, before Ray starts
-        self.opts = replace(self.opts, encoder=spec.encoder)
+        self.opts, self.spec = replace(self.opts, encoder=spec.encoder), spec
         ray_opts = self.ray_opts
         started = start_ray(ray_opts.address, ray_opts.local_cpus
                             or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
@@ -242,12 +236,11 @@ class _RayProducer(Producer):
     def dim_in(self, b: Target) -> int:
         if b.existing is not None:
             return int(b.existing.dim_in)
-        self.keys, self.vectors = _fit_sample(self.files, self.opts, self.ray_opts)
+        self.keys, self.vectors = _fit_sample(self.files, self.opts, self.ray_opts, self.spec)
         return int(self.vectors.shape[1])
 
     def open_spec(self, spec: BuildSpec) -> BuildSpec:
-        return spec if self.vectors is None else replace(spec,
-                                                         encoder_name=_encoder_name(spec.encoder))
+        return spec if self.vectors is None else replace(spec, encoder_name=model_name(spec.encoder))
 
     def fit(self) -> np.ndarray:
         assert self.vectors is not None  # dim_in() encoded the sample of a new index
@@ -320,7 +313,8 @@ def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],
                 .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
                              batch_size=1, num_cpus=0)
                 .map_batches(EncodeReduce, fn_constructor_kwargs={
-                    "encoder": manifest.encoder, "reducer_files": reducer_files,
+                    "spec": BuildSpec.from_manifest(manifest).to_dict(),
+                    "reducer_files": reducer_files,
                     "encode_batch": min(opts.batch_size, INGEST_ENCODE_BATCH), "cache_keys": keys,
                     "cache_vectors": vectors, "text_column": opts.text_column,
                     "threads": max(1, round(ray_opts.cpus_per_worker)),

@@ -311,6 +311,7 @@ class IndexBuilder(DepthCalibration, CommitLoop):
                 store=str(spec.store), encoder=spec.encoder, encoder_name=spec.encoder_name,
                 text_column=spec.text_column, id_column=spec.id_column, source=spec.source,
                 metric=str(spec.metric), id_rule=ID_RULE if spec.id_rule is None else int(spec.id_rule),
+                encoding=spec.encoding,
                 sha256={f"{REDUCER_DIR}/config.json": reducer_checksum(self.folder)})
             self.manifest.recipe = spec.recipe
             self.manifest.rescore = rescore_for_recipe(spec.recipe, store, reducer, None) \

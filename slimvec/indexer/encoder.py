@@ -45,11 +45,14 @@ class Encoder:
         ``cuda`` when available, else ``cpu``; or any torch device string.
     batch_size : int, default 64
         Sentences per forward pass.
+    doc_prefix, query_prefix : str, default ""
+        Put before each document (:meth:`encode`) / query (:meth:`encode_queries`).
     """
 
     def __init__(self, spec: str | os.PathLike[str] | None = None, device: str = "auto",
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, doc_prefix: str = "", query_prefix: str = "") -> None:
         self.spec = str(spec or DEFAULT_ENCODER)
+        self.doc_prefix, self.query_prefix = doc_prefix, query_prefix
         self.path = resolve_model(self.spec)
         self.device = auto_device(device)
         self.batch_size = int(batch_size)
@@ -74,6 +77,8 @@ class Encoder:
     def fingerprint(self) -> str:
         """Hash of the model's weight files' sizes and names, to key encoding caches."""
         digest = hashlib.sha256(self.name.encode())
+        if self.doc_prefix:  # a document's vector depends on it
+            digest.update(b"doc_prefix:" + self.doc_prefix.encode())
         for f in sorted(self.path.rglob("*")):
             if f.is_file() and f.suffix in (".safetensors", ".bin", ".json"):
                 digest.update(f.name.encode())
@@ -88,12 +93,16 @@ class Encoder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts (with special tokens) before truncation."""
         tok = self.model.tokenizer
-        enc = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
+        enc = tok([self.doc_prefix + t for t in texts], add_special_tokens=True,
+                  truncation=False)["input_ids"]
         return [len(ids) for ids in enc]
 
     def encode(self, texts: Iterable[str], show_progress: bool = False) -> np.ndarray:
-        """Encode texts to float32 L2-normalised vectors of shape (n, dim)."""
-        texts = list(texts)
+        """Encode documents, each after :attr:`doc_prefix`, to float32 L2-normalised vectors of
+        shape (n, dim)."""
+        return self._encode([self.doc_prefix + t for t in texts], show_progress)
+
+    def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         out = self.model.encode(
@@ -104,6 +113,10 @@ class Encoder:
             show_progress_bar=show_progress,
         )
         return np.ascontiguousarray(out, dtype=np.float32)
+
+    def encode_queries(self, texts: Iterable[str]) -> np.ndarray:
+        """Encode search queries as :meth:`encode` does, each after :attr:`query_prefix`."""
+        return self._encode([self.query_prefix + t for t in texts], False)
 
 
 def ingest_encode_batch(device: str, batch_size: int = 256) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from slimvec.buildspec import BuildSpec
 from slimvec.connectors import store_class
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError
@@ -81,9 +82,7 @@ class Index:
     def encoder(self) -> Any:
         """The index's encoder, loaded on first use (``None`` for vector-only indexes)."""
         if self._encoder is None and self.manifest.encoder:
-            from slimvec.indexer.encoder import Encoder
-
-            self._encoder = Encoder(self.manifest.encoder)
+            self._encoder = BuildSpec.reopen(self.manifest).load_encoder()
             if self._encoder.dim != self.dim_in:
                 raise DimensionMismatchError(
                     f"encoder {self.manifest.encoder} output vs reducer input of {self.folder}",
@@ -118,7 +117,7 @@ class Index:
         if self.encoder is None:
             raise PersistenceError(f"{self.folder} was built from vectors and has no encoder: "
                                    "pass query vectors instead of texts.")
-        return self.encoder.encode(list(queries))
+        return self.encoder.encode_queries(list(queries))
 
     @property
     def full_vectors(self) -> Any:
@@ -364,6 +363,7 @@ class Index:
             "reducer": self.manifest.reducer,
             "store": self.manifest.store,
             "metric": self.manifest.metric,
+            **self.manifest.encoding,
             "bytes": allocated_bytes(self.folder) + (0 if self.store.local else 0),
             "store_bytes": store_bytes,
             "reducer_bytes": allocated_bytes(self.folder / REDUCER_DIR),

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from slimvec.buildspec import METRICS, check_encoding
 from slimvec.errors import ConfigError, PersistenceError
 
 log = logging.getLogger(__name__)
@@ -274,6 +275,7 @@ class Manifest:
     progress: Progress | None = None
     #: canonical recipe string (:mod:`slimvec.recipe`) the index was built with; None before recipes
     recipe: str | None = None
+    encoding: dict[str, str] = field(default_factory=dict)  #: :attr:`BuildSpec.encoding`
     #: default rescoring depth of searches (fixed by the recipe or calibrated); None: no rescoring
     rescore: RescoreInfo | None = None
     versions: dict[str, str] = field(default_factory=dict)
@@ -326,7 +328,7 @@ class Manifest:
             store_sha256=_checksums(path, "store_sha256", raw.get("store_sha256")),
             full=FullInfo.from_json(path, raw.get("full")),
             progress=Progress.from_json(path, raw.get("progress")),
-            recipe=_recipe(path, raw.get("recipe")),
+            recipe=_recipe(path, raw.get("recipe")), encoding=check_encoding(raw.get("encoding"), path),
             rescore=RescoreInfo.from_json(path, raw.get("rescore")),
             versions=c("versions", (dict,), default={}),
             format_version=INDEX_FORMAT_VERSION,
@@ -410,8 +412,6 @@ class Manifest:
 
 #: precisions of ``full.dtype`` (slimvec.connectors.fullvectors.FULL_DTYPES)
 FULL_DTYPES = ("float32", "float16")
-#: similarity of the stored vectors (slimvec.connectors.base.METRICS)
-METRICS = ("cosine", "ip", "l2")
 #: how source ids became store ids (slimvec.ids: rule 1 before issue 12, rule 2 since)
 ID_RULES = (1, 2)
 #: keys shown by ``slimvec info`` and written into messages: no terminal control characters

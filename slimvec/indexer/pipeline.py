@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -108,6 +108,9 @@ class IngestOptions:
         :class:`~slimvec.indexer.encoder.Encoder`: ``name``, ``dim``, ``encode``,
         ``max_seq_length``, ``model.tokenizer``): a caller that keeps one warm, or the encoder-free
         benchmark's (:mod:`slimvec.benchmarks.kinds.ingest`).
+    encoding : dict
+        The build spec's encoding options (:data:`slimvec.buildspec.ENCODING_FIELDS`) of a new
+        index; an existing index keeps its own, and a different one given is refused.
     """
 
     reducer: str | None = None
@@ -135,6 +138,7 @@ class IngestOptions:
     device: str = "auto"
     encode_batch: int | None = None
     encoder_instance: Any = None
+    encoding: dict[str, str | None] = field(default_factory=dict)
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -332,13 +336,11 @@ class _IngestProducer(Producer):
 
     @contextlib.contextmanager
     def running(self, b: Target, spec: BuildSpec) -> Iterator[None]:
-        from slimvec.indexer.encoder import Encoder
-
         finished = False
         with _progress(self.opts.progress, None, "ingest") as self.progress, \
                 encoder_threads(self.opts.threads or default_encoder_threads()):
-            self.encoder = self.opts.encoder_instance or Encoder(
-                spec.encoder, device=self.opts.device, batch_size=self.opts.encode_batch
+            self.encoder = self.opts.encoder_instance or spec.load_encoder(
+                self.opts.device, self.opts.encode_batch
                 or ingest_encode_batch(self.opts.device, self.opts.batch_size))
             try:
                 yield

@@ -269,10 +269,8 @@ def _new_spec(index_dir: Path, old: Manifest, recipe: str) -> IndexSpec:
                                      f"{index_dir}", old.dim_in, n_out,
                                      f"A reducer cannot make more than {old.dim_in} dimensions "
                                      "out of these vectors; choose a smaller one.")
-    return IndexSpec(reducer=rec.reducer, store=rec.store, encoder=old.encoder,
-                     keep_full=rec.keep_full, text_column=old.text_column,
-                     id_column=old.id_column, source=old.source, encoder_name=old.encoder_name,
-                     recipe=str(rec))
+    return replace(IndexSpec.from_manifest(old), reducer=rec.reducer, store=rec.store,
+                   keep_full=rec.keep_full, recipe=str(rec))
 
 
 def _build(b: IndexBuilder, kept: KeptVectors, old: Manifest, spec: IndexSpec, sample: int,

@@ -134,10 +134,8 @@ def _query_vectors(folder: Any, manifest: Any, queries: Sequence[str] | np.ndarr
     if not manifest.encoder:
         raise ConfigError(f"{folder} was built from vectors (migrate) and has no encoder; pass "
                           "query vectors of its source model (calibrate_index(folder, vectors)).")
-    from slimvec.indexer.encoder import Encoder
-
-    encoder = Encoder(manifest.encoder)
+    encoder = BuildSpec.reopen(manifest).load_encoder()
     if encoder.dim != dim:
         raise DimensionMismatchError(f"encoder {manifest.encoder} output vs reducer input of "
                                      f"{folder}", dim, encoder.dim)
-    return encoder.encode(texts).astype(np.float32)
+    return encoder.encode_queries(texts).astype(np.float32)

@@ -68,7 +68,7 @@ def resolve_spec(folder: Path, old: Manifest | None, spec: BuildSpec) -> BuildSp
             "anew.")
     return replace(spec, reducer=old.reducer, store=old.store, encoder=old.encoder,
                    keep_full=had_full, recipe=old.recipe, metric=old.metric,
-                   id_rule=old.id_rule)
+                   id_rule=old.id_rule, **old.encoding)
 
 
 def _differences(old: Manifest, spec: BuildSpec, had_full: str | None) -> list[str]:
@@ -93,6 +93,8 @@ def _differences(old: Manifest, spec: BuildSpec, had_full: str | None) -> list[s
         diffs.append(f"metric {old.metric!r} (asked {spec.metric!r})")
     if spec.id_rule is not None and old.id_rule != spec.id_rule:
         diffs.append(f"id rule {old.id_rule} (asked {spec.id_rule})")
+    diffs += [f"{key} {old.encoding.get(key)!r} (asked {value!r})"
+              for key, value in spec.encoding.items() if old.encoding.get(key) != value]
     return diffs
 
 

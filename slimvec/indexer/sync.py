@@ -199,10 +199,9 @@ class _Sync:
         from slimvec.recipe import apply_recipe
 
         opts = apply_recipe(opts)  # a --recipe given is compared with the index's canonically
-        spec = b.resolve(IndexSpec(reducer=opts.reducer, store=opts.store,
-                                   encoder=opts.encoder or old.encoder, keep_full=None,
-                                   text_column=old.text_column, id_column=old.id_column,
-                                   recipe=opts.recipe))
+        spec = b.resolve(IndexSpec.from_options(opts, encoder=opts.encoder or old.encoder,
+                                                keep_full=None, text_column=old.text_column,
+                                                id_column=old.id_column))
         b.summary.recipe = old.recipe or f"{old.reducer}|{old.store}"
         b.open(replace(spec, encoder_name=old.encoder_name), int(old.dim_in))
         resolved = self.input_path.resolve()
@@ -220,11 +219,9 @@ class _Sync:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if self._encoder is None:  # loaded only when something changed
-            from slimvec.indexer.encoder import Encoder
-
-            self._encoder = Encoder(self.spec.encoder, device=self.opts.device,
-                                    batch_size=self.opts.encode_batch or ingest_encode_batch(
-                                        self.opts.device, self.opts.batch_size))
+            self._encoder = self.spec.load_encoder(self.opts.device, self.opts.encode_batch
+                                                   or ingest_encode_batch(self.opts.device,
+                                                                          self.opts.batch_size))
         t0 = time.perf_counter()
         out = self._encoder.encode(texts)
         self.summary.encode_seconds += time.perf_counter() - t0

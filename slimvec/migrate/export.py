@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,9 @@ def export_reducer(index_dir: str | os.PathLike[str], fmt: str, out: str | os.Pa
     if not spec:
         raise ConfigError(f"{index_dir} was built from vectors and records no encoder: pass the "
                           "encoder the vectors came from (--model NAME_OR_FOLDER).")
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.buildspec import BuildSpec
 
-    encoder = Encoder(spec)
+    encoder = replace(BuildSpec.reopen(manifest), encoder=spec).load_encoder()
     if encoder.dim != reducer.n_features_in_:
         from slimvec.errors import DimensionMismatchError
 

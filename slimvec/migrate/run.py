@@ -291,9 +291,7 @@ def _keep_collection_name(store: str | None, src: VectorSource) -> str | None:
 def _check_encoder(spec: str, src: VectorSource) -> str:
     """Load the encoder named by ``--encoder`` and check it makes vectors of the source's
     dimension (before any index folder is made); return its model name."""
-    from slimvec.indexer.encoder import Encoder
-
-    encoder = Encoder(spec)
+    encoder = BuildSpec(encoder=spec).load_encoder()
     if encoder.dim != src.dim:
         raise DimensionMismatchError(
             f"--encoder {spec} output vs vectors of {src.spec}", src.dim, encoder.dim,

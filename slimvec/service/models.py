@@ -28,7 +28,13 @@ class CreateIndex(_Strict):
     reducer: Optional[str] = Field(None, max_length=200)
     store: Optional[str] = Field(None, max_length=200)
     encoder: Optional[str] = Field("minilm", max_length=500)
+    doc_prefix: Optional[str] = Field(None, max_length=500, description="put before every "
+                                      "document before it is encoded (E5: 'passage: ')")
+    query_prefix: Optional[str] = Field(None, max_length=500, description="put before every "
+                                        "query before it is encoded (E5: 'query: ', BGE: an instruction)")
     keep_full: Optional[str] = Field(None, max_length=20)
+    metric: Optional[str] = Field(None, max_length=10, description="cosine (default), ip or l2 "
+                                  "(as slimvec migrate --metric); the reducer none then keeps it")
     fit_after: int = Field(1000, ge=1, le=10_000_000)
     sample_vectors: Optional[list[list[float]]] = None
     sample_texts: Optional[list[str]] = None

@@ -19,6 +19,7 @@ from typing import AbstractSet, Any, Callable, Sequence
 
 import numpy as np
 
+from slimvec.buildspec import ENCODING_FIELDS
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.indexer.index import Index
 from slimvec.indexer.keepfull import check_keep_full
@@ -155,12 +156,15 @@ class Registry:
             info = existing.info()
             same = (info.get("store") == store_spec and info.get("encoder") == spec.encoder
                     and str(info.get("reducer")) in (spec.reducer, make_reducer(spec.reducer).spec)
-                    and info.get("recipe") == spec.recipe)
+                    and info.get("recipe") == spec.recipe
+                    and (info.get("metric") or "cosine") == (spec.build.metric or "cosine")
+                    and {k: info[k] for k in ENCODING_FIELDS if k in info} == spec.build.encoding)
             if not same:
                 raise ConflictError(f"Index {name!r} already exists with reducer {info.get('reducer')!r}, "
                                     f"store {info.get('store')!r}, encoder {info.get('encoder')!r}, "
-                                    f"recipe {info.get('recipe')!r}; delete it first or choose another "
-                                    "name.")
+                                    f"recipe {info.get('recipe')!r}, metric {info.get('metric') or 'cosine'!r}"
+                                    + "".join(f", {k} {info[k]!r}" for k in ENCODING_FIELDS if k in info)
+                                    + "; delete it first or choose another name.")
             return existing, False
         served = ServedIndex(name, self.root, self.encoders, self._on_commit, self.allow_stores)
         served.spec = spec.with_store(store_spec)
@@ -168,7 +172,7 @@ class Registry:
             if sample_texts:
                 if not spec.encoder:
                     raise ConfigError("sample_texts needs an encoder; send sample_vectors.")
-                sample = self.encoders.get(spec.encoder).encode(sample_texts)
+                sample = self.encoders.get(spec.build).encode(sample_texts)
             if sample is not None:
                 with served.lock:
                     served.create_from_sample(sample)

@@ -8,6 +8,7 @@ import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from slimvec.buildspec import ENCODING_FIELDS
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.service import points
 from slimvec.service.http_setup import redact
@@ -57,7 +58,8 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
         spec = ServiceSpec.from_request(recipe=body.recipe, reducer=body.reducer,
                                         store=body.store, keep_full=body.keep_full,
                                         encoder=body.encoder, fit_after=body.fit_after,
-                                        default_recipe=config.recipe)
+                                        default_recipe=config.recipe, metric=body.metric,
+                                        **body.model_dump(include=set(ENCODING_FIELDS)))
         served, new = st.registry.create(name, spec, sample, body.sample_texts)
         if new and body.payload_index:
             points.declare_payload_indexes(served, body.payload_index)

@@ -115,7 +115,7 @@ class ServedIndex(PendingRows):
                                   on_dead=self._writer_died)
         self.state = IndexState.READY
         if b.manifest is not None and b.manifest.encoder:
-            self.encoders.get(b.manifest.encoder)
+            self.encoders.get(IndexSpec.reopen(b.manifest))
 
     def _writer_died(self, exc: BaseException) -> None:
         """The writer thread died (store closed): reopen the index in the background."""
@@ -198,7 +198,7 @@ class ServedIndex(PendingRows):
             if not index.manifest.encoder:
                 raise ConfigError(f"Index {self.name!r} was built from vectors and has no encoder: "
                                   "send query vectors instead of texts.")
-            return self.encoders.batcher(index.manifest.encoder).encode(list(texts))
+            return self.encoders.batcher(IndexSpec.reopen(index.manifest)).encode(list(texts))
         return index.embed(np.asarray(vectors, dtype=np.float32))
 
 
@@ -243,7 +243,8 @@ class ServedIndex(PendingRows):
                        "encoder": spec.encoder if spec else None,
                        "reducer": spec.reducer if spec else None,
                        "store": spec.store if spec else None,
-                       "recipe": spec.recipe if spec else None}
+                       "recipe": spec.recipe if spec else None,
+                       "metric": spec.build.metric if spec else None, **(spec.build.encoding if spec else {})}
                 out["pending"] = self.pending_rows
                 if self.state == IndexState.PENDING and spec is not None:
                     out["fit_after"] = spec.fit_after
@@ -274,7 +275,7 @@ class ServedIndex(PendingRows):
                                   "add vectors (POST /indexes/NAME/vectors) instead of documents.")
         good, rejects, changed = check_docs(docs, source)
         result = WriteResult(rejected=[r.to_json() for r in rejects])
-        encoder = self.encoders.get(index.manifest.encoder)
+        encoder = self.encoders.get(IndexSpec.reopen(index.manifest))
         warnings = changed + (truncation_rejects(encoder, good, source, "text") if good else [])
         result.warnings = [w.to_json() for w in warnings]
         vecs = encoder.encode([d.text for d in good]) if good else np.zeros((0, index.dim_in), np.float32)

@@ -72,14 +72,14 @@ class PendingRows:
         return self.spec
 
     def _embed_pending(self, texts: Sequence[str] | None, vectors: Any) -> np.ndarray:
-        encoder = self._creation_spec().encoder
+        spec = self._creation_spec()
         if texts is not None:
-            if not encoder:
+            if not spec.encoder:
                 raise ConfigError(f"Index {self.name!r} is built from vectors and has no encoder: "
                                   "send query vectors instead of texts.")
-            return self.encoders.batcher(encoder).encode(list(texts))
+            return self.encoders.batcher(spec.build).encode(list(texts))
         vecs = np.asarray(vectors, dtype=np.float32)
-        dim = self._creation_spec().dim_in or (self.encoders.get(encoder).dim if encoder else None)
+        dim = spec.dim_in or (self.encoders.get(spec.build).dim if spec.encoder else None)
         if dim is not None and (vecs.ndim != 2 or vecs.shape[1] != int(dim)):
             raise ConfigError(f"Query vectors have dimension {vecs.shape[-1]}; index "
                               f"{self.name!r} takes full vectors of dimension {dim}.")
@@ -200,9 +200,8 @@ class PendingRows:
         return result, Synced(self._journal, ticket)
 
     def _pending_vectors(self, rows: list[dict[str, Any]]) -> np.ndarray:
-        encoder = self._creation_spec().encoder
-        if encoder:
-            return self.encoders.get(encoder).encode([r["text"] for r in rows])
+        if self._creation_spec().encoder:
+            return self.encoders.get(self._creation_spec().build).encode([r["text"] for r in rows])
         if not rows:
             return np.zeros((0, self._creation_spec().dim_in or 0), dtype=np.float32)
         return np.stack([row_vector(r) for r in rows])
@@ -242,9 +241,8 @@ class PendingRows:
         if isinstance(n_out, int) and n_out > X.shape[1]:
             raise ConfigError(f"Reducer {spec.reducer} asks for {n_out} dimensions but the "
                               f"vectors have {X.shape[1]}.")
-        encoder = spec.encoder
         ispec = replace(spec.build, reducer=spec.reducer, store=spec.store,
-                        encoder_name=self.encoders.get(encoder).name if encoder else None)
+                        encoder_name=self.encoders.get(spec.build).name if spec.encoder else None)
         try:
             self._open_builder(ispec, X)
             if spec.payload_index:  # declared at creation: built now that it is fitted

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from slimvec.buildspec import DEFAULTS, BuildSpec
+from slimvec.buildspec import DEFAULTS, BuildSpec, check_metric, default_reducer
 from slimvec.errors import ConfigError
 
 __all__ = ["ServiceSpec", "SERVICE_SPEC", "DEFAULT_ENCODER", "DEFAULT_FIT_AFTER"]
@@ -95,10 +95,14 @@ class ServiceSpec:
     @classmethod
     def from_request(cls, *, recipe: str | None, reducer: str | None, store: str | None,
                      keep_full: str | None, encoder: str | None, fit_after: int,
-                     default_recipe: str | None) -> ServiceSpec:
+                     default_recipe: str | None, metric: str | None = None,
+                     **encoding: Any) -> ServiceSpec:
         """What a create request asks for, as ``slimvec ingest`` reads its options: a request
         naming none of recipe, reducer, store, keep_full gets the service's default recipe
-        (``slimvec serve --recipe``); a recipe with separate options that disagree is refused."""
+        (``slimvec serve --recipe``); a recipe with separate options that disagree is refused.
+        ``metric`` (:data:`~slimvec.buildspec.METRICS`, default cosine): the reducer ``none``
+        becomes the one that keeps it (:func:`recipe_for_metric`). ``encoding``: the spec's
+        :data:`~slimvec.buildspec.ENCODING_FIELDS` asked for."""
         from slimvec.recipe import merge_recipe, parse_recipe, recipe_or_default
 
         recipe = recipe_or_default(recipe, reducer, store, keep_full, default_recipe)
@@ -107,8 +111,10 @@ class ServiceSpec:
             # --recipe default was resolved to its string when the server started)
             rec = merge_recipe(parse_recipe(recipe), reducer, store, keep_full, option="recipe")
             reducer, store, keep_full, recipe = rec.reducer, rec.store, rec.keep_full, str(rec)
-        return cls(_build(reducer or DEFAULTS["reducer"], store or DEFAULTS["store"], encoder,
-                          keep_full, recipe), fit_after=fit_after)
+        recipe, reducer = recipe_for_metric(recipe, reducer or DEFAULTS["reducer"],
+                                            check_metric(metric or DEFAULTS["metric"]))
+        build = _build(reducer, store or DEFAULTS["store"], encoder, keep_full, recipe)
+        return cls(replace(build, metric=metric, **encoding), fit_after=fit_after)
 
     @classmethod
     def plain(cls, reducer: str = DEFAULTS["reducer"], store: str = DEFAULTS["store"],
@@ -188,6 +194,19 @@ def _build(reducer: str, store: str, encoder: str | None, keep_full: str | None,
     return BuildSpec(reducer=reducer, store=store, encoder=encoder, keep_full=keep_full,
                      recipe=recipe, text_column="text" if encoder else None,
                      id_column="id" if encoder else None, source=_service_input())
+
+
+def recipe_for_metric(recipe: str | None, reducer: str, metric: str) -> tuple[str | None, str]:
+    """The recipe and reducer that keep ``metric``: the default reducer ``none`` L2-normalises,
+    which drops the lengths Dot and Euclid rank by, so those indexes get
+    :func:`~slimvec.buildspec.default_reducer` of their metric. Any other reducer is checked when
+    the index is built (:func:`~slimvec.buildspec.check_reducer_metric`)."""
+    from slimvec.recipe import parse_recipe
+
+    if metric == "cosine" or reducer != "none":
+        return recipe, reducer
+    new = default_reducer(metric)
+    return (None if recipe is None else str(replace(parse_recipe(recipe), reducer=new))), new
 
 
 def _whole(value: Any, name: str, where: str, least: int) -> int:

@@ -172,3 +172,23 @@ def test_an_open_qdrant_reader_holds_the_swap_and_the_rerun_only_swaps(tmp_path,
     assert "fitting" not in phases and summary.documents == N  # built once, only swapped now
     assert Manifest.read(index).store == "hnsw"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "idx.parquet"]
+
+
+def test_rebuild_keeps_the_metric(tmp_path):
+    """An L2 index rebuilt into another recipe still compares by L2: the rebuild copies the old
+    index's build spec (issue 35; it spelled the spec by hand, without the metric, and the new
+    index became a cosine one whose scores and neighbours were another ranking's)."""
+    X = np.random.default_rng(5).standard_normal((200, 16)).astype(np.float32)
+    X *= np.random.default_rng(6).uniform(0.5, 2.0, (200, 1)).astype(np.float32)
+    src = _parquet(tmp_path / "l2.parquet", X)
+    migrate(f"parquet:{src},id=id,vector=vector", tmp_path / "l2",
+            MigrateOptions(recipe="none:normalize=false|hnsw|keep_full=float32", metric="l2",
+                           progress=False, batch_size=128))
+    rebuild(tmp_path / "l2", "none:normalize=false|faiss:Flat")
+    assert Manifest.read(tmp_path / "l2").metric == "l2"
+    q = X[:3] * 1.1
+    d = ((q[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    with slimvec.open(tmp_path / "l2") as idx:
+        res = idx.search(q, k=5)
+    assert res.ids.tolist() == (np.argsort(d, axis=1)[:, :5] * 7 + 3).tolist()
+    np.testing.assert_allclose(res.scores, -np.sort(d, axis=1)[:, :5], rtol=1e-4)

@@ -89,6 +89,33 @@ def test_default_recipe_put_recipe_and_calibration_while_serving(tmp_path, vecto
     assert rescore["queries"] == "calibration-queries.safetensors"
 
 
+def test_put_sets_the_metric(tmp_path, vectors):
+    """``PUT /indexes/NAME`` takes the metric, as ``slimvec migrate --metric`` does (issue 35:
+    HTTP creation could not set it): an L2 index of vectors whose lengths differ gets the reducer
+    that keeps L2, and its scores are the negated squared distances of an exact search."""
+    X = vectors[:200] * np.random.default_rng(1).uniform(0.5, 2.0, (200, 1)).astype(np.float32)
+    q = X[:4] * 1.2
+    d = ((q[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    root = tmp_path / "root"
+    root.mkdir()
+    with Server(root, *LIMITS) as srv, httpx.Client(base_url=srv.url, timeout=60) as http:
+        r = http.put("/indexes/l2", json={"encoder": None, "metric": "l2", "store": "faiss:Flat",
+                                          "sample_vectors": X[:64].tolist()})
+        assert r.status_code == 201, r.text
+        assert (r.json()["metric"], r.json()["reducer"]) == ("l2", "none:normalize=false")
+        assert http.post("/indexes/l2/vectors", json={"vectors": _items(X, 0, 200)}).json()["committed"]
+        res = http.post("/indexes/l2/search", json={"vectors": q.tolist(), "k": 5}).json()
+        assert res["ids"] == np.argsort(d, axis=1)[:, :5].tolist()
+        np.testing.assert_allclose(res["scores"], -np.sort(d, axis=1)[:, :5], rtol=1e-4)
+        again = {"encoder": None, "metric": "l2", "store": "faiss:Flat"}
+        assert http.put("/indexes/l2", json=again).status_code == 200  # the same index
+        other = http.put("/indexes/l2", json={**again, "metric": "ip"})
+        assert other.status_code == 409 and "metric 'l2'" in other.text, other.text
+        bad = http.put("/indexes/b", json={"encoder": None, "metric": "manhattan",
+                                           "sample_vectors": X[:64].tolist()})
+        assert bad.status_code == 422 and "manhattan" in bad.text and "l2" in bad.text, bad.text
+
+
 def test_bad_default_recipe_fails_at_start_up(tmp_path):
     import subprocess
     import sys

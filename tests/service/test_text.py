@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import slimvec
-from slimvec.ids import text_key
+from slimvec.ids import doc_ids, text_key
 from tests.conftest import bundled_sentences
 from tests.service.server import Server
 
@@ -160,3 +160,38 @@ def test_searches_answer_from_the_last_commit_while_a_job_writes(tmp_path):
         assert "hits" in after, (after, http.get(f"{url}/indexes/r").json())
         assert after["hits"][0][0]["source_id"] == "m700"
         assert http.get(f"{url}/indexes/r").json()["count"] == 1000
+
+
+def test_put_sets_the_prefixes_and_searches_use_them(tmp_path, encoder):
+    """``PUT /indexes/NAME`` takes ``doc_prefix`` / ``query_prefix`` (issue 35): documents and
+    the fit sample are encoded after the one, text searches after the other, also once a new
+    server reopened the index; re-creating it with other prefixes is a 409."""
+    from slimvec.indexer.index import open_index
+
+    texts, doc, query = bundled_sentences(40), "passage: ", "query: "
+    questions = [texts[3][:40], "a question about the weather"]
+    body = {"reducer": "none", "store": "hnsw", "keep_full": "float32", "encoder": "minilm",
+            "doc_prefix": doc, "query_prefix": query, "sample_texts": texts[:20]}
+    want = encoder.encode([query + q for q in questions])
+    assert np.abs(want - encoder.encode(questions)).max() > 1e-2  # the prefix changes them
+    root = tmp_path / "root"
+    root.mkdir()
+    for restart in (False, True):  # the second server reopens the index from its manifest
+        with Server(root) as srv, httpx.Client(base_url=srv.url, timeout=120) as http:
+            if not restart:
+                assert http.put("/indexes/p", json=body).status_code == 201
+                docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(texts)]
+                assert http.post("/indexes/p/documents", json={"documents": docs}).json()["committed"]
+            info = http.get("/indexes/p").json()
+            assert (info["doc_prefix"], info["query_prefix"]) == (doc, query)
+            assert http.put("/indexes/p", json=body).status_code == 200  # the same index
+            other = http.put("/indexes/p", json={**body, "query_prefix": "query:"})
+            assert other.status_code == 409 and "query_prefix" in other.text, other.text
+            by_text = http.post("/indexes/p/search", json={"texts": questions, "k": 5}).json()
+            by_vector = http.post("/indexes/p/search", json={"vectors": want.tolist(), "k": 5}).json()
+            assert by_text["ids"] == by_vector["ids"]
+            np.testing.assert_allclose(by_text["scores"], by_vector["scores"], atol=1e-5)
+    with open_index(root / "p") as idx:
+        stored, found = idx.full_vectors.get(doc_ids([f"d{i}" for i in range(40)]))
+    assert found.all()
+    np.testing.assert_allclose(stored, encoder.encode([doc + t for t in texts]), atol=2e-5)

@@ -18,7 +18,7 @@ from typing import Any
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, unsupported
 
 __all__ = ["CREATE_FIELDS", "METRICS", "parse_vectors", "recorded_options", "store_config",
-           "search_params", "qdrant_score", "recipe_for_metric", "update_collection", "conditional"]
+           "search_params", "qdrant_score", "update_collection", "conditional"]
 
 #: the create fields accepted (``vectors`` and ``metadata`` are read, the rest recorded)
 CREATE_FIELDS = ("vectors", "metadata", "shard_number", "sharding_method", "replication_factor",
@@ -76,22 +76,6 @@ def recorded_options(body: dict[str, Any], vector_opts: dict[str, Any]) -> dict[
     if vector_opts:
         out["vectors"] = vector_opts
     return out
-
-
-def recipe_for_metric(recipe: str | None, reducer: str, metric: str) -> tuple[str | None, str]:
-    """The recipe and reducer that keep ``metric``: the default reducer ``none`` L2-normalises,
-    which drops the lengths Dot and Euclid rank by, so those collections get
-    :func:`~slimvec.buildspec.default_reducer` of their metric. Any other reducer is checked when
-    the index is built (:func:`~slimvec.buildspec.check_reducer_metric`)."""
-    from dataclasses import replace
-
-    from slimvec.buildspec import default_reducer
-    from slimvec.recipe import parse_recipe
-
-    if metric == "cosine" or reducer != "none":
-        return recipe, reducer
-    new = default_reducer(metric)
-    return (None if recipe is None else str(replace(parse_recipe(recipe), reducer=new))), new
 
 
 def store_config(store: str, rescore: Any, keep_full: str | None) -> tuple[dict[str, Any],

@@ -88,7 +88,7 @@ class Collections:
         from slimvec.service.spec import ServiceSpec
 
         from slimvec.service.qdrant_api.collection import (CREATE_FIELDS, METRICS, parse_vectors,
-                                                           recipe_for_metric, recorded_options)
+                                                           recorded_options)
 
         check_fields(body, CREATE_FIELDS, "create collection")
         size, distance, vector_opts = parse_vectors(body.get("vectors"))
@@ -102,17 +102,13 @@ class Collections:
                                    f"integer (points before the reducer is fitted), got {fit_after!r}.")
         spec = ServiceSpec.from_request(recipe=meta.get("slimvec_recipe"), reducer=None, store=None,
                                         keep_full=None, encoder=None, fit_after=fit_after,
-                                        default_recipe=self.st.config.recipe)
+                                        default_recipe=self.st.config.recipe,
+                                        metric=METRICS[distance])
         n_out = getattr(make_reducer(spec.reducer), "n_components", None)
         if isinstance(n_out, int) and n_out > size:
             raise QdrantError(400, f"Bad request: recipe {spec.recipe or spec.reducer} keeps {n_out} "
                                    f"dimensions, more than the collection's {size}; name a smaller "
                                    "one in metadata.slimvec_recipe (e.g. pca:8).")
-        recipe, reducer = recipe_for_metric(spec.recipe, spec.reducer, METRICS[distance])
-        from dataclasses import replace
-
-        spec = replace(spec, build=replace(spec.build, metric=METRICS[distance], reducer=reducer,
-                                           recipe=recipe))
         served, _new = self.st.registry.create(name, spec)
         with served.lock:
             # the collection's size is the index's input dimension
