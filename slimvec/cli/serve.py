@@ -27,6 +27,8 @@ def serve(
     max_batch: int = typer.Option(4096, callback=int_range(1), help="Most documents / vectors / queries per request (413 above)."),
     queue_size: int = typer.Option(64, callback=int_range(1), help="Write requests in flight before 429 + Retry-After."),
     batch_wait_ms: float = typer.Option(2.0, callback=number_range(0), help="Dynamic batching wait for query texts (0: off)."),
+    device: str = typer.Option("auto", "--device", help="Torch device of the encoders: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
+    encode_batch: Optional[int] = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of a document encoder [default: 32 on a CPU, 256 on CUDA]."),
     cors_origin: List[str] = typer.Option([], "--cors-origin", help="Origin whose browser pages may call the service, e.g. https://app.example (repeatable; none: no CORS headers; never '*')."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
     recipe: Optional[str] = typer.Option(None, "--recipe", help=f"Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: {default_recipe()}, as slimvec ingest]; 'none': {DEFAULTS['reducer']} on {DEFAULTS['store']} without rescoring."),
@@ -50,5 +52,5 @@ def serve(
         read_only_key=ServiceConfig.key_from_env(read_only_key_env), max_body_bytes=max_body_bytes,
         max_batch=max_batch, queue_size=queue_size, batch_wait_ms=batch_wait_ms,
         fit_after=fit_after, allow_dirs=list(allow_dir), allow_stores=list(allow_store), reports=reports, recipe=default_recipe,
-        cors_origins=list(cors_origin))
+        cors_origins=list(cors_origin), device=device, encode_batch=encode_batch)
     run(config, log_level=log_level)

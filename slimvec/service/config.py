@@ -75,6 +75,11 @@ class ServiceConfig:
         Most texts encoded together.
     fit_after : int
         Default number of documents a new index collects before its reducer is fitted.
+    device : str
+        Torch device of the encoders (``auto``: cuda when available, else cpu).
+    encode_batch : int or None
+        Texts per forward pass of a document encoder; None: 32 on a CPU, 256 on CUDA
+        (:func:`slimvec.indexer.encoder.ingest_encode_batch`).
     allow_dirs : list of Path
         Folders whose files a job may ingest (none: jobs are refused).
     allow_stores : list of str
@@ -105,6 +110,8 @@ class ServiceConfig:
     batch_wait_ms: float = 2.0
     max_query_batch: int = 64
     fit_after: int = 1000
+    device: str = "auto"
+    encode_batch: int | None = None
     allow_dirs: list[Path] = field(default_factory=list)
     allow_stores: list[str] = field(default_factory=list)
     reports: Path | None = None

@@ -27,7 +27,8 @@ class ServiceState:
         self.config = config
         self.metrics = Metrics()
         self.encoders = Encoders(config.batch_wait_ms, config.max_query_batch,
-                                 self.metrics.query_batch.observe)
+                                 self.metrics.query_batch.observe, config.device,
+                                 config.encode_batch)
         self.registry = Registry(config.root, self.encoders, self.metrics.on_commit,
                                  config.allowed_stores())
         self.jobs = Jobs(config.root, self.registry, config.allow_dirs,

@@ -98,3 +98,19 @@ def test_pending_index_in_an_old_service_json_opens_and_fits(tmp_path):
         assert info["state"] == "ready" and info["count"] == 30 and info["store"] == "faiss:Flat"
     finally:
         reg.close_all()
+
+
+def test_serve_device_and_encode_batch_reach_the_encoders(tmp_path):
+    """Issue 36 item 2: ``slimvec serve --device / --encode-batch`` set the document encoders'
+    device and pass size (on a CPU the default pass is the ingest's 32)."""
+    from slimvec.buildspec import BuildSpec
+    from slimvec.service.config import ServiceConfig
+    from slimvec.service.state import ServiceState
+
+    for encode_batch, expected in ((7, 7), (None, 32)):
+        st = ServiceState(ServiceConfig(root=tmp_path, device="cpu", encode_batch=encode_batch))
+        try:
+            enc = st.encoders.get(BuildSpec(encoder="minilm"))
+            assert enc.batch_size == expected and str(enc.device) == "cpu"
+        finally:
+            st.encoders.close()
