@@ -120,6 +120,10 @@ class FieldIndex:
             "nonempty": _ids(self.nonempty), "exact": exact,
             "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
         }
+        # single-valued: each id's rank among the sorted numbers, by id (Range tests per id)
+        by_id = np.argsort(self._built["num_i"], kind="stable")
+        self._built["by_id_i"] = self._built["num_i"][by_id]
+        self._built["by_id_rank"] = by_id
         return self._built
 
     def match(self, m: Match) -> np.ndarray:
@@ -135,12 +139,13 @@ class FieldIndex:
         return np.union1d(np.setdiff1d(s["nonnull"], found, assume_unique=True),
                           np.asarray(keep, dtype=np.int64))
 
-    def range(self, r: Range) -> np.ndarray | None:
-        """Ids with a number in ``r``; None when float64 cannot compare this field exactly."""
+    def _bounds(self, r: Range) -> tuple[int, int] | tuple[None, None]:
+        """Positions ``[lo, hi)`` of the sorted numbers in ``r``; (None, None) when float64
+        cannot compare this field (or a bound) exactly."""
         s = self._structures()
         bounds = [b for b in (r.gt, r.gte, r.lt, r.lte) if b is not None]
         if not s["exact"] or any(isinstance(b, int) and abs(b) > _EXACT_INT for b in bounds):
-            return None
+            return None, None
         v = s["num_v"]
         lo, hi = 0, len(v)
         if r.gte is not None:
@@ -151,6 +156,14 @@ class FieldIndex:
             hi = min(hi, int(np.searchsorted(v, r.lte, side="right")))
         if r.lt is not None:
             hi = min(hi, int(np.searchsorted(v, r.lt, side="left")))
+        return lo, hi
+
+    def range(self, r: Range) -> np.ndarray | None:
+        """Ids with a number in ``r``; None when float64 cannot compare this field exactly."""
+        s = self._structures()
+        lo, hi = self._bounds(r)
+        if lo is None or hi is None:
+            return None
         if hi <= lo:
             return _EMPTY
         return np.sort(s["num_i"][lo:hi]) if s["single"] else np.unique(s["num_i"][lo:hi])
@@ -223,3 +236,72 @@ class PayloadIndex:
         elif f is not None and isinstance(c, IsEmpty):
             got = np.setdiff1d(live, f._structures()["nonempty"], assume_unique=True)
         return fallback(c) if got is None else got
+
+    # ------------------------------------------------ broad filters (issue 37: post-filtering)
+    def share(self, flt: Filter, n_live: int) -> float | None:
+        """Estimated share of ``n_live`` live ids matching ``flt``, from counts alone (nothing
+        materialised; conditions of a ``must`` taken as independent); None when a condition is
+        not a match or a range on an indexed field (the planner then counts the matches)."""
+        if n_live <= 0:
+            return None
+        shares = [[self._share(c, n_live) for c in part] for part in (flt.must, flt.should, flt.must_not)]
+        if any(s is None for part in shares for s in part):
+            return None
+        must, should, must_not = ([float(s) for s in part if s is not None] for part in shares)
+        out = float(np.prod(must)) if must else 1.0
+        if should:
+            out *= min(1.0, sum(should))
+        return max(0.0, out * float(np.prod([1.0 - s for s in must_not])))
+
+    def _share(self, c: Any, n_live: int) -> float | None:
+        if isinstance(c, Filter):
+            return self.share(c, n_live)
+        f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
+        if f is None:
+            return None
+        if isinstance(c, Match) and c.kind != "except":
+            keyed = f._structures()["keyed"]
+            return min(1.0, sum(len(keyed.get(_typed(t), _EMPTY)) for t in c.values) / n_live)
+        lo, hi = f._bounds(c) if isinstance(c, Range) else (None, None)
+        return None if lo is None or hi is None else min(1.0, max(0, hi - lo) / n_live)
+
+    def test(self, flt: Filter, ids: np.ndarray, fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
+        """Which of the live ``ids`` (int64, any order) match ``flt``: a bool mask, looked up per
+        id (ranges of single-valued fields by value, matches in the value's ids), so a filter
+        matching most documents is never materialised; ``fallback`` as in :meth:`select`."""
+        ok = np.ones(len(ids), dtype=bool)
+        for c in flt.must:
+            ok &= self._test(c, ids, fallback)
+        if flt.should:
+            ok &= np.logical_or.reduce([self._test(c, ids, fallback) for c in flt.should])
+        for c in flt.must_not:
+            ok &= ~self._test(c, ids, fallback)
+        return ok
+
+    def _test(self, c: Any, ids: np.ndarray, fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
+        if isinstance(c, Filter):
+            return self.test(c, ids, fallback)
+        f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
+        lo, hi = f._bounds(c) if f is not None and isinstance(c, Range) else (None, None)
+        if f is not None and lo is not None and hi is not None and f._structures()["single"]:
+            s = f._structures()  # an id's number is in the range when its rank is in [lo, hi)
+            if not len(s["by_id_i"]):
+                return np.zeros(len(ids), dtype=bool)
+            at = np.minimum(np.searchsorted(s["by_id_i"], ids), len(s["by_id_i"]) - 1)
+            rank = s["by_id_rank"][at]
+            return (s["by_id_i"][at] == ids) & (rank >= lo) & (rank < hi)
+        if f is not None and isinstance(c, Match) and c.kind != "except":
+            keyed = f._structures()["keyed"]
+            return np.logical_or.reduce([_member(keyed.get(_typed(t), _EMPTY), ids)
+                                         for t in c.values] or [np.zeros(len(ids), dtype=bool)])
+        if f is not None and isinstance(c, IsEmpty):
+            return ~_member(f._structures()["nonempty"], ids)
+        return _member(self._cond(c, np.unique(ids), fallback), ids)
+
+
+def _member(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Which of ``ids`` are in ``sorted_ids`` (sorted unique int64): a binary search per id."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return sorted_ids[at] == ids
