@@ -60,29 +60,38 @@ class FieldIndex:
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.values: dict[int, tuple[Any, ...]] = {}
+        #: per id, a top-level key's value as stored (a list as a tuple; ``[]`` and missing not
+        #: kept), or a dotted key's values (a tuple): one object per id, no tuple of one
+        self.values: dict[int, Any] = {}
+        #: dotted keys only: the ids whose field is not empty (a top-level key's are the ids
+        #: whose stored value is not None)
         self.nonempty: set[int] = set()
         self._built: dict[str, Any] | None = None
         self._top = "." not in key and "[" not in key
 
     def put(self, i: int, payload: Mapping[str, Any]) -> None:
         """Index (or re-index) the payload of id ``i``."""
+        self._built = None
         if self._top:  # a top-level key: what field_values and IsEmpty read, without the path walk
             v = payload.get(self.key, _MISSING)
-            vals = () if v is _MISSING else tuple(v) if isinstance(v, list) else (v,)
-            empty = v is _MISSING or v is None or (isinstance(v, list) and not v)
-        else:
-            vals = tuple(field_values(payload, self.key))
-            empty = IsEmpty(self.key).test(payload)
+            if v is _MISSING or (isinstance(v, list) and not v):
+                self.values.pop(i, None)
+            else:
+                self.values[i] = tuple(v) if isinstance(v, (list, tuple)) else v
+            return
+        vals = tuple(field_values(payload, self.key))
         if vals:
             self.values[i] = vals
         else:
             self.values.pop(i, None)
-        if empty:
+        if IsEmpty(self.key).test(payload):
             self.nonempty.discard(i)
         else:
             self.nonempty.add(i)
-        self._built = None
+
+    def _vals(self, i: int) -> tuple[Any, ...]:
+        got = self.values.get(i, ())
+        return got if isinstance(got, tuple) else (got,)
 
     def remove(self, i: int) -> None:
         """Forget id ``i``."""
@@ -98,8 +107,8 @@ class FieldIndex:
         num_ids: list[int] = []
         nulls: list[int] = []
         exact = True
-        for i, vals in self.values.items():
-            for v in vals:
+        for i, stored in self.values.items():
+            for v in stored if isinstance(stored, tuple) else (stored,):
                 if v is None:
                     nulls.append(i)
                     continue
@@ -115,9 +124,9 @@ class FieldIndex:
         self._built = {
             "keyed": {t: np.unique(np.asarray(ids, dtype=np.int64)) for t, ids in keyed.items()},
             "num_v": num_v[order], "num_i": np.asarray(num_ids, dtype=np.int64)[order],
-            "nulls": _ids(nulls), "nonnull": _ids(i for i, vs in self.values.items()
-                                                    if any(v is not None for v in vs)),
-            "nonempty": _ids(self.nonempty), "exact": exact,
+            "nulls": _ids(nulls), "nonnull": _ids(i for i in self.values if any(v is not None for v in self._vals(i))),
+            "nonempty": _ids(i for i, st in self.values.items() if st is not None) if self._top else _ids(self.nonempty),
+            "exact": exact,
             "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
         }
         # single-valued: each id's rank among the sorted numbers, by id (Range tests per id)
@@ -135,7 +144,7 @@ class FieldIndex:
             return found
         # except: some non-null value outside the list; ids holding listed values need a look
         probe = Match("v", "except", m.values)  # the values as one flat array: the same test
-        keep = [i for i in found.tolist() if probe.test({"v": list(self.values[i])})]
+        keep = [i for i in found.tolist() if probe.test({"v": list(self._vals(i))})]
         return np.union1d(np.setdiff1d(s["nonnull"], found, assume_unique=True),
                           np.asarray(keep, dtype=np.int64))
 
