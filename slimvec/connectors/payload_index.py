@@ -106,19 +106,27 @@ class FieldIndex:
         nums: list[float] = []
         num_ids: list[int] = []
         nulls: list[int] = []
-        exact = True
+        exact, floats = True, False
         for i, stored in self.values.items():
             for v in stored if isinstance(stored, tuple) else (stored,):
                 if v is None:
                     nulls.append(i)
                     continue
                 t = _typed(v)
-                if t is not None:
+                if t is not None and t[0] != "i":
                     keyed.setdefault(t, []).append(i)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     exact = exact and (isinstance(v, float) or abs(v) <= _EXACT_INT)
+                    floats = floats or isinstance(v, float)
                     nums.append(float(v))
                     num_ids.append(i)
+        # integer matches are answered from the sorted numbers (no array per value: a date or a
+        # count has as many values as documents) unless floats share them or float64 is inexact
+        if floats or not exact:
+            for i in self.values:
+                for v in self._vals(i):
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        keyed.setdefault(("i", v), []).append(i)
         num_v = np.asarray(nums, dtype=np.float64)
         order = np.argsort(num_v, kind="stable")
         self._built = {
@@ -126,7 +134,7 @@ class FieldIndex:
             "num_v": num_v[order], "num_i": np.asarray(num_ids, dtype=np.int64)[order],
             "nulls": _ids(nulls), "nonnull": _ids(i for i in self.values if any(v is not None for v in self._vals(i))),
             "nonempty": _ids(i for i, st in self.values.items() if st is not None) if self._top else _ids(self.nonempty),
-            "exact": exact,
+            "exact": exact, "ints_by_num": exact and not floats,
             "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
         }
         # single-valued: each id's rank among the sorted numbers, by id (Range tests per id)
@@ -135,10 +143,51 @@ class FieldIndex:
         self._built["by_id_rank"] = by_id
         return self._built
 
+    def _int_span(self, t: tuple[str, Any] | None) -> tuple[int, int] | None:
+        """Positions ``[lo, hi)`` of the integer ``t`` among the sorted numbers where integer
+        matches are answered from them, else None (see :meth:`key_ids`)."""
+        s = self._structures()
+        if t is None or t[0] != "i" or not s["ints_by_num"]:
+            return None
+        if abs(t[1]) > _EXACT_INT:  # every number of the field is an exact integer: none is this
+            return 0, 0
+        v = s["num_v"]
+        return int(np.searchsorted(v, t[1], side="left")), int(np.searchsorted(v, t[1], side="right"))
+
+    def key_ids(self, t: tuple[str, Any] | None) -> np.ndarray:
+        """Sorted ids holding the typed value ``t`` (:func:`_typed`)."""
+        s = self._structures()
+        span = self._int_span(t)
+        if span is None:
+            return s["keyed"].get(t, _EMPTY)
+        got = s["num_i"][span[0]:span[1]]
+        return np.sort(got) if s["single"] else np.unique(got)
+
+    def key_count(self, t: tuple[str, Any] | None) -> int:
+        """How many values equal the typed value ``t`` (ids, for a single-valued field)."""
+        span = self._int_span(t)
+        return len(self._structures()["keyed"].get(t, _EMPTY)) if span is None else span[1] - span[0]
+
+    def has_key(self, t: tuple[str, Any] | None, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` hold the typed value ``t`` (a bool mask)."""
+        span, s = self._int_span(t), self._structures()
+        if span is None or not s["single"]:
+            return _member(self.key_ids(t), ids)
+        return self._ranked(ids, *span)
+
+    def _ranked(self, ids: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Which of ``ids`` have their (single) number at a position in ``[lo, hi)``."""
+        s = self._structures()
+        if not len(s["by_id_i"]):
+            return np.zeros(len(ids), dtype=bool)
+        at = np.minimum(np.searchsorted(s["by_id_i"], ids), len(s["by_id_i"]) - 1)
+        rank = s["by_id_rank"][at]
+        return (s["by_id_i"][at] == ids) & (rank >= lo) & (rank < hi)
+
     def match(self, m: Match) -> np.ndarray:
         """Ids whose values satisfy ``m`` (Qdrant semantics, as :meth:`Match.test`)."""
         s = self._structures()
-        hit = [s["keyed"].get(_typed(t), _EMPTY) for t in m.values]
+        hit = [self.key_ids(_typed(t)) for t in m.values]
         found = hit[0] if len(hit) == 1 else np.unique(np.concatenate(hit)) if hit else _EMPTY
         if m.kind != "except":
             return found
@@ -269,8 +318,7 @@ class PayloadIndex:
         if f is None:
             return None
         if isinstance(c, Match) and c.kind != "except":
-            keyed = f._structures()["keyed"]
-            return min(1.0, sum(len(keyed.get(_typed(t), _EMPTY)) for t in c.values) / n_live)
+            return min(1.0, sum(f.key_count(_typed(t)) for t in c.values) / n_live)
         lo, hi = f._bounds(c) if isinstance(c, Range) else (None, None)
         return None if lo is None or hi is None else min(1.0, max(0, hi - lo) / n_live)
 
@@ -293,16 +341,10 @@ class PayloadIndex:
         f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
         lo, hi = f._bounds(c) if f is not None and isinstance(c, Range) else (None, None)
         if f is not None and lo is not None and hi is not None and f._structures()["single"]:
-            s = f._structures()  # an id's number is in the range when its rank is in [lo, hi)
-            if not len(s["by_id_i"]):
-                return np.zeros(len(ids), dtype=bool)
-            at = np.minimum(np.searchsorted(s["by_id_i"], ids), len(s["by_id_i"]) - 1)
-            rank = s["by_id_rank"][at]
-            return (s["by_id_i"][at] == ids) & (rank >= lo) & (rank < hi)
+            return f._ranked(ids, lo, hi)  # an id's number is in the range when its rank is
         if f is not None and isinstance(c, Match) and c.kind != "except":
-            keyed = f._structures()["keyed"]
-            return np.logical_or.reduce([_member(keyed.get(_typed(t), _EMPTY), ids)
-                                         for t in c.values] or [np.zeros(len(ids), dtype=bool)])
+            return np.logical_or.reduce([f.has_key(_typed(t), ids) for t in c.values]
+                                        or [np.zeros(len(ids), dtype=bool)])
         if f is not None and isinstance(c, IsEmpty):
             return ~_member(f._structures()["nonempty"], ids)
         return _member(self._cond(c, np.unique(ids), fallback), ids)
