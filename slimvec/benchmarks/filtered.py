@@ -233,6 +233,7 @@ def _recipes(cfg: Any, metric: str) -> list[str]:
 def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert: dict[str, Any],
                     spec: tuple[float, str, dict[str, Any], np.ndarray]) -> list[Row]:
     """One filter on every open recipe: recall and path each, then latency side by side."""
+    from slimvec.connectors.qdrant_filter import to_qdrant_edge
     from slimvec.indexer.lifecycle import resolve_filter
     from slimvec.measure import time_alternating
 
@@ -242,7 +243,9 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
     rows, searches = [], []
     for recipe, idx in opened.items():
         reference = recipe == REFERENCE_RECIPE
-        parsed = resolve_filter(idx, flt)
+        # the reference runs Qdrant's own filter: the store would evaluate a range on an indexed
+        # key in Python (its index skips values of another type; this corpus has none)
+        parsed = to_qdrant_edge(resolve_filter(idx, flt)) if reference else None
         depth = idx.manifest.rescore.depth if (not reference and idx.manifest.rescore is not None) else None
 
         def search(q: np.ndarray, idx: Any = idx, parsed: Any = parsed, reference: bool = reference) -> np.ndarray:
