@@ -404,16 +404,6 @@ class VectorStore(abc.ABC):
         """(matches of ``flt``, the filter :meth:`search` takes): the ids, or a native count and ``flt``."""
         return len(allowed := self.filter_ids(flt)), allowed
 
-    def filter_share(self, flt: Any) -> float | None:
-        """The share of live points ``flt`` is estimated to match from in-memory payload indexes,
-        without listing them (the planner's test for a broad filter); None where unknown."""
-        return None
-
-    def filter_test(self, flt: Any, ids: np.ndarray) -> np.ndarray:
-        """Which of the live ``ids`` match ``flt`` (a bool mask); stores with in-memory payload
-        indexes look each id up instead of listing every match."""
-        return np.isin(ids, self.filter_ids(flt))
-
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """Remove ``ids`` (vectors and payloads); unknown ids are ignored. Durable at :meth:`flush`.
 

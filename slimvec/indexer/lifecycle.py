@@ -254,7 +254,7 @@ POST_MARGIN = 1.5
 def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, depth: int | None,
                   flt: Filter, params: dict[str, Any]) -> SearchResult | None:
     """A broad filter (estimated share of matches >= :data:`BROAD_SHARE`, from the in-memory
-    payload index, :meth:`~slimvec.connectors.base.VectorStore.filter_share`): the store's
+    payload index, :meth:`~slimvec.connectors.payloads.PayloadTableStore.filter_share`): the store's
     unfiltered search for ``k x depth / share x`` :data:`POST_MARGIN` candidates, each looked up
     in the payload index, the first ``k x depth`` that match re-ranked. None (the planner's other
     paths) for other filters, and where some query kept fewer than ``k x depth`` of the fetched
@@ -262,7 +262,8 @@ def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, 
     query's neighbourhood matches less often than the corpus): what survives is then exactly the
     approximate top of the matches, as a filtered search with that many candidates gives."""
     store = index.store
-    share = store.filter_share(flt)
+    estimate = getattr(store, "filter_share", None)  # stores with in-memory payload indexes
+    share = estimate(flt) if estimate is not None else None
     full = index.manifest.full
     if share is None or share < BROAD_SHARE or (full is not None and full.in_store):
         return None

@@ -169,8 +169,9 @@ def agree_with_payloads(store) -> None:
     for flt in PROBES:
         truth = _truth(store, flt)
         assert store.filter_ids(flt).tolist() == truth, flt.to_json()
-        # the planner's per-candidate lookup (broad filters, issue 37) agrees too
-        assert live[store.filter_test(flt, live[::-1])[::-1]].tolist() == truth, flt.to_json()
+        if hasattr(store, "filter_test"):  # in-memory payload indexes (FAISS, hnswlib): the
+            # planner's per-candidate lookup of broad filters (issue 37) agrees too
+            assert live[store.filter_test(flt, live[::-1])[::-1]].tolist() == truth, flt.to_json()
 
 
 def typed_rows(seed: int, n: int) -> list[dict]:
