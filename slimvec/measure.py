@@ -26,7 +26,7 @@ import numpy as np
 
 from slimvec.connectors.base import SearchResult, VectorStore
 
-__all__ = ["exact_knn", "similarities", "paired_similarities", "recall_at_k", "time_single", "latency_summary",
+__all__ = ["exact_knn", "similarities", "paired_similarities", "recall_at_k", "time_single", "time_alternating", "latency_summary",
            "reduce_queries", "rescored_search", "IndexUnderTest", "Lookup", "TRUTH_BLOCK"]
 
 #: corpus rows scored at once by :func:`exact_knn` (memory ``query block × TRUTH_BLOCK`` floats)
@@ -238,6 +238,26 @@ def time_single(search_i: Callable[[int], Any], n_queries: int, n: int, repeats:
             search_i(i)
             times[r, i] = (time.perf_counter() - t0) * 1000.0
     return latency_summary(np.median(times, axis=0))
+
+
+def time_alternating(searches: Sequence[Callable[[int], Any]], n_queries: int, n: int,
+                     repeats: int) -> list[dict[str, float]]:
+    """:func:`time_single` of several searches side by side: each query is timed on every search
+    in turn (the order rotating per query), so load on a shared machine falls on all alike and
+    their ratios are fair. One summary per search, in order."""
+    count = max(1, min(n, n_queries))
+    for search_i in searches:  # warm-up
+        for i in range(min(20, count)):
+            search_i(i)
+    times = np.empty((len(searches), repeats, count))
+    for r in range(repeats):
+        for i in range(count):
+            for j in range(len(searches)):
+                at = (j + i + r) % len(searches)
+                t0 = time.perf_counter()
+                searches[at](i)
+                times[at, r, i] = (time.perf_counter() - t0) * 1000.0
+    return [latency_summary(np.median(t, axis=0)) for t in times]
 
 
 # ------------------------------------------------------------------------- the product's search

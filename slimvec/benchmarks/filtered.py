@@ -7,7 +7,11 @@ selectivity of ``filtered`` (percent of the corpus matching). ``bucket`` is ``ra
 over a random permutation, so ``bucket < 10 * s`` matches ``ceil(n * s / 100)`` documents: exactly
 ``s`` % when ``n`` is a multiple of 1,000. Beside them, Qdrant Edge's own filtered search on the
 full vectors (recipe ``none|qdrant-edge``, the store's search with the filter, no planner) is the
-reference row, labelled ``qdrant-edge (native filter)``.
+reference row, labelled ``qdrant-edge (native filter)``. Each selectivity is measured a second
+time as two conditions: ``bucket < 20 * s`` AND the keyword ``tag == "a"`` (:func:`tag_field`,
+dealt independently; both fields have payload indexes). All recipes are open at once and each
+filter's searches are timed side by side, query by query (:func:`slimvec.measure.time_alternating`),
+so the ratios to the reference hold on a shared machine.
 
 Neighbour recall@k is measured against the EXACT filtered truth: brute force over the matching
 full vectors only (each query's own corpus row excluded, as in the unfiltered rows). Recall of a
@@ -15,7 +19,9 @@ query is ``|found ∩ truth| / min(k, matches)``, so 0.1 % of a small corpus (fe
 matches) can still reach 1. Latency is the single-query p50/p95/p99 through the same call. Each
 row carries ``selectivity`` (percent), ``filter_matches`` and ``filter_path``: ``exact scan``
 (the planner scanned the matches' kept full vectors), ``store filter`` (the store's filtered
-search, re-ranked from the full vectors when the recipe rescores) or ``native`` (the reference).
+search, re-ranked from the full vectors when the recipe rescores), ``post filter`` (a broad
+filter: the unfiltered search's candidates looked up in the payload index) or ``native`` (the
+reference).
 """
 
 from __future__ import annotations
@@ -31,13 +37,15 @@ import numpy as np
 from slimvec.benchmarks.datasets import BenchDataset
 from slimvec.benchmarks.rows import Row
 
-__all__ = ["FIELD", "REFERENCE_RECIPE", "bucket_field", "filtered_truth", "filtered_recall",
+__all__ = ["FIELD", "TAG", "REFERENCE_RECIPE", "bucket_field", "tag_field", "filtered_truth", "filtered_recall",
            "measure_filtered", "render_filtered"]
 
 log = logging.getLogger(__name__)
 
 #: the payload field the suite filters on
 FIELD = "bucket"
+#: the keyword field of the two-condition filters (:func:`tag_field`)
+TAG = "tag"
 #: the reference: Qdrant Edge's filtered search on the full vectors, no reduction
 REFERENCE_RECIPE = "none|qdrant-edge"
 REFERENCE_LABEL = "qdrant-edge (native filter)"
@@ -108,15 +116,35 @@ def filtered_recall(found: np.ndarray, truth: list[np.ndarray], k: int) -> float
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def _write_source(ds: BenchDataset, buckets: np.ndarray, path: Path) -> None:
+def tag_field(n: int, seed: int = 1) -> np.ndarray:
+    """Keyword ``tag`` of ``n`` documents, ``"a"`` or ``"b"`` (exactly half each, rounded),
+    dealt independently of ``bucket``: ``bucket < 20 * s AND tag == "a"`` matches about s %."""
+    return np.where(np.random.default_rng(seed).permutation(n) % 2 == 0, "a", "b")
+
+
+def _filters(sels: list[float], buckets: np.ndarray, tags: np.ndarray
+             ) -> list[tuple[float, str, dict[str, Any], np.ndarray]]:
+    """(selectivity, fields, filter, matching rows): one range per selectivity, then the same
+    selectivity as a range AND a keyword match (where the range can be twice as wide)."""
+    out = [(float(s), FIELD, {"must": [{"key": FIELD, "range": {"lt": _limit(s)}}]},
+            np.flatnonzero(buckets < _limit(s))) for s in sels]
+    for s in (s for s in sels if 2 * float(s) <= 100):
+        lim = _limit(2 * float(s))
+        out.append((float(s), f"{FIELD} AND {TAG}",
+                    {"must": [{"key": FIELD, "range": {"lt": lim}}, {"key": TAG, "match": {"value": "a"}}]},
+                    np.flatnonzero((buckets < lim) & (tags == "a"))))
+    return out
+
+
+def _write_source(ds: BenchDataset, buckets: np.ndarray, tags: np.ndarray, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     ids = np.arange(1, len(ds.corpus) + 1, dtype=np.int64)
     vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(ds.corpus, np.float32).ravel()),
                                             ds.corpus.shape[1])
-    pq.write_table(pa.table({"id": ids, "vector": pa.array(vec.to_pylist(), pa.list_(pa.float32())),
-                             FIELD: buckets}), path)
+    pq.write_table(pa.table({"id": ids, "vector": vec.cast(pa.list_(pa.float32())),
+                             FIELD: buckets, TAG: tags.tolist()}), path)
 
 
 def _build(recipe: str, source: Path, folder: Path, metric: str) -> Path:
@@ -148,6 +176,9 @@ def _drop_own(found: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:
 def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
     """Rows of the filtered-search suite for one dataset (see the module docstring).
 
+    Every recipe is built and opened first; then, per filter, each is searched for recall and
+    all are timed side by side (:func:`slimvec.measure.time_alternating`).
+
     Parameters
     ----------
     runner : slimvec.benchmarks.runner._Runner
@@ -160,23 +191,35 @@ def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
     Returns
     -------
     list of Row
-        ``kind == "filtered"``, one per recipe × selectivity.
+        ``kind == "filtered"``, one per recipe × filter.
     """
+    from contextlib import ExitStack
+
+    from slimvec.indexer.index import open_index
+
     cfg = runner.cfg  # a slimvec.benchmarks.runner.BenchConfig (not imported: runner imports this)
-    buckets = bucket_field(len(ds.corpus), cfg.seed)
+    buckets, tags = bucket_field(len(ds.corpus), cfg.seed), tag_field(len(ds.corpus), cfg.seed + 1)
     source = root / "filtered-source.parquet"
-    _write_source(ds, buckets, source)
-    rows: list[Row] = []
+    _write_source(ds, buckets, tags, source)
     recipes = [REFERENCE_RECIPE] + [r for r in _recipes(cfg, ds.metric) if r != REFERENCE_RECIPE]
-    for recipe in recipes:
-        runner.progress(f"{ds.name}: filtered {recipe}", 0)
-        try:
-            rows += _measure_recipe(cfg, ds, recipe, buckets, source, root / "filtered-index")
-        except Exception as exc:  # noqa: BLE001 - recorded and reported, the run goes on
-            runner._skip(ds, f"filtered {recipe}", exc)
-        finally:
-            shutil.rmtree(root / "filtered-index", ignore_errors=True)
-        runner.progress(None, 1)
+    rows: list[Row] = []
+    with ExitStack() as stack:
+        opened: dict[str, Any] = {}
+        for j, recipe in enumerate(recipes):
+            runner.progress(f"{ds.name}: filtered {recipe}", 0)
+            folder = root / f"filtered-index-{j}"
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
+            try:
+                idx = stack.enter_context(open_index(_build(recipe, source, folder, ds.metric)))
+                idx.create_payload_index(FIELD, "integer")
+                idx.create_payload_index(TAG, "keyword")
+                opened[recipe] = idx
+            except Exception as exc:  # noqa: BLE001 - recorded and reported, the run goes on
+                runner._skip(ds, f"filtered {recipe}", exc)
+            runner.progress(None, 1)
+        convert = {r: _rows_of(idx, len(ds.corpus)) for r, idx in opened.items()}
+        for sel, fields, flt, match in _filters(list(cfg.filtered), buckets, tags):
+            rows += _measure_filter(cfg, ds, opened, convert, (sel, fields, flt, match))
     source.unlink(missing_ok=True)
     return rows
 
@@ -187,47 +230,45 @@ def _recipes(cfg: Any, metric: str) -> list[str]:
     return list(cfg.filter_recipes) or [default_recipe(metric)]
 
 
-def _measure_recipe(cfg: Any, ds: BenchDataset, recipe: str, buckets: np.ndarray, source: Path,
-                    folder: Path) -> list[Row]:
-    from slimvec.indexer.index import open_index
-    from slimvec.benchmarks.metrics import time_single
+def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert: dict[str, Any],
+                    spec: tuple[float, str, dict[str, Any], np.ndarray]) -> list[Row]:
+    """One filter on every open recipe: recall and path each, then latency side by side."""
+    from slimvec.connectors.qdrant_filter import to_qdrant_edge
     from slimvec.indexer.lifecycle import resolve_filter
+    from slimvec.measure import time_alternating
 
+    sel, fields, flt, match = spec
     k = cfg.k
-    _build(recipe, source, folder, ds.metric)
-    out: list[Row] = []
-    with open_index(folder) as idx:
-        idx.create_payload_index(FIELD, "integer")
-        to_rows = _rows_of(idx, len(ds.corpus))
+    truth = filtered_truth(ds.corpus, ds.queries, match, k, ds.query_rows, ds.metric)
+    rows, searches = [], []
+    for recipe, idx in opened.items():
         reference = recipe == REFERENCE_RECIPE
+        # the reference runs Qdrant's own filter: the store would evaluate a range on an indexed
+        # key in Python (its index skips values of another type; this corpus has none)
+        parsed = to_qdrant_edge(resolve_filter(idx, flt)) if reference else None
         depth = idx.manifest.rescore.depth if (not reference and idx.manifest.rescore is not None) else None
-        for sel in cfg.filtered:
-            flt = {"must": [{"key": FIELD, "range": {"lt": _limit(sel)}}]}
-            parsed = resolve_filter(idx, flt)
-            match = np.flatnonzero(buckets < _limit(sel))
-            truth = filtered_truth(ds.corpus, ds.queries, match, k, ds.query_rows, ds.metric)
 
-            def search(q: np.ndarray, flt: Any = flt, parsed: Any = parsed) -> np.ndarray:
-                res = idx.store.search(q, k + 1, filter=parsed) if reference else idx.search(q, k + 1, filter=flt)
-                return np.asarray(res.ids)
+        def search(q: np.ndarray, idx: Any = idx, parsed: Any = parsed, reference: bool = reference) -> np.ndarray:
+            res = idx.store.search(q, k + 1, filter=parsed) if reference else idx.search(q, k + 1, filter=flt)
+            return np.asarray(res.ids)
 
-            found = _drop_own(to_rows(search(ds.queries)), ds.query_rows, k)
-            spec = recipe.split("|")
-            row = Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=spec[0],
-                      dim_out=int(idx.manifest.dim_out),
-                      store=REFERENCE_LABEL if reference else recipe, kind="filtered",
-                      n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)), k=k, rescore=depth)
-            row.neighbor_recall_at_k = filtered_recall(found, truth, k)
-            row.selectivity = float(sel)
-            row.filter_matches = int(len(match))
-            # the path the planner took (Index.last_filter_plan), recorded by the search itself
-            row.filter_path = "native" if reference else (idx.last_filter_plan or {}).get("path")
-            row.update(time_single(lambda i: search(ds.queries[i:i + 1]), len(ds.queries),
-                                    cfg.latency_queries, cfg.latency_repeats))
-            out.append(row)
-            log.info("filtered %s at %s %%: recall %.3f, %s", recipe, sel, row.neighbor_recall_at_k,
-                     row.filter_path)
-    return out
+        found = _drop_own(convert[recipe](search(ds.queries)), ds.query_rows, k)
+        row = Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=recipe.split("|")[0],
+                  dim_out=int(idx.manifest.dim_out), store=REFERENCE_LABEL if reference else recipe,
+                  kind="filtered", n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)),
+                  k=k, rescore=depth)
+        row.neighbor_recall_at_k = filtered_recall(found, truth, k)
+        row.selectivity, row.filter_matches, row.filter_fields = float(sel), int(len(match)), fields
+        # the path the planner took (Index.last_filter_plan), recorded by the search itself
+        row.filter_path = "native" if reference else (idx.last_filter_plan or {}).get("path")
+        rows.append(row)
+        searches.append(lambda i, search=search: search(ds.queries[i:i + 1]))
+        log.info("filtered %s, %s at %s %%: recall %.3f, %s", recipe, fields, sel,
+                 row.neighbor_recall_at_k, row.filter_path)
+    for row, timing in zip(rows, time_alternating(searches, len(ds.queries), cfg.latency_queries,
+                                                   cfg.latency_repeats)):
+        row.update(timing)
+    return rows
 
 
 def render_filtered(rows: list[Row], note: str = "") -> list[str]:
@@ -245,13 +286,14 @@ def render_filtered(rows: list[Row], note: str = "") -> list[str]:
         return []
     k = filt[0].k
     body = []
-    for r in sorted(filt, key=lambda r: (r.store != REFERENCE_LABEL, str(r.store), -float(r.selectivity or 0))):
+    for r in sorted(filt, key=lambda r: (r.store != REFERENCE_LABEL, str(r.store), " AND " in str(r.filter_fields),
+                                         -float(r.selectivity or 0))):
         recall = "—" if r.neighbor_recall_at_k is None or math.isnan(r.neighbor_recall_at_k) \
             else f"{r.neighbor_recall_at_k:.3f}{note}"
         p50 = "—" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.2f}{note}"
         label = str(r.store).replace("|", "\\|")  # a recipe's '|' would split the cell
-        body.append(f"| {label} | {r.selectivity:g} % | {r.filter_matches} | {r.filter_path} | "
-                    f"{recall} | {p50} |")
+        body.append(f"| {label} | {r.filter_fields or FIELD} | {r.selectivity:g} % | {r.filter_matches} | "
+                    f"{r.filter_path} | {recall} | {p50} |")
     return ["### Filtered search", "",
-            f"| configuration | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms |",
-            "|---|---|---|---|---|---|", *body, ""]
+            f"| configuration | filter | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms |",
+            "|---|---|---|---|---|---|---|", *body, ""]

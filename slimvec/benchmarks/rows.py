@@ -120,7 +120,11 @@ class Row:
         Filtered-search rows: documents the filter matches.
     filter_path : str or None
         Filtered-search rows: the path the search took, ``exact scan``, ``store filter`` or
-        ``native`` (the reference: Qdrant Edge's own filtered search on full vectors).
+        ``native`` (the reference: Qdrant Edge's own filtered search on full vectors), or
+        ``post filter`` (a broad filter: unfiltered search, candidates looked up in the payload index).
+    filter_fields : str or None
+        Filtered-search rows: the fields of the filter's conditions (``bucket``, or
+        ``bucket AND tag`` for the two-condition rows).
     extra : dict
         Keys this version does not know, kept as read.
     """
@@ -166,6 +170,7 @@ class Row:
     selectivity: float | None = None
     filter_matches: int | None = None
     filter_path: str | None = None
+    filter_fields: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -60,29 +60,38 @@ class FieldIndex:
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.values: dict[int, tuple[Any, ...]] = {}
+        #: per id, a top-level key's value as stored (a list as a tuple; ``[]`` and missing not
+        #: kept), or a dotted key's values (a tuple): one object per id, no tuple of one
+        self.values: dict[int, Any] = {}
+        #: dotted keys only: the ids whose field is not empty (a top-level key's are the ids
+        #: whose stored value is not None)
         self.nonempty: set[int] = set()
         self._built: dict[str, Any] | None = None
         self._top = "." not in key and "[" not in key
 
     def put(self, i: int, payload: Mapping[str, Any]) -> None:
         """Index (or re-index) the payload of id ``i``."""
+        self._built = None
         if self._top:  # a top-level key: what field_values and IsEmpty read, without the path walk
             v = payload.get(self.key, _MISSING)
-            vals = () if v is _MISSING else tuple(v) if isinstance(v, list) else (v,)
-            empty = v is _MISSING or v is None or (isinstance(v, list) and not v)
-        else:
-            vals = tuple(field_values(payload, self.key))
-            empty = IsEmpty(self.key).test(payload)
+            if v is _MISSING or (isinstance(v, list) and not v):
+                self.values.pop(i, None)
+            else:
+                self.values[i] = tuple(v) if isinstance(v, (list, tuple)) else v
+            return
+        vals = tuple(field_values(payload, self.key))
         if vals:
             self.values[i] = vals
         else:
             self.values.pop(i, None)
-        if empty:
+        if IsEmpty(self.key).test(payload):
             self.nonempty.discard(i)
         else:
             self.nonempty.add(i)
-        self._built = None
+
+    def _vals(self, i: int) -> tuple[Any, ...]:
+        got = self.values.get(i, ())
+        return got if isinstance(got, tuple) else (got,)
 
     def remove(self, i: int) -> None:
         """Forget id ``i``."""
@@ -97,50 +106,104 @@ class FieldIndex:
         nums: list[float] = []
         num_ids: list[int] = []
         nulls: list[int] = []
-        exact = True
-        for i, vals in self.values.items():
-            for v in vals:
+        exact, floats = True, False
+        for i, stored in self.values.items():
+            for v in stored if isinstance(stored, tuple) else (stored,):
                 if v is None:
                     nulls.append(i)
                     continue
                 t = _typed(v)
-                if t is not None:
+                if t is not None and t[0] != "i":
                     keyed.setdefault(t, []).append(i)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     exact = exact and (isinstance(v, float) or abs(v) <= _EXACT_INT)
+                    floats = floats or isinstance(v, float)
                     nums.append(float(v))
                     num_ids.append(i)
+        # integer matches are answered from the sorted numbers (no array per value: a date or a
+        # count has as many values as documents) unless floats share them or float64 is inexact
+        if floats or not exact:
+            for i in self.values:
+                for v in self._vals(i):
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        keyed.setdefault(("i", v), []).append(i)
         num_v = np.asarray(nums, dtype=np.float64)
         order = np.argsort(num_v, kind="stable")
         self._built = {
             "keyed": {t: np.unique(np.asarray(ids, dtype=np.int64)) for t, ids in keyed.items()},
             "num_v": num_v[order], "num_i": np.asarray(num_ids, dtype=np.int64)[order],
-            "nulls": _ids(nulls), "nonnull": _ids(i for i, vs in self.values.items()
-                                                    if any(v is not None for v in vs)),
-            "nonempty": _ids(self.nonempty), "exact": exact,
+            "nulls": _ids(nulls), "nonnull": _ids(i for i in self.values if any(v is not None for v in self._vals(i))),
+            "nonempty": _ids(i for i, st in self.values.items() if st is not None) if self._top else _ids(self.nonempty),
+            "exact": exact, "ints_by_num": exact and not floats,
             "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
         }
+        # single-valued: each id's rank among the sorted numbers, by id (Range tests per id)
+        by_id = np.argsort(self._built["num_i"], kind="stable")
+        self._built["by_id_i"] = self._built["num_i"][by_id]
+        self._built["by_id_rank"] = by_id
         return self._built
+
+    def _int_span(self, t: tuple[str, Any] | None) -> tuple[int, int] | None:
+        """Positions ``[lo, hi)`` of the integer ``t`` among the sorted numbers where integer
+        matches are answered from them, else None (see :meth:`key_ids`)."""
+        s = self._structures()
+        if t is None or t[0] != "i" or not s["ints_by_num"]:
+            return None
+        if abs(t[1]) > _EXACT_INT:  # every number of the field is an exact integer: none is this
+            return 0, 0
+        v = s["num_v"]
+        return int(np.searchsorted(v, t[1], side="left")), int(np.searchsorted(v, t[1], side="right"))
+
+    def key_ids(self, t: tuple[str, Any] | None) -> np.ndarray:
+        """Sorted ids holding the typed value ``t`` (:func:`_typed`)."""
+        s = self._structures()
+        span = self._int_span(t)
+        if span is None:
+            return s["keyed"].get(t, _EMPTY)
+        got = s["num_i"][span[0]:span[1]]
+        return np.sort(got) if s["single"] else np.unique(got)
+
+    def key_count(self, t: tuple[str, Any] | None) -> int:
+        """How many values equal the typed value ``t`` (ids, for a single-valued field)."""
+        span = self._int_span(t)
+        return len(self._structures()["keyed"].get(t, _EMPTY)) if span is None else span[1] - span[0]
+
+    def has_key(self, t: tuple[str, Any] | None, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` hold the typed value ``t`` (a bool mask)."""
+        span, s = self._int_span(t), self._structures()
+        if span is None or not s["single"]:
+            return _member(self.key_ids(t), ids)
+        return self._ranked(ids, *span)
+
+    def _ranked(self, ids: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Which of ``ids`` have their (single) number at a position in ``[lo, hi)``."""
+        s = self._structures()
+        if not len(s["by_id_i"]):
+            return np.zeros(len(ids), dtype=bool)
+        at = np.minimum(np.searchsorted(s["by_id_i"], ids), len(s["by_id_i"]) - 1)
+        rank = s["by_id_rank"][at]
+        return (s["by_id_i"][at] == ids) & (rank >= lo) & (rank < hi)
 
     def match(self, m: Match) -> np.ndarray:
         """Ids whose values satisfy ``m`` (Qdrant semantics, as :meth:`Match.test`)."""
         s = self._structures()
-        hit = [s["keyed"].get(_typed(t), _EMPTY) for t in m.values]
+        hit = [self.key_ids(_typed(t)) for t in m.values]
         found = hit[0] if len(hit) == 1 else np.unique(np.concatenate(hit)) if hit else _EMPTY
         if m.kind != "except":
             return found
         # except: some non-null value outside the list; ids holding listed values need a look
         probe = Match("v", "except", m.values)  # the values as one flat array: the same test
-        keep = [i for i in found.tolist() if probe.test({"v": list(self.values[i])})]
+        keep = [i for i in found.tolist() if probe.test({"v": list(self._vals(i))})]
         return np.union1d(np.setdiff1d(s["nonnull"], found, assume_unique=True),
                           np.asarray(keep, dtype=np.int64))
 
-    def range(self, r: Range) -> np.ndarray | None:
-        """Ids with a number in ``r``; None when float64 cannot compare this field exactly."""
+    def _bounds(self, r: Range) -> tuple[int, int] | tuple[None, None]:
+        """Positions ``[lo, hi)`` of the sorted numbers in ``r``; (None, None) when float64
+        cannot compare this field (or a bound) exactly."""
         s = self._structures()
         bounds = [b for b in (r.gt, r.gte, r.lt, r.lte) if b is not None]
         if not s["exact"] or any(isinstance(b, int) and abs(b) > _EXACT_INT for b in bounds):
-            return None
+            return None, None
         v = s["num_v"]
         lo, hi = 0, len(v)
         if r.gte is not None:
@@ -151,6 +214,14 @@ class FieldIndex:
             hi = min(hi, int(np.searchsorted(v, r.lte, side="right")))
         if r.lt is not None:
             hi = min(hi, int(np.searchsorted(v, r.lt, side="left")))
+        return lo, hi
+
+    def range(self, r: Range) -> np.ndarray | None:
+        """Ids with a number in ``r``; None when float64 cannot compare this field exactly."""
+        s = self._structures()
+        lo, hi = self._bounds(r)
+        if lo is None or hi is None:
+            return None
         if hi <= lo:
             return _EMPTY
         return np.sort(s["num_i"][lo:hi]) if s["single"] else np.unique(s["num_i"][lo:hi])
@@ -223,3 +294,65 @@ class PayloadIndex:
         elif f is not None and isinstance(c, IsEmpty):
             got = np.setdiff1d(live, f._structures()["nonempty"], assume_unique=True)
         return fallback(c) if got is None else got
+
+    # ------------------------------------------------ broad filters (issue 37: post-filtering)
+    def share(self, flt: Filter, n_live: int) -> float | None:
+        """Estimated share of ``n_live`` live ids matching ``flt``, from counts alone (nothing
+        materialised; conditions of a ``must`` taken as independent); None when a condition is
+        not a match or a range on an indexed field (the planner then counts the matches)."""
+        if n_live <= 0:
+            return None
+        shares = [[self._share(c, n_live) for c in part] for part in (flt.must, flt.should, flt.must_not)]
+        if any(s is None for part in shares for s in part):
+            return None
+        must, should, must_not = ([float(s) for s in part if s is not None] for part in shares)
+        out = float(np.prod(must)) if must else 1.0
+        if should:
+            out *= min(1.0, sum(should))
+        return max(0.0, out * float(np.prod([1.0 - s for s in must_not])))
+
+    def _share(self, c: Any, n_live: int) -> float | None:
+        if isinstance(c, Filter):
+            return self.share(c, n_live)
+        f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
+        if f is None:
+            return None
+        if isinstance(c, Match) and c.kind != "except":
+            return min(1.0, sum(f.key_count(_typed(t)) for t in c.values) / n_live)
+        lo, hi = f._bounds(c) if isinstance(c, Range) else (None, None)
+        return None if lo is None or hi is None else min(1.0, max(0, hi - lo) / n_live)
+
+    def test(self, flt: Filter, ids: np.ndarray, fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
+        """Which of the live ``ids`` (int64, any order) match ``flt``: a bool mask, looked up per
+        id (ranges of single-valued fields by value, matches in the value's ids), so a filter
+        matching most documents is never materialised; ``fallback`` as in :meth:`select`."""
+        ok = np.ones(len(ids), dtype=bool)
+        for c in flt.must:
+            ok &= self._test(c, ids, fallback)
+        if flt.should:
+            ok &= np.logical_or.reduce([self._test(c, ids, fallback) for c in flt.should])
+        for c in flt.must_not:
+            ok &= ~self._test(c, ids, fallback)
+        return ok
+
+    def _test(self, c: Any, ids: np.ndarray, fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
+        if isinstance(c, Filter):
+            return self.test(c, ids, fallback)
+        f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
+        lo, hi = f._bounds(c) if f is not None and isinstance(c, Range) else (None, None)
+        if f is not None and lo is not None and hi is not None and f._structures()["single"]:
+            return f._ranked(ids, lo, hi)  # an id's number is in the range when its rank is
+        if f is not None and isinstance(c, Match) and c.kind != "except":
+            return np.logical_or.reduce([f.has_key(_typed(t), ids) for t in c.values]
+                                        or [np.zeros(len(ids), dtype=bool)])
+        if f is not None and isinstance(c, IsEmpty):
+            return ~_member(f._structures()["nonempty"], ids)
+        return _member(self._cond(c, np.unique(ids), fallback), ids)
+
+
+def _member(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Which of ``ids`` are in ``sorted_ids`` (sorted unique int64): a binary search per id."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return sorted_ids[at] == ids

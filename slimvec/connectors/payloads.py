@@ -315,6 +315,8 @@ class PayloadTableStore:
     _dirty: bool
     #: annotated only (no definition here, which would shadow VectorStore._known in the MRO)
     _known: Callable[[Sequence[int] | np.ndarray], np.ndarray]
+    count: Callable[[], int]
+    ids: Callable[[], np.ndarray]
 
     def set_payload(self, ids: Sequence[int] | np.ndarray, fields: Mapping[str, Any],
                     overwrite: bool = False) -> int:
@@ -335,6 +337,26 @@ class PayloadTableStore:
         if known:
             self._dirty = True
         return len(known)
+
+    def filter_share(self, flt: Any) -> float | None:
+        """The share of live ids ``flt`` matches, estimated by the in-memory payload index
+        (:meth:`~slimvec.connectors.payload_index.PayloadIndex.share`); None without one."""
+        assert self._payloads is not None
+        mem = self._payloads.memory_index() if flt is not None else None
+        return None if mem is None or not mem.covers(flt) else mem.share(flt, int(self.count()))
+
+    def filter_test(self, flt: Any, ids: np.ndarray) -> np.ndarray:
+        """Which of the live ``ids`` match ``flt``: looked up per id in the in-memory payload
+        index where there is one (the rest through :func:`select_filter`)."""
+        from slimvec.filters import Filter
+
+        assert self._payloads is not None
+        table, mem = self._payloads, self._payloads.memory_index()
+        live = self.ids()
+        if mem is None or not mem.covers(flt):
+            return np.isin(ids, select_filter(table, live, flt))
+        return mem.test(flt, np.asarray(ids, dtype=np.int64), lambda c: select_filter(
+            table, live, Filter(must=(c,)), indexed=False))
 
     def create_payload_index(self, field: str, kind: str) -> bool:
         """An SQLite expression index on ``json_extract(doc, '$."field"')`` in the payload table,

@@ -35,7 +35,7 @@ from slimvec.ids import doc_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search",
+__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
            "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
 
 #: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
@@ -221,13 +221,19 @@ def filter_path(index: Any, n_allowed: int, k: int, depth: int | None) -> str:
     return _plan(index, n_allowed, k, depth)["path"]
 
 
-def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
-    keeps_full = index.full_vectors is not None or (index.manifest.full is not None
-                                                    and index.manifest.full.in_store)
+def _scan_limit(index: Any, k: int, depth: int | None) -> int | None:
+    """The most matches the planner scans exactly (:func:`exact_threshold`); None: no kept full
+    vectors to scan."""
     full = index.manifest.full
+    if index.full_vectors is None and not (full is not None and full.in_store):
+        return None
     row_bytes = int(index.dim_in) * (2 if full is not None and full.dtype == "float16" else 4)
-    limit = exact_threshold(index.store.count(), k, depth or 1, row_bytes)
-    if not keeps_full:
+    return exact_threshold(index.store.count(), k, depth or 1, row_bytes)
+
+
+def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
+    limit = _scan_limit(index, k, depth)
+    if limit is None:
         return {"path": "store filter", "matches": n_allowed, "threshold": None,
                 "why": "no kept full vectors to scan"}
     if n_allowed <= limit:
@@ -238,11 +244,63 @@ def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, An
             "why": f"{n_allowed} matches > {limit}: the store's filtered search"}
 
 
+#: a filter estimated to match at least this share of the documents is a broad one:
+#: searched unfiltered and post-filtered (:func:`post_filtered`)
+BROAD_SHARE = 0.2
+#: a post-filtered search fetches this many times the candidates it expects to need
+POST_MARGIN = 1.5
+
+
+def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, depth: int | None,
+                  flt: Filter, params: dict[str, Any]) -> SearchResult | None:
+    """A broad filter (estimated share of matches >= :data:`BROAD_SHARE`, from the in-memory
+    payload index, :meth:`~slimvec.connectors.payloads.PayloadTableStore.filter_share`): the store's
+    unfiltered search for ``k x depth / share x`` :data:`POST_MARGIN` candidates, each looked up
+    in the payload index, the first ``k x depth`` that match re-ranked. None (the planner's other
+    paths) for other filters, and where some query kept fewer than ``k x depth`` of the fetched
+    candidates while documents outside them were left (the estimate was too high, or the
+    query's neighbourhood matches less often than the corpus): what survives is then exactly the
+    approximate top of the matches, as a filtered search with that many candidates gives."""
+    store = index.store
+    estimate = getattr(store, "filter_share", None)  # stores with in-memory payload indexes
+    share = estimate(flt) if estimate is not None else None
+    full = index.manifest.full
+    if share is None or share < BROAD_SHARE or (full is not None and full.in_store):
+        return None
+    width, n, limit = k * int(depth or 1), store.count(), _scan_limit(index, k, depth)
+    if limit is not None and share * n <= limit:  # few enough to scan exactly
+        return None
+    fetch = min(n, int(np.ceil((width * POST_MARGIN + 10) / share)))
+    found = store.search(reduced, fetch, **params)
+    ids = found.ids
+    ok = ids >= 0
+    ok[ok] = store.filter_test(flt, ids[ok])
+    kept = ok.sum(axis=1)
+    if fetch < n and int(kept.min()) < width:
+        log.debug("broad filter: %d of %d candidates matched, fewer than %d", int(kept.min()), fetch, width)
+        return None
+    out = SearchResult.empty(len(ids), width)
+    for row in range(len(ids)):
+        cols = np.flatnonzero(ok[row])[:width]
+        out.ids[row, :len(cols)], out.scores[row, :len(cols)] = ids[row, cols], found.scores[row, cols]
+    index.last_filter_plan = {"path": "post filter", "share": round(float(share), 4), "fetch": fetch,
+                              "native": False, "why": f"an estimated {share:.0%} of documents "
+                              f"match: {fetch} nearest unfiltered, the first {width} that match kept"}
+    log.debug("filtered search: post filter (%s)", index.last_filter_plan["why"])
+    if depth is None:
+        out.ids, out.scores = out.ids[:, :k], out.scores[:, :k]
+        return out
+    return index.full_vectors.rerank(vectors, out, k)
+
+
 def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
                     depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
     """The planner: count the matches (the store's own count, or the ids from the in-memory
     payload index), scan few exactly, else the store's filtered search (+ rescoring). The plan
     is logged at DEBUG and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
+    broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
+    if broad is not None:
+        return broad
     n_allowed, selection = index.store.plan_filter(flt)
     plan = _plan(index, n_allowed, k, depth)
     plan["native"] = not isinstance(selection, np.ndarray)

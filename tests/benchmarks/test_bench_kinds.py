@@ -85,6 +85,7 @@ def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(t
     ("fair-peers", ["bench-results/fair-peers-rabitq/results.json", "bench-results/fair-peers-pq/results.json"],
      "docs/benchmarks/fair-peers.md"),
     ("filtered", ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
+    ("filtered", ["bench-results/filtered-100k/results.json"], "docs/benchmarks/filtered-100k.md"),
 ])
 def test_a_table_re_renders_its_published_page(kind, results, page, tmp_path):
     res = _run("bench", "table", kind, *[str(ROOT / r) for r in results], "--out", str(tmp_path / "page.md"))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from slimvec.benchmarks.datasets import from_vectors
-from slimvec.benchmarks.filtered import REFERENCE_LABEL, bucket_field, filtered_recall, filtered_truth
+from slimvec.benchmarks.filtered import REFERENCE_LABEL, bucket_field, filtered_recall, filtered_truth, tag_field
 from slimvec.benchmarks.report import render_report
 from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.runner import BenchConfig, run_bench
@@ -59,19 +59,25 @@ def test_truth_is_restricted_to_the_matching_rows(dataset):
 
 
 def test_rows_carry_selectivity_path_and_reference(filtered_rows):
-    got = {(r.store, r.selectivity) for r in filtered_rows}
-    assert got == {(s, float(p)) for s in (REFERENCE_LABEL, DEFAULT_RECIPE, PLAIN) for p in SELECTIVITIES}
+    got = {(r.store, r.selectivity, r.filter_fields) for r in filtered_rows}
+    assert got == {(s, float(p), f) for s in (REFERENCE_LABEL, DEFAULT_RECIPE, PLAIN) for p in SELECTIVITIES
+                   for f in ("bucket", "bucket AND tag")}
+    buckets, tags = bucket_field(N), tag_field(N, seed=1)
     for r in filtered_rows:
-        assert r.filter_matches == round(N * r.selectivity / 100)
+        lim = round(r.selectivity * 10) if r.filter_fields == "bucket" else round(r.selectivity * 20)
+        assert r.filter_matches == int(((buckets < lim) & ((tags == "a") | (r.filter_fields == "bucket"))).sum())
         assert r.latency_p50_ms is not None and r.latency_p50_ms > 0
         assert r.to_json()["selectivity"] == r.selectivity and r.to_json()["filter_path"] == r.filter_path
     ref = [r for r in filtered_rows if r.store == REFERENCE_LABEL]
     assert {r.filter_path for r in ref} == {"native"} and {r.reducer for r in ref} == {"none"}
-    product = {r.selectivity: r for r in filtered_rows if r.store == DEFAULT_RECIPE}
-    assert product[0.1].filter_path == "exact scan" and product[1.0].filter_path == "exact scan"
+    product = {(r.selectivity, r.filter_fields): r for r in filtered_rows if r.store == DEFAULT_RECIPE}
+    assert {r.filter_path for r in product.values()} == {"exact scan"}
     # 500 matches of 384 float16 dimensions are under the 1 MiB scan threshold (issue 37)
-    assert product[50.0].filter_path == "exact scan"
-    assert {r.filter_path for r in filtered_rows if r.store == PLAIN} == {"store filter"}
+    assert product[50.0, "bucket"].filter_path == "exact scan"
+    plain = {(r.selectivity, r.filter_fields): r.filter_path for r in filtered_rows if r.store == PLAIN}
+    # nothing to scan: a broad filter is post-filtered, a narrow one the store's filtered search
+    assert plain == {(float(s), f): "post filter" if s == 50 else "store filter"
+                     for s in SELECTIVITIES for f in ("bucket", "bucket AND tag")}
 
 
 def test_recall_is_against_filtered_truth(filtered_rows):
@@ -86,10 +92,11 @@ def test_recall_is_against_filtered_truth(filtered_rows):
 def test_report_shows_the_filtered_table(filtered_rows):
     text = render_report(filtered_rows, {})
     assert "### Filtered search" in text
-    assert f"| {REFERENCE_LABEL} | 0.1 % | 1 | native |" in text
-    assert "| exact scan |" in text and "| store filter |" in text
+    assert f"| {REFERENCE_LABEL} | bucket | 0.1 % | 1 | native |" in text
+    assert "| exact scan |" in text and "| store filter |" in text and "| post filter |" in text
     escaped = DEFAULT_RECIPE.replace("|", "\\|")  # a recipe's own '|' must not split the cell
-    assert f"| {escaped} | 0.1 % | 1 | exact scan |" in text
+    assert f"| {escaped} | bucket | 0.1 % | 1 | exact scan |" in text
+    assert f"| {escaped} | bucket AND tag | 50 % | 500 | exact scan |" in text
 
 
 def test_suite_declares_the_filtered_options(tmp_path: Path):

@@ -12,7 +12,7 @@ import pytest
 
 from slimvec.connectors import make_store
 from slimvec.connectors.payloads import PayloadTable, scan_filter, select_filter
-from slimvec.filters import parse_filter
+from slimvec.filters import Filter, parse_filter
 from tests.connectors.stores import fast_specs
 
 FIELDS = ("lang", "year", "score", "flag", "tags")
@@ -82,8 +82,14 @@ def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
         for _ in range(rounds):
             flt = parse_filter(_filter(rng, ids))
             got = select_filter(table, live, flt)
-            assert table.memory_index() is not None
-            assert got.tolist() == scan_filter(table, live, flt).tolist(), flt.to_json()
+            mem = table.memory_index()
+            assert mem is not None
+            truth = scan_filter(table, live, flt).tolist()
+            assert got.tolist() == truth, flt.to_json()
+            # the per-id lookup of broad filters (issue 37): candidates in any order, repeated
+            sample = np.asarray(rng.choices(live.tolist(), k=60), dtype=np.int64)
+            mask = mem.test(flt, sample, lambda c: select_filter(table, live, Filter(must=(c,)), indexed=False))
+            assert sample[mask].tolist() == [i for i in sample.tolist() if i in set(truth)], flt.to_json()
 
     check(150)
     table.update(ids[:50], {"lang": "de", "year": [2020, None]})  # merge
@@ -99,6 +105,31 @@ def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
     other.commit()
     other.close()
     check(100)
+    table.close()
+
+
+def test_share_estimates_broad_filters_from_counts(tmp_path):
+    """The planner's estimate (issue 37): exact for one condition on a single-valued field, the
+    product for an AND of independent fields, None where a condition is not counted."""
+    table = PayloadTable(tmp_path / "payloads.sqlite")
+    ids = list(range(1000))
+    table.put(ids, [{"n": i % 100, "lang": ["en", "de"][i % 2], "x": i} for i in ids])
+    for f in ("n", "lang"):
+        table.create_index(f)
+    table.commit()
+    mem = table.memory_index()
+
+    def share(flt: dict) -> float | None:
+        return mem.share(parse_filter(flt), 1000)
+
+    n_lt = {"key": "n", "range": {"lt": 30}}
+    assert share({"must": [n_lt]}) == pytest.approx(0.3)
+    assert share({"must": [{"key": "lang", "match": {"any": ["en", "fr"]}}]}) == pytest.approx(0.5)
+    assert share({"must": [n_lt, {"key": "lang", "match": {"value": "en"}}]}) == pytest.approx(0.15)
+    assert share({"must_not": [n_lt]}) == pytest.approx(0.7)
+    assert share({"should": [n_lt, {"key": "n", "range": {"gte": 90}}]}) == pytest.approx(0.4)
+    assert share({"must": [{"key": "x", "range": {"lt": 5}}]}) is None  # not indexed
+    assert share({"must": [{"is_null": {"key": "n"}}]}) is None
     table.close()
 
 
@@ -134,8 +165,13 @@ def _truth(store, flt) -> list[int]:
 
 
 def agree_with_payloads(store) -> None:
+    live = store.ids()
     for flt in PROBES:
-        assert store.filter_ids(flt).tolist() == _truth(store, flt), flt.to_json()
+        truth = _truth(store, flt)
+        assert store.filter_ids(flt).tolist() == truth, flt.to_json()
+        if hasattr(store, "filter_test"):  # in-memory payload indexes (FAISS, hnswlib): the
+            # planner's per-candidate lookup of broad filters (issue 37) agrees too
+            assert live[store.filter_test(flt, live[::-1])[::-1]].tolist() == truth, flt.to_json()
 
 
 def typed_rows(seed: int, n: int) -> list[dict]:

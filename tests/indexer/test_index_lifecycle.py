@@ -318,11 +318,19 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
         assert idx.create_payload_index("sel", "integer") and idx.create_payload_index("lang", "keyword")
         sids = np.array([r["store_id"] for r in idx.get([f"doc-{i}" for i in keep])])
         truth = [set(sids[np.argsort(-(q @ vn[keep].T))[:10]].tolist()) for q in vn[1:40:4]]
-        for limit, path in ((10 ** 6, "exact scan"), (0, "store filter")):
+        # a broad filter (estimated share >= BROAD_SHARE) is post-filtered, except on Qdrant
+        # Edge, whose own filter runs it (no in-memory payload index to estimate with)
+        post = "store filter" if "qdrant-edge" in recipe else "post filter"
+        for limit, broad, path in ((10 ** 6, 0.0, "exact scan"), (0, 1.1, "store filter"), (0, 0.0, post)):
             monkeypatch.setattr(lifecycle, "exact_threshold", lambda *_, limit=limit: limit)
+            monkeypatch.setattr(lifecycle, "BROAD_SHARE", broad)
             got = idx.search(queries, 10, filter=flt)
-            assert idx.last_filter_plan["path"] == path and idx.last_filter_plan["matches"] == len(keep)
+            assert idx.last_filter_plan["path"] == path, idx.last_filter_plan
+            if path != "post filter":
+                assert idx.last_filter_plan["matches"] == len(keep)
             assert _recall(got.ids, truth) >= 0.99, (path, _recall(got.ids, truth))
+        monkeypatch.setattr(lifecycle, "BROAD_SHARE", 1.1)
+        idx.search(queries, 10, filter=flt)
         info = idx.info()
         assert info["last_filter_plan"]["path"] == "store filter"
         # a range on an indexed key is evaluated in Python on Qdrant Edge (issue 39: its index
@@ -334,3 +342,30 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
             assert info["payload_indexes_in_memory"] == ["lang", "sel"]
             idx.search(queries[:1], 10, filter={"must": [{"key": "other", "match": {"value": 1}}]})
             assert idx.info()["filter_fields_unindexed"] == ["other"]
+
+
+def test_broad_filter_is_post_filtered_and_falls_back_where_neighbours_do_not_match(minilm_vectors, tmp_path):
+    """Issue 37: a filter matching most documents is answered by the unfiltered search, its
+    candidates looked up in the payload index (``post filter``), with the exact filtered
+    neighbours. Where the query's neighbours match far less often than the corpus (here: none of
+    the 200 nearest of 400 do), too few candidates survive and the store's filtered search
+    answers instead: still 10 matching results, not the few that survived."""
+    folder, vecs, _ = _small_index(minilm_vectors, tmp_path, "none|hnsw")
+    vn = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    nearest = np.argsort(-(vn @ vn[0]))[:200]
+    with slimvec.open(folder) as idx:
+        assert idx.create_payload_index("near", "integer") and idx.create_payload_index("lang", "keyword")
+        idx.set_payload({"near": 0}, ids=[f"doc-{i}" for i in range(400)])
+        idx.set_payload({"near": 1}, ids=[f"doc-{i}" for i in nearest])
+        sid = {r["store_id"]: i for i, r in enumerate(idx.get([f"doc-{i}" for i in range(400)]))}
+        for flt, keep, path in (({"must": [{"key": "lang", "match": {"value": "en"}}]},
+                                 [i for i in range(400) if i % 3], "post filter"),
+                                ({"must": [{"key": "near", "match": {"value": 0}}]},
+                                 sorted(set(range(400)) - set(nearest.tolist())), "store filter")):
+            queries = vecs[:40:4]
+            got = idx.search(queries, 10, filter=flt)
+            assert idx.last_filter_plan["path"] == path, idx.last_filter_plan
+            rows = np.vectorize(sid.get)(got.ids)
+            assert (got.ids >= 0).all() and np.isin(rows, keep).all()
+            truth = [set(np.asarray(keep)[np.argsort(-(vn[keep] @ q))[:10]].tolist()) for q in vn[:40:4]]
+            assert _recall(rows, truth) >= 0.9, (path, _recall(rows, truth))

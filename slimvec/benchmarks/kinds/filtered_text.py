@@ -23,24 +23,35 @@ def quiet_note(machine: dict) -> tuple[str, str]:
             "latencies do.", " (not quiet)")
 
 
-def filtered_intro(quiet_paragraph: str) -> list[str]:
+def filtered_intro(quiet_paragraph: str, realtext: bool = False) -> list[str]:
     """Paragraphs (with blank lines) between the page's first line and its command;
-    ``quiet_paragraph`` is :func:`quiet_note`'s paragraph for the run."""
+    ``quiet_paragraph`` is :func:`quiet_note`'s paragraph for the run; ``realtext``: the corpus is
+    a prefix of the real-text corpus with held-out queries (else the assembled 8k corpus)."""
+    corpus = ("The corpus is a prefix of one seeded permutation of the project's real-text corpus "
+              "(WordNet and GCIDE sentences, `slimvec.benchmarks.realtext`) encoded with MiniLM "
+              "(`python scripts/make_real_corpus.py --encode`, through the encoding cache); the "
+              "queries are its held-out sentences." if realtext else
+              "The corpus is assembled from MiniLM encodings already in the encoding caches (nothing is "
+              "encoded) by `slimvec bench vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.")
     return [
-        "The corpus is assembled from MiniLM encodings already in the encoding caches (nothing is "
-        "encoded) by `slimvec bench vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.", "",
+        corpus, "",
         "Each recipe is built through the product path (Parquet with an integer payload `bucket` in "
-        "0..999, dealt so `bucket < 10·s` matches exactly s % of the corpus; `slimvec migrate`; an "
-        "integer payload index) and searched with `Index.search(..., filter=...)`. The reference "
-        "row is Qdrant Edge's own filtered search on the full vectors (`none|qdrant-edge`, the "
-        "store's search with the filter, no planner). Neighbour recall@10 is against EXACT "
-        "filtered truth (brute force over the matching full vectors), per query "
-        "|found ∩ truth| / min(10, matches). `path`: `exact scan` = the planner scanned the "
-        "matches' kept full vectors; `store filter` = the store's filtered search (re-ranked "
-        "from the full vectors when the recipe rescores); `native` = the reference. p50 is the "
-        "median single-query latency (one thread, median of 3 timings of each of 100 queries).", "",
+        "0..999, dealt so `bucket < 10·s` matches exactly s % of the corpus, and a keyword `tag`, "
+        "`a` or `b`, dealt independently; `slimvec migrate`; payload indexes on both) and searched "
+        "with `Index.search(..., filter=...)`. Filter `bucket` is the range alone; `bucket AND tag` "
+        "is `bucket < 20·s` AND `tag = a` (two conditions, about s %). The reference row is Qdrant "
+        "Edge's own filtered search on the full vectors (`none|qdrant-edge`, the store's search with "
+        "the filter translated as is into Qdrant's, no planner; the product evaluates a range on an "
+        "indexed key in Python there, as Qdrant's index skips values of another type). Neighbour recall@10 is against EXACT filtered truth (brute force "
+        "over the matching full vectors), per query |found ∩ truth| / min(10, matches). `path`: "
+        "`exact scan` = the planner scanned the matches' kept full vectors; `post filter` = a broad "
+        "filter (estimated share ≥ 20 % from the payload index): the unfiltered search's candidates "
+        "looked up in the payload index, then re-ranked; `store filter` = the store's filtered "
+        "search (re-ranked from the full vectors when the recipe rescores); `native` = the "
+        "reference. p50 is the median single-query latency (one thread, median of 3 timings of each "
+        "of 100 queries); all recipes are open at once and each query is timed on every recipe in "
+        "turn (`slimvec.measure.time_alternating`), so load falls on all rows of a filter alike.", "",
         quiet_paragraph, "",
-        "Reading the latencies: on FAISS and hnswlib every filtered search first resolves the "
-        "filter to store ids through the payload table (`store.filter_ids`); Qdrant Edge resolves "
-        "it in its own payload index.", "",
+        "Reading the latencies: on FAISS and hnswlib a filter is answered by the in-memory payload "
+        "indexes (`slimvec/connectors/payload_index.py`); Qdrant Edge resolves it in its own.", "",
     ]
