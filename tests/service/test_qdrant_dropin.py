@@ -223,7 +223,8 @@ def _named_points(n, seed, skip=True):
             vec.pop("text")
         if skip and i % 5 == 1:
             vec.pop("image")
-        out.append(m.PointStruct(id=i, vector=vec, payload={"i": i, "odd": i % 2 == 1}))
+        out.append(m.PointStruct(id=i, vector=vec, payload={"i": i, "odd": i % 2 == 1,
+                                                            "n": {"a": i, "b": [i]}}))
     return out
 
 
@@ -276,6 +277,12 @@ def test_named_vectors_as_local_mode(client, srv, fit_after):
             got = client.query_points(name, query=q, using=using, limit=6, query_filter=flt,
                                       with_payload=True).points
             _same_hits(got, want)
+    for sel in (["i", "n.a"], m.PayloadSelectorExclude(exclude=["n.b"])):  # payload paths
+        want = local.query_points(name, query=q, using=using, limit=3, with_payload=sel).points
+        _same_hits(client.query_points(name, query=q, using=using, limit=3, with_payload=sel).points, want)
+        assert "b" not in want[0].payload["n"]
+    _same_hits(client.query_points(name, limit=5, offset=2, with_payload=True).points,  # no query:
+               local.query_points(name, limit=5, offset=2, with_payload=True).points)  # scroll order
     for wv in (True, ["image"], ["code", "text"]):
         _same_records(client.retrieve(name, list(range(10)), with_vectors=wv),
                       local.retrieve(name, list(range(10)), with_vectors=wv))
@@ -312,6 +319,7 @@ def test_named_vector_updates_as_local_mode(tmp_path):
             c.upsert("nup", points=[m.PointStruct(id=8, vector={"code": pts[8].vector["code"]},
                                                   payload={"i": 8, "new": True})], wait=True)
             c.set_payload("nup", {"tag": "x"}, points=[0, 3, 8])
+            c.set_payload("nup", {"c": 1}, points=[0, 9], key="n")
             c.overwrite_payload("nup", {"only": 1}, points=[4])
             c.delete_payload("nup", keys=["odd"], points=[5])
             c.delete("nup", points_selector=[6, 51])
@@ -359,3 +367,24 @@ def test_named_vector_errors(client):
     assert exc.value.status_code == 400 and not client.collection_exists("a~b")
     assert client.count("nerr").count == 3
     client.delete_collection("nerr")
+
+
+def test_small_fitted_collection_searched_exactly(client, X):
+    """A fitted collection whose vectors are under Qdrant's default indexing threshold is
+    searched exactly, as Qdrant searches a segment it has not indexed: the default recipe's
+    4-bit codes (re-ranked at the calibrated depth) give local mode's top 10 on every query (as a
+    set where the 10th and 11th are apart by more than the kept float16 vectors' error)."""
+    local = QdrantClient(":memory:")
+    Y = np.random.default_rng(3).random((N, 64)).round(3).astype(np.float32)  # close Dot scores
+    for c, meta in ((local, None), (client, {"slimvec_fit_after": 100})):
+        c.create_collection("small", vectors_config=m.VectorParams(size=64, distance=m.Distance.DOT),
+                            metadata=meta)
+        c.upsert("small", points=[m.PointStruct(id=i, vector=v.tolist()) for i, v in enumerate(Y)],
+                 wait=True)
+    for q in np.random.default_rng(4).random((40, 64)):
+        want = local.query_points("small", query=q.tolist(), limit=11).points
+        got = client.query_points("small", query=q.tolist(), limit=10).points
+        np.testing.assert_allclose(sorted((p.score for p in got), reverse=True),
+                                   [p.score for p in want[:10]], rtol=1e-4)
+        if want[9].score - want[10].score > 2e-3:
+            assert {p.id for p in got} == {p.id for p in want[:10]}

@@ -35,7 +35,8 @@ __all__ = ["Collections", "QDRANT_DIR"]
 QDRANT_DIR = ".qdrant"
 #: float32 vectors below Qdrant's default ``optimizers_config.indexing_threshold`` (10,000 KB):
 #: Qdrant searches such a segment exactly (it builds no HNSW graph), so a fitted collection this
-#: small is searched as with ``params.exact`` (every point re-ranked by its kept full vector)
+#: small is searched exactly over its kept full vectors (a filtered search already is, by the
+#: planner's exact scan)
 UNINDEXED_BYTES = 10_000 * 1024
 
 
@@ -303,17 +304,23 @@ class Collections(NamedVectors):
     def query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/query`` with a vector (``query`` or ``{"nearest"}``),
         ``using`` (a vector name; ``""`` the unnamed vector, as LangChain sends it), ``limit``,
-        ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``."""
+        ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``; without a ``query``,
+        the first points in scroll order (score 1, as Qdrant)."""
         check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
                             "score_threshold", "params", "using"), "query")
         served = self.served(name)
+        limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
+        if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
+            recs, _ = points.scroll(served, limit + offset, None, qfilter(body.get("filter")))
+            sids = [r["store_id"] for r in recs][offset:]
+            return {"points": self._records(served, sids, body.get("with_payload", False),
+                                            body.get("with_vector", False), [1.0] * len(sids))}
         index, vspec = self.vindex(name, body.get("using") or "")
         spec = body.get("filter")
         if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
             spec = {"must": [spec] if spec else [],
                     "must_not": [{"key": NO_VECTOR, "match": {"value": True}}]}
         vec = query_vector(body.get("query"))
-        limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
         k = limit + offset
         if k == 0:
             return {"points": []}
@@ -325,9 +332,9 @@ class Collections(NamedVectors):
             pairs = [(i, s) for i, s in pairs
                      if (s <= threshold if distance == "Euclid" else s >= threshold)]
         pairs = pairs[offset:]
-        points = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
-                               body.get("with_vector", False), [s for _, s in pairs])
-        return {"points": points}
+        hits = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                             body.get("with_vector", False), [s for _, s in pairs])
+        return {"points": hits}
 
     def _search(self, served: Any, vec: list[Any], k: int, flt: Any, params: Any, size: int
                 ) -> tuple[list[int], list[float | None]]:
@@ -337,19 +344,24 @@ class Collections(NamedVectors):
         q = np.asarray([vec], dtype=np.float32)
         if not np.isfinite(q).all():
             raise QdrantError(400, "Bad request: the query vector holds NaN or inf.")
-        if not params and served.state == "ready" and served.index is not None \
-                and self.count_all(served) * size * 4 <= UNINDEXED_BYTES:
-            params = {"exact": True}  # as Qdrant, which leaves so small a segment unindexed
         rescore: int | None = None
         store_params: dict[str, Any] = {}
-        if params and served.state == "ready" and served.index is not None:
+        ready = served.state == "ready" and served.index is not None
+        if params and ready:
             m = served.index.manifest
             rescore, store_params = search_params(params, m.store, k, self.count_all(served))
             if m.full is None and rescore:
                 rescore = None  # no full vectors kept: nothing to re-rank from
         elif params:
             search_params(params, None, k, 0)  # checked; a pending collection is searched exactly
-        if store_params:  # a beam for the fitted index's store (a pending one has none)
+        if (ready and not params and flt is None and served.index.manifest.full is not None
+                and self.count_all(served) * size * 4 <= UNINDEXED_BYTES):
+            from slimvec.indexer.lifecycle import exact_scan  # as Qdrant's unindexed segment
+
+            index = served.ready_index()
+            res = exact_scan(index, q, index.store.ids(), k)
+            ids, scores = res.ids, res.scores
+        elif store_params:  # a beam for the fitted index's store (a pending one has none)
             res = served.ready_index().search(q, k, rescore=rescore, filter=flt, **store_params)
             ids, scores = res.ids, res.scores
         else:
