@@ -19,7 +19,7 @@ import numpy as np
 
 from slimvec.ids import doc_id, doc_ids
 from slimvec.service import points
-from slimvec.service.limits import MAX_IDS, check_size
+from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.points import get as points_get
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
@@ -358,6 +358,8 @@ class Collections(NamedVectors):
                 and self.count_all(served) * size * 4 <= UNINDEXED_BYTES):
             from slimvec.indexer.lifecycle import exact_scan  # as Qdrant's unindexed segment
 
+            check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
+                       "ask for fewer, or page with a filter or scroll.")  # as points.search
             index = served.ready_index()
             res = exact_scan(index, q, index.store.ids(), k)
             ids, scores = res.ids, res.scores
