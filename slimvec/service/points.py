@@ -25,8 +25,9 @@ from slimvec.service.payload_indexes import payload_index_mutation
 
 __all__ = ["count", "delete", "get", "scroll", "search", "set_payload", "delete_payload_keys"]
 
-#: payload keys the service stores beside the user's payload (not the user's data)
-SERVICE_KEYS = ("source_id",)
+#: payload keys the service stores beside the user's payload (not the user's data): the user's
+#: id, and the flag of a Qdrant collection's home row without its first named vector
+SERVICE_KEYS = ("source_id", "slimvec_no_vector")
 
 
 def _filter(spec: Any) -> Any:
@@ -67,7 +68,8 @@ def _rewrite_pending(served: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
-    return {"id": row["id"], "store_id": int(row["store_id"]), "payload": dict(row.get("payload") or {})}
+    payload = {k: v for k, v in (row.get("payload") or {}).items() if k not in SERVICE_KEYS}
+    return {"id": row["id"], "store_id": int(row["store_id"]), "payload": payload}
 
 
 # ---------------------------------------------------------------------- reads
@@ -210,7 +212,8 @@ def set_payload(served: Any, fields: dict[str, Any], ids: Sequence[Any] | None =
         fields = check_payload(fields, []) or {}
     except RowProblem as bad:
         raise ConfigError(f"payload field {bad.field!r}: {bad.reason}.") from None
-    edited = _edit_pending(served, ids, flt, lambda old: dict(fields) if overwrite else {**old, **fields})
+    edited = _edit_pending(served, ids, flt, lambda old: {
+        **fields, **{k: old[k] for k in SERVICE_KEYS if k in old}} if overwrite else {**old, **fields})
     if edited is not None:
         return edited
 

@@ -157,7 +157,8 @@ def test_bad_point_refuses_the_request(client, X):
 
 @pytest.mark.parametrize("call, feature", [
     (lambda c: c.create_collection("u1", vectors_config={"dense": m.VectorParams(
-        size=4, distance=m.Distance.COSINE)}), "named vectors"),
+        size=4, distance=m.Distance.COSINE, multivector_config=m.MultiVectorConfig(
+            comparator=m.MultiVectorComparator.MAX_SIM))}), "'multivector_config'"),
     (lambda c: c.create_collection("u2", vectors_config=m.VectorParams(
         size=4, distance=m.Distance.MANHATTAN)), "distance 'Manhattan'"),
     (lambda c: c.create_collection("u3", vectors_config=m.VectorParams(
@@ -170,14 +171,13 @@ def test_bad_point_refuses_the_request(client, X):
         size=4, distance=m.Distance.COSINE), sharding_method=m.ShardingMethod.CUSTOM),
      "'sharding_method'"),
     (lambda c: c.query_points("unsup", query=3), "query by point id"),
-    (lambda c: c.query_points("unsup", query=[0.1] * DIM, using="dense"), "'using'"),
     (lambda c: c.query_points("unsup", prefetch=[m.Prefetch(query=[0.1] * DIM)],
                               query=m.FusionQuery(fusion=m.Fusion.RRF)), "'prefetch'"),
-    (lambda c: c.upsert("unsup", points=[m.PointStruct(id=1, vector={"dense": [0.1] * DIM})]),
-     "named or sparse vectors"),
+    (lambda c: c.upsert("unsup", points=[m.PointStruct(id=1, vector=[[0.1] * DIM] * 2)]),
+     "multivectors"),
     (lambda c: c.create_shard_key("unsup", shard_key="k"), "/shards"),
-], ids=["named", "manhattan", "sparse", "multivector", "sharding", "query-by-id", "using", "prefetch",
-        "named-upsert", "shard-key"])
+], ids=["named-multivector", "manhattan", "sparse", "multivector", "sharding", "query-by-id",
+        "prefetch", "multivector-upsert", "shard-key"])
 def test_unsupported_is_a_400_naming_it(client, call, feature):
     if not client.collection_exists("unsup"):
         _create(client, "unsup")

@@ -1,8 +1,10 @@
 """Qdrant apps' own request shapes against a real ``slimvec serve`` through the real qdrant-client
 over REST (issue 38): Haystack's / mem0's first write (``VectorParams(on_disk=False)`` and the
 other collection options), ``GET /`` as Qdrant answers it, Dot and Euclid scores as Qdrant returns
-them, query ``params``, ``set_payload(key=...)``, ``points/batch`` and Qdrant's error envelope on
-every other path. Results are compared with qdrant-client's local mode (exact, pure Python)."""
+them, query ``params``, ``set_payload(key=...)``, ``points/batch``, Qdrant's error envelope on
+every other path, and named vectors (the congruence suite's shared collection: ``text`` Cosine,
+``image`` Dot, ``code`` Euclid). Results are compared with qdrant-client's local mode (exact, pure
+Python)."""
 
 from __future__ import annotations
 
@@ -155,10 +157,10 @@ def test_set_payload_key_and_points_batch(client, X):
     got = {p.id: p.payload for p in client.scroll("pay", limit=100)[0]}
     want = {p.id: p.payload for p in local.scroll("pay", limit=100)[0]}
     assert got == want and got[1]["n"] == {"a": 1, "b": 2} and got[16]["deep"] == {"er": {"z": 0}}
-    with pytest.raises(UnexpectedResponse) as exc:
+    with pytest.raises(UnexpectedResponse) as exc:  # served; a name the collection lacks is a 400
         client.batch_update_points("pay", update_operations=[m.DeleteVectorsOperation(
             delete_vectors=m.DeleteVectors(points=[1], vector=["x"]))])
-    assert exc.value.status_code == 400 and "delete_vectors" in exc.value.content.decode()
+    assert exc.value.status_code == 400 and "Not existing vector name" in exc.value.content.decode()
 
 
 def test_other_paths_answer_qdrants_envelope(client, srv):
@@ -201,3 +203,188 @@ def test_conditional_upsert_as_local_mode(client, X):
     with pytest.raises(UnexpectedResponse) as exc:
         client.update_vectors("cond", points=[m.PointVectors(id=77, vector=X[0].tolist())], wait=True)
     assert exc.value.status_code == 404
+
+
+#: the congruence suite's named vectors (smaller): each a served index of its own metric
+NAMED = {"text": (12, m.Distance.COSINE), "image": (10, m.Distance.DOT),
+         "code": (8, m.Distance.EUCLID)}
+#: float32 full vectors re-ranking every candidate: scores as exact as local mode's
+EXACT = "none|faiss:HNSW16,SQ8|rescore=10,keep_full=float32"
+
+
+def _named_points(n, seed, skip=True):
+    """Points with every named vector, or (``skip``) some without ``text`` (the home's) or
+    ``image``, as the suite's fixtures with ``skip_vectors``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        vec = {k: rng.random(size).round(3).tolist() for k, (size, _d) in NAMED.items()}
+        if skip and i % 7 == 3:
+            vec.pop("text")
+        if skip and i % 5 == 1:
+            vec.pop("image")
+        out.append(m.PointStruct(id=i, vector=vec, payload={"i": i, "odd": i % 2 == 1,
+                                                            "n": {"a": i, "b": [i]}}))
+    return out
+
+
+def _named_fill(c, name, pts, fit_after=None):
+    c.create_collection(name, vectors_config={k: m.VectorParams(size=s, distance=d)
+                                              for k, (s, d) in NAMED.items()},
+                        metadata=None if fit_after is None else {"slimvec_recipe": EXACT,
+                                                                 "slimvec_fit_after": fit_after})
+    c.upsert(name, points=pts, wait=True)
+
+
+def _same_hits(got, want):
+    assert [p.id for p in got] == [p.id for p in want]
+    np.testing.assert_allclose([p.score for p in got], [p.score for p in want], rtol=1e-4, atol=1e-5)
+    for g, w in zip(got, want):
+        assert g.payload == w.payload
+
+
+def _same_records(got, want):
+    assert [p.id for p in got] == [p.id for p in want]
+    for g, w in zip(got, want):
+        assert g.payload == w.payload and sorted(g.vector or {}) == sorted(w.vector or {}), g.id
+        for k in w.vector or {}:
+            np.testing.assert_allclose(g.vector[k], w.vector[k], atol=1e-5)
+
+
+@pytest.mark.parametrize("fit_after", [1000, 40], ids=["pending", "fitted"])
+def test_named_vectors_as_local_mode(client, srv, fit_after):
+    """A collection of three named vectors (Cosine, Dot, Euclid), some points without ``text``
+    or ``image``: ``using=`` searches (filtered too) score as local mode's, ``with_vectors`` gives
+    each point the names it has, the collection info shows the three configs, and the indexes
+    behind the names are neither listed nor left behind by the delete."""
+    name = f"named{fit_after}"
+    pts = _named_points(120, fit_after)
+    local = QdrantClient(":memory:")
+    _named_fill(local, name, pts)
+    _named_fill(client, name, pts, fit_after)
+    vecs = client.get_collection(name).config.params.vectors
+    assert {k: (v.size, v.distance) for k, v in vecs.items()} == NAMED
+    assert [c.name for c in client.get_collections().collections].count(name) == 1
+    assert not any("~" in c.name for c in client.get_collections().collections)
+    assert client.count(name).count == local.count(name).count == 120
+    rng = np.random.default_rng(5)
+    odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=True))])
+    for using, (size, _d) in NAMED.items():
+        q = rng.random(size).tolist()
+        for flt in (None, odd):
+            want = local.query_points(name, query=q, using=using, limit=6, query_filter=flt,
+                                      with_payload=True).points
+            got = client.query_points(name, query=q, using=using, limit=6, query_filter=flt,
+                                      with_payload=True).points
+            _same_hits(got, want)
+    for sel in (["i", "n.a"], m.PayloadSelectorExclude(exclude=["n.b"])):  # payload paths
+        want = local.query_points(name, query=q, using=using, limit=3, with_payload=sel).points
+        _same_hits(client.query_points(name, query=q, using=using, limit=3, with_payload=sel).points, want)
+        assert "b" not in want[0].payload["n"]
+    _same_hits(client.query_points(name, limit=5, offset=2, with_payload=True).points,  # no query:
+               local.query_points(name, limit=5, offset=2, with_payload=True).points)  # scroll order
+    for wv in (True, ["image"], ["code", "text"]):
+        _same_records(client.retrieve(name, list(range(10)), with_vectors=wv),
+                      local.retrieve(name, list(range(10)), with_vectors=wv))
+    _same_records(client.scroll(name, limit=200, with_vectors=True)[0],
+                  local.scroll(name, limit=200, with_vectors=True)[0])
+    assert client.delete_collection(name)
+    import httpx
+
+    assert not [i["name"] for i in httpx.get(srv.url + "/indexes").json()["indexes"]
+                if i["name"].startswith(name)]
+
+
+def test_named_vector_updates_as_local_mode(tmp_path):
+    """``delete_vectors`` (the home's vector too), ``update_vectors`` of one name, an upsert
+    that replaces a point with fewer vectors, payload changes and deletes reach every name's
+    index: records, counts and each name's search stay those of local mode, also after a
+    restart of the server."""
+    pts = _named_points(60, 3, skip=False)
+    local = QdrantClient(":memory:")
+    (tmp_path / "root").mkdir()
+    with Server(tmp_path / "root") as srv:
+        client = QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
+        _named_fill(local, "nup", pts)
+        _named_fill(client, "nup", pts, 1000)
+        rng = np.random.default_rng(9)
+        new_image = rng.random((60, 10)).round(3).tolist()
+        for c in (local, client):
+            c.delete_vectors("nup", vectors=["text"], points=[0, 1, 2])
+            c.delete_vectors("nup", vectors=["image"], points=m.Filter(must=[m.FieldCondition(
+                key="i", range=m.Range(gte=50))]))
+            c.update_vectors("nup", points=[m.PointVectors(id=i, vector={"image": new_image[i]})
+                                            for i in (1, 52, 7)], wait=True)
+            c.update_vectors("nup", points=[m.PointVectors(id=2, vector={"text": new_image[2] + [0.5, 0.5]})])
+            c.upsert("nup", points=[m.PointStruct(id=8, vector={"code": pts[8].vector["code"]},
+                                                  payload={"i": 8, "new": True})], wait=True)
+            c.set_payload("nup", {"tag": "x"}, points=[0, 3, 8])
+            c.set_payload("nup", {"c": 1}, points=[0, 9], key="n")
+            c.overwrite_payload("nup", {"only": 1}, points=[4])
+            c.delete_payload("nup", keys=["odd"], points=[5])
+            c.delete("nup", points_selector=[6, 51])
+        queries = {k: rng.random(s).tolist() for k, (s, _d) in NAMED.items()}
+
+        def check(client):
+            assert client.count("nup").count == local.count("nup").count == 58
+            _same_records(client.scroll("nup", limit=100, with_vectors=True)[0],
+                          local.scroll("nup", limit=100, with_vectors=True)[0])
+            for using, q in queries.items():
+                _same_hits(client.query_points("nup", query=q, using=using, limit=60,
+                                               with_payload=True).points,
+                           local.query_points("nup", query=q, using=using, limit=60,
+                                              with_payload=True).points)
+
+        check(client)
+        srv.terminate()
+        srv.start()
+        check(QdrantClient(url=srv.url, timeout=60, prefer_grpc=False))
+
+
+def test_named_vector_errors(client):
+    """A name the collection lacks (in ``using``, a point, ``with_vectors``) and an unnamed vector
+    sent to a named collection are 400s naming the collection's vectors; ``~`` (which joins a
+    collection's and a vector's name here) is refused in a collection name."""
+    _named_fill(client, "nerr", _named_points(3, 1, skip=False))
+    calls = [
+        lambda: client.query_points("nerr", query=[0.1] * 12, using="dense"),
+        lambda: client.query_points("nerr", query=[0.1] * 12),  # no using: the unnamed vector
+        lambda: client.upsert("nerr", points=[m.PointStruct(id=1, vector={"dense": [0.1] * 12})]),
+        lambda: client.upsert("nerr", points=[m.PointStruct(id=1, vector=[0.1] * 12)]),
+        lambda: client.retrieve("nerr", [0], with_vectors=["dense"]),
+    ]
+    for call in calls:
+        with pytest.raises(UnexpectedResponse) as exc:
+            call()
+        body = exc.value.content.decode()
+        assert exc.value.status_code == 400 and "Not existing vector name" in body, body
+        assert "'text', 'image', 'code'" in body
+    with pytest.raises(UnexpectedResponse) as exc:
+        client.upsert("nerr", points=[m.PointStruct(id=1, vector={"code": [0.1] * 3})])
+    assert exc.value.status_code == 400 and "expected dim: 8, got 3" in exc.value.content.decode()
+    with pytest.raises(UnexpectedResponse) as exc:
+        client.create_collection("a~b", vectors_config=m.VectorParams(size=4, distance=m.Distance.DOT))
+    assert exc.value.status_code == 400 and not client.collection_exists("a~b")
+    assert client.count("nerr").count == 3
+    client.delete_collection("nerr")
+
+
+def test_small_fitted_collection_searched_exactly(client, X):
+    """A fitted collection whose vectors are under Qdrant's default indexing threshold is
+    searched exactly, as Qdrant searches a segment it has not indexed: the default recipe's
+    4-bit codes (re-ranked at the calibrated depth) give local mode's top 10 on every query (as a
+    set where the 10th and 11th are apart by more than the kept float16 vectors' error)."""
+    local = QdrantClient(":memory:")
+    Y = np.random.default_rng(3).random((N, 64)).round(3).astype(np.float32)  # close Dot scores
+    for c, meta in ((local, None), (client, {"slimvec_fit_after": 100})):
+        c.create_collection("small", vectors_config=m.VectorParams(size=64, distance=m.Distance.DOT),
+                            metadata=meta)
+        c.upsert("small", points=[m.PointStruct(id=i, vector=v.tolist()) for i, v in enumerate(Y)],
+                 wait=True)
+    for q in np.random.default_rng(4).random((40, 64)):
+        want = local.query_points("small", query=q.tolist(), limit=11).points
+        got = client.query_points("small", query=q.tolist(), limit=10).points
+        np.testing.assert_allclose(sorted((p.score for p in got), reverse=True),
+                                   [p.score for p in want[:10]], rtol=1e-4)
+        if want[9].score - want[10].score > 2e-3:
+            assert {p.id for p in got} == {p.id for p in want[:10]}

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from fastapi.responses import JSONResponse
 
 __all__ = ["QdrantError", "envelope", "error_response", "point_id", "qdrant_id", "unsupported",
-           "select_payload", "query_vector", "count_arg", "default_vector", "wants_vector",
+           "select_payload", "query_vector", "count_arg", "default_vector",
            "qfilter", "selector", "dim_of",
            "SOURCE_ID", "check_fields"]
 
@@ -101,17 +101,21 @@ def qdrant_id(source_id: Any) -> int | str:
 
 
 def select_payload(payload: dict[str, Any], selector: Any) -> dict[str, Any] | None:
-    """Qdrant's ``with_payload``: bool, a list of keys, ``{"include": [...]}`` / ``{"exclude"}``."""
+    """Qdrant's ``with_payload``: bool, a list of keys (payload paths), ``{"include": [...]}`` /
+    ``{"exclude"}``."""
     if selector is None or selector is False:
         return None
     if selector is True:
         return payload
+    # keys are Qdrant's payload paths (``nested.id``, ``l[].c``), applied as local mode does
+    from qdrant_client.local.payload_value_extractor import exclude_payload, include_payload
+
     if isinstance(selector, list):
-        return {k: v for k, v in payload.items() if k in selector}
+        return include_payload(payload, selector)
     if isinstance(selector, dict) and isinstance(selector.get("include"), list):
-        return {k: v for k, v in payload.items() if k in selector["include"]}
+        return include_payload(payload, selector["include"])
     if isinstance(selector, dict) and isinstance(selector.get("exclude"), list):
-        return {k: v for k, v in payload.items() if k not in selector["exclude"]}
+        return exclude_payload(payload, selector["exclude"])
     raise QdrantError(400, f"Bad request: with_payload={str(selector)[:80]!r}; expected true, "
                            "false, a list of keys, {\"include\": [...]} or {\"exclude\": [...]}.")
 
@@ -135,14 +139,6 @@ def default_vector(value: Any) -> Any:
     if isinstance(value, dict) and list(value) == [""]:
         return value[""]
     return value
-
-
-def wants_vector(with_vector: Any) -> bool:
-    if with_vector == [""]:
-        return True
-    if with_vector is None or isinstance(with_vector, bool):
-        return bool(with_vector)
-    raise unsupported(f"with_vector={with_vector!r} (named vectors)", "send true or false")
 
 
 def count_arg(body: dict[str, Any], key: str, default: int) -> int:

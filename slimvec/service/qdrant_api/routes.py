@@ -22,6 +22,7 @@ from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.limits import check_batch
 from slimvec.service.qdrant_api.collection import update_collection
+from slimvec.service.qdrant_api.named import SEP
 from slimvec.service.qdrant_api.translate import Collections
 
 __all__ = ["qdrant_router"]
@@ -104,7 +105,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     @r.get("/collections", dependencies=[read])
     def list_collections() -> JSONResponse:
         t0 = time.perf_counter()
-        return ok({"collections": [{"name": n} for n in state.registry.names()]}, t0)
+        return ok({"collections": [{"name": n} for n in state.registry.names() if SEP not in n]}, t0)
 
     @r.put("/collections/{name}", dependencies=[write])
     def create_collection(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
@@ -119,7 +120,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     @r.get("/collections/{name}/exists", dependencies=[read])
     def collection_exists(name: str) -> JSONResponse:
         t0 = time.perf_counter()
-        return ok({"exists": name in state.registry.names()}, t0)
+        return ok({"exists": SEP not in name and name in state.registry.names()}, t0)
 
     @r.patch("/collections/{name}", dependencies=[write])
     def patch_collection(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
@@ -131,6 +132,12 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
                        wait: bool = Query(False)) -> JSONResponse:
         t0 = time.perf_counter()
         return ok(cols.update_vectors(name, body, wait), t0)
+
+    @r.post("/collections/{name}/points/vectors/delete", dependencies=[write])
+    def delete_vectors(name: str, body: dict[str, Any] = Body(...),
+                       wait: bool = Query(False)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return ok(cols.delete_vectors(name, body, wait), t0)
 
     @r.post("/collections/{name}/points/batch", dependencies=[write])
     def batch_update(name: str, body: dict[str, Any] = Body(...),
@@ -243,7 +250,7 @@ QDRANT_VERSION = _qdrant_version()
 _BATCH_OPS = {"upsert": ("upsert", None), "delete": ("delete_points", None),
               "set_payload": ("set_payload", False), "overwrite_payload": ("set_payload", True),
               "delete_payload": ("delete_payload", None), "clear_payload": ("clear_payload", None),
-              "update_vectors": ("update_vectors", None)}
+              "update_vectors": ("update_vectors", None), "delete_vectors": ("delete_vectors", None)}
 
 
 def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, Any]:
@@ -259,7 +266,7 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
         raise QdrantError(400, f"Bad request: operation {kind!r} must hold an object.")
     body = {k: v for k, v in body.items() if k != "shard_key" or v is None}
     method, overwrite = _BATCH_OPS[kind]
-    if method in ("upsert", "update_vectors"):
+    if method in ("upsert", "update_vectors", "delete_vectors"):
         return dict(getattr(cols, method)(name, body, wait))
     if method == "set_payload":
         return cols.set_payload(name, body, overwrite=bool(overwrite))

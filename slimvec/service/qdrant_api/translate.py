@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +19,29 @@ import numpy as np
 
 from slimvec.ids import doc_id, doc_ids
 from slimvec.service import points
-from slimvec.service.limits import MAX_IDS, check_size
-from slimvec.indexer.rowcheck import RowProblem, check_payload
+from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.points import get as points_get
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
                                                qdrant_id, query_vector, select_payload, unsupported,
-                                               count_arg, default_vector, wants_vector,
-                                               qfilter, selector, dim_of)
+                                               count_arg, default_vector, qfilter, selector, dim_of)
+from slimvec.service.qdrant_api.named import (NO_VECTOR, SEP, NamedVectors, check_point, index_name,
+                                              parse_vectors_config, read_vectors, records_of,
+                                              vector_configs, vector_selection)
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
 #: per-collection Qdrant settings, under the served root (dot folders are never indexes)
 QDRANT_DIR = ".qdrant"
+#: float32 vectors below Qdrant's default ``optimizers_config.indexing_threshold`` (10,000 KB):
+#: Qdrant searches such a segment exactly (it builds no HNSW graph), so a fitted collection this
+#: small is searched exactly over its kept full vectors (a filtered search already is, by the
+#: planner's exact scan)
+UNINDEXED_BYTES = 10_000 * 1024
 
 
-class Collections:
-    """The Qdrant view of a service's registry.
+class Collections(NamedVectors):
+    """The Qdrant view of a service's registry (named vectors: :mod:`.named`).
 
     Parameters
     ----------
@@ -76,6 +81,8 @@ class Collections:
         from slimvec.service.registry import NotFound
 
         try:
+            if SEP in name:  # the index of a named vector, not a collection
+                raise NotFound(name)
             return self.st.registry.get(name)
         except NotFound:
             raise QdrantError(404, f"Not found: Collection `{name}` doesn't exist!") from None
@@ -84,47 +91,65 @@ class Collections:
     def create(self, name: str, body: dict[str, Any]) -> bool:
         """``PUT /collections/NAME``: a pending vector-only index with the server's recipe (or
         ``metadata.slimvec_recipe``; ``metadata.slimvec_fit_after`` points fit the reducer)."""
+        from slimvec.errors import ConfigError
         from slimvec.reducers import make_reducer
-        from slimvec.service.spec import ServiceSpec
-
-        from slimvec.service.qdrant_api.collection import (CREATE_FIELDS, METRICS, parse_vectors,
-                                                           recorded_options)
+        from slimvec.service.names import MAX_NAME, check_name
+        from slimvec.service.qdrant_api.collection import CREATE_FIELDS, METRICS, recorded_options
+        from slimvec.service.spec import SERVICE_SPEC, ServiceSpec
 
         check_fields(body, CREATE_FIELDS, "create collection")
-        size, distance, vector_opts = parse_vectors(body.get("vectors"))
-        options = recorded_options(body, vector_opts)
+        vectors = parse_vectors_config(body.get("vectors"))
+        options = recorded_options(body, vectors[""][2] if "" in vectors else
+                                   {v: o for v, (_s, _d, o) in vectors.items() if o})
         meta = body.get("metadata") or {}
         if name in self.st.registry.names():
             raise QdrantError(409, f"Wrong input: Collection `{name}` already exists!")
+        if SEP in name:
+            raise QdrantError(400, f"Bad request: collection name {name!r}: '{SEP}' joins a "
+                                   "collection's name and a vector name here; choose another.")
         fit_after = meta.get("slimvec_fit_after", 1000)
         if isinstance(fit_after, bool) or not isinstance(fit_after, int) or fit_after < 1:
             raise QdrantError(400, "Bad request: metadata.slimvec_fit_after must be a positive "
                                    f"integer (points before the reducer is fitted), got {fit_after!r}.")
-        spec = ServiceSpec.from_request(recipe=meta.get("slimvec_recipe"), reducer=None, store=None,
-                                        keep_full=None, encoder=None, fit_after=fit_after,
-                                        default_recipe=self.st.config.recipe,
-                                        metric=METRICS[distance])
-        n_out = getattr(make_reducer(spec.reducer), "n_components", None)
-        if isinstance(n_out, int) and n_out > size:
-            raise QdrantError(400, f"Bad request: recipe {spec.recipe or spec.reducer} keeps {n_out} "
-                                   f"dimensions, more than the collection's {size}; name a smaller "
-                                   "one in metadata.slimvec_recipe (e.g. pca:8).")
-        served, _new = self.st.registry.create(name, spec)
-        with served.lock:
-            # the collection's size is the index's input dimension
-            from slimvec.service.spec import SERVICE_SPEC
-
-            served.spec = served.spec.with_dim_in(size)
-            served.spec.save(served.pending_dir / SERVICE_SPEC)
+        specs = {vname: ServiceSpec.from_request(
+            recipe=meta.get("slimvec_recipe"), reducer=None, store=None, keep_full=None,
+            encoder=None, fit_after=fit_after, default_recipe=self.st.config.recipe,
+            metric=METRICS[distance]) for vname, (_z, distance, _o) in vectors.items()}
+        for vname, (size, _d, _o) in vectors.items():
+            spec = specs[vname]
+            n_out = getattr(make_reducer(spec.reducer), "n_components", None)
+            if isinstance(n_out, int) and n_out > size:
+                raise QdrantError(400, f"Bad request: recipe {spec.recipe or spec.reducer} keeps "
+                                       f"{n_out} dimensions, more than the {size} of vector "
+                                       f"{vname!r}; name a smaller one in metadata.slimvec_recipe "
+                                       "(e.g. pca:8).")
+            try:
+                check_name(index_name(name, vectors, vname))
+            except ConfigError:
+                raise QdrantError(400, f"Bad request: vector name {vname!r}: use letters, digits, "
+                                       f"'.', '_' or '-' (at most {MAX_NAME - 1 - len(name)} here)."
+                                  ) from None
+        for vname, (size, _d, _o) in reversed(vectors.items()):  # the home last
+            iname = index_name(name, vectors, vname)
+            if iname != name and iname in self.st.registry.names():  # left by a failed creation
+                self.st.registry.delete(iname)
+            served, _new = self.st.registry.create(iname, specs[vname])
+            with served.lock:  # the vector's size is the index's input dimension
+                served.spec = served.spec.with_dim_in(size)
+                served.spec.save(served.pending_dir / SERVICE_SPEC)
+        (size, distance, _o), named = next(iter(vectors.values())), list(vectors) != [""]
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
-                          "payload_schema": {}, "created_at": time.time(), "options": options})
+                          "payload_schema": {}, "created_at": time.time(), "options": options,
+                          **({"vectors": [{"name": v, "size": z, "distance": d}
+                                          for v, (z, d, _o) in vectors.items()]} if named else {})})
         return True
 
     def delete(self, name: str) -> bool:
         """``DELETE /collections/NAME`` (Qdrant answers ``false`` for an unknown one)."""
-        if name not in self.st.registry.names():
+        if SEP in name or name not in self.st.registry.names():
             return False
-        self.st.registry.delete(name)
+        for served in self.each_index(name):  # the home last
+            self.st.registry.delete(served.name)
         self._settings_path(name).unlink(missing_ok=True)
         return True
 
@@ -139,13 +164,15 @@ class Collections:
                   for k, v in s.get("payload_schema", {}).items()}
         store, rescore, keep_full = self._built_by(served)
         hnsw, quant, what = store_config(store, rescore, keep_full)
-        opts = s.get("options") or {}
-        vparams = {"size": s["size"], "distance": s["distance"], **opts.get("vectors", {}),
-                   "hnsw_config": None, "quantization_config": None}
+        opts, cfg = s.get("options") or {}, vector_configs(s)
+        vopts = {"": opts.get("vectors", {})} if list(cfg) == [""] else opts.get("vectors", {})
+        vparams = {v: m.VectorParams(**{"size": c["size"], "distance": c["distance"],
+                                        **vopts.get(v, {}), "hnsw_config": None,
+                                        "quantization_config": None}) for v, c in cfg.items()}
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
-            params=m.CollectionParams(vectors=m.VectorParams(**vparams), **params),
+            params=m.CollectionParams(vectors=vparams.get("", vparams), **params),
             hnsw_config=m.HnswConfig(**hnsw),
             quantization_config=None if quant is None else m.ScalarQuantization(**quant),
             optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
@@ -210,62 +237,30 @@ class Collections:
             check_fields(b, ("ids", "vectors", "payloads"), "batch")
             ids, vecs = b.get("ids") or [], default_vector(b.get("vectors"))
             pays = b.get("payloads") or [None] * len(ids)
+            if isinstance(vecs, dict):  # named: {name: [vector per id]}
+                if not all(isinstance(v, list) and len(v) == len(ids) for v in vecs.values()):
+                    raise QdrantError(400, "Bad request: batch.vectors: each name must hold one "
+                                           "vector per id.")
+                vecs = [{k: v[i] for k, v in vecs.items()} for i in range(len(ids))]
             if not isinstance(vecs, list) or len(vecs) != len(ids) or len(pays) != len(ids):
-                raise unsupported("a batch whose vectors are not one list per id (named vectors)")
+                raise QdrantError(400, "Bad request: batch: send as many vectors and payloads "
+                                       "as ids.")
             points = list(zip(ids, vecs, pays))
         else:
             raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
-        items = self._items(points, int(self.settings(name)["size"]))
+        cfg = vector_configs(self.settings(name))
+        rows = [check_point(cfg, *p) for p in points]
         if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
-            items = conditional(items, points_get(served, [it["id"] for it in items]),
-                                body.get("update_mode"), qfilter(body.get("update_filter")))
-            if not items:
+            kept = conditional([{"id": r[0], "row": r} for r in rows],
+                               points_get(served, [r[0] for r in rows]),
+                               body.get("update_mode"), qfilter(body.get("update_filter")))
+            rows = [it["row"] for it in kept]
+            if not rows:
                 return _done()
         from slimvec.service.limits import check_batch
 
-        check_batch(len(items), self.st.config.max_batch, "points")
-        source = f"{name}:qdrant:{uuid.uuid4().hex[:12]}"
-        with self.st.slots:
-            result, fut = served.add_vectors(items, source)
-            if fut is not None and wait:
-                fut.result()
-        if result.rejected:  # checked above: only a store-level refusal can reach this
-            raise QdrantError(400, f"Bad request: {len(result.rejected)} point(s) refused: "
-                                   f"{result.rejected[:3]}")
-        return {"operation_id": 0, "status": "completed" if wait or fut is None else "acknowledged"}
-
-    def _items(self, points: list[tuple[Any, Any, Any]], size: int) -> list[dict[str, Any]]:
-        items = []
-        for raw_id, vec, payload in points:
-            pid = point_id(raw_id)
-            vec = default_vector(vec)
-            if isinstance(vec, dict):
-                raise unsupported(f"point {raw_id}: named or sparse vectors ({sorted(vec)[:3]})")
-            if not isinstance(vec, list) or (vec and isinstance(vec[0], list)):
-                raise unsupported(f"point {raw_id}: a vector that is not one list of numbers "
-                                  "(multivectors)")
-            if len(vec) != size:
-                raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: {size}, "
-                                       f"got {len(vec)} (point {raw_id}).")
-            try:
-                arr = np.asarray(vec, dtype=np.float32)
-            except (TypeError, ValueError):
-                raise QdrantError(400, f"Bad request: point {raw_id}: the vector holds a value that "
-                                       "is not a number.") from None
-            if not np.isfinite(arr).all():
-                raise QdrantError(400, f"Bad request: point {raw_id}: the vector holds NaN or inf.")
-            if payload is not None and not isinstance(payload, dict):
-                raise QdrantError(400, f"Bad request: point {raw_id}: payload must be an object.")
-            if payload and SOURCE_ID in payload:
-                raise QdrantError(400, f"Bad request: point {raw_id}: payload key {SOURCE_ID!r} is "
-                                       "where slimvec keeps the point's id; rename that field.")
-            try:
-                check_payload(payload, [])
-            except RowProblem as bad:
-                raise QdrantError(400, f"Bad request: point {raw_id}: payload field {bad.field!r}: "
-                                       f"{bad.reason}.") from None
-            items.append({"id": pid, "vector": vec, "payload": payload or {}})
-        return items
+        check_batch(len(rows), self.st.config.max_batch, "points")
+        return self.write_points(name, rows, wait)
 
     def retrieve(self, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         """``POST /collections/NAME/points``: the points of ``ids`` (unknown ids are left out)."""
@@ -279,70 +274,67 @@ class Collections:
 
     def _records(self, served: Any, sids: list[int], with_payload: Any, with_vector: Any,
                  scores: list[float] | None = None) -> list[dict[str, Any]]:
-        """Records (or scored points) of store ids, in order; ids without a stored point dropped."""
+        """Records (or scored points) of store ids from the home index ``served``, in order; ids
+        without a stored point dropped; ``with_vector`` names read from their indexes."""
         view = served.pending_view()
         pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
-        keep = [j for j, p in enumerate(pays) if p is not None]
-        vecs = self._vectors(served, view, [sids[j] for j in keep]) if wants_vector(with_vector) else None
+        keep = [sids[j] for j, p in enumerate(pays) if p is not None]
+        cfg = vector_configs(self.settings(served.name))
+        vecs = {v: read_vectors(self.vindex(served.name, v)[0], cfg[v]["distance"], keep)
+                for v in vector_selection(with_vector, cfg)}
         out = []
-        for n, j in enumerate(keep):
-            p = dict(pays[j])
+        for j, pay in enumerate(pays):
+            if pay is None:
+                continue
+            p = {k: v for k, v in pay.items() if k != NO_VECTOR}
             rec: dict[str, Any] = {"id": qdrant_id(p.pop(SOURCE_ID, None))}
             if scores is not None:
                 rec.update(version=0, score=scores[j])
             rec["payload"] = select_payload(p, with_payload)
-            if vecs is not None:
-                rec["vector"] = vecs[n].tolist()
+            if vecs:
+                got = {v: byid[sids[j]] for v, byid in vecs.items() if sids[j] in byid}
+                rec["vector"] = got.get("") if list(cfg) == [""] else got
             out.append(rec)
         return out
-
-    def _vectors(self, served: Any, view: Any, sids: list[int]) -> np.ndarray:
-        """The full vectors of store ids from the kept full vectors, normalised to unit length as
-        Qdrant returns the vectors of a Cosine collection (at the kept dtype's precision)."""
-        X = view.vectors(sids) if view is not None else self._kept(served, sids)
-        if self.settings(served.name)["distance"] != "Cosine":
-            return X
-        return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
-
-    def _kept(self, served: Any, sids: list[int]) -> np.ndarray:
-        index = served.ready_index()
-        full = index.manifest.full
-        if full is None:
-            raise unsupported("with_vector on a collection whose recipe keeps no full vectors",
-                              "create it with a recipe that has keep_full (the default does)")
-        got, _found = (index.store.get_full(sids) if full.in_store
-                       else index.full_vectors.get(sids))
-        return np.asarray(got, dtype=np.float32)
 
     # ------------------------------------------------------------------ query
     def query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/query`` with a vector (``query`` or ``{"nearest"}``),
-        ``limit``, ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``."""
-        if body.get("using") == "":  # the unnamed vector by its name (LangChain sends it)
-            body = {k: v for k, v in body.items() if k != "using"}
+        ``using`` (a vector name; ``""`` the unnamed vector, as LangChain sends it), ``limit``,
+        ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``; without a ``query``,
+        the first points in scroll order (score 1, as Qdrant)."""
         check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
-                            "score_threshold", "params"), "query")
+                            "score_threshold", "params", "using"), "query")
         served = self.served(name)
-        vec = query_vector(body.get("query"))
         limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
+        if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
+            recs, _ = points.scroll(served, limit + offset, None, qfilter(body.get("filter")))
+            sids = [r["store_id"] for r in recs][offset:]
+            return {"points": self._records(served, sids, body.get("with_payload", False),
+                                            body.get("with_vector", False), [1.0] * len(sids))}
+        index, vspec = self.vindex(name, body.get("using") or "")
+        spec = body.get("filter")
+        if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
+            spec = {"must": [spec] if spec else [],
+                    "must_not": [{"key": NO_VECTOR, "match": {"value": True}}]}
+        vec = query_vector(body.get("query"))
         k = limit + offset
         if k == 0:
             return {"points": []}
-        distance = self.settings(name)["distance"]
-        sids, scores = self._search(served, vec, k, qfilter(body.get("filter")), body.get("params"))
+        distance = vspec["distance"]
+        sids, scores = self._search(index, vec, k, qfilter(spec), body.get("params"), vspec["size"])
         threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
         if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
             pairs = [(i, s) for i, s in pairs
                      if (s <= threshold if distance == "Euclid" else s >= threshold)]
         pairs = pairs[offset:]
-        points = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
-                               body.get("with_vector", False), [s for _, s in pairs])
-        return {"points": points}
+        hits = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                             body.get("with_vector", False), [s for _, s in pairs])
+        return {"points": hits}
 
-    def _search(self, served: Any, vec: list[Any], k: int, flt: Any = None, params: Any = None
+    def _search(self, served: Any, vec: list[Any], k: int, flt: Any, params: Any, size: int
                 ) -> tuple[list[int], list[float | None]]:
-        size = int(self.settings(served.name)["size"])
         if len(vec) != size:
             raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: {size}, "
                                    f"got {len(vec)}.")
@@ -351,14 +343,24 @@ class Collections:
             raise QdrantError(400, "Bad request: the query vector holds NaN or inf.")
         rescore: int | None = None
         store_params: dict[str, Any] = {}
-        if params and served.state == "ready" and served.index is not None:
+        ready = served.state == "ready" and served.index is not None
+        if params and ready:
             m = served.index.manifest
             rescore, store_params = search_params(params, m.store, k, self.count_all(served))
             if m.full is None and rescore:
                 rescore = None  # no full vectors kept: nothing to re-rank from
         elif params:
             search_params(params, None, k, 0)  # checked; a pending collection is searched exactly
-        if store_params:  # a beam for the fitted index's store (a pending one has none)
+        if (ready and not params and flt is None and served.index.manifest.full is not None
+                and self.count_all(served) * size * 4 <= UNINDEXED_BYTES):
+            from slimvec.indexer.lifecycle import exact_scan  # as Qdrant's unindexed segment
+
+            check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
+                       "ask for fewer, or page with a filter or scroll.")  # as points.search
+            index = served.ready_index()
+            res = exact_scan(index, q, index.store.ids(), k)
+            ids, scores = res.ids, res.scores
+        elif store_params:  # a beam for the fitted index's store (a pending one has none)
             res = served.ready_index().search(q, k, rescore=rescore, filter=flt, **store_params)
             ids, scores = res.ids, res.scores
         else:
@@ -385,39 +387,25 @@ class Collections:
         pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
         return qdrant_id((pay or {}).get(SOURCE_ID))
 
-    def update_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
-        """``PUT /collections/NAME/points/vectors``: new vectors of existing points (payloads
-        kept; written as an upsert through the one writer); an unknown id is a 404, as Qdrant's."""
-        check_fields(body, ("points", "update_filter"), "update vectors")
-        rows = body.get("points")
-        if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
-            raise QdrantError(400, "Bad request: send {\"points\": [{\"id\", \"vector\"}, ...]}.")
-        olds = points_get(self.served(name), [point_id(p.get("id")) for p in rows])
-        for p, old in zip(rows, olds):
-            if old is None:
-                raise QdrantError(404, f"Not found: No point with id {p.get('id')} found")
-        return self.upsert(name, {"points": [{"id": p.get("id"), "vector": p.get("vector"),
-                                              "payload": old["payload"]} for p, old in zip(rows, olds)
-                                             if old is not None],
-                                  "update_filter": body.get("update_filter")}, wait)
-
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
         ids, flt = selector(body)
-        points.delete(self.served(name), ids=ids, filter=flt)
+        for served in self.each_index(name):  # the home last
+            points.delete(served, ids=ids, filter=flt)
         return _done()
 
     def set_payload(self, name: str, body: dict[str, Any], overwrite: bool) -> dict[str, Any]:
         """``POST`` (merge) / ``PUT`` (overwrite) ``/collections/NAME/points/payload``; with
         ``key`` the payload is set at that JSON path of each point (Qdrant's path rules, as
-        qdrant-client's local mode applies them)."""
+        qdrant-client's local mode applies them). Every index of the collection, the home last."""
         check_fields(body, ("payload", "points", "filter", "key"), "set payload")
         ids, flt = selector(body)
-        served = self.served(name)
+        indexes = self.each_index(name)
         if body.get("key") is None:
-            points.set_payload(served, body.get("payload") or {}, ids=ids, filter=flt,
-                               overwrite=overwrite)
+            for served in indexes:
+                points.set_payload(served, body.get("payload") or {}, ids=ids, filter=flt,
+                                   overwrite=overwrite)
             return _done()
         from copy import deepcopy
 
@@ -428,19 +416,11 @@ class Collections:
             keys = parse_json_path(body["key"])
         except (ValueError, TypeError) as exc:
             raise QdrantError(400, f"Bad request: key {body['key']!r} is not a payload path ({exc}).") from None
-        if ids is not None:
-            recs = [r for r in points.get(served, ids) if r is not None]
-        else:
-            recs, start = [], None
-            while True:
-                page, start = points.scroll(served, 1000, start, flt)
-                recs += page
-                if start is None:
-                    break
-        for rec in recs:
+        for rec in records_of(indexes[-1], ids, flt):
             new = deepcopy(rec["payload"])
             set_value_by_key(payload=new, keys=keys, value=deepcopy(body.get("payload") or {}))
-            points.set_payload(served, new, ids=[rec["id"]], overwrite=True)
+            for served in indexes:
+                points.set_payload(served, new, ids=[rec["id"]], overwrite=True)
         return _done()
 
     def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -450,14 +430,16 @@ class Collections:
         keys = body.get("keys")
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
-        points.delete_payload_keys(self.served(name), keys, ids=ids, filter=flt)
+        for served in self.each_index(name):
+            points.delete_payload_keys(served, keys, ids=ids, filter=flt)
         return _done()
 
     def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/clear``: an empty payload."""
         check_fields(body, ("points", "filter"), "clear payload")
         ids, flt = selector(body)
-        points.set_payload(self.served(name), {}, ids=ids, filter=flt, overwrite=True)
+        for served in self.each_index(name):
+            points.set_payload(served, {}, ids=ids, filter=flt, overwrite=True)
         return _done()
 
     def create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -473,7 +455,8 @@ class Collections:
         if not isinstance(field, str) or schema not in ("keyword", "integer", "float", "bool"):
             raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
                               "index a field as keyword, integer, float or bool")
-        points.declare_payload_indexes(self.served(name), [f"{field}:{schema}"])
+        for served in self.each_index(name):
+            points.declare_payload_indexes(served, [f"{field}:{schema}"])
         s = self.settings(name)
         s.setdefault("payload_schema", {})[field] = schema
         self._save(name, s)

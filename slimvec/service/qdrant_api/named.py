@@ -1,0 +1,271 @@
+"""Named dense vectors of a Qdrant collection (issue 38 item 1; docs/qdrant-server.md section 4).
+
+A collection ``NAME`` with vectors ``{text, image, code}`` is one settings file
+(``ROOT/.qdrant/NAME.json``: each name's size, distance and options) over one served index per
+name, each built by the server's recipe for its own metric: the first name's is ``NAME`` itself,
+the others' ``NAME~image``, ``NAME~code`` (hidden from ``GET /collections``). ``NAME`` is the
+home of ids and payloads: it holds every point, one without the first vector as a zero vector
+flagged :data:`NO_VECTOR` (a service key: never shown, never found by a search). Every other index
+holds the points that have its vector, with the same payload, so a filtered search ``using`` a
+name runs in that index's own store. An upsert writes each name's index and the home last (and
+deletes the point from the indexes of the names it lacks: Qdrant's upsert replaces the point);
+payload changes and deletes go to every index, the home last; count, scroll and retrieve read the
+home. An unnamed collection is the one vector named ``""`` (its index is ``NAME``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable
+
+import numpy as np
+
+from slimvec.indexer.rowcheck import RowProblem, check_payload
+from slimvec.service import points
+from slimvec.service.qdrant_api.collection import parse_vectors
+from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, default_vector,
+                                               point_id, qfilter, selector, unsupported)
+
+__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "parse_vectors_config",
+           "index_name", "vector_selection"]
+
+#: the payload flag of a home row whose point has no first vector (in ``points.SERVICE_KEYS``)
+NO_VECTOR = "slimvec_no_vector"
+#: joins a collection's name and a vector name into the name of that vector's index
+SEP = "~"
+
+
+def vector_configs(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{vector name: {"size", "distance"}}`` of a collection's settings, in order (the first is
+    the home's; kept as a list, the settings file's keys being sorted); an unnamed collection has
+    the one name ``""``."""
+    if settings.get("vectors"):
+        return {v["name"]: v for v in settings["vectors"]}
+    return {"": {"size": settings["size"], "distance": settings["distance"]}}
+
+
+def index_name(name: str, cfg: dict[str, Any], vname: str) -> str:
+    """The served index holding vector ``vname`` of collection ``name``."""
+    return name if vname == next(iter(cfg)) else f"{name}{SEP}{vname}"
+
+
+def parse_vectors_config(vectors: Any) -> dict[str, tuple[int, str, dict[str, Any]]]:
+    """``{vector name: (size, distance, options)}`` of a create request's ``vectors`` (one
+    unnamed vector, or named ones)."""
+    if not isinstance(vectors, dict) or "size" in vectors or list(vectors) == [""]:
+        return {"": parse_vectors(vectors)}
+    if not vectors:
+        raise unsupported("a collection without dense vectors", "name at least one vector: "
+                          "{\"vectors\": {\"text\": {\"size\": N, \"distance\": \"Cosine\"}}}")
+    return {str(vname): parse_vectors(params) for vname, params in vectors.items()}
+
+
+def vector_selection(with_vector: Any, cfg: dict[str, Any]) -> list[str]:
+    """The vector names of ``with_vector``: ``true`` every one, ``false`` none, a list those."""
+    if with_vector is None or isinstance(with_vector, bool):
+        return list(cfg) if with_vector else []
+    if isinstance(with_vector, list) and all(isinstance(v, str) for v in with_vector):
+        for vname in with_vector:
+            _known(cfg, vname)
+        return list(dict.fromkeys(with_vector))
+    raise QdrantError(400, f"Bad request: with_vector={str(with_vector)[:80]!r}; expected true, "
+                           "false or a list of vector names.")
+
+
+def _known(cfg: dict[str, Any], vname: Any) -> dict[str, Any]:
+    if vname not in cfg:
+        names = ", ".join(repr(n) for n in cfg)
+        raise QdrantError(400, f"Wrong input: Not existing vector name error: {vname!r} (this "
+                               f"collection's vectors: {names}); use one of them.")
+    return dict(cfg[vname])
+
+
+def _point_vectors(cfg: dict[str, Any], raw_id: Any, vec: Any) -> dict[str, Any]:
+    """A point's vectors by name (``{"": vec}`` in an unnamed collection); names not given or
+    ``null`` are absent."""
+    vec = default_vector(vec)
+    if vec is None:
+        return {}
+    if not isinstance(vec, dict):
+        _known(cfg, "")  # a named collection refuses an unnamed vector
+        return {"": vec}
+    for vname in vec:
+        _known(cfg, vname)
+    return {k: v for k, v in vec.items() if v is not None}
+
+
+def _check_vector(raw_id: Any, vname: str, vec: Any, size: int) -> list[Any]:
+    where = f"point {raw_id}" + (f", vector {vname!r}" if vname else "")
+    if isinstance(vec, dict):
+        raise unsupported(f"{where}: sparse vectors ({sorted(vec)[:3]})")
+    if not isinstance(vec, list) or (vec and isinstance(vec[0], list)):
+        raise unsupported(f"{where}: a vector that is not one list of numbers (multivectors)")
+    if len(vec) != size:
+        raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: {size}, "
+                               f"got {len(vec)} ({where}).")
+    try:
+        arr = np.asarray(vec, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise QdrantError(400, f"Bad request: {where}: the vector holds a value that is not a "
+                               "number.") from None
+    if not np.isfinite(arr).all():
+        raise QdrantError(400, f"Bad request: {where}: the vector holds NaN or inf.")
+    return vec
+
+
+def check_point(cfg: dict[str, Any], raw_id: Any, vec: Any, payload: Any
+                ) -> tuple[Any, dict[str, list[Any]], dict[str, Any]]:
+    """``(id, {vector name: vector}, payload)`` of one point of a write, every part checked (a
+    400 naming the point otherwise)."""
+    pid = point_id(raw_id)
+    vecs = {vname: _check_vector(raw_id, vname, v, int(cfg[vname]["size"]))
+            for vname, v in _point_vectors(cfg, raw_id, vec).items()}
+    if payload is not None and not isinstance(payload, dict):
+        raise QdrantError(400, f"Bad request: point {raw_id}: payload must be an object.")
+    for key in (SOURCE_ID, NO_VECTOR):
+        if payload and key in payload:
+            raise QdrantError(400, f"Bad request: point {raw_id}: payload key {key!r} is where "
+                                   "slimvec keeps the point's id or state; rename that field.")
+    try:
+        check_payload(payload, [])
+    except RowProblem as bad:
+        raise QdrantError(400, f"Bad request: point {raw_id}: payload field {bad.field!r}: "
+                               f"{bad.reason}.") from None
+    return pid, vecs, payload or {}
+
+
+def read_vectors(served: Any, distance: str, sids: list[int]) -> dict[int, list[float]]:
+    """The kept full vectors of the store ids that have one in ``served`` (normalised to unit
+    length in a Cosine index, as Qdrant returns them; at the kept dtype's precision)."""
+    view = served.pending_view()
+    pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+    have = [s for s, p in zip(sids, pays) if p is not None and not p.get(NO_VECTOR)]
+    if not have:
+        return {}
+    if view is not None:
+        X = view.vectors(have)
+    else:
+        index = served.ready_index()
+        full = index.manifest.full
+        if full is None:
+            raise unsupported("with_vector on a collection whose recipe keeps no full vectors",
+                              "create it with a recipe that has keep_full (the default does)")
+        got, _found = index.store.get_full(have) if full.in_store else index.full_vectors.get(have)
+        X = np.asarray(got, dtype=np.float32)
+    if distance == "Cosine":
+        X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    return dict(zip(have, X.tolist()))
+
+
+def records_of(served: Any, ids: list[Any] | None, flt: Any) -> list[dict[str, Any]]:
+    """The records (``points.get``'s) of ``ids``, or of every point matching ``flt``."""
+    if ids is not None:
+        return [r for r in points.get(served, ids) if r is not None]
+    recs: list[dict[str, Any]] = []
+    start = None
+    while True:
+        page, start = points.scroll(served, 1000, start, flt)
+        recs += page
+        if start is None:
+            return recs
+
+
+class NamedVectors:
+    """The vector-name half of :class:`~slimvec.service.qdrant_api.translate.Collections`."""
+
+    st: Any
+    settings: Callable[[str], dict[str, Any]]
+    served: Callable[[str], Any]
+    _save: Callable[[str, dict[str, Any]], None]
+
+    def vindex(self, name: str, vname: Any) -> tuple[Any, dict[str, Any]]:
+        """The served index of vector ``vname`` of collection ``name`` and that vector's config."""
+        home = self.served(name)
+        cfg = vector_configs(self.settings(name))
+        spec = _known(cfg, vname)
+        iname = index_name(name, cfg, vname)
+        return (home if iname == name else self.st.registry.get(iname)), spec
+
+    def each_index(self, name: str) -> list[Any]:
+        """Every served index of collection ``name``, the home last."""
+        home = self.served(name)
+        cfg = vector_configs(self.settings(name))
+        return [self.st.registry.get(index_name(name, cfg, v)) for v in list(cfg)[1:]] + [home]
+
+    def write_points(self, name: str, rows: list[tuple[Any, dict[str, Any], dict[str, Any]]],
+                     wait: bool, whole: bool = True, only: str | None = None) -> dict[str, Any]:
+        """Write checked ``(id, vectors, payload)`` rows: each name's index, the home last.
+        ``whole`` (an upsert): a point replaces what it was, so the home gets a flagged zero
+        vector for a point without the first vector, and the other indexes lose the points
+        without theirs; otherwise (``update_vectors``) only the given vectors are written.
+        ``only``: write that name's index alone."""
+        s = self.settings(name)
+        cfg = vector_configs(s)
+        home = next(iter(cfg))
+        if whole and not s.get("holes") and any(home not in v for _, v, _ in rows):
+            s["holes"] = True  # from now on the home's searches leave out the flagged rows
+            self._save(name, s)
+        source = f"{name}:qdrant:{uuid.uuid4().hex[:12]}"
+        pending = False
+        for vname in [only] if only is not None else list(cfg)[1:] + [home]:
+            served = self.vindex(name, vname)[0]
+            items = [{"id": pid, "vector": v[vname], "payload": pay} for pid, v, pay in rows
+                     if vname in v]
+            lacking = [pid for pid, v, _ in rows if vname not in v] if whole else []
+            if lacking and vname == home:
+                zero = [0.0] * int(cfg[home]["size"])
+                items += [{"id": pid, "vector": zero, "payload": {**pay, NO_VECTOR: True}}
+                          for pid, v, pay in rows if home not in v]
+            elif lacking:
+                gone = [r["id"] for r in points.get(served, lacking) if r is not None]
+                if gone:
+                    points.delete(served, ids=gone)
+            if not items:
+                continue
+            with self.st.slots:
+                result, fut = served.add_vectors(items, source)
+            if result.rejected:  # checked before: only a store-level refusal can reach this
+                raise QdrantError(400, f"Bad request: {len(result.rejected)} point(s) refused: "
+                                       f"{result.rejected[:3]}")
+            if fut is not None and wait:
+                fut.result()
+            pending = pending or fut is not None
+        return {"operation_id": 0, "status": "acknowledged" if pending and not wait else "completed"}
+
+    def update_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
+        """``PUT /collections/NAME/points/vectors``: new vectors of existing points (their other
+        vectors and payloads kept); an unknown id is a 404, as Qdrant's."""
+        check_fields(body, ("points", "update_filter"), "update vectors")
+        rows = body.get("points")
+        if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
+            raise QdrantError(400, "Bad request: send {\"points\": [{\"id\", \"vector\"}, ...]}.")
+        cfg = vector_configs(self.settings(name))
+        olds = points.get(self.served(name), [point_id(p.get("id")) for p in rows])
+        flt = qfilter(body.get("update_filter"))
+        out = []
+        for p, old in zip(rows, olds):
+            if old is None:
+                raise QdrantError(404, f"Not found: No point with id {p.get('id')} found")
+            pid, vecs, _ = check_point(cfg, p.get("id"), p.get("vector"), None)
+            if flt is None or flt.matches(pid, old["payload"]):
+                out.append((pid, vecs, old["payload"]))
+        return self.write_points(name, out, wait, whole=False)
+
+    def delete_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
+        """``POST /collections/NAME/points/vectors/delete``: remove the ``vector`` names of the
+        selected points (the points, their payloads and other vectors stay)."""
+        check_fields(body, ("points", "filter", "vector"), "delete vectors")
+        ids, flt = selector(body)
+        cfg = vector_configs(self.settings(name))
+        names = body.get("vector")
+        if not isinstance(names, list) or not names:
+            raise QdrantError(400, "Bad request: 'vector' must be a list of vector names.")
+        for vname in dict.fromkeys(names):
+            _known(cfg, vname)
+            if vname != next(iter(cfg)):
+                points.delete(self.vindex(name, vname)[0], ids=ids, filter=flt)
+                continue
+            recs = records_of(self.served(name), ids, flt)
+            self.write_points(name, [(r["id"], {}, r["payload"]) for r in recs], wait,
+                              only=vname)
+        return {"operation_id": 0, "status": "completed"}
