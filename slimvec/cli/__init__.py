@@ -7,6 +7,7 @@ Commands live in small modules (``index_cmds``: ingest, search, info; ``bench``:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 import sys
@@ -29,7 +30,7 @@ _app = typer.Typer(
     context_settings={"max_content_width": 120},
 )
 
-#: (module, function, command name); an absent module makes its command fail (see _MISSING)
+#: (module, function, command name); an absent module makes every command fail (see _MISSING)
 _COMMANDS = [
     ("slimvec.cli.index_cmds", "ingest", "ingest"),
     ("slimvec.cli.index_cmds", "search", "search"),
@@ -54,7 +55,7 @@ _COMMANDS = [
 ]
 
 
-#: commands whose module is absent: a broken installation, refused loudly
+#: commands whose module is absent: a broken installation, refused loudly by every command
 _MISSING: list[tuple[str, str]] = []
 _REGISTERED: set[str] = set()
 
@@ -62,7 +63,15 @@ _REGISTERED: set[str] = set()
 def _register(names: set[str] | None = None) -> None:
     """Add the commands ``names`` (None: all) to the app, importing their modules."""
     for module, func, name in _COMMANDS:
-        if name in _REGISTERED or (names is not None and name not in names):
+        if name in _REGISTERED:
+            continue
+        if names is not None and name not in names:  # not imported; an absent one still refused
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:
+                found = False
+            if not found and (name, module) not in _MISSING:
+                _MISSING.append((name, module))
             continue
         _REGISTERED.add(name)
         try:
