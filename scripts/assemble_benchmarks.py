@@ -26,8 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slimvec.benchmarks.analysis import (best_per_budget, budget_ladder, by_dataset, config_label,  # noqa: E402
-                                         format_value, pareto_front)
+from slimvec.benchmarks.analysis import best_per_budget, budget_ladder, by_dataset, config_label, format_value, pareto_front  # noqa: E402
 from slimvec.benchmarks.ranking import equal_footing  # noqa: E402
 from slimvec.benchmarks.report import reranked_cell  # noqa: E402
 from slimvec.benchmarks.rows import load_rows, metric_title  # noqa: E402

@@ -7,12 +7,8 @@
 
 from __future__ import annotations
 
-from slimvec.errors import (
-    ConfigError, DimensionMismatchError, MissingDependencyError, PersistenceError, SlimvecError,
-    StoreError,
-)
-
 from slimvec._version import __version__
+from slimvec.errors import ConfigError, DimensionMismatchError, MissingDependencyError, PersistenceError, SlimvecError, StoreError
 
 __all__ = ["open", "Client", "ConfigError", "DimensionMismatchError", "MissingDependencyError",
            "PersistenceError", "SlimvecError", "StoreError", "__version__"]

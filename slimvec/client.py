@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,11 +77,11 @@ class Client:
         """Info of every served index."""
         return self.request("GET", "/indexes")["indexes"]
 
-    def index(self, name: str) -> "RemoteIndex":
+    def index(self, name: str) -> RemoteIndex:
         """A handle on index ``name`` (no request is made)."""
         return RemoteIndex(self, name)
 
-    def create(self, name: str, **spec: Any) -> "RemoteIndex":
+    def create(self, name: str, **spec: Any) -> RemoteIndex:
         """Create index ``name`` (``recipe``, ``reducer``, ``store``, ``encoder``, ``keep_full``,
         ``fit_after``, ``sample_vectors`` / ``sample_texts``, ``payload_index``: payload fields to
         index, ``["lang:keyword", "year:integer"]``)."""
@@ -125,7 +126,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -48,7 +48,7 @@ class Document:
     payload: dict[str, Any] = field(default_factory=dict)
     row: int = 0
     line: int | None = None
-    warnings: "tuple[Reject, ...]" = ()  # a tuple: no container per row on the hot path
+    warnings: tuple[Reject, ...] = ()  # a tuple: no container per row on the hot path
     id_from_text: bool = False
 
 

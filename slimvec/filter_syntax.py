@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any
 
 from slimvec.errors import ConfigError
 
@@ -40,7 +40,7 @@ KEY_HELP = ("A key is a path such as lang, meta.lang, tags[] (every element of t
 
 
 #: one step of a key path: a member name, an array index, or None for every element (``[]``)
-PathItem = Union[str, int, None]
+PathItem = str | int | None
 
 
 @lru_cache(maxsize=4096)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -19,8 +19,9 @@ searched through :func:`reduce_queries` + :func:`rescored_search`, the code path
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

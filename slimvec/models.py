@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from slimvec.errors import ConfigError, MissingDependencyError
 
@@ -146,8 +147,7 @@ def quiet_loading() -> Iterator[None]:
     except ImportError:  # pragma: no cover - transformers is a dependency
         pass
     try:
-        from huggingface_hub.utils import (are_progress_bars_disabled, disable_progress_bars,
-                                           enable_progress_bars)
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
         if not are_progress_bars_disabled():
             disable_progress_bars()

@@ -40,7 +40,7 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from slimvec.buildspec import DEFAULTS, default_recipe
 from slimvec.errors import ConfigError, PersistenceError
@@ -58,7 +58,7 @@ KEEP_FULL_DTYPES = ("float32", "float16")
 DEFAULT_KEEP_FULL = "float16"
 _OPTIONS = ("rescore", "target", "keep_full")
 
-Rescore = Union[int, str, None]
+Rescore = int | str | None
 
 
 def _check_rescore(value: Any, where: str) -> Rescore:
@@ -177,7 +177,7 @@ class Recipe:
         n = getattr(make_reducer(self.reducer), "n_components", None)
         return int(n) if isinstance(n, int) else int(dim_in)
 
-    def with_depth(self, depth: int) -> "Recipe":
+    def with_depth(self, depth: int) -> Recipe:
         """This recipe with a fixed rescoring depth (after calibration)."""
         return replace(self, rescore=int(depth))
 
@@ -190,7 +190,7 @@ class Recipe:
                 "measured": self.measured, "runners_up": self.runners_up}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], where: str = "recipe JSON") -> "Recipe":
+    def from_json(cls, data: dict[str, Any], where: str = "recipe JSON") -> Recipe:
         """Inverse of :meth:`to_json`; a bare ``{"recipe": "..."}`` is accepted too.
 
         Raises
@@ -253,7 +253,7 @@ def parse_recipe(text: str) -> Recipe:
                   keep_full=options.get("keep_full"), target_recall=target)
 
 
-def named_keep_full(value: "str | os.PathLike[str]") -> str | None:
+def named_keep_full(value: str | os.PathLike[str]) -> str | None:
     """The ``keep_full`` a recipe (string or JSON file) names itself; None when it leaves the
     precision to the default (``slimvec rebuild`` then keeps the index's own)."""
     text = str(value)
@@ -339,7 +339,7 @@ def resolve_recipe(value: str | os.PathLike[str]) -> Recipe:
     return parse_recipe(text)
 
 
-def merge_recipe(value: "str | os.PathLike[str] | Recipe", reducer: str | None = None,
+def merge_recipe(value: str | os.PathLike[str] | Recipe, reducer: str | None = None,
                  store: str | None = None, keep_full: str | None = None,
                  option: str = "--recipe") -> Recipe:
     """``--recipe`` together with ``--reducer`` / ``--store`` / ``--keep-full``: one recipe.

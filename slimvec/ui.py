@@ -101,7 +101,7 @@ class PlainProgress:
         self._beat: threading.Thread | None = None
 
     # -------------------------------------------------------------- context
-    def __enter__(self) -> "PlainProgress":
+    def __enter__(self) -> PlainProgress:
         if not self.disable and self.interval > 0:
             self._beat = threading.Thread(target=self._heartbeat, name="slimvec-progress", daemon=True)
             self._beat.start()
@@ -243,8 +243,7 @@ def make_progress(enabled: bool = True, *, unit: str = "items", console: Any = N
     if _LIVE:  # a bar is already on screen (e.g. bench's while its report builds): add rows to it
         return _Nested(_LIVE[-1])
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.text import Text
 
     class _Rate(TextColumn):
@@ -256,7 +255,7 @@ def make_progress(enabled: bool = True, *, unit: str = "items", console: Any = N
             return Text(f"{speed:,.0f} {unit}/s" if speed else "")
 
     class _Tracked(Progress):
-        def __enter__(self) -> "_Tracked":
+        def __enter__(self) -> _Tracked:
             out = super().__enter__()
             _LIVE.append(self)
             return out
@@ -283,7 +282,7 @@ class _Nested:
         self._outer = outer
         self._tasks: list[Any] = []
 
-    def __enter__(self) -> "_Nested":
+    def __enter__(self) -> _Nested:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -328,7 +327,7 @@ class quiet_faiss:
     tests; ``slimvec bench`` prints the count once (:func:`faiss_warning_count`).
     """
 
-    def __enter__(self) -> "quiet_faiss":
+    def __enter__(self) -> quiet_faiss:
         import tempfile
 
         self._saved: int | None = None

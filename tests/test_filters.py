@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from slimvec.errors import ConfigError
 from slimvec.connectors.qdrant_filter import edge_native, to_qdrant_client, to_qdrant_edge
+from slimvec.errors import ConfigError
 from slimvec.filters import Filter, HasId, Match, Range, parse_filter
 
 PAYLOADS = {

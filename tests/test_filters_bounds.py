@@ -10,14 +10,7 @@ import pytest
 
 from slimvec.connectors import make_store
 from slimvec.errors import ConfigError
-from slimvec.filters import (
-    MAX_CONDITIONS,
-    MAX_DEPTH,
-    MAX_KEY_LENGTH,
-    MAX_KEY_PARTS,
-    MAX_VALUES,
-    parse_filter,
-)
+from slimvec.filters import MAX_CONDITIONS, MAX_DEPTH, MAX_KEY_LENGTH, MAX_KEY_PARTS, MAX_VALUES, parse_filter
 from tests.connectors.stores import fast_specs
 
 PAYLOADS = {i: {"x": i, "big": 2 ** 63 - 1 - i, "a": [[{"b": i}]], "l": [i, None], "s": str(i)}

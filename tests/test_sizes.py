@@ -21,13 +21,13 @@ MAX_FUNCTION_LINES = 80
 #: test enforces)
 OVERSIZE: dict[str, str] = {
     # --- modules over 500 lines
-    "benchmarks/realtext.py": "597: one corpus pipeline (WordNet and GCIDE readers, cleaning, "
+    "benchmarks/realtext.py": "598: one corpus pipeline (WordNet and GCIDE readers, cleaning, "
                               "held-out queries, manifest); the readers can move out",
-    "benchmarks/sizing.py": "524: the per-store size models with their fit and check",
-    "connectors/faiss_store.py": "863: id map, training, tombstones, selector search, graph queue and the "
+    "benchmarks/sizing.py": "525: the per-store size models with their fit and check",
+    "connectors/faiss_store.py": "864: id map, training, tombstones, selector search, graph queue and the "
                                  "tail's flush and replay in one store class; factory parsing "
                                  "moved to faiss_factory.py, the tail's file to faiss_tail.py",
-    "indexer/sources.py": "607: every document format (JSONL, CSV, Parquet, text) and its row "
+    "indexer/sources.py": "608: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     # --- functions over 80 lines
     "service/qdrant_api/routes.py::qdrant_router": "154: route declarations only (each a few "

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 # the row readers live in rows.py (ranking.py reads rows too and analysis imports ranking: one
 # home below both, no cycle); imported here for the callers that know them from this module

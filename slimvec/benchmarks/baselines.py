@@ -23,9 +23,10 @@ The sentence-transformers rows are brute-force searches over the quantized array
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,8 +8,9 @@ spellings are refused with the field to use (:func:`check_metric_name`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.benchmarks.rows import LEGACY_KEYS, Row, finite
 from slimvec.benchmarks.sizing import rescore_bytes_per_vector, sizing_spec

@@ -13,8 +13,9 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

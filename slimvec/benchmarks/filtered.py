@@ -29,8 +29,9 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -17,13 +17,21 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from slimvec.benchmarks.candidates import (QUALITY_METRICS, Candidate, candidates_for_recipes,
-                                           candidates_from_results, check_metric_name, rows_at_dim, rows_k,
-                                           sizing_candidates)
+from slimvec.benchmarks.candidates import (
+    QUALITY_METRICS,
+    Candidate,
+    candidates_for_recipes,
+    candidates_from_results,
+    check_metric_name,
+    rows_at_dim,
+    rows_k,
+    sizing_candidates,
+)
 from slimvec.benchmarks.latency import latency_at
 from slimvec.benchmarks.ranking import rank_key
 from slimvec.benchmarks.rows import Row

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from slimvec.errors import ConfigError, SlimvecError
 

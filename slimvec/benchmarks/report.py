@@ -14,12 +14,24 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from slimvec.benchmarks.analysis import (NULL, best_per_budget, budget_ladder, by_dataset, config_label,
-                                         format_value, human_bytes, num, pareto_front, quality_metric,
-                                         rescore_suffix, row_k)
+from slimvec.benchmarks.analysis import (
+    NULL,
+    best_per_budget,
+    budget_ladder,
+    by_dataset,
+    config_label,
+    format_value,
+    human_bytes,
+    num,
+    pareto_front,
+    quality_metric,
+    rescore_suffix,
+    row_k,
+)
 from slimvec.benchmarks.rows import Row, load_rows, metric_title
 
 __all__ = [

@@ -14,7 +14,7 @@ Two tables, both from rows of the one schema (no script of their own):
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from slimvec.benchmarks.rows import Row
 

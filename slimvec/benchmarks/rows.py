@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from slimvec.errors import ConfigError, PersistenceError
 
@@ -181,7 +182,7 @@ class Row:
 
     # ------------------------------------------------------------------ JSON
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Row":
+    def from_json(cls, data: Mapping[str, Any]) -> Row:
         """A row from a ``results.json`` object (``*_at_k`` keys, legacy ``*_at_10`` keys, or both).
 
         A legacy key fills its ``*_at_k`` field when the row's k is 10 (or unrecorded) and the field

@@ -19,17 +19,25 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from slimvec.benchmarks.baselines import STQuantIndex, StoreVariant
+from slimvec.benchmarks.baselines import StoreVariant, STQuantIndex
 from slimvec.benchmarks.config import BenchConfig, lossy
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.metrics import (cluster_accuracy, cluster_balance, recall_at_k, time_single,
-                                        routed_search, sts_spearman, task_recall_mrr)
+from slimvec.benchmarks.metrics import (
+    cluster_accuracy,
+    cluster_balance,
+    recall_at_k,
+    routed_search,
+    sts_spearman,
+    task_recall_mrr,
+    time_single,
+)
 from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError

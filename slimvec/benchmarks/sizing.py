@@ -28,14 +28,15 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from slimvec.connectors.fullvectors import FULL_ID_RAM, rescore_bytes_per_vector
 from slimvec.connectors import parse_store_spec, store_class, store_min_train_vectors, store_names
+from slimvec.connectors.fullvectors import FULL_ID_RAM, rescore_bytes_per_vector
 from slimvec.errors import ConfigError
 from slimvec.specs import format_spec
 
@@ -293,7 +294,7 @@ class SizeModel:
                 "components": {k: asdict(v) for k, v in self.components.items()}}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SizeModel":
+    def from_json(cls, data: dict[str, Any]) -> SizeModel:
         """Inverse of :meth:`to_json`."""
         return cls(spec=data["spec"], resident=list(data["resident"]),
                    extra_ram_per_vector=float(data.get("extra_ram_per_vector", 0.0)),

@@ -83,7 +83,7 @@ class Mixture:
         return save_artifact(Path(path).expanduser(), config, arrays, kind=_KIND)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "Mixture":
+    def load(cls, path: str | os.PathLike[str]) -> Mixture:
         """Inverse of :meth:`save`."""
         from slimvec.persistence import load_artifact
 

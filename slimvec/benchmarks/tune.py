@@ -29,17 +29,18 @@ import math
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from slimvec.benchmarks.sizing import rescore_bytes_per_vector
-from slimvec.measure import IndexUnderTest, recall_at_k, time_single
-from slimvec.recipe import AUTO_LADDER, DEFAULT_RECIPE, DEFAULT_TARGET, Recipe, parse_recipe
 from slimvec.errors import ConfigError
+from slimvec.measure import IndexUnderTest, recall_at_k, time_single
 from slimvec.ranges import check_int, check_number
+from slimvec.recipe import AUTO_LADDER, DEFAULT_RECIPE, DEFAULT_TARGET, Recipe, parse_recipe
 
 __all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune", "ranking_rule"]
 
@@ -138,7 +139,7 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
-def _is_default_build(c: "TuneCandidate") -> bool:
+def _is_default_build(c: TuneCandidate) -> bool:
     r = c.recipe
     return (r.reducer, r.store, r.keep_full) == (_DEFAULT.reducer, _DEFAULT.store, _DEFAULT.keep_full) \
         and r.rescore is not None

@@ -7,7 +7,6 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -28,36 +27,36 @@ def _progress(console: Console) -> Progress:
 
 
 def bench(
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for results.json, report.md and the plots (required unless the --suite names one)."),
-    suite: Optional[Path] = typer.Option(None, "--suite", help="TOML suite file listing data, reducers, stores and options (see benchmarks/suites/); replaces the data and run options."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for results.json, report.md and the plots (required unless the --suite names one)."),
+    suite: Path | None = typer.Option(None, "--suite", help="TOML suite file listing data, reducers, stores and options (see benchmarks/suites/); replaces the data and run options."),
     pairs: list[Path] = typer.Option([], "--pairs", help="sentence1<TAB>sentence2<TAB>score file (repeatable): the corpus is their unique sentences."),
     train_pairs: list[Path] = typer.Option([], "--train-pairs", help="Pairs file whose positive pairs train pair-learning reducers such as mcr2 (repeatable); evaluation pairs never reach fit."),
-    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Precomputed corpus vectors: .npy (id = row) or Parquet with an id column."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Query vectors for --vectors [default: a sample of the corpus, each excluded from its own results]."),
+    vectors: Path | None = typer.Option(None, "--vectors", help="Precomputed corpus vectors: .npy (id = row) or Parquet with an id column."),
+    queries: Path | None = typer.Option(None, "--queries", help="Query vectors for --vectors [default: a sample of the corpus, each excluded from its own results]."),
     dataset: list[Path] = typer.Option([], "--dataset", help="ann-benchmarks .hdf5 file or VectorDBBench folder (train/test/neighbors) (repeatable)."),
     encoder: list[str] = typer.Option([], "--encoder", help="Encoder for --pairs: 'minilm' (packaged) or a local model folder, e.g. a `slimvec prune` output (repeatable) [default: minilm]."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec (repeatable), e.g. pca:96; 'none' (full dimension) is always measured."),
     store: list[str] = typer.Option([], "--store", help="Store spec (repeatable): hnsw, faiss[:FACTORY], qdrant-edge[:quant=sq8], qdrant:... [default: hnsw]."),
     rescore: list[int] = typer.Option([], "--rescore", callback=int_range(1), help="Also measure each reduced row with k x R candidates re-ranked by the full vectors (repeatable R)."),
     recipe: list[str] = typer.Option([], "--recipe", help="A recipe string or tuned.json (repeatable; docs/recipes.md): adds its reducer, store and rescoring depth to the grid (rescore=auto: R in 2, 4, 8, 16, 32, the depths calibration tries)."),
-    kmeans: Optional[int] = typer.Option(None, "--kmeans", callback=int_range(1), help="Cluster-routed retrieval rows with FAISS k-means of K clusters on each reducer's output (and the reducer's own clusters)."),
+    kmeans: int | None = typer.Option(None, "--kmeans", callback=int_range(1), help="Cluster-routed retrieval rows with FAISS k-means of K clusters on each reducer's output (and the reducer's own clusters)."),
     route_probes: list[int] = typer.Option([], "--route-probes", callback=int_range(1), help="Clusters a query is routed to (repeatable) [default: 1 and 4]."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Measure the peer quantization baselines (FAISS SQ8/PQ/OPQ, Qdrant Edge SQ/BQ/TurboQuant, sentence-transformers int8/binary)."),
     k: int = typer.Option(10, "--k", callback=int_range(1), help="Results per query: the k of neighbour/task recall@k and MRR@k."),
     dup_threshold: float = typer.Option(4.0, "--dup-threshold", callback=number_range(), help="Pairs scoring at least this are duplicates (task recall)."),
     skip_bad_rows: bool = typer.Option(False, "--skip-bad-rows", help="Skip and count malformed pair rows instead of failing."),
-    sts_file: Optional[str] = typer.Option(None, "--sts-file", help="Which --pairs file gives the headline STS Spearman [default: the first *sts*test* file]."),
+    sts_file: str | None = typer.Option(None, "--sts-file", help="Which --pairs file gives the headline STS Spearman [default: the first *sts*test* file]."),
     metric: str = typer.Option("cosine", "--metric", help="Metric of --vectors data: cosine or l2."),
     max_queries: int = typer.Option(2000, "--max-queries", callback=int_range(1), help="Queries per dataset at most."),
     latency_queries: int = typer.Option(200, "--latency-queries", callback=int_range(1), help="Single queries timed for the latency percentiles."),
     fit_on: str = typer.Option("corpus", "--fit-on", help="What unsupervised reducers fit on: 'corpus' (a sample of the data searched) or 'train' (the --train-pairs sentences only)."),
     threads: int = typer.Option(1, "--threads", callback=int_range(1), help="Threads for FAISS and torch (1: single-thread latency)."),
     fit_max: int = typer.Option(20000, "--fit-max", callback=int_range(2), help="Corpus rows an unsupervised reducer is fitted on at most."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Encoding cache folder [default: $SLIMVEC_CACHE/encodings or ~/.cache/slimvec/encodings]."),
-    work: Optional[Path] = typer.Option(None, "--work", help="Where indexes are built [default: a temporary folder]."),
+    cache: Path | None = typer.Option(None, "--cache", help="Encoding cache folder [default: $SLIMVEC_CACHE/encodings or ~/.cache/slimvec/encodings]."),
+    work: Path | None = typer.Option(None, "--work", help="Where indexes are built [default: a temporary folder]."),
     keep_indexes: bool = typer.Option(False, "--keep-indexes", help="Keep the built indexes in --work."),
     seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of query sampling, fit sampling and k-means."),
-    index: Optional[Path] = typer.Option(None, "--index", help="Only time single queries of this existing index through Index.search, from texts and from vectors (the demo's figure); with --out, also write index-latency.json there."),
+    index: Path | None = typer.Option(None, "--index", help="Only time single queries of this existing index through Index.search, from texts and from vectors (the demo's figure); with --out, also write index-latency.json there."),
 ) -> None:
     """Measure reducers × stores beside quantization baselines; write results.json and report.md.
 
@@ -155,7 +154,7 @@ def bench(
                       "their rows are measured as trained)", markup=False)
 
 
-def _time_index(index: Path, n: int, k: int, out: Optional[Path]) -> None:
+def _time_index(index: Path, n: int, k: int, out: Path | None) -> None:
     """``slimvec bench --index DIR``: print (and with ``--out`` write) its Index.search latency."""
     import json
 

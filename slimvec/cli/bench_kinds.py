@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import typing
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -57,7 +57,7 @@ _root.__doc__ = inspect.cleandoc(bench.__doc__ or "") + (
 bench_app.callback(invoke_without_command=True)(_root)
 
 
-def _emit(kind: str, result: dict[str, Any], machine: Any, out: Optional[Path]) -> None:
+def _emit(kind: str, result: dict[str, Any], machine: Any, out: Path | None) -> None:
     from slimvec.benchmarks.kinds.record import Record, write_record
 
     typer.echo(write_record(Record(kind, result, machine), out))
@@ -79,7 +79,7 @@ def ingest_kind(
     store: list[str] = typer.Option([], "--store", help="Store (repeatable) [default: qdrant-edge, qdrant, faiss, hnsw]."),
     reducer: str = typer.Option("pca:96", "--reducer", help="Reducer of the measured ingest."),
     batch_size: int = typer.Option(256, "--batch-size", callback=int_range(1), help="Documents per batch."),
-    out: Optional[Path] = OUT, markdown: Optional[Path] = MARKDOWN,
+    out: Path | None = OUT, markdown: Path | None = MARKDOWN,
 ) -> None:
     """Ingest docs/s per store against encoder-only, bytes on disk, p50 search latency."""
     from slimvec.benchmarks.kinds.ingest import INGEST_STORES, ingest_markdown, measure_ingest
@@ -100,7 +100,7 @@ def ceiling_kind(
     no_encoder: bool = typer.Option(False, "--no-encoder", help="Measure the ingest without the model call instead: vectors looked up from a precomputed matrix behind the encoder's interface, texts from --corpus, per store (default, faiss, hnsw, qdrant-edge) and --threads."),
     corpus: Path = typer.Option(REAL_CORPUS, "--corpus", help="With --no-encoder: JSONL texts (python scripts/make_real_corpus.py)."),
     threads: list[int] = typer.Option([], "--threads", callback=int_range(1), help="With --no-encoder: cores (affinity, OpenMP and torch threads) per run (repeatable) [default: 1 and 2]."),
-    out: Optional[Path] = OUT, markdown: Optional[Path] = MARKDOWN,
+    out: Path | None = OUT, markdown: Path | None = MARKDOWN,
 ) -> None:
     """Each store's ingest against the best encoder-only run of the same texts, re-run before it;
     with --no-encoder, the ingest's docs/s with the model call removed."""
@@ -129,7 +129,7 @@ def rebuild_kind(
     docs: Path = typer.Option(DATA / "sentences.jsonl", "--docs", help="JSONL documents."),
     old: str = typer.Option("pca:96|qdrant-edge|rescore=auto,keep_full=float16", "--old", help="Recipe of the index to change."),
     new: str = typer.Option("pca:128|faiss:HNSW32|rescore=auto,keep_full=float16", "--new", help="Recipe to rebuild into."),
-    out: Optional[Path] = OUT,
+    out: Path | None = OUT,
 ) -> None:
     """Wall time of `slimvec rebuild` against re-ingesting the same texts (whole commands)."""
     from slimvec.benchmarks.kinds.lifecycle import measure_rebuild
@@ -143,8 +143,8 @@ def sync_kind(
     corpus: Path = typer.Option(REAL_CORPUS, "--corpus",
                                 help="JSONL corpus (python scripts/make_real_corpus.py)."),
     n: int = typer.Option(5000, "--n", callback=int_range(100), help="Rows of v1 (1 % changed, removed, added in v2)."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe [default: ingest's default]."),
-    out: Optional[Path] = OUT,
+    recipe: str | None = typer.Option(None, "--recipe", help="Recipe [default: ingest's default]."),
+    out: Path | None = OUT,
 ) -> None:
     """`slimvec ingest --sync` of a 1 %-changed source against a full re-ingest (whole commands)."""
     from slimvec.benchmarks.kinds.lifecycle import measure_sync
@@ -162,8 +162,8 @@ def service_kind(
     seconds: float = typer.Option(6.0, "--seconds", callback=number_range(0, low_open=True), help="Seconds per search configuration."),
     big: int = typer.Option(100_000, "--big", callback=int_range(2), help="Vectors of the idle-RSS index."),
     reducer: str = typer.Option("pca:96", "--reducer", help="Reducer of the indexes (without --recipe)."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Recipe of the indexes, instead of --reducer alone (e.g. the default recipe)."),
-    out: Optional[Path] = OUT,
+    recipe: str | None = typer.Option(None, "--recipe", help="Recipe of the indexes, instead of --reducer alone (e.g. the default recipe)."),
+    out: Path | None = OUT,
 ) -> None:
     """Bounded load of `slimvec serve` on loopback: ingest, search, start-up, idle RSS."""
     from slimvec.benchmarks.kinds.service import measure_service
@@ -176,7 +176,7 @@ def service_kind(
 def qdrant_compat_kind(
     n: int = typer.Option(5000, "--n", callback=int_range(1), help="Points loaded."),
     queries: int = typer.Option(200, "--queries", callback=int_range(1), help="Queries timed."),
-    out: Optional[Path] = OUT,
+    out: Path | None = OUT,
 ) -> None:
     """RSS and p50 of the Qdrant-compatible API through qdrant-client (local mode as reference)."""
     from slimvec.benchmarks.kinds.service import measure_qdrant_compat
@@ -193,8 +193,8 @@ def sizing_kind(
     no_ram: bool = typer.Option(False, "--no-ram", help="Skip the RAM check."),
     size: list[int] = typer.Option([], "--size", callback=int_range(2), help="Fit sizes (repeatable) [default: 1000, 2000]."),
     dim: list[int] = typer.Option([], "--dim", callback=int_range(2), help="Fit dimensions (repeatable) [default: 64, 384]."),
-    out: Optional[Path] = OUT,
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write the sizing page (docs/benchmarks/sizing.md)."),
+    out: Path | None = OUT,
+    markdown: Path | None = typer.Option(None, "--markdown", help="Write the sizing page (docs/benchmarks/sizing.md)."),
 ) -> None:
     """Store size models: fitted constants, errors at sizes not fitted on, RAM against RSS."""
     from slimvec.benchmarks.kinds.record import command_line
@@ -216,7 +216,7 @@ def scaleout_kind(
     docs: int = typer.Option(20000, "--docs", callback=int_range(1), help="Bundled sentences ingested per run."),
     work: Path = typer.Option(Path("out/scaleout"), "--work", help="Folder of the corpus and the indexes."),
     run: list[str] = typer.Option([], "--run", help="'local' or 'rayW' (repeatable) [default: local, ray2, ray1]."),
-    out: Optional[Path] = OUT,
+    out: Path | None = OUT,
 ) -> None:
     """The Ray engine (--engine ray --workers W) against one `slimvec ingest` process."""
     from slimvec.benchmarks.kinds.scaleout import measure_scaleout

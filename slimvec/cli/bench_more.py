@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -27,10 +26,10 @@ def pruning_kind(
     throughput_sentences: int = typer.Option(1024, "--throughput-sentences", callback=int_range(1), help="Sentences timed per round."),
     rounds: int = typer.Option(5, "--rounds", callback=int_range(1), help="Throughput rounds (median)."),
     batch_size: int = typer.Option(64, "--batch-size", callback=int_range(1), help="Encoding batch size."),
-    eval_pairs: Optional[int] = typer.Option(None, "--eval-pairs", callback=int_range(1), help="STS-B dev/test pairs evaluated at most [default: all]."),
-    rewind_sentences: Optional[int] = typer.Option(None, "--rewind-sentences", callback=int_range(1), help="Rewinding corpus sentences at most [default: all]."),
+    eval_pairs: int | None = typer.Option(None, "--eval-pairs", callback=int_range(1), help="STS-B dev/test pairs evaluated at most [default: all]."),
+    rewind_sentences: int | None = typer.Option(None, "--rewind-sentences", callback=int_range(1), help="Rewinding corpus sentences at most [default: all]."),
     seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of scoring and rewinding."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON record here."),
+    out: Path | None = typer.Option(None, "--out", help="Write the JSON record here."),
 ) -> None:
     """SparseCSE on MiniLM: throughput, bytes and quality per sparsity, before and after rewinding."""
     from slimvec.benchmarks.kinds.pruning import measure_pruning
@@ -47,7 +46,7 @@ def pruning_kind(
 def table_kind(
     kind: str = typer.Argument(..., help="sweep, pruning, filtered, fair-peers, scale, headline or default-recipe."),
     results: list[Path] = typer.Argument(None, help="results.json / record files (scale: the folder of scale-SIZE/) [default: the kind's published results]."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the page here [default: the kind's docs page, or print]."),
+    out: Path | None = typer.Option(None, "--out", help="Write the page here [default: the kind's docs page, or print]."),
     print_only: bool = typer.Option(False, "--print", help="Print, do not write the default page."),
 ) -> None:
     """Render a docs page or table from runs' results (nothing typed by hand)."""
@@ -82,13 +81,13 @@ def search_profile_kind(
     queries: Path = typer.Option(ROOT / "bench-data" / "realtext-minilm-queries.npy", "--queries", help="Query vectors (.npy)."),
     n: int = typer.Option(20000, "--n", callback=int_range(1), help="Corpus rows used (a prefix)."),
     n_queries: int = typer.Option(1000, "--n-queries", callback=int_range(1), help="Queries timed."),
-    work: Optional[Path] = typer.Option(None, "--work", help="Where the two indexes are built (reused) [default: a temp folder]."),
-    before: Optional[str] = typer.Option(None, "--before", help="Git commit whose store search and re-ranking to compare with."),
-    before_index: Optional[Path] = typer.Option(None, "--before-index", help="An index built by --before's code from the same vectors."),
-    before_depth: Optional[int] = typer.Option(None, "--before-depth", help="Rescoring depth of the before path."),
+    work: Path | None = typer.Option(None, "--work", help="Where the two indexes are built (reused) [default: a temp folder]."),
+    before: str | None = typer.Option(None, "--before", help="Git commit whose store search and re-ranking to compare with."),
+    before_index: Path | None = typer.Option(None, "--before-index", help="An index built by --before's code from the same vectors."),
+    before_depth: int | None = typer.Option(None, "--before-depth", help="Rescoring depth of the before path."),
     breakdown: bool = typer.Option(False, "--breakdown", help="Per-stage p50 and a cProfile instead."),
     pool: bool = typer.Option(False, "--pool", help="The engine's search pool against one search thread."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the comparison as JSON here."),
+    out: Path | None = typer.Option(None, "--out", help="Write the comparison as JSON here."),
 ) -> None:
     """Where the default recipe's single-query search spends its time; before / after a commit."""
     from slimvec.benchmarks.kinds.search_profile import main
@@ -110,8 +109,8 @@ def default_recipe_kind(
     n_queries: int = typer.Option(1000, "--n-queries", callback=int_range(1), help="Held-out queries used."),
     rounds: int = typer.Option(2, "--rounds", callback=int_range(1), help="Latency rounds; the order reverses each round."),
     work: Path = typer.Option(ROOT / "bench-out" / "default-recipe", "--work", help="Where prefixes and indexes are kept (reused)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON record here."),
-    page: Optional[Path] = typer.Option(None, "--page", help="Also write the tables as Markdown here."),
+    out: Path | None = typer.Option(None, "--out", help="Write the JSON record here."),
+    page: Path | None = typer.Option(None, "--page", help="Also write the tables as Markdown here."),
 ) -> None:
     """Candidate recipes against full-precision HNSW by corpus size: recall, p50, serving RAM, disk."""
     from slimvec.benchmarks.kinds.recipe_choice import CANDIDATES, ChoiceConfig, choice_markdown, measure_choice

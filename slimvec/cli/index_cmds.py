@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
-
-from slimvec.buildspec import DEFAULTS, default_recipe
 from rich.table import Table
 
+from slimvec.buildspec import DEFAULTS, default_recipe
 from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
 from slimvec.errors import ConfigError
 
@@ -24,13 +23,13 @@ console = Console(stderr=True)
 def ingest(
     input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
-    reducer: Optional[str] = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
-    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: the default recipe's {DEFAULTS['recipe_store']} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['store']} (full precision: no full vectors are kept to re-rank from)]."),
-    encoder: Optional[str] = typer.Option(None, help="Encoder: 'minilm' or a model folder [default: minilm]."),
+    reducer: str | None = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
+    store: str | None = typer.Option(None, help=f"Store spec for a new index [default: the default recipe's {DEFAULTS['recipe_store']} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['store']} (full precision: no full vectors are kept to re-rank from)]."),
+    encoder: str | None = typer.Option(None, help="Encoder: 'minilm' or a model folder [default: minilm]."),
     text_column: str = typer.Option("text", help="Column / key holding the text."),
-    id_column: Optional[str] = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
-    format: Optional[str] = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
-    quoting: Optional[str] = typer.Option(None, "--quoting", help="TSV only: 'csv' reads quoted fields, which may span lines. Default: IANA TSV, where quotes are ordinary characters."),
+    id_column: str | None = typer.Option(None, help="Column / key holding the id [default: 'id' if present, else a hash of the text]."),
+    format: str | None = typer.Option(None, "--format", help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
+    quoting: str | None = typer.Option(None, "--quoting", help="TSV only: 'csv' reads quoted fields, which may span lines. Default: IANA TSV, where quotes are ordinary characters."),
     fit_sample: int = typer.Option(10_000, callback=int_range(1), help="Reservoir sample size the reducer is fitted on."),
     batch_size: int = typer.Option(256, callback=int_range(1), help="Documents per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad row instead of recording it in rejects.jsonl."),
@@ -40,20 +39,20 @@ def ingest(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the full encoder vectors on disk (new index) for search --rescore."),
     full_dtype: str = typer.Option("float16", help="Precision of the kept full vectors: float16 (the default recipe's, and a recipe's keep_full default when it rescores: half the disk, recall within 0.001) or float32."),
-    train_pairs: Optional[Path] = typer.Option(None, "--train-pairs", help="Pairs TSV (sentence1, sentence2, score) a pair-learning reducer (mcr2) is also fitted on (new index)."),
+    train_pairs: Path | None = typer.Option(None, "--train-pairs", help="Pairs TSV (sentence1, sentence2, score) a pair-learning reducer (mcr2) is also fitted on (new index)."),
     engine: str = typer.Option("local", "--engine", help="local (one process) or ray (Ray Data: INPUT may be a folder or a quoted glob; needs slimvec[ray])."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
     workers: int = typer.Option(2, "--workers", callback=int_range(1), help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: the cores the 1-minute load average leaves free, at least 1: on two idle cores 2 threads encoded 1.6x faster than 1, on two busy ones 3x slower]."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help=f"A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else {DEFAULTS['reducer']} in {DEFAULTS['store']}, no rescoring); see docs/recipes.md."),
-    payload_index: Optional[list[str]] = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
+    threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: the cores the 1-minute load average leaves free, at least 1: on two idle cores 2 threads encoded 1.6x faster than 1, on two busy ones 3x slower]."),
+    recipe: str | None = typer.Option(None, "--recipe", help=f"A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else {DEFAULTS['reducer']} in {DEFAULTS['store']}, no rescoring); see docs/recipes.md."),
+    payload_index: list[str] | None = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
     sync: bool = typer.Option(False, "--sync", help="Make the index equal to INPUT (the whole current corpus): unchanged documents are not re-encoded, changed ones are, and documents whose id is no longer in INPUT are deleted once everything new is committed. Documents ingested from other files into this index are deleted too."),
     force: bool = typer.Option(False, "--force", help="--sync: delete the documents that left INPUT even when INPUT had unreadable rows or no document."),
     device: str = typer.Option("auto", "--device", help="Torch device of the encoder: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
-    encode_batch: Optional[int] = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of the encoder [default: 32 on a CPU, 256 on CUDA]."),
-    doc_prefix: Optional[str] = typer.Option(None, "--doc-prefix", help="Text put before every document before it is encoded, as the model expects (E5: 'passage: '); new index: saved with it and used by every later ingest, sync and service write [default: the index's, else none]."),
-    query_prefix: Optional[str] = typer.Option(None, "--query-prefix", help="Text put before every query before it is encoded (E5: 'query: ', BGE: its query instruction); new index: saved with it and used by every search (CLI, Python, HTTP) [default: the index's, else none]."),
+    encode_batch: int | None = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of the encoder [default: 32 on a CPU, 256 on CUDA]."),
+    doc_prefix: str | None = typer.Option(None, "--doc-prefix", help="Text put before every document before it is encoded, as the model expects (E5: 'passage: '); new index: saved with it and used by every later ingest, sync and service write [default: the index's, else none]."),
+    query_prefix: str | None = typer.Option(None, "--query-prefix", help="Text put before every query before it is encoded (E5: 'query: ', BGE: its query instruction); new index: saved with it and used by every search (CLI, Python, HTTP) [default: the index's, else none]."),
 ) -> None:
     """Stream INPUT through the encoder and a fitted reducer into the index's store.
 
@@ -140,8 +139,8 @@ def ingest(
                       "different text; the last one won (listed in rejects.jsonl)")
 
 
-def _check_columns(input: Path, text_column: str, id_column: Optional[str], format: Optional[str],
-                   quoting: Optional[str], engine: str) -> None:
+def _check_columns(input: Path, text_column: str, id_column: str | None, format: str | None,
+                   quoting: str | None, engine: str) -> None:
     """Read INPUT's first record before anything heavy is imported (scikit-learn, torch, the
     model): a missing --text-column / --id-column is reported at once (issue 40 item 2)."""
     if engine != "local" or not input.is_file():
@@ -175,16 +174,16 @@ def _print_sync(summary: Any, index: Path) -> None:
 
 
 def search(
-    query: Optional[list[str]] = typer.Argument(None, help="Query text(s)."),
+    query: list[str] | None = typer.Argument(None, help="Query text(s)."),
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Query vectors instead of texts: .npy (n, dim) or JSONL (one [0.1, ...] or {\"vector\": [...]} per line), from the index's original encoder (a migrated index without --encoder is searched this way)."),
+    vectors: Path | None = typer.Option(None, "--vectors", help="Query vectors instead of texts: .npy (n, dim) or JSONL (one [0.1, ...] or {\"vector\": [...]} per line), from the index's original encoder (a migrated index without --encoder is searched this way)."),
     k: int = typer.Option(10, "-k", help="Results per query."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON: per query the hits (id, score, source_id, text and the other payload fields), the space the scores were computed in, the rescoring depth used and timings."),
-    rescore: Optional[int] = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
-    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
-    filter_json: Optional[str] = typer.Option(None, "--filter", help="Only documents whose payload matches this Qdrant filter JSON, e.g. '{\"must\": [{\"key\": \"lang\", \"match\": {\"value\": \"en\"}}]}' (must / should / must_not, match value / any / except, range, is_null, is_empty, has_id with the ids given at ingest); @FILE reads it from a file."),
-    queries_file: Optional[Path] = typer.Option(None, "--queries", help="Search every query of this file with one model load: a text file (one query per line), or JSONL, CSV, TSV or Parquet with a 'text' column."),
+    rescore: int | None = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
+    trust_store: str | None = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
+    recipe: str | None = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
+    filter_json: str | None = typer.Option(None, "--filter", help="Only documents whose payload matches this Qdrant filter JSON, e.g. '{\"must\": [{\"key\": \"lang\", \"match\": {\"value\": \"en\"}}]}' (must / should / must_not, match value / any / except, range, is_null, is_empty, has_id with the ids given at ingest); @FILE reads it from a file."),
+    queries_file: Path | None = typer.Option(None, "--queries", help="Search every query of this file with one model load: a text file (one query per line), or JSONL, CSV, TSV or Parquet with a 'text' column."),
 ) -> None:
     """Search the index with query texts (encoded, then reduced like the documents).
 
@@ -298,7 +297,7 @@ def score_space(manifest: Any, depth: int) -> str:
 def info(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
-    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
+    trust_store: str | None = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Document count, dimensions, specs and bytes on disk of an index."""
     from slimvec.indexer.index import open_index
@@ -322,9 +321,9 @@ def calibrate(
     index: Path = typer.Option(..., "--index", help="Index folder built with a rescore=auto recipe (the default recipe is one)."),
     queries: Path = typer.Option(..., "--queries", help="Your queries: a text file (one per line), JSONL, CSV, TSV or Parquet. A few hundred real ones are enough."),
     text_column: str = typer.Option("text", help="Column / key holding the query text."),
-    format: Optional[str] = typer.Option(None, help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
+    format: str | None = typer.Option(None, help="jsonl, csv, tsv, parquet or text [default: from the suffix]."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    trust_store: Optional[str] = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location."),
+    trust_store: str | None = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location."),
 ) -> None:
     """Re-measure the index's rescoring depth (rescore=auto) on your own queries and keep them for later calibrations."""
     from slimvec.indexer.index import read_manifest

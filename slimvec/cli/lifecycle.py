@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -20,7 +20,7 @@ _FILTER_HELP = ("Qdrant filter JSON on the payloads (must / should / must_not; m
                 "/ except; range; is_null; is_empty; has_id), or @FILE to read it from a file.")
 
 
-def read_filter(text: Optional[str]) -> Any:
+def read_filter(text: str | None) -> Any:
     """The ``--filter`` option: JSON text, or ``@FILE``; parsed (errors name the option)."""
     from slimvec.filters import parse_filter
 
@@ -56,7 +56,7 @@ def read_ids(path: Path) -> list[Any]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _target(ids: Optional[Path], filter_json: Optional[str]) -> dict[str, Any]:
+def _target(ids: Path | None, filter_json: str | None) -> dict[str, Any]:
     if (ids is None) == (filter_json is None):
         raise ConfigError("Give exactly one of --ids FILE or --filter JSON.")
     return {"ids": read_ids(ids)} if ids is not None else {"filter": read_filter(filter_json)}
@@ -64,8 +64,8 @@ def _target(ids: Optional[Path], filter_json: Optional[str]) -> dict[str, Any]:
 
 def delete(
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    ids: Optional[Path] = typer.Option(None, "--ids", help=_IDS_HELP),
-    filter_json: Optional[str] = typer.Option(None, "--filter", help=_FILTER_HELP),
+    ids: Path | None = typer.Option(None, "--ids", help=_IDS_HELP),
+    filter_json: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
 ) -> None:
     """Delete documents by id or by filter; prints {"deleted": N, "count": remaining}."""
     from slimvec.indexer.index import open_index
@@ -79,8 +79,8 @@ def delete(
 def update(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     set_json: str = typer.Option(..., "--set", help='Payload fields to set, as a JSON object ({"lang": "en"}).'),
-    ids: Optional[Path] = typer.Option(None, "--ids", help=_IDS_HELP),
-    filter_json: Optional[str] = typer.Option(None, "--filter", help=_FILTER_HELP),
+    ids: Path | None = typer.Option(None, "--ids", help=_IDS_HELP),
+    filter_json: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace each payload by --set instead of merging (text and source_id go too)."),
 ) -> None:
     """Set payload fields by id or filter, without re-encoding; prints {"updated": N}."""
@@ -114,8 +114,8 @@ def get(
 def scroll(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     limit: int = typer.Option(100, "--limit", help="Records per page."),
-    offset: Optional[int] = typer.Option(None, "--offset", help="The next_offset printed by the previous page."),
-    filter_json: Optional[str] = typer.Option(None, "--filter", help=_FILTER_HELP),
+    offset: int | None = typer.Option(None, "--offset", help="The next_offset printed by the previous page."),
+    filter_json: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
 ) -> None:
     """Print one page of records as JSON: {"records": [...], "next_offset": N or null}."""
     from slimvec.indexer.index import open_index
@@ -127,7 +127,7 @@ def scroll(
 
 def compact(
     index: Path = typer.Option(..., "--index", help="Index folder."),
-    max_tombstones: Optional[float] = typer.Option(None, "--max-tombstones", help="Compact only when dead full-vector rows exceed this share of the live ones (every delete already does it past 0.2) [default: always]."),
+    max_tombstones: float | None = typer.Option(None, "--max-tombstones", help="Compact only when dead full-vector rows exceed this share of the live ones (every delete already does it past 0.2) [default: always]."),
 ) -> None:
     """Rewrite the full vectors kept for rescoring without deleted or replaced rows, beside the
     old ones, and swap them in atomically; a store that keeps deleted positions (FAISS, as in the

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
 from slimvec.buildspec import DEFAULTS, default_recipe
-
 from slimvec.cli.checks import check_positive, interrupt_message
 
 __all__ = ["migrate", "export"]
@@ -24,8 +22,8 @@ def migrate(
                                "qdrant-edge:PATH, faiss:FILE, hnsw:FILE,dim=384,space=cosine, "
                                "FILE.npy (id = row) or parquet:FILE,id=id,vector=vector."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
-    reducer: Optional[str] = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
-    store: Optional[str] = typer.Option(None, help=f"Store spec for a new index [default: the default recipe's {DEFAULTS['recipe_store']} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['store']} (full precision: no full vectors are kept to re-rank from)]."),
+    reducer: str | None = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
+    store: str | None = typer.Option(None, help=f"Store spec for a new index [default: the default recipe's {DEFAULTS['recipe_store']} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['store']} (full precision: no full vectors are kept to re-rank from)]."),
     fit_sample: int = typer.Option(10_000, help="Vectors sampled uniformly to fit the reducer."),
     keep_full: bool = typer.Option(False, "--keep-full", help="Also keep the original vectors on disk "
                                    "(memory-mapped) for search(..., rescore=R)."),
@@ -36,9 +34,9 @@ def migrate(
     checkpoint_seconds: float = typer.Option(30.0, help="Commit (store flushed, progress recorded) at least this often."),
     checkpoint_batches: int = typer.Option(0, help="Also commit every N batches (0: by time only)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    encoder: Optional[str] = typer.Option(None, "--encoder", help="The model that made the source's vectors (spec or local folder), recorded so the index is searched with texts too; its output dimension must be the vectors'. Without it, search with query vectors (slimvec search --vectors FILE)."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float16|float32 (default float16)] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
-    metric: Optional[str] = typer.Option(None, "--metric", help="What the index compares vectors by: cosine, ip (inner product) or l2 [default: what the source records (hnswlib space, FAISS metric, Qdrant distance; an inner-product source of unit vectors: cosine), else cosine]. For l2 the reducer must not normalise (pca:96,normalize=false), for ip it must be linear without offset (pca:96,center=false,normalize=false); the default reducer follows the metric."),
+    encoder: str | None = typer.Option(None, "--encoder", help="The model that made the source's vectors (spec or local folder), recorded so the index is searched with texts too; its output dimension must be the vectors'. Without it, search with query vectors (slimvec search --vectors FILE)."),
+    recipe: str | None = typer.Option(None, "--recipe", help="A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float16|float32 (default float16)] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; see docs/recipes.md."),
+    metric: str | None = typer.Option(None, "--metric", help="What the index compares vectors by: cosine, ip (inner product) or l2 [default: what the source records (hnswlib space, FAISS metric, Qdrant distance; an inner-product source of unit vectors: cosine), else cosine]. For l2 the reducer must not normalise (pca:96,normalize=false), for ip it must be linear without offset (pca:96,center=false,normalize=false); the default reducer follows the metric."),
 ) -> None:
     """Fit a reducer on a sample of an existing collection and stream every vector into a new index.
 
@@ -75,7 +73,7 @@ def export(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     format: str = typer.Option(..., "--format", help="npy, faiss (a complete index: the reducer in front of the index's vectors and ids), faiss-transform (the reducer alone, an empty index) or sentence-transformers; with --vectors: npy or parquet."),
     out: Path = typer.Option(..., "--out", help="Output folder (npy, sentence-transformers) or file (faiss, faiss-transform, parquet)."),
-    model: Optional[str] = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
+    model: str | None = typer.Option(None, help="Encoder for sentence-transformers [default: the index's]."),
     vectors: bool = typer.Option(False, "--vectors", help="Export the full vectors the index kept, with your ids, instead of the reducer: npy writes OUT/vectors.npy (float32) and OUT/ids.json; parquet writes OUT with columns id and vector (needs pyarrow). Deleted documents are left out; nothing is re-encoded."),
 ) -> None:
     """Export the index's (linear) reducer to reduce queries outside slimvec, or with --vectors

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -37,21 +36,21 @@ def plan(
     docs: int = typer.Option(..., "--docs", callback=int_range(1), help="Number of documents to plan for."),
     dim: int = typer.Option(..., "--dim", callback=int_range(1), help="Encoder output dimension (384 for MiniLM)."),
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: every store in the results]."),
-    min_task_recall: Optional[float] = typer.Option(None, "--min-task-recall", callback=number_range(0, 1), help="Target: task recall@k at least this (k of the results)."),
-    min_neighbor_recall: Optional[float] = typer.Option(None, "--min-neighbor-recall", callback=number_range(0, 1), help="Target: neighbour recall@k at least this (k of the results)."),
-    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", callback=byte_size, help="Target: predicted RAM at most this (2GiB, 512MiB, 1.5GB)."),
-    results: Optional[Path] = typer.Option(None, "--results", help="results.json of `slimvec bench` (the quality side)."),
+    min_task_recall: float | None = typer.Option(None, "--min-task-recall", callback=number_range(0, 1), help="Target: task recall@k at least this (k of the results)."),
+    min_neighbor_recall: float | None = typer.Option(None, "--min-neighbor-recall", callback=number_range(0, 1), help="Target: neighbour recall@k at least this (k of the results)."),
+    memory_budget: str | None = typer.Option(None, "--memory-budget", callback=byte_size, help="Target: predicted RAM at most this (2GiB, 512MiB, 1.5GB)."),
+    results: Path | None = typer.Option(None, "--results", help="results.json of `slimvec bench` (the quality side)."),
     pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV of your data for a quick sweep (repeatable)."),
-    vectors: Optional[Path] = typer.Option(None, "--vectors", help="Vectors file of your data for a quick sweep."),
+    vectors: Path | None = typer.Option(None, "--vectors", help="Vectors file of your data for a quick sweep."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec for the quick sweep (repeatable) [default: pca at dim/2, dim/4, dim/8]."),
     sample: int = typer.Option(2000, "--sample", callback=int_range(1), help="Rows of --pairs / --vectors used by the quick sweep."),
     payload_bytes: int = typer.Option(0, "--payload-bytes", callback=int_range(0), help="Mean JSON payload bytes stored per document (ingest stores the text)."),
     top: int = typer.Option(10, "--top", callback=int_range(1), help="Candidates shown."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Also plan ingest on this engine (ray): workers, hours, shards, nodes."),
+    engine: str | None = typer.Option(None, "--engine", help="Also plan ingest on this engine (ray): workers, hours, shards, nodes."),
     workers: int = typer.Option(8, "--workers", callback=int_range(1), help="--engine: encoder workers."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", callback=number_range(0), help="--engine: GPUs per worker (the GPU rate benchmarks/gpu_ingest_check.py recorded here, else the H200 figure of issue 36)."),
-    cpu_rate: Optional[float] = typer.Option(None, "--cpu-rate", callback=number_range(0, low_open=True, hint="docs/s per CPU core; leave it out to measure it here"), help="--engine: docs/s per CPU core [default: measured now]."),
+    cpu_rate: float | None = typer.Option(None, "--cpu-rate", callback=number_range(0, low_open=True, hint="docs/s per CPU core; leave it out to measure it here"), help="--engine: docs/s per CPU core [default: measured now]."),
     node_ram: str = typer.Option("64GiB", "--node-ram", callback=byte_size, help="--engine: RAM per serving node."),
     node_hour_price: float = typer.Option(0.0, "--node-hour-price", callback=number_range(0), help="--engine: price of a node-hour, for savings."),
     replication: int = typer.Option(1, "--replication", callback=int_range(1), help="--engine: copies of each shard."),
@@ -64,8 +63,8 @@ def plan(
     whose prediction error at a held-out size is printed with the plan.
     """
     from slimvec.benchmarks.plan import default_sweep_reducers, make_plan, parse_bytes, size_model_cache
-    from slimvec.benchmarks.sweep import quick_sweep
     from slimvec.benchmarks.rows import load_rows
+    from slimvec.benchmarks.sweep import quick_sweep
 
     if min_task_recall is not None and min_neighbor_recall is not None:
         raise ConfigError("Give one quality target: --min-task-recall or --min-neighbor-recall, not both.")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -15,19 +14,19 @@ console = Console(stderr=True)
 
 
 def prune(
-    encoder: Optional[str] = typer.Option(None, "--encoder", help="Encoder to prune: 'minilm' or a model folder [default: minilm]."),
+    encoder: str | None = typer.Option(None, "--encoder", help="Encoder to prune: 'minilm' or a model folder [default: minilm]."),
     corpus: Path = typer.Option(..., "--corpus", help="Sentences: a text file (one per line), .jsonl ('text' key) or a .tsv of pairs (both columns)."),
     sparsity: float = typer.Option(0.2, "--sparsity", help="Fraction of heads and FFN neurons to remove, in [0, 1)."),
     heads_only: bool = typer.Option(False, "--heads-only", help="Prune attention heads only."),
     neurons_only: bool = typer.Option(False, "--neurons-only", help="Prune FFN neurons only."),
     rewind_steps: int = typer.Option(0, "--rewind-steps", help="Unsupervised SimCSE steps after pruning (batch 64, lr 3e-5)."),
     score_sentences: int = typer.Option(512, "--score-sentences", help="Corpus sentences used to score importance."),
-    max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Read at most this many corpus sentences."),
+    max_sentences: int | None = typer.Option(None, "--max-sentences", help="Read at most this many corpus sentences."),
     batch_size: int = typer.Option(64, "--batch-size", help="Sentences per scoring and rewinding batch."),
     lam: float = typer.Option(0.5, "--lambda", help="Weight of alignment against uniformity in the score loss."),
     seed: int = typer.Option(0, "--seed", help="Seed of scoring dropout and rewinding."),
     device: str = typer.Option("cpu", "--device", help="Torch device."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Torch CPU threads [default: torch's choice]; 1 is steadier on a busy machine."),
+    threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads [default: torch's choice]; 1 is steadier on a busy machine."),
     out: Path = typer.Option(..., "--out", help="Folder to write the pruned encoder to (use it as --encoder DIR)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -15,7 +14,7 @@ def report(
     results: list[Path] = typer.Argument(..., help="results.json file(s) of `slimvec bench`; several are combined, each row labelled with its run."),
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
     planner: bool = typer.Option(True, "--planner/--no-planner", help="Fit the store size models for the page's capacity planner (real builds at 1,000 and 2,000 vectors per store, as `slimvec plan` does)."),
-    title: Optional[str] = typer.Option(None, "--title", help="Page title (default: the run labels)."),
+    title: str | None = typer.Option(None, "--title", help="Page title (default: the run labels)."),
 ) -> None:
     """Render one self-contained, offline report.html (Pareto plots, table, capacity planner).
 

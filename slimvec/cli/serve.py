@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -19,19 +18,19 @@ def serve(
     port: int = typer.Option(8000, callback=int_range(1, 65535), help="Port."),
     api_key_env: str = typer.Option("SLIMVEC_API_KEY", help="Environment variable holding the read-write API key."),
     read_only_key_env: str = typer.Option("SLIMVEC_READ_ONLY_KEY", help="Environment variable holding a read-only key."),
-    reports: Optional[Path] = typer.Option(None, "--reports", help="Folder served at /reports/, behind the read key when keys are set; not the root nor an index folder under it [default: ROOT/.reports if it exists]."),
-    allow_dir: List[Path] = typer.Option([], "--allow-dir", help="Folder whose files ingest jobs may read (repeatable)."),
-    allow_store: List[str] = typer.Option([], "--allow-store", help="Store location outside the index folders that requests may name, e.g. qdrant:http://qdrant:6333 (gets $QDRANT_API_KEY) or qdrant-edge:/srv/stores (repeatable; none: every index keeps its store in its folder)."),
+    reports: Path | None = typer.Option(None, "--reports", help="Folder served at /reports/, behind the read key when keys are set; not the root nor an index folder under it [default: ROOT/.reports if it exists]."),
+    allow_dir: list[Path] = typer.Option([], "--allow-dir", help="Folder whose files ingest jobs may read (repeatable)."),
+    allow_store: list[str] = typer.Option([], "--allow-store", help="Store location outside the index folders that requests may name, e.g. qdrant:http://qdrant:6333 (gets $QDRANT_API_KEY) or qdrant-edge:/srv/stores (repeatable; none: every index keeps its store in its folder)."),
     fit_after: int = typer.Option(1000, help="Documents a new index collects before its reducer is fitted."),
     max_body_bytes: int = typer.Option(32 * 1024 * 1024, callback=int_range(1), help="Largest request body (413 above)."),
     max_batch: int = typer.Option(4096, callback=int_range(1), help="Most documents / vectors / queries per request (413 above)."),
     queue_size: int = typer.Option(64, callback=int_range(1), help="Write requests in flight before 429 + Retry-After."),
     batch_wait_ms: float = typer.Option(2.0, callback=number_range(0), help="Dynamic batching wait for query texts (0: off)."),
     device: str = typer.Option("auto", "--device", help="Torch device of the encoders: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
-    encode_batch: Optional[int] = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of a document encoder [default: 32 on a CPU, 256 on CUDA]."),
-    cors_origin: List[str] = typer.Option([], "--cors-origin", help="Origin whose browser pages may call the service, e.g. https://app.example (repeatable; none: no CORS headers; never '*')."),
+    encode_batch: int | None = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of a document encoder [default: 32 on a CPU, 256 on CUDA]."),
+    cors_origin: list[str] = typer.Option([], "--cors-origin", help="Origin whose browser pages may call the service, e.g. https://app.example (repeatable; none: no CORS headers; never '*')."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help=f"Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: {default_recipe()}, as slimvec ingest]; 'none': {DEFAULTS['reducer']} on {DEFAULTS['store']} without rescoring."),
+    recipe: str | None = typer.Option(None, "--recipe", help=f"Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: {default_recipe()}, as slimvec ingest]; 'none': {DEFAULTS['reducer']} on {DEFAULTS['store']} without rescoring."),
 ) -> None:
     """Serve every index under --root over HTTP (OpenAPI docs at /docs)."""
     from slimvec.extras import require_extra

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import typer
 
@@ -52,9 +53,9 @@ def restore(
     index: Path = typer.Option(..., "--index", help="Folder to restore into: new or empty (its parent must exist)."),
     force: bool = typer.Option(False, "--force", help="Replace the index already in --index (refused while another process uses it)."),
     trust_unsigned: bool = typer.Option(False, "--trust-unsigned", help="Restore an archive that is unsigned or signed with another installation's snapshot key ($SLIMVEC_SNAPSHOT_KEY): only for archives whose origin you trust. Every other check still runs."),
-    max_size: Optional[str] = typer.Option(None, "--max-size", help="Cap on all files together, e.g. 512G [default: $SLIMVEC_RESTORE_MAX_TOTAL or 256G]."),
-    max_member_size: Optional[str] = typer.Option(None, "--max-member-size", help="Cap on one file [default: $SLIMVEC_RESTORE_MAX_MEMBER or 64G]."),
-    max_ratio: Optional[float] = typer.Option(None, "--max-ratio", help="Cap on data bytes per compressed byte, zero runs not counted [default: $SLIMVEC_RESTORE_MAX_RATIO or 200]."),
+    max_size: str | None = typer.Option(None, "--max-size", help="Cap on all files together, e.g. 512G [default: $SLIMVEC_RESTORE_MAX_TOTAL or 256G]."),
+    max_member_size: str | None = typer.Option(None, "--max-member-size", help="Cap on one file [default: $SLIMVEC_RESTORE_MAX_MEMBER or 64G]."),
+    max_ratio: float | None = typer.Option(None, "--max-ratio", help="Cap on data bytes per compressed byte, zero runs not counted [default: $SLIMVEC_RESTORE_MAX_RATIO or 200]."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress while extracting."),
 ) -> None:

@@ -4,7 +4,6 @@ the winning recipe (``tuned.json``, :mod:`slimvec.recipe`; see docs/recipes.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -35,11 +34,11 @@ def _search_choice(value: str) -> str:
 
 def tune(
     docs: int = typer.Option(..., "--docs", callback=int_range(1), help="Corpus size to plan for (RAM and disk are predicted at this N)."),
-    vectors: Optional[Path] = typer.Option(None, "--vectors", help="A sample of your vectors: .npy or Parquet."),
+    vectors: Path | None = typer.Option(None, "--vectors", help="A sample of your vectors: .npy or Parquet."),
     pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV whose sentences are encoded with MiniLM (repeatable)."),
-    ram_budget: Optional[str] = typer.Option(None, "--ram-budget", callback=byte_size, help="RAM the searchable index may use at --docs (2GiB, 512MiB)."),
-    min_recall: Optional[float] = typer.Option(None, "--min-recall", callback=number_range(0, 1), help="Neighbour recall@10 floor (e.g. 0.99)."),
-    max_p50_ms: Optional[float] = typer.Option(None, "--max-p50-ms", callback=number_range(0, low_open=True), help="Single-query p50 latency ceiling, measured at the sample size."),
+    ram_budget: str | None = typer.Option(None, "--ram-budget", callback=byte_size, help="RAM the searchable index may use at --docs (2GiB, 512MiB)."),
+    min_recall: float | None = typer.Option(None, "--min-recall", callback=number_range(0, 1), help="Neighbour recall@10 floor (e.g. 0.99)."),
+    max_p50_ms: float | None = typer.Option(None, "--max-p50-ms", callback=number_range(0, low_open=True), help="Single-query p50 latency ceiling, measured at the sample size."),
     out: Path = typer.Option(Path("tuned.json"), "--out", help="Where the winning recipe is written."),
     sample: int = typer.Option(32000, "--sample", callback=int_range(1), help="Largest rung of the successive halving (vectors)."),
     queries: int = typer.Option(200, "--queries", callback=int_range(1), help="Held-out sample queries."),
@@ -48,13 +47,14 @@ def tune(
     store: list[str] = typer.Option([], "--store", help="Store spec to consider (repeatable) [default: hnsw, faiss:HNSW32, faiss:HNSW32,SQ8, faiss:RaBitQ]."),
     top: int = typer.Option(10, "--top", callback=int_range(1), help="Runner-up rows shown."),
     search: str = typer.Option("auto", "--search", callback=_search_choice, help="halving: successive halving over builds on samples of 1/16, 1/4 and all of --sample; exhaustive: every candidate on the whole sample; auto: exhaustive when most builds within the budget train a quantizer (IVF/PQ: training costs the same at every rung), else halving."),
-    table_out: Optional[Path] = typer.Option(None, "--table", help="Also write every candidate's row (JSON list) here."),
+    table_out: Path | None = typer.Option(None, "--table", help="Also write every candidate's row (JSON list) here."),
 ) -> None:
     """Choose reducer × store × rescoring depth for your budget (successive halving on a sample)."""
     import numpy as np
 
     from slimvec.benchmarks.plan import parse_bytes
-    from slimvec.benchmarks.tune import default_grid, ranking_rule, tune as run_tune
+    from slimvec.benchmarks.tune import default_grid, ranking_rule
+    from slimvec.benchmarks.tune import tune as run_tune
     from slimvec.recipe import save_recipe
 
     if (vectors is None) == (not pairs):

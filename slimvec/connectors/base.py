@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import abc
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -32,8 +33,7 @@ from slimvec.errors import ConfigError, DimensionMismatchError, StoreError
 from slimvec.ids import source_ids_of
 from slimvec.specs import Spec, parse_spec
 
-__all__ = ["SearchResult", "VectorStore", "METRICS", "META_FILE", "MAX_PADDED_K", "check_vectors",
-           "check_k"]
+__all__ = ["SearchResult", "VectorStore", "METRICS", "META_FILE", "MAX_PADDED_K", "check_vectors", "check_k"]
 
 METRICS = ("cosine", "ip", "l2")
 #: dimension, metric and options of an on-disk store, next to its data
@@ -63,7 +63,7 @@ class SearchResult:
     source_ids = property(lambda self: source_ids_of(self.ids, self.lookup), doc="The user's ids.")
 
     @classmethod
-    def empty(cls, n: int, k: int) -> "SearchResult":
+    def empty(cls, n: int, k: int) -> SearchResult:
         """All-padding result."""
         return cls(np.full((n, k), -1, dtype=np.int64), np.full((n, k), -np.inf, dtype=np.float32))
 
@@ -221,11 +221,11 @@ class VectorStore(abc.ABC):
 
     # -------------------------------------------------------------- lifecycle
     @abc.abstractmethod
-    def create(self, dim: int, metric: str = "cosine") -> "VectorStore":
+    def create(self, dim: int, metric: str = "cosine") -> VectorStore:
         """Create a new, empty store of vectors of ``dim`` dimensions; returns self."""
 
     @abc.abstractmethod
-    def open(self) -> "VectorStore":
+    def open(self) -> VectorStore:
         """Open an existing store at ``location``; returns self."""
 
     # ------------------------------------------------- template methods (issue 24 item 6)
@@ -468,7 +468,7 @@ class VectorStore(abc.ABC):
         return {"name": self.name, "location": self.location, "options": self.options,
                 "dim": self.dim, "metric": self.metric}
 
-    def __enter__(self) -> "VectorStore":
+    def __enter__(self) -> VectorStore:
         return self
 
     def __exit__(self, *exc: Any) -> None:

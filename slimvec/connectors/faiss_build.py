@@ -12,8 +12,9 @@ a 4-bit code's RAM while the load runs, so only the ingest turns it on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Float16Build", "coded_storage"]
 

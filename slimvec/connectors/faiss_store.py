@@ -26,24 +26,25 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
+from slimvec.connectors import faiss_factory as ff
 from slimvec.connectors.base import SearchResult, VectorStore
-from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
-from slimvec.connectors.faiss_factory import (  # noqa: F401  (code_bytes, rabitq_code_bytes: re-exported)
-    MAX_STRUCTURE_BYTES, RABITQ_TOKEN, code_bytes, factory_shape, probe_dim, rabitq_code_bytes, structure_bytes,
-)
 from slimvec.connectors.faiss_build import Float16Build, coded_storage
+from slimvec.connectors.faiss_factory import MAX_STRUCTURE_BYTES, RABITQ_TOKEN, factory_shape, probe_dim
 from slimvec.connectors.faiss_tail import TAIL_FILE, pack_tail, read_tail, tail_limit
+from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
+from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["FaissStore"]
+code_bytes, rabitq_code_bytes, structure_bytes = ff.code_bytes, ff.rabitq_code_bytes, ff.structure_bytes  # re-exported (callers import them here)
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +319,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._fp16: Float16Build | None = None
 
     # -------------------------------------------------------------- lifecycle
-    def create(self, dim: int, metric: str = "cosine") -> "FaissStore":
+    def create(self, dim: int, metric: str = "cosine") -> FaissStore:
         faiss = _faiss()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         folder = self._folder(self.location)
@@ -353,7 +354,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self.flush()
         return self
 
-    def open(self) -> "FaissStore":
+    def open(self) -> FaissStore:
         faiss = _faiss()
         folder = self._folder(self.location)
         meta = read_meta(folder, self.name)

@@ -9,13 +9,13 @@ neither) or a slimvec hnsw store folder.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from slimvec.connectors.reading import (SourceBatch, VectorSource, file_fingerprint, payload_table,
-                                        payloads_of, require_file, store_metric)
+from slimvec.connectors.reading import SourceBatch, VectorSource, file_fingerprint, payload_table, payloads_of, require_file, store_metric
 from slimvec.errors import ConfigError, StoreError
 
 __all__ = ["FaissSource", "HnswSource"]
@@ -26,7 +26,7 @@ class FaissSource(VectorSource):
     (``faiss:FILE`` / ``FILE.faiss``)."""
 
     @classmethod
-    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> "FaissSource":
+    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> FaissSource:
         """``faiss:FILE``: no options."""
         return cls(Path(location).expanduser(), spec)
 
@@ -103,7 +103,7 @@ class HnswSource(VectorSource):
     source_options = ("dim", "space")
 
     @classmethod
-    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> "HnswSource":
+    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> HnswSource:
         """``hnsw:FILE[,dim=D][,space=cosine|ip|l2]`` (both read from a store folder)."""
         return cls(Path(location).expanduser(), spec,
                    int(options["dim"]) if "dim" in options else None, options.get("space", "cosine"))

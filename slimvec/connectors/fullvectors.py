@@ -25,8 +25,9 @@ live rows to a new folder (the index swaps its manifest to it).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,7 @@ class FullVectors:
     # -------------------------------------------------------------- lifecycle
     @classmethod
     def create(cls, folder: str | os.PathLike[str], dim: int, dtype: str = "float32",
-               metric: str = "cosine") -> "FullVectors":
+               metric: str = "cosine") -> FullVectors:
         """A new empty store at ``folder`` (created; must not hold one already)."""
         if dtype not in FULL_DTYPES:
             raise ConfigError(f"Full vectors dtype {dtype!r} unknown. Known: {', '.join(FULL_DTYPES)}.")
@@ -134,7 +135,7 @@ class FullVectors:
         return out
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str]) -> "FullVectors":
+    def open(cls, folder: str | os.PathLike[str]) -> FullVectors:
         """Open an existing store (reading, or appending after :meth:`truncate_to_committed`)."""
         folder = Path(folder)
         state = read_json(folder / STATE)
@@ -223,7 +224,7 @@ class FullVectors:
         """Committed rows that :meth:`compact_into` would drop (replaced, deleted, tombstones)."""
         return int(self.rows - len(self))
 
-    def compact_into(self, folder: str | os.PathLike[str]) -> "FullVectors":
+    def compact_into(self, folder: str | os.PathLike[str]) -> FullVectors:
         """Write the live rows (committed) to a new store at ``folder`` and return it, committed.
 
         The caller swaps it in (an index points its manifest at the new folder: one atomic

@@ -13,15 +13,16 @@ overwrites its vector. A filtered search passes hnswlib a ``filter`` callable ov
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.options import MAX_DIM, check_options, whole
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
+from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.errors import MissingDependencyError, StoreError
 
 __all__ = ["HnswStore"]
@@ -96,7 +97,7 @@ class HnswStore(PayloadTableStore, VectorStore):
     def _space(self) -> str:
         return {"cosine": "cosine", "ip": "ip", "l2": "l2"}[self.metric]
 
-    def create(self, dim: int, metric: str = "cosine") -> "HnswStore":
+    def create(self, dim: int, metric: str = "cosine") -> HnswStore:
         hnswlib = _hnswlib()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         folder = self._folder(self.location)
@@ -113,7 +114,7 @@ class HnswStore(PayloadTableStore, VectorStore):
         self.flush()
         return self
 
-    def open(self) -> "HnswStore":
+    def open(self) -> HnswStore:
         hnswlib = _hnswlib()
         folder = self._folder(self.location)
         meta = read_meta(folder, self.name)

@@ -10,8 +10,9 @@ first insert) is refused with the parameter, the allowed range and the value.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from slimvec.errors import ConfigError
 

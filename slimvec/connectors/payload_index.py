@@ -16,7 +16,8 @@ own writes; a commit of another connection (a writer process) makes it rebuild.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,7 @@ class QdrantStore(VectorStore):
                 time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def create(self, dim: int, metric: str = "cosine") -> "QdrantStore":
+    def create(self, dim: int, metric: str = "cosine") -> QdrantStore:
         _, models = _client_models()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         self._client = self._connect()
@@ -189,7 +190,7 @@ class QdrantStore(VectorStore):
         """True when points also hold their full vectors (named vectors ``reduced`` / ``full``)."""
         return int(self.options.get("full_dim") or 0) > 0
 
-    def open(self) -> "QdrantStore":
+    def open(self) -> QdrantStore:
         self._client = self._connect()
         name = self.options["collection"]
         if not self._retry("collection check", lambda: self._client.collection_exists(name)):

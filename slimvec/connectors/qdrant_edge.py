@@ -22,13 +22,14 @@ storage, no graph: HNSW ``m=0``). :meth:`QdrantEdgeStore.search_rescored` prefet
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from slimvec.connectors.storefiles import META_FILE, read_meta, write_meta
 from slimvec.connectors.base import SearchResult, VectorStore, check_vectors
 from slimvec.connectors.options import FLAG, MAX_DIM, check_options, number, parse_quantization, whole
+from slimvec.connectors.storefiles import META_FILE, read_meta, write_meta
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
 
 __all__ = ["QdrantEdgeStore"]
@@ -146,7 +147,7 @@ class QdrantEdgeStore(VectorStore):
         self._shard = None
 
     # -------------------------------------------------------------- lifecycle
-    def create(self, dim: int, metric: str = "cosine") -> "QdrantEdgeStore":
+    def create(self, dim: int, metric: str = "cosine") -> QdrantEdgeStore:
         q = _edge()
         self.dim, self.metric = int(dim), self._check_metric(metric)
         folder = self._folder(self.location)
@@ -175,7 +176,7 @@ class QdrantEdgeStore(VectorStore):
         write_meta(folder, self.name, self.dim, self.metric, self.options)
         return self
 
-    def open(self) -> "QdrantEdgeStore":
+    def open(self) -> QdrantEdgeStore:
         q = _edge()
         folder = self._folder(self.location)
         meta = read_meta(folder, self.name)

@@ -11,15 +11,16 @@ from __future__ import annotations
 import abc
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from slimvec.connectors.reading import SourceBatch, VectorSource, require_file, stack_vectors, store_metric
+from slimvec.documents import Reject
 from slimvec.errors import ConfigError, MissingDependencyError
 from slimvec.ids import doc_ids
-from slimvec.documents import Reject
 
 __all__ = ["QdrantEdgeSource", "QdrantSource", "ScrollSource"]
 
@@ -107,7 +108,7 @@ class QdrantEdgeSource(ScrollSource):
     source_options = ("vector",)
 
     @classmethod
-    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> "QdrantEdgeSource":
+    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> QdrantEdgeSource:
         """``qdrant-edge:PATH[,vector=NAME]``."""
         return cls(Path(location).expanduser(), spec, **options)
 
@@ -147,7 +148,7 @@ class QdrantSource(ScrollSource):
     source_options = ("collection", "vector")
 
     @classmethod
-    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> "QdrantSource":
+    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> QdrantSource:
         """``qdrant:URL/COLLECTION`` or ``qdrant:PATH,collection=C`` (``,vector=NAME`` for a
         collection of named vectors)."""
         collection = options.get("collection")

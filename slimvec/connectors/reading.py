@@ -11,15 +11,16 @@ a row number.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 
+from slimvec.documents import Reject
 from slimvec.errors import ConfigError
 from slimvec.ids import ID_RULE
-from slimvec.documents import Reject
 
 __all__ = ["SourceBatch", "VectorSource", "file_fingerprint", "require_file", "stack_vectors",
            "store_metric", "payload_table", "payloads_of"]
@@ -74,7 +75,7 @@ class VectorSource(abc.ABC):
     source_options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> "VectorSource":
+    def from_spec(cls, location: str, spec: str, options: dict[str, str]) -> VectorSource:
         """Open the source a spec names: ``location`` is the part after ``KIND:`` and before the
         first comma, ``options`` the checked ``key=value`` pairs after it (keys of
         :attr:`source_options`), ``spec`` the whole spec as given (named in messages).
@@ -125,7 +126,7 @@ class VectorSource(abc.ABC):
     def close(self) -> None:
         """Release the source."""
 
-    def __enter__(self) -> "VectorSource":
+    def __enter__(self) -> VectorSource:
         return self
 
     def __exit__(self, *exc: Any) -> None:

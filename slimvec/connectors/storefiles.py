@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from slimvec.connectors.base import META_FILE
 from slimvec.errors import PersistenceError, StoreError

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import glob
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.sources import (
-    Document, Reject, SourceSpec, detect_format, iter_records, json_payload,
-)
+from slimvec.indexer.sources import Document, Reject, SourceSpec, detect_format, iter_records, json_payload
 
 __all__ = ["InputFile", "expand_inputs", "iter_blocks", "sample_documents", "doc_to_json",
            "doc_from_json", "reject_from_json"]

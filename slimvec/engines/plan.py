@@ -25,9 +25,10 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.ranges import check_int, check_number
 

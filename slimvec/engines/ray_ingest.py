@@ -30,13 +30,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from slimvec.recipe import apply_default_recipe, apply_recipe
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.runtime import require_ray, start_ray
@@ -49,6 +49,7 @@ from slimvec.indexer.produce import Producer, Target
 from slimvec.indexer.progress import ResumePlan, fingerprint
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import IngestSummary, VectorBatch
+from slimvec.recipe import apply_default_recipe, apply_recipe
 
 __all__ = ["RayOptions", "ray_ingest"]
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,12 +38,22 @@ from slimvec.indexer.calibrate import rescore_for_recipe
 from slimvec.indexer.commit_loop import CommitLoop
 from slimvec.indexer.depth_calibration import DepthCalibration
 from slimvec.indexer.folder_safety import (
-    NEW_MARKER, check_new_store, clear_for_new, existing_index, map_io_error, persistence_error,
+    NEW_MARKER,
+    check_new_store,
+    clear_for_new,
+    existing_index,
+    map_io_error,
+    persistence_error,
     remove_failed_new,
 )
 from slimvec.indexer.index import (
-    REDUCER_DIR, check_store_dim, check_store_trusted, reducer_checksum, refuse_links_inside,
-    store_folder, verify_index_files,
+    REDUCER_DIR,
+    check_store_dim,
+    check_store_trusted,
+    reducer_checksum,
+    refuse_links_inside,
+    store_folder,
+    verify_index_files,
 )
 from slimvec.indexer.keepfull import KeepFullStore, prepare_full
 from slimvec.indexer.live import LiveWriter
@@ -118,7 +129,7 @@ class IndexBuilder(DepthCalibration, CommitLoop):
         self._batches_since = 0
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "IndexBuilder":
+    def __enter__(self) -> IndexBuilder:
         self._made_lock = not os.path.lexists(self.folder / LOCK_NAME)
         self._made_folder = not os.path.lexists(self.folder)
         self._marked_new = False  # set when this run wrote NEW_MARKER (a new index begins)

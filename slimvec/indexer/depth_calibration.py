@@ -7,17 +7,16 @@ of it, issue 24 item 2): ``finish`` calibrates, and a long-lived writer (the ser
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.indexer.calibrate import rescore_for_recipe
-from slimvec.indexer.calibration_queries import (
-    CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries,
-)
+from slimvec.indexer.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
 from slimvec.indexer.keepfull import KeepFullStore
 from slimvec.indexer.manifest import Manifest
 from slimvec.persistence import sha256_file

@@ -10,12 +10,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from slimvec.models import (DEFAULT_ENCODER, PRUNED_CONFIG, auto_device, is_pruned_folder,
-                            load_sentence_transformer, model_name, resolve_model)
+from slimvec.models import (
+    DEFAULT_ENCODER,
+    PRUNED_CONFIG,
+    auto_device,
+    is_pruned_folder,
+    load_sentence_transformer,
+    model_name,
+    resolve_model,
+)
 
 __all__ = ["Encoder", "resolve_model", "DEFAULT_ENCODER", "PRUNED_CONFIG", "INGEST_ENCODE_BATCH",
            "default_encoder_threads", "encoder_threads", "busy_cores", "CUDA_ENCODE_BATCH",
@@ -175,7 +183,7 @@ class _torch_threads:
         self.n = max(1, int(n))
         self.old: int | None = None
 
-    def __enter__(self) -> "_torch_threads":
+    def __enter__(self) -> _torch_threads:
         import torch
 
         self.old = torch.get_num_threads()

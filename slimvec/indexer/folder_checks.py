@@ -75,7 +75,7 @@ def refuse_links_inside(folder: Path) -> None:
                     "file, or rebuild the index.")
 
 
-def check_store_dim(folder: Path, store: VectorStore, reducer: "Reducer | int") -> None:
+def check_store_dim(folder: Path, store: VectorStore, reducer: Reducer | int) -> None:
     """Refuse a store whose vectors do not have the reducer's output dimension (a reducer, or
     that dimension)."""
     dim_out = reducer if isinstance(reducer, int) else int(reducer.n_components_)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,8 +20,14 @@ from slimvec.connectors import store_class
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError
 from slimvec.indexer.folder_checks import (
-    UntrustedStoreError, check_store_dim, check_store_trusted, external_store, read_manifest,
-    refuse_links_inside, verify_index_files, write_manifest,
+    UntrustedStoreError,
+    check_store_dim,
+    check_store_trusted,
+    external_store,
+    read_manifest,
+    refuse_links_inside,
+    verify_index_files,
+    write_manifest,
 )
 from slimvec.indexer.layout import REDUCER_DIR, STORE_DIR, reducer_checksum, store_checksums, store_folder
 from slimvec.indexer.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, Manifest
@@ -403,7 +410,7 @@ class Index:
                 self._lock.release()
                 self._lock = None
 
-    def __enter__(self) -> "Index":
+    def __enter__(self) -> Index:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -10,7 +10,8 @@ own. Bounded queues sit between the three (issue 36 item 2). Split out of
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -166,7 +167,7 @@ class _Stage:
         except BaseException as exc:  # handed to the consumer, raised there
             self._put((False, exc))
 
-    def __enter__(self) -> "_Stage":
+    def __enter__(self) -> _Stage:
         self._thread.start()
         return self
 

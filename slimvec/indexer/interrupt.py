@@ -38,7 +38,7 @@ class StopFlag:
         log.warning("stop requested: finishing the current batch and committing "
                     "(press Ctrl-C again to stop at once)")
 
-    def __enter__(self) -> "StopFlag":
+    def __enter__(self) -> StopFlag:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)

@@ -15,8 +15,9 @@ Both orders are fixed, so a rebuild resumes from a row number.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class KeptVectors(abc.ABC):
     def close(self) -> None:
         """Release what was opened."""
 
-    def __enter__(self) -> "KeptVectors":
+    def __enter__(self) -> KeptVectors:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -106,8 +107,8 @@ class _InStore(KeptVectors):
 
     def __init__(self, folder: Path, manifest: Manifest, store: Any = None) -> None:
         from slimvec.connectors import make_store
-        from slimvec.indexer.index import store_folder
         from slimvec.connectors.qdrant_readers import QdrantEdgeSource, QdrantSource
+        from slimvec.indexer.index import store_folder
 
         if store is None:
             spec_store = make_store(manifest.store, store_folder(folder))

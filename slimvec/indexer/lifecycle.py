@@ -23,7 +23,8 @@ the full vectors re-rank.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class Mutation:
         self._lock: Any = None
         self._had_reader_lock = False
 
-    def __enter__(self) -> "Mutation":
+    def __enter__(self) -> Mutation:
         from slimvec.indexer.locking import IndexLock
         from slimvec.indexer.manifest import Manifest
 

@@ -20,8 +20,9 @@ is one :meth:`open_writer` call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -132,7 +133,7 @@ class LiveWriter:
         self.builder.__exit__(type(exc) if exc is not None else None, exc,
                               exc.__traceback__ if exc is not None else None)
 
-    def __enter__(self) -> "LiveWriter":
+    def __enter__(self) -> LiveWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

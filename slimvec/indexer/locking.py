@@ -52,7 +52,7 @@ class IndexLock:
         self.exclusive = exclusive
         self._fd: int | None = None
 
-    def acquire(self) -> "IndexLock":
+    def acquire(self) -> IndexLock:
         """Take the lock without waiting; returns self."""
         try:
             if self.exclusive:
@@ -93,7 +93,7 @@ class IndexLock:
         _unlock(self._fd)
         self._fd = None
 
-    def __enter__(self) -> "IndexLock":
+    def __enter__(self) -> IndexLock:
         return self.acquire()
 
     def __exit__(self, *exc: Any) -> None:
@@ -148,7 +148,7 @@ class CommitGuard:
         self.timeout = timeout
         self._fd: int | None = None
 
-    def __enter__(self) -> "CommitGuard":
+    def __enter__(self) -> CommitGuard:
         import time
 
         fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))

@@ -86,7 +86,7 @@ class Progress:
     committed: dict[str, list[int]] | None = None
 
     @classmethod
-    def from_json(cls, path: Path, raw: Any) -> "Progress | None":
+    def from_json(cls, path: Path, raw: Any) -> Progress | None:
         if raw is None:
             return None
         _check(path, "progress", raw, (dict,), False)
@@ -125,7 +125,7 @@ class FullInfo:
     in_store: bool = False
 
     @classmethod
-    def from_json(cls, path: Path, raw: Any) -> "FullInfo | None":
+    def from_json(cls, path: Path, raw: Any) -> FullInfo | None:
         if raw is None:
             return None
         _check(path, "full", raw, (dict,), False)
@@ -196,7 +196,7 @@ class RescoreInfo:
         return f"target met: {float(self.recall):.4f} at depth {self.depth} (target {float(self.target):g}{where})"
 
     @classmethod
-    def from_json(cls, path: Path, raw: Any) -> "RescoreInfo | None":
+    def from_json(cls, path: Path, raw: Any) -> RescoreInfo | None:
         if raw is None:
             return None
         _check(path, "rescore", raw, (dict,), False)
@@ -286,7 +286,7 @@ class Manifest:
 
     # ------------------------------------------------------------------ reading
     @classmethod
-    def from_json(cls, raw: Any, path: Path) -> "Manifest":
+    def from_json(cls, raw: Any, path: Path) -> Manifest:
         """Validate a parsed manifest; version 1 is upgraded in memory."""
         if not isinstance(raw, dict):
             raise PersistenceError(f"{path}: expected a JSON object, got {_type_name(raw)}. "
@@ -339,7 +339,7 @@ class Manifest:
         return out
 
     @classmethod
-    def read(cls, folder: str | os.PathLike[str]) -> "Manifest":
+    def read(cls, folder: str | os.PathLike[str]) -> Manifest:
         """Read, check and (from version 1) upgrade ``FOLDER/manifest.json``.
 
         Raises
@@ -431,7 +431,7 @@ def _one_of(path: Path, key: str, value: Any, allowed: tuple[Any, ...]) -> None:
                                f"{', '.join(map(repr, allowed))}, got {value!r:.60}. " + _REBUILD)
 
 
-def _check_ranges(path: Path, m: "Manifest") -> None:
+def _check_ranges(path: Path, m: Manifest) -> None:
     """Values every reader relies on, beyond their types (issue 23: hand-edited fields such as a
     negative count or a control character in a spec were shown by ``slimvec info`` unchecked)."""
     _at_least(path, "dim_in", m.dim_in, 1)

@@ -12,7 +12,8 @@ check found something.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc

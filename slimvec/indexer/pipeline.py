@@ -18,27 +18,24 @@ import contextlib
 import logging
 import os
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker
-from slimvec.indexer.encoder import (
-    DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch,
-)
+from slimvec.indexer.encoder import DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch
+from slimvec.indexer.ingest_stream import DocumentStream
 from slimvec.indexer.produce import Producer, Target
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
-from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
-from slimvec.indexer.sources import (
-    Document, Reject, SourceSpec, iter_records,
-)
-from slimvec.indexer.ingest_stream import DocumentStream
+from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_records
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
+from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
 
 __all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "reservoir_sample", "REJECTS",
            "VectorBatch", "DEFAULT_REDUCER", "DEFAULT_STORE"]

@@ -18,8 +18,10 @@ the builder: it names the builder only through the :class:`Target` protocol.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -96,7 +98,7 @@ class Producer:
         return (f"resuming at {self.unit} {plan.start_row:,} of {self.label} ({self.unit}s "
                 f"before it are committed in {b.folder})")
 
-    def running(self, b: Target, spec: BuildSpec) -> ContextManager[Any]:
+    def running(self, b: Target, spec: BuildSpec) -> AbstractContextManager[Any]:
         """Held around open, fit and the commit loop (a progress bar, an encoder, a runtime)."""
         return contextlib.nullcontext()
 

@@ -31,15 +31,14 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from slimvec.errors import (
-    ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError, SlimvecError,
-)
+from slimvec.errors import ConfigError, DimensionMismatchError, IndexBusyError, PersistenceError, SlimvecError
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.kept import KeptVectors, open_kept
@@ -320,9 +319,7 @@ def _build(b: IndexBuilder, kept: KeptVectors, old: Manifest, spec: IndexSpec, s
 def _carry_calibration_queries(b: IndexBuilder, index_dir: Path, old: Manifest) -> None:
     """Real queries the old index was calibrated on (``slimvec calibrate --queries``) calibrate
     the new ``rescore=auto`` depth too, instead of corpus vectors."""
-    from slimvec.indexer.calibration_queries import (
-        CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries,
-    )
+    from slimvec.indexer.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
     from slimvec.indexer.manifest import RescoreInfo
     from slimvec.persistence import sha256_file
 

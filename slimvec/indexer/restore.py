@@ -31,15 +31,14 @@ import os
 import shutil
 import tarfile
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from slimvec.errors import ConfigError, PersistenceError, SlimvecError
+from slimvec.indexer import snapshot_pin as pin
 from slimvec.indexer.locking import IndexLock
-from slimvec.indexer.snapshot_pin import (
-    KEY_ENV, SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, RestoreLimits,
-    SparseWriter, signature_problem, snapshot_key,
-)
+from slimvec.indexer.snapshot_pin import SNAPSHOT_FILE, RestoreLimits
 
 __all__ = ["restore", "verify_archive", "ArchiveError", "UnsignedArchiveError", "IndexProbeError",
            "RestoreLimits"]
@@ -47,7 +46,7 @@ __all__ = ["restore", "verify_archive", "ArchiveError", "UnsignedArchiveError", 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 _ZEROS = bytes(_CHUNK)
-_HOLE = bytes(SparseWriter.BLOCK)
+_HOLE = bytes(pin.SparseWriter.BLOCK)
 _MAX_META = 64 << 20
 _MAX_MEMBERS = 100_000
 _RATIO_FREE = 64 << 20  # data bytes read before the ratio is checked (small archives vary most)
@@ -149,15 +148,15 @@ def _parse_meta(archive: Path, body: bytes, limits: RestoreLimits) -> dict[str, 
         meta = json.loads(body)
     except ValueError as exc:
         raise _refuse(archive, f"{SNAPSHOT_FILE} is not JSON ({exc})") from exc
-    if not isinstance(meta, dict) or meta.get("format") != SNAPSHOT_FORMAT:
-        raise _refuse(archive, f"{SNAPSHOT_FILE} does not describe a {SNAPSHOT_FORMAT!r}")
+    if not isinstance(meta, dict) or meta.get("format") != pin.SNAPSHOT_FORMAT:
+        raise _refuse(archive, f"{SNAPSHOT_FILE} does not describe a {pin.SNAPSHOT_FORMAT!r}")
     version = meta.get("format_version")
     if not isinstance(version, int) or version < 1:
         raise _refuse(archive, f"{SNAPSHOT_FILE}: format_version should be a positive int, got "
                       f"{version!r}")
-    if version > SNAPSHOT_FORMAT_VERSION:
+    if version > pin.SNAPSHOT_FORMAT_VERSION:
         raise PersistenceError(f"{archive}: snapshot format {version} is newer than this slimvec "
-                               f"reads ({SNAPSHOT_FORMAT_VERSION}); upgrade slimvec to restore it.")
+                               f"reads ({pin.SNAPSHOT_FORMAT_VERSION}); upgrade slimvec to restore it.")
     members = meta.get("members")
     if not isinstance(members, list):
         raise _refuse(archive, f"{SNAPSHOT_FILE}: 'members' should be a list")
@@ -204,7 +203,7 @@ def _check_sizes(archive: Path, members: list[dict[str, Any]], limits: RestoreLi
 
 def _check_origin(archive: Path, meta: dict[str, Any], trust_unsigned: bool) -> None:
     """Refuse an archive not signed with this installation's key, unless ``trust_unsigned``."""
-    problem = signature_problem(meta, snapshot_key(create=False))
+    problem = pin.signature_problem(meta, pin.snapshot_key(create=False))
     if problem is None:
         return
     if trust_unsigned:
@@ -212,7 +211,7 @@ def _check_origin(archive: Path, meta: dict[str, Any], trust_unsigned: bool) -> 
         return
     raise UnsignedArchiveError(
         f"{archive}: {problem}. Nothing was restored: only archives signed with this "
-        f"installation's snapshot key (${KEY_ENV}, else the key file 'slimvec snapshot' creates) "
+        f"installation's snapshot key (${pin.KEY_ENV}, else the key file 'slimvec snapshot' creates) "
         "are restored as they are. If you trust where it comes from, pass --trust-unsigned "
         '(HTTP: "trust_unsigned": true; Python: trust_unsigned=True).')
 
@@ -349,7 +348,7 @@ def _write_member(archive: Path, tar: tarfile.TarFile, ti: tarfile.TarInfo, tmp:
         dest.mkdir(parents=True, exist_ok=True)
         return None
     dest.parent.mkdir(parents=True, exist_ok=True)
-    out = SparseWriter(dest)  # exclusive, no link followed; zero runs stay holes
+    out = pin.SparseWriter(dest)  # exclusive, no link followed; zero runs stay holes
     try:
         return _read_member(archive, tar, ti, out.write, budget)
     finally:

@@ -22,7 +22,8 @@ without a word, FAISS and hnswlib kept it exact: now every store keeps the same 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
 
 from slimvec.errors import PersistenceError
 

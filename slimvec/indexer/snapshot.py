@@ -40,17 +40,15 @@ import os
 import shutil
 import tarfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from slimvec.errors import ConfigError, IndexBusyError, PersistenceError
 from slimvec.indexer.locking import CommitGuard, IndexLock
 from slimvec.indexer.manifest import MANIFEST, Manifest
-from slimvec.indexer.snapshot_pin import (
-    SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, copy_pinned, pin, sign_meta,
-    snapshot_key,
-)
+from slimvec.indexer.snapshot_pin import SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, copy_pinned, pin, sign_meta, snapshot_key
 
 __all__ = ["snapshot", "restore", "SnapshotInfo", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
            "SNAPSHOT_FORMAT_VERSION", "archive_mode", "verify_archive"]

@@ -179,7 +179,7 @@ class RestoreLimits:
     max_ratio: float = 200.0
 
     @classmethod
-    def from_env(cls) -> "RestoreLimits":
+    def from_env(cls) -> RestoreLimits:
         """The defaults, overridden by the ``$SLIMVEC_RESTORE_MAX_*`` variables that are set."""
         env, d = os.environ.get, cls()
         ratio = env("SLIMVEC_RESTORE_MAX_RATIO")

@@ -17,9 +17,10 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from slimvec.documents import Document, Reject
 from slimvec.errors import ConfigError
@@ -369,7 +370,7 @@ class _Lines:
         self.taken: list[str] = []  # lines handed out since the last reset
         self.lineno = 0  # physical lines handed out in total
 
-    def __iter__(self) -> "_Lines":
+    def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:
@@ -490,9 +491,9 @@ def _iter_tsv(spec: SourceSpec, fh: io.TextIOWrapper, source: str) -> Iterator[D
 
 
 def _iter_parquet(spec: SourceSpec, batch_rows: int = 4096) -> Iterator[Document | Reject]:
-    from slimvec.indexer.parquet_payload import payload_columns
-
     import pyarrow.parquet as pq
+
+    from slimvec.indexer.parquet_payload import payload_columns
 
     try:
         pf = pq.ParquetFile(spec.path)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 

@@ -33,14 +33,14 @@ the file, not row 0's; rows of other lengths are rejected, and a file where no l
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from slimvec.connectors import store_names, store_reader
-from slimvec.connectors.reading import (SourceBatch, VectorSource, file_fingerprint, require_file,
-                                        stack_vectors)
+from slimvec.connectors.reading import SourceBatch, VectorSource, file_fingerprint, require_file, stack_vectors
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
 from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype, ranked_lengths

@@ -16,8 +16,9 @@ then divided by the L2 norm of its layer's scores (Michel et al. 2019) so layers
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

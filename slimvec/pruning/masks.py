@@ -16,8 +16,9 @@ leaf tensors, so ``dL/dmask`` is the importance signal of :mod:`slimvec.pruning.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -97,7 +98,7 @@ class StructureMasks:
     _handles: list[Any] = field(default_factory=list, repr=False)
 
     @classmethod
-    def ones(cls, model: Any, *, requires_grad: bool = False) -> "StructureMasks":
+    def ones(cls, model: Any, *, requires_grad: bool = False) -> StructureMasks:
         """All-ones masks shaped like ``model``'s layers, on the model's device."""
         device = next(find_bert(model).parameters()).device
         heads, neurons = [], []
@@ -122,7 +123,7 @@ class StructureMasks:
             h.remove()
         self._handles.clear()
 
-    def __enter__(self) -> "StructureMasks":
+    def __enter__(self) -> StructureMasks:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,8 +14,9 @@ Every layer keeps at least one head and one neuron: a layer without heads would 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.errors import ConfigError
 from slimvec.pruning.importance import Importance, compute_importance

@@ -8,7 +8,8 @@ read back with shape checks; nothing here ever calls ``torch.load``.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def require_torch(feature: str) -> Any:
     return torch
 
 
-def module_arrays(module: "torch.nn.Module", prefix: str = PREFIX) -> dict[str, np.ndarray]:
+def module_arrays(module: torch.nn.Module, prefix: str = PREFIX) -> dict[str, np.ndarray]:
     """Flatten a module's ``state_dict`` (parameters and buffers) into numpy arrays."""
     return {
         # 0-d buffers (BatchNorm's num_batches_tracked) are stored as shape (1,): the artifact
@@ -52,7 +53,7 @@ def module_arrays(module: "torch.nn.Module", prefix: str = PREFIX) -> dict[str, 
     }
 
 
-def module_shapes(module: "torch.nn.Module", prefix: str = PREFIX) -> dict[str, tuple[int, ...]]:
+def module_shapes(module: torch.nn.Module, prefix: str = PREFIX) -> dict[str, tuple[int, ...]]:
     """Shapes every saved array of ``module`` must have (for the load-time check)."""
     return {prefix + key: _saved_shape(value.shape) for key, value in module.state_dict().items()}
 
@@ -63,7 +64,7 @@ def _saved_shape(shape: Any) -> tuple[int, ...]:
 
 
 def load_module_arrays(
-    module: "torch.nn.Module", arrays: dict[str, np.ndarray], prefix: str = PREFIX
+    module: torch.nn.Module, arrays: dict[str, np.ndarray], prefix: str = PREFIX
 ) -> None:
     """Load arrays written by :func:`module_arrays` into ``module`` (strict: no missing keys).
 
@@ -96,7 +97,7 @@ def load_module_arrays(
 
 
 @contextlib.contextmanager
-def seeded(seed: int | None) -> Iterator["torch.Generator"]:
+def seeded(seed: int | None) -> Iterator[torch.Generator]:
     """Run a block with torch's global RNG seeded (and restored afterwards).
 
     Yields a ``torch.Generator`` seeded from ``seed`` for shuffling. ``seed=None`` draws a seed.
@@ -112,8 +113,8 @@ def seeded(seed: int | None) -> Iterator["torch.Generator"]:
 
 
 def minibatches(
-    n: int, batch_size: int, generator: "torch.Generator", *, drop_last: bool
-) -> Iterator["torch.Tensor"]:
+    n: int, batch_size: int, generator: torch.Generator, *, drop_last: bool
+) -> Iterator[torch.Tensor]:
     """Yield shuffled index batches of ``range(n)``."""
     import torch
 
@@ -126,7 +127,7 @@ def minibatches(
 
 
 def apply_in_batches(
-    fn: Callable[["torch.Tensor"], "torch.Tensor"], X: np.ndarray, batch_size: int = 4096
+    fn: Callable[[torch.Tensor], torch.Tensor], X: np.ndarray, batch_size: int = 4096
 ) -> np.ndarray:
     """Apply a tensor function to float32 rows of ``X`` without gradients, batch by batch."""
     import torch

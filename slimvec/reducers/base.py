@@ -103,7 +103,7 @@ class Reducer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):  # t
         return tags
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, y: Any = None, pairs: Any = None) -> "Reducer":
+    def fit(self, X: Any, y: Any = None, pairs: Any = None) -> Reducer:
         """Learn the reduction from ``X`` (n_samples, dim_in).
 
         Parameters
@@ -259,7 +259,7 @@ class Reducer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):  # t
         return save_artifact(path, config, self._state(), kind=ARTIFACT_KIND)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "Reducer":
+    def load(cls, path: str | os.PathLike[str]) -> Reducer:
         """Load any reducer artifact; dispatches on its ``type`` through the registry."""
         from slimvec.reducers.registry import reducer_class
 

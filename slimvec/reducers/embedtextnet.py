@@ -17,13 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.reducers._torch import (
-    NetPersistence,
-    apply_in_batches,
-    minibatches,
-    require_torch,
-    seeded,
-)
+from slimvec.reducers._torch import NetPersistence, apply_in_batches, minibatches, require_torch, seeded
 from slimvec.reducers.base import Reducer
 
 __all__ = ["EmbedTextNetReducer", "build_embedtextnet", "gamma_rule", "DEFAULT_GAMMA", "PAPER_GAMMA"]

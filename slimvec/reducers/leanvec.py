@@ -124,7 +124,7 @@ class LeanVecReducer(LinearReducer):
         self.queries = queries
         self.normalize = normalize
 
-    def fit(self, X: Any, y: Any = None, pairs: Any = None, queries: Any = None) -> "LeanVecReducer":
+    def fit(self, X: Any, y: Any = None, pairs: Any = None, queries: Any = None) -> LeanVecReducer:
         """Fit on database vectors ``X``; ``queries`` (or the ``queries`` option) selects LeanVec-OOD."""
         Q = queries
         if Q is None and self.queries:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["coding_rate", "coding_rate_per_cluster", "pearson_rows", "gaussian_kl"]
 
 
-def _logdet_i_plus_gram(A: "torch.Tensor", scale: "torch.Tensor | float") -> "torch.Tensor":
+def _logdet_i_plus_gram(A: torch.Tensor, scale: torch.Tensor | float) -> torch.Tensor:
     """``logdet(I + scale * A^T A)`` for ``A`` of shape (..., m, d), in float32 via Cholesky.
 
     Uses Sylvester's identity ``det(I_d + c A^T A) = det(I_m + c A A^T)`` to factor the smaller
@@ -40,7 +40,7 @@ def _logdet_i_plus_gram(A: "torch.Tensor", scale: "torch.Tensor | float") -> "to
     return 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
 
 
-def coding_rate(Z: "torch.Tensor", eps2: float) -> "torch.Tensor":
+def coding_rate(Z: torch.Tensor, eps2: float) -> torch.Tensor:
     """Total coding rate ``R(Z) = 1/2 logdet(I + d / (m eps^2) Z^T Z)``.
 
     Parameters
@@ -59,7 +59,7 @@ def coding_rate(Z: "torch.Tensor", eps2: float) -> "torch.Tensor":
     return 0.5 * _logdet_i_plus_gram(Z, d / (m * eps2))
 
 
-def coding_rate_per_cluster(Z: "torch.Tensor", Pi: "torch.Tensor", eps2: float) -> "torch.Tensor":
+def coding_rate_per_cluster(Z: torch.Tensor, Pi: torch.Tensor, eps2: float) -> torch.Tensor:
     """Sum over clusters of ``R_k = tr(Pi_k) / (2m) logdet(I + d / (tr(Pi_k) eps^2) Z^T Pi_k Z)``.
 
     Parameters
@@ -86,7 +86,7 @@ def coding_rate_per_cluster(Z: "torch.Tensor", Pi: "torch.Tensor", eps2: float) 
     return (tr / (2.0 * m) * logdets).sum()
 
 
-def pearson_rows(a: "torch.Tensor", b: "torch.Tensor", eps: float = 1e-8) -> "torch.Tensor":
+def pearson_rows(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """Pearson correlation between matching rows of ``a`` and ``b`` (over their coordinates).
 
     Returns a tensor of shape (n,); identical rows give 1, negated rows give -1.
@@ -98,6 +98,6 @@ def pearson_rows(a: "torch.Tensor", b: "torch.Tensor", eps: float = 1e-8) -> "to
     return num / den.clamp_min(eps)
 
 
-def gaussian_kl(mu: "torch.Tensor", logvar: "torch.Tensor") -> "torch.Tensor":
+def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """``KL(N(mu, exp(logvar)) || N(0, I))`` per row, summed over the latent dimensions."""
     return 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=1)

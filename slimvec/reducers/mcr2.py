@@ -16,13 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.reducers._torch import (
-    NetPersistence,
-    apply_in_batches,
-    minibatches,
-    require_torch,
-    seeded,
-)
+from slimvec.reducers._torch import NetPersistence, apply_in_batches, minibatches, require_torch, seeded
 from slimvec.reducers.base import Reducer
 
 __all__ = ["MCR2Reducer", "build_mcr2_net", "stack_pairs", "check_pairs", "mine_neighbor_pairs"]

@@ -10,9 +10,10 @@ gate, metrics, body limit, CORS) is :mod:`.http_setup`; the offline docs pages :
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import Depends, FastAPI
 

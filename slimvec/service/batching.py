@@ -12,8 +12,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class QueryBatcher:
         self.wait_s = max(0.0, float(wait_ms)) / 1000.0
         self.max_batch = int(max_batch)
         self._on_batch = on_batch or (lambda n: None)
-        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         if self.wait_s > 0:
             self._thread = threading.Thread(target=self._loop, name="query-batcher", daemon=True)

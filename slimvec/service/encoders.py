@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from slimvec.buildspec import BuildSpec
 from slimvec.service.batching import QueryBatcher

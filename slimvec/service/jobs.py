@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError, SlimvecError
+from slimvec.indexer.manifest import MANIFEST
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.persistence import read_json, write_json_atomic
-from slimvec.indexer.manifest import MANIFEST
 from slimvec.service.registry import PENDING_DIR, ConflictError, NotFound, Registry
 
 __all__ = ["Jobs", "JOBS_DIR"]

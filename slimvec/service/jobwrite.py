@@ -23,7 +23,8 @@ The job's phase and counts go to ``report`` as it goes (``writing``, ``committin
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

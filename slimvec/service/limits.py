@@ -93,7 +93,7 @@ class WriteSlots:
         self._lock = threading.Lock()
         self.in_use = 0
 
-    def __enter__(self) -> "WriteSlots":
+    def __enter__(self) -> WriteSlots:
         if not self._sem.acquire(blocking=False):
             raise HTTPException(429, f"The ingest queue is full ({self.size} write requests in "
                                      "flight); retry after the Retry-After delay.",

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["CreateIndex", "DocumentIn", "DocumentsIn", "VectorIn", "VectorsIn", "SearchIn",
            "ReduceIn", "JobIn", "WriteOut", "SearchOut", "Hit"]
 
-Id = Union[int, str]
+Id = int | str
 
 
 class _Strict(BaseModel):
@@ -23,22 +23,22 @@ class CreateIndex(_Strict):
     service's default recipe (``slimvec serve --recipe``); with a reducer or store alone the
     other defaults to the default reducer / store (:data:`slimvec.buildspec.DEFAULTS`)."""
 
-    recipe: Optional[str] = Field(None, max_length=500,
+    recipe: str | None = Field(None, max_length=500,
                                   description="REDUCER|STORE[|rescore=R|auto,...] (docs/recipes.md)")
-    reducer: Optional[str] = Field(None, max_length=200)
-    store: Optional[str] = Field(None, max_length=200)
-    encoder: Optional[str] = Field("minilm", max_length=500)
-    doc_prefix: Optional[str] = Field(None, max_length=500, description="put before every "
+    reducer: str | None = Field(None, max_length=200)
+    store: str | None = Field(None, max_length=200)
+    encoder: str | None = Field("minilm", max_length=500)
+    doc_prefix: str | None = Field(None, max_length=500, description="put before every "
                                       "document before it is encoded (E5: 'passage: ')")
-    query_prefix: Optional[str] = Field(None, max_length=500, description="put before every "
+    query_prefix: str | None = Field(None, max_length=500, description="put before every "
                                         "query before it is encoded (E5: 'query: ', BGE: an instruction)")
-    keep_full: Optional[str] = Field(None, max_length=20)
-    metric: Optional[str] = Field(None, max_length=10, description="cosine (default), ip or l2 "
+    keep_full: str | None = Field(None, max_length=20)
+    metric: str | None = Field(None, max_length=10, description="cosine (default), ip or l2 "
                                   "(as slimvec migrate --metric); the reducer none then keeps it")
     fit_after: int = Field(1000, ge=1, le=10_000_000)
-    sample_vectors: Optional[list[list[float]]] = None
-    sample_texts: Optional[list[str]] = None
-    payload_index: Optional[list[str]] = Field(
+    sample_vectors: list[list[float]] | None = None
+    sample_texts: list[str] | None = None
+    payload_index: list[str] | None = Field(
         None, max_length=100, description="FIELD:keyword|integer|float|bool payload fields to "
         "index (as slimvec ingest --payload-index); built when the reducer is fitted")
 
@@ -46,9 +46,9 @@ class CreateIndex(_Strict):
 class DocumentIn(BaseModel):
     """One document; ``id`` defaults to a hash of the text (as the CLI does)."""
 
-    id: Optional[Id] = None
-    text: Optional[str] = None
-    payload: Optional[dict[str, Any]] = None
+    id: Id | None = None
+    text: str | None = None
+    payload: dict[str, Any] | None = None
 
 
 class DocumentsIn(_Strict):
@@ -59,8 +59,8 @@ class VectorIn(BaseModel):
     """One full (encoder-dimension) vector with its id (the drop-in path of ``migrate``)."""
 
     id: Id
-    vector: list[Optional[float]]
-    payload: Optional[dict[str, Any]] = None
+    vector: list[float | None]
+    payload: dict[str, Any] | None = None
 
 
 class VectorsIn(_Strict):
@@ -70,26 +70,26 @@ class VectorsIn(_Strict):
 class SearchIn(_Strict):
     """Texts (encoded with the index's encoder) or full vectors."""
 
-    texts: Optional[list[str]] = None
-    vectors: Optional[list[list[float]]] = None
+    texts: list[str] | None = None
+    vectors: list[list[float]] | None = None
     k: int = Field(10, ge=1, le=1000)
-    rescore: Optional[int] = Field(None, ge=1, le=1000)
+    rescore: int | None = Field(None, ge=1, le=1000)
     payloads: bool = True
     #: Qdrant's filter JSON subset (slimvec.filters); has_id takes the user's ids
-    filter: Optional[dict[str, Any]] = None
+    filter: dict[str, Any] | None = None
 
 
 class ReduceIn(_Strict):
-    texts: Optional[list[str]] = None
-    vectors: Optional[list[list[float]]] = None
+    texts: list[str] | None = None
+    vectors: list[list[float]] | None = None
 
 
 class CalibrateIn(_Strict):
     """``POST /indexes/{name}/calibrate``: real queries (texts or full vectors) to measure the
     ``rescore=auto`` depth on; they are kept for the index's later calibrations."""
 
-    texts: Optional[list[str]] = None
-    vectors: Optional[list[list[float]]] = None
+    texts: list[str] | None = None
+    vectors: list[list[float]] | None = None
 
 
 class JobIn(_Strict):
@@ -97,15 +97,15 @@ class JobIn(_Strict):
 
     path: str = Field(..., max_length=4096)
     text_column: str = Field("text", max_length=200)
-    id_column: Optional[str] = Field(None, max_length=200)
-    format: Optional[str] = Field(None, max_length=20)
-    recipe: Optional[str] = Field(None, max_length=500,
+    id_column: str | None = Field(None, max_length=200)
+    format: str | None = Field(None, max_length=20)
+    recipe: str | None = Field(None, max_length=500,
                                   description="REDUCER|STORE[|rescore=R|auto,...]; a new index "
                                               "naming no recipe, reducer or store gets the "
                                               "service's default recipe")
-    reducer: Optional[str] = Field(None, max_length=200)
-    store: Optional[str] = Field(None, max_length=200)
-    encoder: Optional[str] = Field(None, max_length=500)
+    reducer: str | None = Field(None, max_length=200)
+    store: str | None = Field(None, max_length=200)
+    encoder: str | None = Field(None, max_length=500)
     fit_sample: int = Field(10_000, ge=1, le=10_000_000)
     batch_size: int = Field(256, ge=1, le=100_000)
 
@@ -121,9 +121,9 @@ class WriteOut(BaseModel):
 class Hit(BaseModel):
     id: int
     score: float
-    source_id: Optional[Id] = None
-    text: Optional[str] = None
-    payload: Optional[dict[str, Any]] = None
+    source_id: Id | None = None
+    text: str | None = None
+    payload: dict[str, Any] | None = None
 
 
 class SearchOut(BaseModel):
@@ -131,5 +131,5 @@ class SearchOut(BaseModel):
     null), and the hits with payloads."""
 
     ids: list[list[int]]
-    scores: list[list[Optional[float]]]
+    scores: list[list[float | None]]
     hits: list[list[Hit]]

@@ -13,14 +13,14 @@ evaluated on them with :meth:`slimvec.filters.Filter.matches` and a change rewri
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_id, doc_ids
-from slimvec.service.limits import (MAX_CANDIDATES, MAX_IDS, MAX_REQUEST_CANDIDATES, MAX_RESULTS,
-                                    check_size)
+from slimvec.service.limits import MAX_CANDIDATES, MAX_IDS, MAX_REQUEST_CANDIDATES, MAX_RESULTS, check_size
 from slimvec.service.payload_indexes import payload_index_mutation
 
 __all__ = ["count", "delete", "get", "scroll", "search", "set_payload", "delete_payload_keys"]

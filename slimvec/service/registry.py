@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import AbstractSet, Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

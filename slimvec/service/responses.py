@@ -8,7 +8,7 @@ allow the rest (``extra="allow"``): ``slimvec info --json`` grows fields without
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,7 +18,7 @@ __all__ = ["HealthOut", "ReadyOut", "IndexInfo", "IndexList", "DeletedIndex", "P
            "ReduceOut", "CalibrateOut", "JobOut", "SnapshotOut", "SnapshotFile", "SnapshotList",
            "DeletedOut", "UpdatedOut", "DocumentsOut", "ScrollOut", "CountOut"]
 
-Id = Union[int, str]
+Id = int | str
 
 
 class _Open(BaseModel):
@@ -31,7 +31,7 @@ class _Open(BaseModel):
 # ---------------------------------------------------------------------- health
 class HealthOut(_Open):
     status: str = Field(..., description="Always 'ok' when the process answers.")
-    degraded: Optional[int] = Field(None, description="Indexes whose writer retries a failed "
+    degraded: int | None = Field(None, description="Indexes whose writer retries a failed "
                                     "commit (only when there are some).")
 
 
@@ -39,9 +39,9 @@ class ReadyOut(_Open):
     """``/readyz``: 503 with ``{"status": "starting"}`` until the indexes are open."""
 
     status: str
-    counts: Optional[dict[str, int]] = Field(None, description="Indexes by state, and 'failed'.")
-    indexes: Optional[list[str]] = Field(None, description="With a key only.")
-    errors: Optional[dict[str, str]] = Field(None, description="Why the failed ones failed "
+    counts: dict[str, int] | None = Field(None, description="Indexes by state, and 'failed'.")
+    indexes: list[str] | None = Field(None, description="With a key only.")
+    errors: dict[str, str] | None = Field(None, description="Why the failed ones failed "
                                              "(with a key only; root and secrets masked).")
 
 
@@ -51,20 +51,20 @@ class IndexInfo(_Open):
     ``pending`` / ``fit_after``, a degraded one ``last_error``, ``retries``, ``next_retry``, a
     failed one ``error``."""
 
-    name: Optional[str] = None
-    index: Optional[str] = Field(None, description="The folder, relative to the served root.")
-    state: Optional[IndexState] = None
-    count: Optional[int] = None
-    encoder: Optional[str] = None
-    reducer: Optional[str] = None
-    store: Optional[str] = None
-    recipe: Optional[str] = None
-    pending: Optional[int] = None
-    fit_after: Optional[int] = None
-    last_error: Optional[str] = None
-    retries: Optional[int] = None
-    next_retry: Optional[str] = None
-    error: Optional[str] = Field(None, description="Why an index in state 'failed' is not served.")
+    name: str | None = None
+    index: str | None = Field(None, description="The folder, relative to the served root.")
+    state: IndexState | None = None
+    count: int | None = None
+    encoder: str | None = None
+    reducer: str | None = None
+    store: str | None = None
+    recipe: str | None = None
+    pending: int | None = None
+    fit_after: int | None = None
+    last_error: str | None = None
+    retries: int | None = None
+    next_retry: str | None = None
+    error: str | None = Field(None, description="Why an index in state 'failed' is not served.")
 
 
 class IndexList(_Open):
@@ -77,7 +77,7 @@ class DeletedIndex(_Open):
 
 # ---------------------------------------------------------------------- search / reduce
 class PayloadsOut(_Open):
-    payloads: list[Optional[dict[str, Any]]]
+    payloads: list[dict[str, Any] | None]
 
 
 class ReduceOut(_Open):
@@ -90,14 +90,14 @@ class CalibrateOut(_Open):
     """The new ``rescore=auto`` depth and what it was measured on."""
 
     depth: int
-    previous_depth: Optional[int] = None
-    recall: Optional[float] = None
-    target: Optional[float] = None
+    previous_depth: int | None = None
+    recall: float | None = None
+    target: float | None = None
     k: int
     n_queries: int
     n_corpus: int
-    reached: Optional[bool] = None
-    status: Optional[str] = None
+    reached: bool | None = None
+    status: str | None = None
 
 
 # ---------------------------------------------------------------------- jobs
@@ -108,10 +108,10 @@ class JobOut(_Open):
     index: str
     state: str = Field(..., description="queued, running, done, failed (ingest); rebuilding, "
                        "done, failed, interrupted (rebuild)")
-    kind: Optional[str] = None
-    rows: Optional[int] = None
-    error: Optional[str] = None
-    created: Optional[float] = None
+    kind: str | None = None
+    rows: int | None = None
+    error: str | None = None
+    created: float | None = None
 
 
 # ---------------------------------------------------------------------- snapshots
@@ -145,12 +145,12 @@ class UpdatedOut(_Open):
 
 
 class DocumentsOut(_Open):
-    documents: list[Optional[dict[str, Any]]]
+    documents: list[dict[str, Any] | None]
 
 
 class ScrollOut(_Open):
     documents: list[dict[str, Any]]
-    next_offset: Optional[int] = None
+    next_offset: int | None = None
 
 
 class CountOut(_Open):

@@ -4,7 +4,7 @@ and count of a served index, by the user's own ids or by a filter (Qdrant's filt
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,8 +24,8 @@ class _In(BaseModel):
 class SelectIn(_In):
     """Documents by the user's ids (the ``id`` given when they were added) or by filter."""
 
-    ids: Optional[list[UserId]] = Field(None, max_length=100_000)
-    filter: Optional[dict[str, Any]] = None
+    ids: list[UserId] | None = Field(None, max_length=100_000)
+    filter: dict[str, Any] | None = None
 
 
 class PayloadIn(SelectIn):
@@ -48,12 +48,12 @@ class ScrollIn(_In):
     before (none: the first page)."""
 
     limit: int = Field(100, ge=1, le=10_000)
-    offset: Optional[int] = Field(None, ge=0, le=2 ** 63 - 1)  # a store id
-    filter: Optional[dict[str, Any]] = None
+    offset: int | None = Field(None, ge=0, le=2 ** 63 - 1)  # a store id
+    filter: dict[str, Any] | None = None
 
 
 class CountIn(_In):
-    filter: Optional[dict[str, Any]] = None
+    filter: dict[str, Any] | None = None
 
 
 def points_router(state: Any, read: Any, write: Any) -> APIRouter:

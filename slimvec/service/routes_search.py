@@ -12,8 +12,8 @@ from slimvec.errors import ConfigError
 from slimvec.service import points
 from slimvec.service.limits import check_batch
 from slimvec.service.models import ReduceIn, SearchIn, SearchOut
-from slimvec.service.responses import PayloadsOut, ReduceOut
 from slimvec.service.request_args import queries
+from slimvec.service.responses import PayloadsOut, ReduceOut
 from slimvec.service.state import ServiceState
 
 __all__ = ["search_router", "queries"]

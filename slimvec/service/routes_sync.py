@@ -19,8 +19,8 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from slimvec.service.models import JobIn
-from slimvec.service.responses import JobOut
 from slimvec.service.request_args import job_options
+from slimvec.service.responses import JobOut
 
 __all__ = ["sync_router", "SyncIn"]
 

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Query
 from slimvec.errors import ConfigError
 from slimvec.service.limits import check_batch
 from slimvec.service.models import CalibrateIn, DocumentsIn, VectorsIn, WriteOut
-from slimvec.service.responses import CalibrateOut, IndexInfo
 from slimvec.service.request_args import queries
+from slimvec.service.responses import CalibrateOut, IndexInfo
 from slimvec.service.state import ServiceState
 
 __all__ = ["write_router"]

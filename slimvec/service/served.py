@@ -8,8 +8,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +69,7 @@ class ServedIndex(PendingRows):
         self._closing = threading.Event()  # stops the dead writer's supervisor
 
     # ------------------------------------------------------------------ open / close
-    def open(self) -> "ServedIndex":
+    def open(self) -> ServedIndex:
         """Open the index through its builder (lock held), or its pending state."""
         with self.lock:
             try:
@@ -317,8 +319,8 @@ class ServedIndex(PendingRows):
 
 def _iso(epoch: float | None) -> str | None:
     """An epoch time as ISO 8601 UTC (``None`` stays ``None``)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if epoch is None:
         return None
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")

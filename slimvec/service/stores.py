@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 from urllib.parse import urlsplit
 
 from slimvec.errors import ConfigError, SlimvecError

@@ -32,8 +32,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,7 @@ from slimvec.indexer.live import LiveWriter
 from slimvec.indexer.writer import VectorBatch
 from slimvec.service.live import LiveIndex, LockedStore  # their home before; re-exported
 
-__all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "WriterDegraded",
-           "SERVICE_INPUT", "is_store_failure"]
+__all__ = ["IndexWriter", "LiveIndex", "LockedStore", "WriterClosed", "WriterDegraded", "SERVICE_INPUT", "is_store_failure"]
 
 log = logging.getLogger(__name__)
 _STOP = object()
@@ -104,7 +104,7 @@ class _Mutate:
 class _Job(_Mutate):
     """A queued job: ``fn(writer)`` without the lock (it takes it per batch and commit)."""
 
-    def __init__(self, fn: Callable[["IndexWriter"], Any], fut: Future) -> None:
+    def __init__(self, fn: Callable[[IndexWriter], Any], fut: Future) -> None:
         self.job, self.fut = fn, fut
 
 
@@ -137,7 +137,7 @@ class IndexWriter:
         self.builder, self.lock = self.live.builder, lock
         self._on_commit = on_commit or (lambda: None)
         self._on_dead = on_dead
-        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._queue: queue.Queue[Any] = queue.Queue()
         self._failed: BaseException | None = None
         self._closed = False
         self._wrote = False
@@ -185,7 +185,7 @@ class IndexWriter:
             self._queue.put(_Mutate(fn, fut))
         return fut
 
-    def run_job(self, fn: Callable[["IndexWriter"], Any], reason: str) -> Future:
+    def run_job(self, fn: Callable[[IndexWriter], Any], reason: str) -> Future:
         """Queue a job (ingest, sync) that writes through this writer: ``fn(self)`` runs on the
         writer thread after the requests queued before it, takes :attr:`lock` only per batch
         and commit (:meth:`job_commit`), so searches go on; requests are refused (409) until it

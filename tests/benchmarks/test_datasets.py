@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.datasets import (from_hdf5, from_pairs, from_vectordbbench, from_vectors,
-                                         load_dataset_path)
+from slimvec.benchmarks.datasets import from_hdf5, from_pairs, from_vectordbbench, from_vectors, load_dataset_path
 from slimvec.benchmarks.encoding_cache import EncodingCache
 from slimvec.benchmarks.pairs import build_corpus, build_train_pairs, load_pairs
 from slimvec.errors import ConfigError

@@ -85,7 +85,7 @@ def _root_command() -> typer.main.click.Command:
     return typer.main.get_command(app)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _help_exit_code(path: tuple[str, ...]) -> int:
     return CliRunner().invoke(app, [*path, "--help"]).exit_code
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.metrics import (cluster_accuracy, drop_rows, exact_topk, latency_summary,
-                                        recall_at_k, routed_search, sts_spearman, task_recall_mrr)
+from slimvec.benchmarks.metrics import (
+    cluster_accuracy,
+    drop_rows,
+    exact_topk,
+    latency_summary,
+    recall_at_k,
+    routed_search,
+    sts_spearman,
+    task_recall_mrr,
+)
 
 # four unit vectors on a circle: 0 at 0°, 1 at 10°, 2 at 90°, 3 at 180°
 ANGLES = np.deg2rad([0.0, 10.0, 90.0, 180.0])

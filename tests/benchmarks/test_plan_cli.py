@@ -6,9 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 

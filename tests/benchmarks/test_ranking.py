@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from slimvec.benchmarks.analysis import best_per_budget, budget_ladder, quality_metric
-from slimvec.benchmarks.ranking import (buildable, check_metric, ingest_command, rank_key,
-                                        ranking_metric)
+from slimvec.benchmarks.ranking import buildable, check_metric, ingest_command, rank_key, ranking_metric
 from slimvec.benchmarks.report import render_report
 from slimvec.benchmarks.rows import Row, load_rows
 

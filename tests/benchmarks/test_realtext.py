@@ -16,10 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.realtext import (CorpusPaths, Record, _Tally, build_corpus, dedupe,
-                                         gcide_entry_texts, normalise, read_gcide,
-                                         read_gcide_entries, read_jsonl, read_wordnet,
-                                         sentence_problem, split_queries, wordnet_gloss_texts)
+from slimvec.benchmarks.realtext import (
+    CorpusPaths,
+    Record,
+    _Tally,
+    build_corpus,
+    dedupe,
+    gcide_entry_texts,
+    normalise,
+    read_gcide,
+    read_gcide_entries,
+    read_jsonl,
+    read_wordnet,
+    sentence_problem,
+    split_queries,
+    wordnet_gloss_texts,
+)
 from slimvec.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

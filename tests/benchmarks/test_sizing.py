@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.sizing import (SizeModel, calibrate, check_model, fit_model, measure_store,
-                                       sizing_spec)
+from slimvec.benchmarks.sizing import SizeModel, calibrate, check_model, fit_model, measure_store, sizing_spec
 from slimvec.errors import ConfigError
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.sweep import quick_sweep
 from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.benchmarks.suite import load_suite
+from slimvec.benchmarks.sweep import quick_sweep
 from slimvec.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

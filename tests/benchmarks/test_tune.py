@@ -16,6 +16,7 @@ from slimvec.benchmarks.tune import default_grid, tune
 from slimvec.errors import ConfigError
 from slimvec.recipe import DEFAULT_RECIPE, Recipe, load_recipe, parse_recipe
 
+
 @pytest.fixture(autouse=True)
 def _faiss_one_thread():
     """FAISS's OpenMP threads spin when the machine is oversubscribed (CI runs several processes):

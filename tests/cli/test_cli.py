@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 
-
 def _run(*args, check=True):
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.run([sys.executable, "-m", "slimvec", *args], capture_output=True, text=True,

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from slimvec.errors import ConfigError
-
 from slimvec.engines.plan import GPU_DOCS_PER_S, EngineConfig, engine_plan
+from slimvec.errors import ConfigError
 
 GiB = 2**30
 CONFIGS = [("pca:96 → hnsw", 96, 50 * GiB), ("none → hnsw", 384, 157 * GiB)]

@@ -72,7 +72,7 @@ class RecordingQdrantEndpoint:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "RecordingQdrantEndpoint":
+    def __enter__(self) -> RecordingQdrantEndpoint:
         self.thread.start()
         return self
 

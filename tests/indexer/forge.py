@@ -8,12 +8,12 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from slimvec.indexer.manifest import Manifest
 
-Members = list[tuple[tarfile.TarInfo, Optional[bytes]]]
+Members = list[tuple[tarfile.TarInfo, bytes | None]]
 
 
 def read_members(archive: Path) -> Members:

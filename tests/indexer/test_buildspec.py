@@ -13,13 +13,7 @@ from slimvec.buildspec import DEFAULTS, BuildSpec, default_recipe, default_reduc
 from slimvec.errors import ConfigError
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.manifest import Manifest
-from slimvec.recipe import (
-    DEFAULT_RECIPE,
-    Recipe,
-    parse_recipe,
-    recipe_or_default,
-    recipe_rescore,
-)
+from slimvec.recipe import DEFAULT_RECIPE, Recipe, parse_recipe, recipe_or_default, recipe_rescore
 
 
 def test_one_defaults_table():

@@ -12,9 +12,7 @@ from slimvec.benchmarks.metrics import exact_topk
 from slimvec.connectors import make_store
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError
-from slimvec.indexer.calibrate import (calibrate_rescore, corpus_ids, depth_ladder, exact_neighbours,
-                                      exact_neighbours_of,
-                                      pick_sample)
+from slimvec.indexer.calibrate import calibrate_rescore, corpus_ids, depth_ladder, exact_neighbours, exact_neighbours_of, pick_sample
 from slimvec.reducers import make_reducer
 
 

@@ -84,9 +84,10 @@ def test_migrate_records_an_encoder_checked_against_the_vector_dimension(tmp_pat
 
 def test_migrating_a_qdrant_collection_into_qdrant_keeps_its_name(tmp_path):
     """qdrant:SRC/docs -> qdrant:DST made a collection named 'slimvec' (the store default)."""
-    import slimvec
     from qdrant_client import QdrantClient
     from qdrant_client import models as m
+
+    import slimvec
 
     x = np.random.default_rng(4).normal(size=(120, DIM)).astype(np.float32)
     client = QdrantClient(path=str(tmp_path / "src"))

@@ -56,7 +56,7 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         self.port = self._fixed_port or free_port()
         cmd = [sys.executable, "-m", "slimvec", "serve", "--root", str(self.root), "--port",
                str(self.port), *self.args]
@@ -94,7 +94,7 @@ class Server:
             self.proc.wait(30)
         self._fh.close()
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

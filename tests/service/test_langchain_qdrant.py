@@ -12,7 +12,8 @@ from tests.service.server import Server
 pytest.importorskip("langchain_qdrant")
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_qdrant import QdrantVectorStore  # noqa: E402
-from qdrant_client import QdrantClient, models as m  # noqa: E402
+from qdrant_client import QdrantClient  # noqa: E402
+from qdrant_client import models as m
 
 
 class SlimvecEmbeddings(Embeddings):

@@ -20,7 +20,8 @@ from tests.conftest import bundled_sentences
 from tests.service.server import Server
 
 pytest.importorskip("qdrant_client")
-from qdrant_client import AsyncQdrantClient, QdrantClient, models as m  # noqa: E402
+from qdrant_client import AsyncQdrantClient, QdrantClient  # noqa: E402
+from qdrant_client import models as m
 
 N, NQ = 5000, 40
 LANGS = ("en", "fr", "de")

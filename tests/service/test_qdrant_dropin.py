@@ -14,7 +14,8 @@ import pytest
 from tests.service.server import Server
 
 qdrant_client = pytest.importorskip("qdrant_client")
-from qdrant_client import QdrantClient, models as m  # noqa: E402
+from qdrant_client import QdrantClient  # noqa: E402
+from qdrant_client import models as m  # noqa: E402
 from qdrant_client.http.exceptions import UnexpectedResponse  # noqa: E402
 
 DIM = 16

@@ -20,7 +20,6 @@ from tests.conftest import bundled_sentences, readme_commands
 from tests.service.server import Server, free_port
 
 
-
 def test_readme_service_quickstart_runs_as_written(tmp_path):
     """Every command of the block runs as written; only the port (8000 -> a free loopback port)
     and the allowed folder (/data/corpora -> a temp folder) are substituted, and the foreground

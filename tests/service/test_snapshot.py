@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import slimvec
-from slimvec.errors import ConfigError, IndexBusyError
 from slimvec.client import ServiceError
+from slimvec.errors import ConfigError, IndexBusyError
 from tests.service.server import Server
 
 STORES = ["qdrant-edge", "qdrant", "faiss", "hnsw"]

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.benchmarks.rows import Row, finite, load_rows
 from slimvec.errors import ConfigError, SlimvecError

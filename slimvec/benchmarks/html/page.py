@@ -13,9 +13,10 @@ import math
 import os
 import re
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.benchmarks.html.data import build_page_data, load_sources
 from slimvec.errors import PersistenceError

@@ -8,8 +8,8 @@ import glob
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 

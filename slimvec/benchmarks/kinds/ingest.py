@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,9 +57,9 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
         "encoder_docs_per_s", "ingest_docs_per_s", "ratio", "bytes_full", "bytes_reduced",
         "p50_search_ms"}]}``.
     """
-    from slimvec.indexer.index import open_index
     from slimvec.benchmarks.kinds.corpora import jsonl_rows
     from slimvec.indexer.encoder import Encoder
+    from slimvec.indexer.index import open_index
     from slimvec.indexer.pipeline import IngestOptions, ingest
 
     texts = [str(r["text"]) for r in jsonl_rows(corpus)]

@@ -94,7 +94,7 @@ class ServeProcess:
         assert self.proc is not None
         return self.proc.pid
 
-    def __enter__(self) -> "ServeProcess":
+    def __enter__(self) -> ServeProcess:
         import httpx
 
         self.port = _free_port()

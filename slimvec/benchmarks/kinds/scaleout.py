@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.benchmarks.kinds.corpora import DATA, pair_sentences, write_jsonl
 from slimvec.benchmarks.kinds.proc import run_cli

@@ -14,7 +14,8 @@ import json
 import logging
 import textwrap
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from slimvec.benchmarks.report import human_bytes
 

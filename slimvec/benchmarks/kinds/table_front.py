@@ -18,8 +18,9 @@ recall.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from slimvec.benchmarks.analysis import by_dataset, config_label, short_faiss
 from slimvec.benchmarks.kinds.record import quiet_during

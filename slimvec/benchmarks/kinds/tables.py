@@ -8,8 +8,9 @@ returns the Markdown text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from slimvec.benchmarks.rows import load_rows
 from slimvec.errors import ConfigError

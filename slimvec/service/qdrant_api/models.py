@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from fastapi.responses import JSONResponse
 

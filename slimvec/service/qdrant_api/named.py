@@ -16,15 +16,15 @@ home. An unnamed collection is the one vector named ``""`` (its index is ``NAME`
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from slimvec.indexer.rowcheck import RowProblem, check_payload
 from slimvec.service import points
 from slimvec.service.qdrant_api.collection import parse_vectors
-from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, default_vector,
-                                               point_id, qfilter, selector, unsupported)
+from slimvec.service.qdrant_api.models import SOURCE_ID, QdrantError, check_fields, default_vector, point_id, qfilter, selector, unsupported
 
 __all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "parse_vectors_config",
            "index_name", "vector_selection"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,9 +20,9 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
-from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.limits import check_batch
 from slimvec.service.qdrant_api.collection import update_collection
+from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.qdrant_api.named import SEP
 from slimvec.service.qdrant_api.translate import Collections
 

@@ -22,12 +22,33 @@ from slimvec.service import points
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.points import get as points_get
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
-from slimvec.service.qdrant_api.models import (SOURCE_ID, QdrantError, check_fields, point_id,
-                                               qdrant_id, query_vector, select_payload, unsupported,
-                                               count_arg, default_vector, qfilter, selector, dim_of)
-from slimvec.service.qdrant_api.named import (NO_VECTOR, SEP, NamedVectors, check_point, index_name,
-                                              parse_vectors_config, read_vectors, records_of,
-                                              vector_configs, vector_selection)
+from slimvec.service.qdrant_api.models import (
+    SOURCE_ID,
+    QdrantError,
+    check_fields,
+    count_arg,
+    default_vector,
+    dim_of,
+    point_id,
+    qdrant_id,
+    qfilter,
+    query_vector,
+    select_payload,
+    selector,
+    unsupported,
+)
+from slimvec.service.qdrant_api.named import (
+    NO_VECTOR,
+    SEP,
+    NamedVectors,
+    check_point,
+    index_name,
+    parse_vectors_config,
+    read_vectors,
+    records_of,
+    vector_configs,
+    vector_selection,
+)
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
