@@ -45,7 +45,7 @@ from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
 from slimvec.indexer.index import REDUCER_DIR
 from slimvec.indexer.manifest import Manifest, Progress
-from slimvec.indexer.produce import Producer, Target
+from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint
 from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import IngestSummary, VectorBatch
@@ -256,6 +256,7 @@ class _RayProducer(Producer):
                         committed={str(k): sorted(v) for k, v in self.committed.items()})
 
     def begun(self, b: Target, plan: ResumePlan) -> None:
+        bulk_load(b)  # as slimvec ingest: one build, the same graph
         self.written: list[tuple[int, int]] = []
         manifest = b.manifest
         assert manifest is not None and manifest.progress is not None

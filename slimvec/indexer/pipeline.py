@@ -30,7 +30,7 @@ from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, I
 from slimvec.indexer.checks import STATE_DB, DuplicateTracker
 from slimvec.indexer.encoder import DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch
 from slimvec.indexer.ingest_stream import DocumentStream
-from slimvec.indexer.produce import Producer, Target
+from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
 from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_records
 from slimvec.indexer.train_pairs import fit_reducer
@@ -365,8 +365,8 @@ class _IngestProducer(Producer):
 
     def begun(self, b: Target, plan: ResumePlan) -> None:
         self.tracker = DuplicateTracker(b.folder / STATE_DB, fresh=not plan.resuming)
-        if self.bulk and hasattr(b.store, "fp16_build"):  # FAISS (slimvec.connectors.faiss_build)
-            b.store.fp16_build = True
+        if self.bulk:
+            bulk_load(b)
         b.on_commit = self.tracker.commit
         total = self.counted[0] if self.counted else None
         self.task = self.progress.add_task(f"ingesting {self.input_path.name}", total=total,

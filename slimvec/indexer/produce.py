@@ -31,7 +31,7 @@ from slimvec.indexer.progress import ResumePlan
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.reducers import Reducer
 
-__all__ = ["Producer", "Target"]
+__all__ = ["Producer", "Target", "bulk_load"]
 
 
 class Target(Protocol):
@@ -53,6 +53,13 @@ class Target(Protocol):
     def plan(self, input_name: Any, fingerprint: dict[str, Any],
              columns: dict[str, Any]) -> ResumePlan:
         """Start, resume or skip the input (``IndexBuilder.plan``)."""
+
+
+def bulk_load(b: Target) -> None:
+    """Tell the store that a bulk load ending with the builder writes it (``slimvec ingest``, the
+    Ray engine): a FAISS graph is then built over float16 codes (:mod:`slimvec.connectors.faiss_build`)."""
+    if hasattr(b.store, "fp16_build"):
+        b.store.fp16_build = True
 
 
 class Producer:
