@@ -142,9 +142,8 @@ def measured_gpu_rate(path: Path | None = None) -> tuple[float, str] | None:
 
 def _rate(cfg: EngineConfig) -> tuple[float, str]:
     if cfg.gpus_per_worker > 0:
-        measured = None if cfg.gpu_docs_per_s is not None else measured_gpu_rate()
-        rate, source = (measured if measured else (cfg.gpu_docs_per_s, "given") if cfg.gpu_docs_per_s
-                        else (GPU_DOCS_PER_S, "not measured on this machine; " + GPU_SOURCE))
+        given = (cfg.gpu_docs_per_s, "given") if cfg.gpu_docs_per_s is not None else None
+        rate, source = given or measured_gpu_rate() or (GPU_DOCS_PER_S, "not measured on this machine; " + GPU_SOURCE)
         return rate * cfg.gpus_per_worker * cfg.workers, f"{rate:,.0f} docs/s per GPU ({source})"
     per = cfg.cpu_docs_per_s_per_core * cfg.cores_per_worker
     return per * cfg.workers, f"{cfg.cpu_docs_per_s_per_core:,.1f} docs/s per CPU core ({cfg.cpu_source})"
