@@ -107,3 +107,18 @@ def test_sync_and_rebuild_keep_the_index_prefixes_and_another_is_refused(built, 
         assert idx.manifest.store.startswith("faiss")
         np.testing.assert_allclose(idx.embed(QUESTIONS), _prefixed(encoder, QUERY, QUESTIONS),
                                    atol=2e-5)
+
+
+def test_the_direct_text_path_gives_the_models_own_vectors_bit_for_bit(encoder):
+    """Issue 36: the encoder tokenizes with the fast tokenizer's backend and runs the model's
+    modules itself (no per-text Python of sentence-transformers); the vectors are exactly those of
+    ``SentenceTransformer.encode`` for texts that are long (truncated), empty, accented or CJK."""
+    from slimvec.indexer.encoder import Encoder
+
+    assert encoder._direct is not None  # MiniLM's fast tokenizer passes the probe
+    texts = bundled_sentences(300) + ["", "word " * 600, "naïve café " * 40, "日本語のテキスト", " x "]
+    mine = Encoder.encode(encoder, texts)
+    theirs = encoder.model.encode([encoder.doc_prefix + t for t in texts], batch_size=encoder.batch_size,
+                                  convert_to_numpy=True, normalize_embeddings=True)
+    assert mine.dtype == np.float32 and mine.shape == theirs.shape
+    assert np.array_equal(mine, theirs)
