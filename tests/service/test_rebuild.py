@@ -108,7 +108,8 @@ def test_server_killed_mid_rebuild_then_the_same_request_converges(tmp_path, min
         deadline = time.monotonic() + 240
         while client.job(again["id"])["state"] == "rebuilding" and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert client.job(again["id"])["state"] == "done"
+        final = client.job(again["id"])
+        assert final["state"] == "done", final
         info = client.index("docs").info()
         assert info["count"] == N and info["recipe"] == NEW
         assert client.index("docs").search(minilm_vectors[:5], 1).ids[:, 0].tolist() == ids
