@@ -15,12 +15,12 @@ __all__ = ["open", "Client", "ConfigError", "DimensionMismatchError", "MissingDe
 
 
 def open(folder, *, trust_store=None):  # noqa: A001 - mirrors the familiar open(path)
-    """Open an index folder for search; see :func:`slimvec.indexer.index.open_index`.
+    """Open an index folder for search; see :func:`slimvec.index.folder.open_index`.
 
     ``trust_store``: the spec or location of an index's external store (``qdrant:URL``), which
     is never contacted just because the index folder names it.
     """
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     return open_index(folder, trust_store=trust_store)
 

@@ -281,7 +281,7 @@ class BuildSpec:
 
     @classmethod
     def from_manifest(cls, manifest: Any) -> BuildSpec:
-        """The spec an existing index was built with (its :class:`~slimvec.indexer.manifest.Manifest`)."""
+        """The spec an existing index was built with (its :class:`~slimvec.index.manifest.Manifest`)."""
         full = getattr(manifest, "full", None)  # the other fields by name, encoding included
         return cls.from_options(manifest, keep_full=full.dtype if full else None)
 

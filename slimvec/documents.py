@@ -2,7 +2,7 @@
 its reason) and a source file's :func:`fingerprint`.
 
 The ground floor of the documents' side (issue 35): the readers and row checks of
-:mod:`slimvec.indexer.sources` make these, the connectors' vector readers
+:mod:`slimvec.sources.readers` make these, the connectors' vector readers
 (:mod:`slimvec.connectors.reading`) report their own rejects and fingerprints with them, and the
 pipeline records them; none of those needs to import another for it.
 """

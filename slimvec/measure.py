@@ -13,7 +13,7 @@ either::
 
 :class:`IndexUnderTest` is the harness's thin index: a reducer, a store and the full vectors
 searched through :func:`reduce_queries` + :func:`rescored_search`, the code path of
-:meth:`slimvec.indexer.index.Index.search`, so a benchmark row times the product's search.
+:meth:`slimvec.index.folder.Index.search`, so a benchmark row times the product's search.
 """
 
 from __future__ import annotations

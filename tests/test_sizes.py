@@ -27,12 +27,12 @@ OVERSIZE: dict[str, str] = {
     "connectors/faiss_store.py": "864: id map, training, tombstones, selector search, graph queue and the "
                                  "tail's flush and replay in one store class; factory parsing "
                                  "moved to faiss_factory.py, the tail's file to faiss_tail.py",
-    "indexer/sources.py": "608: every document format (JSONL, CSV, Parquet, text) and its row "
+    "sources/readers.py": "608: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     # --- functions over 80 lines
     "service/qdrant_api/routes.py::qdrant_router": "154: route declarations only (each a few "
                                                    "lines calling translate.py), like create_app",
-    "indexer/rebuild.py::rebuild": "82, 45 of them docstring: the journaled steps in order",
+    "ops/rebuild.py::rebuild": "82, 45 of them docstring: the journaled steps in order",
     "benchmarks/tune.py::tune": "140, 35 of them docstring: tune's search over recipes, which "
                                 "item 3 makes measure through the core",
     "benchmarks/realtext.py::build_corpus": "88, 24 of them docstring",

@@ -28,7 +28,7 @@ import numpy as np
 from slimvec.benchmarks.metrics import drop_rows, exact_topk, recall_at_k, task_recall_mrr
 from slimvec.benchmarks.pairs import PairsCorpus, TrainPairs
 from slimvec.errors import ConfigError
-from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype
+from slimvec.sources.checks import check_vector_column, check_vector_dtype, npy_dtype
 
 __all__ = [
     "BenchDataset",

@@ -196,7 +196,7 @@ def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
     """
     from contextlib import ExitStack
 
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     cfg = runner.cfg  # a slimvec.benchmarks.runner.BenchConfig (not imported: runner imports this)
     buckets, tags = bucket_field(len(ds.corpus), cfg.seed), tag_field(len(ds.corpus), cfg.seed + 1)
@@ -235,7 +235,7 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
                     spec: tuple[float, str, dict[str, Any], np.ndarray]) -> list[Row]:
     """One filter on every open recipe: recall and path each, then latency side by side."""
     from slimvec.connectors.qdrant_filter import to_qdrant_edge
-    from slimvec.indexer.lifecycle import resolve_filter
+    from slimvec.index.lifecycle import resolve_filter
     from slimvec.measure import time_alternating
 
     sel, fields, flt, match = spec

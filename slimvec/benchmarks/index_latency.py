@@ -40,7 +40,7 @@ def index_latency(folder: str | os.PathLike[str], n: int = 200, k: int = 10,
     ConfigError
         The index was built from vectors (no encoder to turn the query texts into vectors).
     """
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
     from slimvec.ui import make_progress
 
     with open_index(folder) as idx, make_progress(progress, unit="queries") as bar:

@@ -86,7 +86,7 @@ def measure_recipes(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
 def recipe_rows(cfg: Any, ds: BenchDataset, recipe: str, source: Path, folder: Path) -> list[Row]:
     """Build ``recipe`` from the corpus ``.npy`` ``source`` in ``folder`` and measure it with
     ``Index.search``: one row per depth searched."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
     from slimvec.migrate import MigrateOptions, migrate
 
     if folder.exists():

@@ -87,7 +87,7 @@ def interrupt_message(index: Path, command: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        from slimvec.indexer.index import MANIFEST
+        from slimvec.index.folder import MANIFEST
 
         console = Console(stderr=True)
         if (index / MANIFEST).exists():

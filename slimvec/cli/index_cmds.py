@@ -83,7 +83,7 @@ def ingest(
                           "only the documents that changed).")
     if threads is not None:
         check_positive("--threads", threads)
-    from slimvec.indexer.lifecycle import parse_payload_indexes
+    from slimvec.index.lifecycle import parse_payload_indexes
 
     declared = parse_payload_indexes(payload_index)  # checked before anything is encoded
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"
@@ -99,7 +99,7 @@ def ingest(
         else:
             raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
     if declared and not summary.interrupted:
-        from slimvec.indexer.index import open_index
+        from slimvec.index.folder import open_index
 
         with open_index(index) as idx:
             for name, kind in declared.items():
@@ -145,7 +145,7 @@ def _check_columns(input: Path, text_column: str, id_column: str | None, format:
     model): a missing --text-column / --id-column is reported at once (issue 40 item 2)."""
     if engine != "local" or not input.is_file():
         return  # ray reads folders and globs; a missing file is reported by the ingest itself
-    from slimvec.indexer.sources import SourceSpec, iter_records
+    from slimvec.sources.readers import SourceSpec, iter_records
 
     records = iter_records(SourceSpec(str(input), text_column, id_column, format, quoting))
     try:
@@ -196,7 +196,7 @@ def search(
     index's default depth), else the reduced vectors the store holds. Scores of the two spaces are
     not comparable: the same document can score 0.77 re-ranked and 0.89 from a PCA-96 store.
     """
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     check_positive("-k", k)
     if rescore is not None:
@@ -209,7 +209,7 @@ def search(
     if bool(query) + (vectors is not None) + (queries_file is not None) != 1:
         raise ConfigError("Give query texts, --queries FILE or --vectors FILE (one of them).")
     if queries_file is not None:
-        from slimvec.indexer.sources import Reject, SourceSpec, iter_records
+        from slimvec.sources.readers import Reject, SourceSpec, iter_records
 
         query = [r.text for r in iter_records(SourceSpec(str(queries_file)))
                  if not isinstance(r, Reject)]
@@ -300,14 +300,14 @@ def info(
     trust_store: str | None = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
 ) -> None:
     """Document count, dimensions, specs and bytes on disk of an index."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     with open_index(index, trust_store=trust_store) as idx:
         data = idx.info()
     if json_out:
         typer.echo(json.dumps(data, indent=2))
         return
-    from slimvec.indexer.saved import saved_lines
+    from slimvec.index.saved import saved_lines
 
     for key, value in data.items():
         typer.echo(f"{key:>14}: {value:,}" if isinstance(value, int) and not isinstance(value, bool)
@@ -326,8 +326,8 @@ def calibrate(
     trust_store: str | None = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location."),
 ) -> None:
     """Re-measure the index's rescoring depth (rescore=auto) on your own queries and keep them for later calibrations."""
-    from slimvec.indexer.index import read_manifest
-    from slimvec.indexer.recalibrate import calibrate_index, read_query_file
+    from slimvec.index.folder import read_manifest
+    from slimvec.ops.recalibrate import calibrate_index, read_query_file
 
     qf = read_query_file(queries, text_column, format)
     for rej in qf.rejects[:5]:

@@ -68,7 +68,7 @@ def delete(
     filter_json: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
 ) -> None:
     """Delete documents by id or by filter; prints {"deleted": N, "count": remaining}."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     target = _target(ids, filter_json)
     with open_index(index) as idx:
@@ -84,8 +84,8 @@ def update(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace each payload by --set instead of merging (text and source_id go too)."),
 ) -> None:
     """Set payload fields by id or filter, without re-encoding; prints {"updated": N}."""
-    from slimvec.indexer.index import open_index
-    from slimvec.indexer.lifecycle import set_fields_check
+    from slimvec.index.folder import open_index
+    from slimvec.index.lifecycle import set_fields_check
 
     target = _target(ids, filter_json)
     try:
@@ -102,7 +102,7 @@ def get(
 ) -> None:
     """Print the records of documents by id, one JSON line each, in the order given; an unknown or
     deleted id prints {"id": ID, "found": false}."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     wanted = read_ids(ids)
     with open_index(index) as idx:
@@ -118,7 +118,7 @@ def scroll(
     filter_json: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
 ) -> None:
     """Print one page of records as JSON: {"records": [...], "next_offset": N or null}."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     with open_index(index) as idx:
         page, nxt = idx.scroll(limit=limit, offset=offset, filter=read_filter(filter_json))
@@ -133,7 +133,7 @@ def compact(
     old ones, and swap them in atomically; a store that keeps deleted positions (FAISS, as in the
     default recipe, and hnswlib) is rebuilt from them with the index's own recipe. Prints
     {"compacted": bool, "dropped": rows, "store_rebuilt": bool, ...}."""
-    from slimvec.indexer.compaction import compact_index
+    from slimvec.ops.compaction import compact_index
 
     if max_tombstones is not None and not 0 <= max_tombstones:
         raise ConfigError(f"--max-tombstones must be 0 or more (a share, e.g. 0.2), got {max_tombstones}.")

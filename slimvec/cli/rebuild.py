@@ -38,8 +38,8 @@ def rebuild(
     searches answer from the old index until the swap. Rerun the same command after a crash or
     kill -9: it resumes the build or finishes the swap.
     """
-    from slimvec.indexer.rebuild import RebuildInterrupted
-    from slimvec.indexer.rebuild import rebuild as run_rebuild
+    from slimvec.ops.rebuild import RebuildInterrupted
+    from slimvec.ops.rebuild import rebuild as run_rebuild
 
     check_positive("--sample", sample)
     check_positive("--batch-size", batch_size)

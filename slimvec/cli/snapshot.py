@@ -1,4 +1,4 @@
-"""``slimvec snapshot`` and ``slimvec restore``: thin wrappers of :mod:`slimvec.indexer.snapshot`."""
+"""``slimvec snapshot`` and ``slimvec restore``: thin wrappers of :mod:`slimvec.ops.snapshot`."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def snapshot(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress while the archive is written."),
 ) -> None:
     """Write a consistent, checksummed snapshot of an index to one archive."""
-    from slimvec.indexer.snapshot import snapshot as take
+    from slimvec.ops.snapshot import snapshot as take
 
     bar, advance = _bar(progress and not json_out, "snapshot")
     with bar:
@@ -64,9 +64,9 @@ def restore(
     written; the index is opened and searched in a child process before it is put in place."""
     import dataclasses
 
-    from slimvec.indexer.index import open_index
-    from slimvec.indexer.snapshot import restore as put_back
-    from slimvec.indexer.snapshot_pin import RestoreLimits, parse_size
+    from slimvec.index.folder import open_index
+    from slimvec.ops.snapshot import restore as put_back
+    from slimvec.ops.snapshot_pin import RestoreLimits, parse_size
 
     limits = RestoreLimits.from_env()
     limits = dataclasses.replace(

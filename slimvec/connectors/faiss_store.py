@@ -856,7 +856,7 @@ def _selected_beam(ef: int, n_allowed: int, n_total: int) -> int:
     (measured on 5,000 sentence vectors, 20 % matching, beam 128: top-10 overlap with exact
     filtered search 0.63 before widening). hnswlib counts only allowed labels in its beam and
     needs no widening; very selective filters are scanned exactly by the planner instead
-    (:func:`slimvec.indexer.lifecycle.exact_threshold`).
+    (:func:`slimvec.index.lifecycle.exact_threshold`).
     """
     if n_total <= 0 or n_allowed >= n_total:
         return ef

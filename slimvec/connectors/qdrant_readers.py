@@ -3,7 +3,7 @@ and qdrant-client collections (server or local folder), points scrolled in id or
 
 Declared as the ``reader`` of :class:`~slimvec.connectors.qdrant_edge.QdrantEdgeStore` and
 :class:`~slimvec.connectors.qdrant.QdrantStore`; the index's kept full vectors are read through
-them too (:mod:`slimvec.indexer.kept`).
+them too (:mod:`slimvec.index.kept`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import numpy as np
 
 from slimvec.engines.blocks import doc_from_json, doc_to_json, iter_blocks
 from slimvec.ids import ID_RULE
-from slimvec.indexer.sources import SourceSpec
+from slimvec.sources.readers import SourceSpec
 
 __all__ = ["ReadBlocks", "read_blocks", "EncodeReduce", "artifact_bytes", "sample_key"]
 
@@ -145,7 +145,7 @@ class EncodeReduce:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         from slimvec.ids import doc_ids
-        from slimvec.indexer.checks import truncation_rejects
+        from slimvec.sources.checks import truncation_rejects
 
         out: dict[str, list[Any]] = {k: [] for k in ("file", "block", "rows", "ids", "vectors",
                                                      "payloads", "rejects", "full")}

@@ -1,4 +1,4 @@
-"""Input files -> deterministic blocks of rows, parsed by :mod:`slimvec.indexer.sources`.
+"""Input files -> deterministic blocks of rows, parsed by :mod:`slimvec.sources.readers`.
 
 A block is rows ``[k·B, (k+1)·B)`` of one input file (``B`` the batch size), so its identity
 ``(file, k)`` does not depend on which worker read it, in which order, or how often it was retried:
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.sources import Document, Reject, SourceSpec, detect_format, iter_records, json_payload
+from slimvec.sources.readers import Document, Reject, SourceSpec, detect_format, iter_records, json_payload
 
 __all__ = ["InputFile", "expand_inputs", "iter_blocks", "sample_documents", "doc_to_json",
            "doc_from_json", "reject_from_json"]

@@ -15,7 +15,7 @@ The run, in order:
 4. the driver hands each block to the builder as a ``VectorBatch(reduced=True)``: the builder's
    commit loop upserts it, appends its rejects to the index's ``rejects.jsonl``, commits and at
    the end records checksums. Each commit also records the committed blocks ``(file, k)`` in the
-   manifest (``progress.committed`` of the typed :class:`~slimvec.indexer.manifest.Progress`).
+   manifest (``progress.committed`` of the typed :class:`~slimvec.index.manifest.Progress`).
 
 At-least-once delivery: Ray restarts dead actors and retries their tasks, so a block may arrive
 twice; the driver writes a block once per run (a set of the blocks seen) and upserts are by
@@ -41,15 +41,15 @@ from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sa
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.runtime import require_ray, start_ray
 from slimvec.errors import ConfigError
+from slimvec.index.folder import REDUCER_DIR
+from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
-from slimvec.indexer.index import REDUCER_DIR
-from slimvec.indexer.manifest import Manifest, Progress
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint
-from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.recipe import apply_default_recipe, apply_recipe
+from slimvec.sources.train_pairs import fit_reducer
 
 __all__ = ["RayOptions", "ray_ingest"]
 

@@ -17,7 +17,7 @@ The parts live beside it, one module a responsibility: folder safety
 (:mod:`slimvec.indexer.folder_safety`), spec resolution (:mod:`slimvec.indexer.spec_resolve`),
 the commit protocol (:mod:`slimvec.indexer.commit_loop`) and calibration
 (:mod:`slimvec.indexer.depth_calibration`). Files are opened without following links
-(:mod:`slimvec.indexer.safefs`).
+(:mod:`slimvec.index.safefs`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,17 @@ import numpy as np
 from slimvec.buildspec import DEFAULTS, BuildSpec, check_fitted_reducer_metric, check_reducer_metric
 from slimvec.errors import ConfigError, DimensionMismatchError, SlimvecError
 from slimvec.ids import ID_RULE
+from slimvec.index.folder import (
+    REDUCER_DIR,
+    check_store_dim,
+    check_store_trusted,
+    reducer_checksum,
+    refuse_links_inside,
+    store_folder,
+    verify_index_files,
+)
+from slimvec.index.locking import LOCK_NAME, IndexLock
+from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.calibrate import rescore_for_recipe
 from slimvec.indexer.commit_loop import CommitLoop
 from slimvec.indexer.depth_calibration import DepthCalibration
@@ -46,19 +57,8 @@ from slimvec.indexer.folder_safety import (
     persistence_error,
     remove_failed_new,
 )
-from slimvec.indexer.index import (
-    REDUCER_DIR,
-    check_store_dim,
-    check_store_trusted,
-    reducer_checksum,
-    refuse_links_inside,
-    store_folder,
-    verify_index_files,
-)
 from slimvec.indexer.keepfull import KeepFullStore, prepare_full
 from slimvec.indexer.live import LiveWriter
-from slimvec.indexer.locking import LOCK_NAME, IndexLock
-from slimvec.indexer.manifest import Manifest, Progress
 from slimvec.indexer.produce import Producer
 from slimvec.indexer.progress import ResumePlan, plan_run
 from slimvec.indexer.spec_resolve import refuse_store_dim, resolve_spec

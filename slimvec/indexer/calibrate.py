@@ -30,7 +30,7 @@ import numpy as np
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.fullvectors import IDS, FullVectors
 from slimvec.errors import ConfigError
-from slimvec.indexer.manifest import RescoreInfo, shortfall_message
+from slimvec.index.manifest import RescoreInfo, shortfall_message
 from slimvec.measure import TRUTH_BLOCK, exact_knn, paired_similarities, recall_at_k, rescored_search
 
 __all__ = ["RescoreCalibration", "calibrate_rescore", "rescore_for_recipe", "CALIBRATION_QUERIES", "CORPUS_HEADROOM", "CORPUS_MISS_SHARE", "LADDER_STEP", "depth_ladder", "pick_sample", "exact_neighbours", "exact_neighbours_of", "corpus_ids",

@@ -24,17 +24,17 @@ from typing import Any
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.checks import split_bad_vectors
+from slimvec.index.folder import store_checksums
+from slimvec.index.locking import CommitGuard
+from slimvec.index.manifest import Manifest, Progress
+from slimvec.index.safefs import open_append_text
 from slimvec.indexer.folder_safety import NEW_MARKER
-from slimvec.indexer.index import store_checksums
 from slimvec.indexer.interrupt import StopFlag
 from slimvec.indexer.keepfull import KeepFullStore
-from slimvec.indexer.locking import CommitGuard
-from slimvec.indexer.manifest import Manifest, Progress
 from slimvec.indexer.progress import ResumePlan, truncate_file
-from slimvec.indexer.safefs import open_append_text
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batch
 from slimvec.reducers import Reducer
+from slimvec.sources.checks import split_bad_vectors
 
 __all__ = ["CommitLoop"]
 

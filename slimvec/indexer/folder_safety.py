@@ -18,14 +18,14 @@ from typing import Any
 
 from slimvec.connectors.fullvectors import FULL_DIR
 from slimvec.errors import ConfigError, PersistenceError, SlimvecError
-from slimvec.indexer.calibration_queries import CALIBRATION_QUERIES_FILE
-from slimvec.indexer.checks import STATE_DB
-from slimvec.indexer.index import REDUCER_DIR, STORE_DIR, store_folder
-from slimvec.indexer.locking import LOCK_NAME
-from slimvec.indexer.manifest import MANIFEST, Manifest
-from slimvec.indexer.records import RECORDS
-from slimvec.indexer.safefs import refuse_link
+from slimvec.index.folder import REDUCER_DIR, STORE_DIR, store_folder
+from slimvec.index.locking import LOCK_NAME
+from slimvec.index.manifest import MANIFEST, Manifest
+from slimvec.index.records import RECORDS
+from slimvec.index.safefs import refuse_link
 from slimvec.indexer.writer import REJECTS
+from slimvec.ops.calibration_queries import CALIBRATION_QUERIES_FILE
+from slimvec.sources.checks import STATE_DB
 
 __all__ = ["NEW_MARKER", "STORE_MARKER", "STATE_FILES", "existing_index", "remove_failed_new",
            "clear_for_new", "check_new_store", "persistence_error", "map_io_error"]

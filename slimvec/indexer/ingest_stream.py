@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from slimvec.ids import doc_ids
-from slimvec.indexer.checks import DuplicateTracker, truncation_rejects
-from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, stored_payload
 from slimvec.indexer.writer import IngestSummary, VectorBatch
+from slimvec.sources.checks import DuplicateTracker, truncation_rejects
+from slimvec.sources.readers import Document, Reject, SourceSpec, iter_batches, stored_payload
 
 __all__ = ["DocumentStream", "ENCODE_WINDOW", "encode_window"]
 

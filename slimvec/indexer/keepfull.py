@@ -16,8 +16,8 @@ import numpy as np
 
 from slimvec.connectors.fullvectors import FULL_DIR, FULL_DTYPES, FullVectors
 from slimvec.errors import ConfigError
-from slimvec.indexer.checks import split_bad_vectors
-from slimvec.indexer.manifest import FullInfo, Manifest
+from slimvec.index.manifest import FullInfo, Manifest
+from slimvec.sources.checks import split_bad_vectors
 
 __all__ = ["KeepFullStore", "full_in_store", "prepare_full", "check_keep_full", "check_recipe"]
 

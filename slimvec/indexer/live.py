@@ -13,8 +13,8 @@ index when anything was written (state ``done``, store checksums) and releases i
         w.commit()
     # or by hand, as the service's writer thread does: w.finish(); w.close(exc)
 
-The service's writer thread (:mod:`slimvec.service.writer`) drives one instead of entering and
-exiting an ``IndexBuilder`` by hand (issue 24 item 2); ``service/served.py``'s ``_open_builder``
+The service's writer thread (:mod:`slimvec.service.indexes.writer`) drives one instead of entering and
+exiting an ``IndexBuilder`` by hand (issue 24 item 2); ``service/indexes/served.py``'s ``_open_builder``
 is one :meth:`open_writer` call.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from slimvec.indexer.manifest import Manifest
+from slimvec.index.manifest import Manifest
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 
 __all__ = ["LiveWriter", "Opened"]

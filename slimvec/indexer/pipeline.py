@@ -27,15 +27,15 @@ import numpy as np
 
 from slimvec.errors import ConfigError
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
-from slimvec.indexer.checks import STATE_DB, DuplicateTracker
 from slimvec.indexer.encoder import DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch
 from slimvec.indexer.ingest_stream import DocumentStream
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
-from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_records
-from slimvec.indexer.train_pairs import fit_reducer
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
 from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
+from slimvec.sources.checks import STATE_DB, DuplicateTracker
+from slimvec.sources.readers import Document, Reject, SourceSpec, iter_records
+from slimvec.sources.train_pairs import fit_reducer
 
 __all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "reservoir_sample", "REJECTS",
            "VectorBatch", "DEFAULT_REDUCER", "DEFAULT_STORE"]
@@ -56,7 +56,7 @@ class IngestOptions:
         Store spec; ``None`` means the existing index's, or the default store for a new index.
     encoder : str or None
         Encoder spec or model folder; ``None`` means the existing index's, or ``minilm``.
-    text_column, id_column, format, quoting : see :class:`~slimvec.indexer.sources.SourceSpec`.
+    text_column, id_column, format, quoting : see :class:`~slimvec.sources.readers.SourceSpec`.
     fit_sample : int
         Reservoir sample size the reducer is fitted on.
     batch_size : int
@@ -79,7 +79,7 @@ class IngestOptions:
         ``Index.search(..., rescore=R)`` (new index only; an existing index keeps its setting).
     train_pairs : str or None
         Pairs TSV (``sentence1, sentence2, score``) whose positive pairs a pair-learning reducer
-        (mcr2) is also fitted on (new index only); see :mod:`slimvec.indexer.train_pairs`.
+        (mcr2) is also fitted on (new index only); see :mod:`slimvec.sources.train_pairs`.
     recipe : str or None
         A recipe string or JSON file (:mod:`slimvec.recipe`): reducer, store, ``keep_full`` and
         the rescoring depth in one; ``reducer`` / ``store`` / ``keep_full`` given too must agree.
@@ -90,7 +90,7 @@ class IngestOptions:
         Torch CPU threads of the encoder during the run (restored after); None:
         :func:`default_encoder_threads`.
     sync : bool
-        Make the index equal to the input (:func:`slimvec.indexer.sync.sync`): unchanged
+        Make the index equal to the input (:func:`slimvec.ops.sync.sync`): unchanged
         documents are not re-encoded, changed ones are, and documents whose id left the input are
         deleted once everything new is committed. ``ingest`` then returns a ``SyncSummary``.
     force : bool
@@ -252,7 +252,7 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
     """
     opts = options or IngestOptions()
     if opts.sync:
-        from slimvec.indexer.sync import sync
+        from slimvec.ops.sync import sync
 
         return sync(input_path, index_dir, opts, first_ingest=ingest, force=opts.force,
                     notify=notify, on_batch=on_batch)
@@ -266,7 +266,7 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
 def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: IngestOptions,
                 on_batch: Callable[[int], None] | None = None) -> IngestSummary:
     """:func:`ingest` through a builder the caller entered and owns (the service's jobs lend
-    their index writer's: :class:`slimvec.service.jobwrite.SharedBuilder`); returns the summary."""
+    their index writer's: :class:`slimvec.service.indexes.jobwrite.SharedBuilder`); returns the summary."""
     return _ingest_into(builder, Path(input_path), options, on_batch)
 
 

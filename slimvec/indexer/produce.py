@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from slimvec.buildspec import BuildSpec
-from slimvec.indexer.manifest import Manifest, Progress
+from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.progress import ResumePlan
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.reducers import Reducer

@@ -26,7 +26,7 @@ from typing import Any
 
 from slimvec.documents import describe_changes, fingerprint
 from slimvec.errors import ConfigError, PersistenceError
-from slimvec.indexer.safefs import LinkError, open_nofollow
+from slimvec.index.safefs import LinkError, open_nofollow
 
 __all__ = ["fingerprint", "ResumePlan", "plan_run", "describe_changes", "truncate_file",
            "progress_bar"]

@@ -12,8 +12,8 @@ from typing import Any
 
 from slimvec.buildspec import DEFAULTS, BuildSpec, check_metric, default_reducer
 from slimvec.errors import ConfigError
+from slimvec.index.manifest import Manifest
 from slimvec.indexer.keepfull import check_keep_full, check_recipe
-from slimvec.indexer.manifest import Manifest
 from slimvec.reducers import make_reducer
 
 __all__ = ["resolve_spec", "refuse_store_dim"]

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.checks import dedupe_last, split_bad_vectors
-from slimvec.indexer.rowcheck import split_bad_payloads
-from slimvec.indexer.sources import Reject
+from slimvec.sources.checks import dedupe_last, split_bad_vectors
+from slimvec.sources.readers import Reject
+from slimvec.sources.rowcheck import split_bad_payloads
 
 __all__ = ["IngestSummary", "VectorBatch", "write_batch", "strict_error", "REJECTS"]
 

@@ -64,7 +64,7 @@ def export_reducer(index_dir: str | os.PathLike[str], fmt: str, out: str | os.Pa
     ConfigError
         Unknown format, a non-linear reducer, or no model for ``sentence-transformers``.
     """
-    from slimvec.indexer.index import REDUCER_DIR, read_manifest
+    from slimvec.index.folder import REDUCER_DIR, read_manifest
     from slimvec.reducers import load_reducer
 
     if fmt not in EXPORT_FORMATS:
@@ -118,7 +118,7 @@ def _stored_vectors(index_dir: Path, manifest: object, dim: int) -> tuple[object
     """(ids, reduced vectors) of a local store, read back through the migrate sources."""
     import numpy as np
 
-    from slimvec.indexer.index import store_folder
+    from slimvec.index.folder import store_folder
     from slimvec.migrate.sources import open_source
 
     folder = store_folder(index_dir)
@@ -171,9 +171,9 @@ def export_vectors(index_dir: str | os.PathLike[str], fmt: str, out: str | os.Pa
     import numpy as np
 
     from slimvec.ids import user_id
-    from slimvec.indexer.kept import open_kept
-    from slimvec.indexer.locking import IndexLock
-    from slimvec.indexer.manifest import Manifest
+    from slimvec.index.kept import open_kept
+    from slimvec.index.locking import IndexLock
+    from slimvec.index.manifest import Manifest
 
     if fmt not in VECTOR_FORMATS:
         raise ConfigError(f"export --vectors writes {' or '.join(VECTOR_FORMATS)}, not {fmt!r}.")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.checks import check_vector_dtype, npy_dtype, split_bad_vectors
+from slimvec.sources.checks import check_vector_dtype, npy_dtype, split_bad_vectors
 
 __all__ = ["read_query_vectors"]
 

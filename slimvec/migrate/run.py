@@ -22,12 +22,12 @@ import numpy as np
 
 from slimvec.errors import ConfigError, DimensionMismatchError
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
-from slimvec.indexer.checks import norm_outliers
 from slimvec.indexer.produce import Producer, Target
 from slimvec.indexer.progress import ResumePlan, progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.migrate.sources import SourceBatch, VectorSource, open_source
 from slimvec.recipe import apply_default_recipe, apply_recipe
+from slimvec.sources.checks import norm_outliers
 
 __all__ = ["MigrateOptions", "migrate"]
 

@@ -43,8 +43,8 @@ from slimvec.connectors import store_names, store_reader
 from slimvec.connectors.reading import SourceBatch, VectorSource, file_fingerprint, require_file, stack_vectors
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
-from slimvec.indexer.checks import check_vector_column, check_vector_dtype, npy_dtype, ranked_lengths
-from slimvec.indexer.sources import SNIPPET, Reject, refuse_duplicate_columns
+from slimvec.sources.checks import check_vector_column, check_vector_dtype, npy_dtype, ranked_lengths
+from slimvec.sources.readers import SNIPPET, Reject, refuse_duplicate_columns
 
 __all__ = ["SourceBatch", "VectorSource", "open_source", "parse_source", "SOURCE_KINDS"]
 
@@ -171,8 +171,8 @@ class ParquetSource(VectorSource):
         return int(self._file.metadata.num_rows)
 
     def batches(self, start: int, size: int) -> Iterator[SourceBatch]:
-        from slimvec.indexer.parquet_payload import payload_columns
-        from slimvec.indexer.sources import clean_payload
+        from slimvec.sources.parquet_payload import payload_columns
+        from slimvec.sources.readers import clean_payload
 
         if start == 0:
             self._seen.clear()

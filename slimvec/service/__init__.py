@@ -1,13 +1,12 @@
 """``slimvec serve``: an HTTP service over index folders (ingest, search, drop-in reduction).
 
 An ASGI app (FastAPI on uvicorn) over the library, with no index logic of its own beyond HTTP:
-the routes in APIRouter modules (``routes_*.py``, :mod:`.qdrant_api`) answering with the models
-of :mod:`.responses`, validation (:mod:`.models`, :mod:`.names`), auth (:mod:`.auth`), limits and
-backpressure (:mod:`.limits`), one long-lived writer per index (:mod:`.writer`), the open indexes
-(:mod:`.registry`: :mod:`.served`, :mod:`.served_pending`, their states in
-:mod:`.index_state`, creation specs in :mod:`.spec`), dynamic batching of query encoding
-(:mod:`.batching`, :mod:`.encoders`), background ingest jobs (:mod:`.jobs`) and Prometheus
-metrics (:mod:`.metrics`). :func:`create_app` assembles the app, :func:`serve` runs it.
+the sibling routers of :mod:`.routes` and :mod:`.qdrant_api` answering with the models of
+:mod:`.responses`, validation (:mod:`.models`), auth (:mod:`.auth`), limits and backpressure
+(:mod:`.limits`), and what it keeps for the indexes it serves in :mod:`.indexes` (the registry,
+each served index with its one long-lived writer, fit on arrival, creation specs, batched query
+encoding, background jobs); Prometheus metrics in :mod:`.metrics`. :func:`create_app` assembles
+the app, :func:`serve` runs it.
 """
 
 from __future__ import annotations

@@ -19,18 +19,18 @@ from fastapi import Depends, FastAPI
 
 from slimvec.service.auth import Auth
 from slimvec.service.config import ServiceConfig
-from slimvec.service.docs_pages import offline_docs
 from slimvec.service.http_setup import install_errors, install_gates, install_outer
 from slimvec.service.qdrant_api import qdrant_router
-from slimvec.service.routes_health import health_router
-from slimvec.service.routes_indexes import indexes_router
-from slimvec.service.routes_jobs import jobs_router
-from slimvec.service.routes_points import points_router
-from slimvec.service.routes_rebuild import rebuild_router
-from slimvec.service.routes_search import search_router
-from slimvec.service.routes_snapshot import snapshot_router
-from slimvec.service.routes_sync import sync_router
-from slimvec.service.routes_write import write_router
+from slimvec.service.routes.docs_pages import offline_docs
+from slimvec.service.routes.health import health_router
+from slimvec.service.routes.indexes import indexes_router
+from slimvec.service.routes.jobs import jobs_router
+from slimvec.service.routes.points import points_router
+from slimvec.service.routes.rebuild import rebuild_router
+from slimvec.service.routes.search import search_router
+from slimvec.service.routes.snapshot import snapshot_router
+from slimvec.service.routes.sync import sync_router
+from slimvec.service.routes.write import write_router
 from slimvec.service.state import ServiceState
 
 __all__ = ["create_app"]

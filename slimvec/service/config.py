@@ -84,7 +84,7 @@ class ServiceConfig:
         Folders whose files a job may ingest (none: jobs are refused).
     allow_stores : list of str
         Store locations outside the index folders that requests may name (``--allow-store``,
-        e.g. ``qdrant:http://qdrant:6333``); see :mod:`slimvec.service.stores`. The store of the
+        e.g. ``qdrant:http://qdrant:6333``); see :mod:`slimvec.service.indexes.stores`. The store of the
         default ``recipe`` is the operator's choice and allowed too.
     reports : Path or None
         Folder served at ``/reports/`` (bench reports; behind the read key when keys are set).
@@ -135,7 +135,7 @@ class ServiceConfig:
             self._check_reports()
         if self.read_only_key and not self.api_key:
             raise ConfigError("A read-only key needs a read-write key too (--api-key-env).")
-        from slimvec.service.stores import check_allow_entry
+        from slimvec.service.indexes.stores import check_allow_entry
 
         self.allow_stores = [check_allow_entry(s) for s in self.allow_stores]
         self.cors_origins = [check_origin(o) for o in self.cors_origins]
@@ -157,7 +157,7 @@ class ServiceConfig:
         out = list(self.allow_stores)
         if self.recipe is not None:
             from slimvec.recipe import resolve_recipe
-            from slimvec.service.stores import external_location
+            from slimvec.service.indexes.stores import external_location
 
             store = resolve_recipe(self.recipe).store
             if store and external_location(store) is not None:

@@ -16,10 +16,10 @@ from fastapi.responses import JSONResponse
 from slimvec.errors import ConfigError, IndexBusyError, PersistenceError, SlimvecError
 from slimvec.service.auth import Auth
 from slimvec.service.config import ServiceConfig
-from slimvec.service.index_state import Busy, ConflictError, NotFound
+from slimvec.service.indexes.index_state import Busy, ConflictError, NotFound
+from slimvec.service.indexes.writer import WriterClosed
 from slimvec.service.limits import BodyLimit
 from slimvec.service.state import ServiceState
-from slimvec.service.writer import WriterClosed
 
 __all__ = ["install_errors", "install_gates", "install_outer", "may_read", "redact", "error",
            "OPEN_PATHS"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slimvec.service.index_state import IndexState
+from slimvec.service.indexes.index_state import IndexState
 
 __all__ = ["HealthOut", "ReadyOut", "IndexInfo", "IndexList", "DeletedIndex", "PayloadsOut",
            "ReduceOut", "CalibrateOut", "JobOut", "SnapshotOut", "SnapshotFile", "SnapshotList",

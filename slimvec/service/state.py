@@ -9,11 +9,11 @@ import time
 
 from slimvec.errors import SlimvecError
 from slimvec.service.config import ServiceConfig
-from slimvec.service.encoders import Encoders
-from slimvec.service.jobs import Jobs
+from slimvec.service.indexes.encoders import Encoders
+from slimvec.service.indexes.jobs import Jobs
+from slimvec.service.indexes.registry import Registry
 from slimvec.service.limits import WriteSlots
 from slimvec.service.metrics import Metrics
-from slimvec.service.registry import Registry
 
 __all__ = ["ServiceState"]
 

@@ -80,7 +80,7 @@ def test_bad_input_is_a_clear_error(index):
 
 
 def test_ingest_payload_index_is_declared_at_creation(tmp_path):
-    from slimvec.indexer.manifest import Manifest
+    from slimvec.index.manifest import Manifest
 
     docs = tmp_path / "d.jsonl"
     docs.write_text("".join(json.dumps({"id": i, "text": f"document number {i} about topic {i % 3}",

@@ -1,6 +1,6 @@
 """Issue 23 A2: an upsert a store refuses leaves nothing behind, on every store.
 
-The builder's row check (slimvec/indexer/rowcheck.py) keeps such payloads away from the stores;
+The builder's row check (slimvec/sources/rowcheck.py) keeps such payloads away from the stores;
 this is the store's own guarantee behind it. On hnswlib the vectors used to be added before the
 payloads were encoded: a lone surrogate left the batch's vectors without payloads (the store
 counted them, the manifest did not); Qdrant Edge wrote the chunks of 512 points before the bad one.

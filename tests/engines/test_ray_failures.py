@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from slimvec.ids import doc_id
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions
 from tests.engines.conftest import write_jsonl
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from tests.engines.conftest import write_jsonl
 
@@ -26,7 +26,7 @@ def _all_ids(folder: Path, docs: list[dict]) -> set[int]:
 
 def test_two_workers_match_single_process(ray_runtime, docs_200, tmp_path):
     from slimvec.engines.ray_ingest import RayOptions, ray_ingest
-    from slimvec.indexer.manifest import Manifest
+    from slimvec.index.manifest import Manifest
 
     src = write_jsonl(tmp_path / "docs.jsonl", docs_200)
     single = ingest(src, tmp_path / "single", IngestOptions(**OPTS))
@@ -95,7 +95,7 @@ def test_default_recipe_keeps_full_vectors_and_calibrates_as_one_process(ray_run
     """No reducer, store or recipe given: the Ray engine builds the default recipe (pca:96,
     Qdrant Edge, float16 full vectors, calibrated rescoring) as the single-process ingest does."""
     from slimvec.engines.ray_ingest import RayOptions, ray_ingest
-    from slimvec.indexer.manifest import Manifest
+    from slimvec.index.manifest import Manifest
     from slimvec.recipe import DEFAULT_RECIPE, resolve_recipe
 
     opts = dict(fit_sample=200, batch_size=50, progress=False)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.index.folder import open_index
+from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
-from slimvec.indexer.index import open_index
-from slimvec.indexer.manifest import Manifest, Progress
 from slimvec.indexer.writer import VectorBatch
 
 SPEC = IndexSpec(reducer="pca:8", store="hnsw", encoder=None)

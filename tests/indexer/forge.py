@@ -11,7 +11,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
-from slimvec.indexer.manifest import Manifest
+from slimvec.index.manifest import Manifest
 
 Members = list[tuple[tarfile.TarInfo, bytes | None]]
 

@@ -11,8 +11,8 @@ import pytest
 
 from slimvec.buildspec import DEFAULTS, BuildSpec, default_recipe, default_reducer
 from slimvec.errors import ConfigError
+from slimvec.index.manifest import Manifest
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
-from slimvec.indexer.manifest import Manifest
 from slimvec.recipe import DEFAULT_RECIPE, Recipe, parse_recipe, recipe_or_default, recipe_rescore
 
 
@@ -78,7 +78,7 @@ def test_default_recipe_only_when_nothing_is_named():
 def test_migrate_and_the_service_take_the_dimension_by_one_rule():
     """issue 24 item 3: the service's first vectors and a Parquet source both use
     ``ranked_lengths`` (most common length; a tie: the shorter), not two copies."""
-    from slimvec.indexer.checks import most_common_length, ranked_lengths
+    from slimvec.sources.checks import most_common_length, ranked_lengths
 
     assert most_common_length([7, 384, 384, 5]) == 384
     assert most_common_length([8, 8, 4, 4]) == 4  # a tie: the shorter, in both places

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from slimvec.cli import app
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
-from slimvec.indexer.index import open_index, read_manifest
+from slimvec.index.folder import open_index, read_manifest
 from slimvec.indexer.pipeline import IngestOptions, ingest
-from slimvec.indexer.rebuild import rebuild
+from slimvec.ops.rebuild import rebuild
 from tests.conftest import bundled_sentences
 
 TEXTS = bundled_sentences(80)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from slimvec.errors import ConfigError, PersistenceError
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.migrate.run import MigrateOptions, migrate
 
@@ -237,15 +237,15 @@ def test_an_old_manifest_is_read_and_upgraded_by_the_next_writer(index, tmp_path
         assert idx.info()["count"] == 150
     np.save(tmp_path / "w.npy", np.load(vectors_file)[:20] * 3)
     migrate(str(tmp_path / "w.npy"), index, _mopts())
-    from slimvec.indexer.manifest import Manifest
+    from slimvec.index.manifest import Manifest
 
     assert Manifest.read(index).format_version == 2
     assert json.loads((index / "manifest.json").read_text())["format_version"] == 2
 
 
 def test_builder_serves_a_long_lived_writer_without_a_progress_record(tmp_path, minilm_vectors):
+    from slimvec.index.manifest import Manifest
     from slimvec.indexer.builder import IndexBuilder, IndexSpec
-    from slimvec.indexer.manifest import Manifest
     from slimvec.indexer.writer import VectorBatch
 
     folder = tmp_path / "svc"

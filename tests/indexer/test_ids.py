@@ -5,7 +5,7 @@ import csv
 import json
 
 from slimvec.ids import canonical_id, doc_id, text_key
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 
 

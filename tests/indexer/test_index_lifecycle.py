@@ -12,8 +12,8 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError, IndexBusyError
-from slimvec.indexer.lifecycle import exact_threshold
-from slimvec.indexer.manifest import Manifest
+from slimvec.index.lifecycle import exact_threshold
+from slimvec.index.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
 from slimvec.recipe import DEFAULT_RECIPE
 
@@ -146,7 +146,7 @@ def test_scroll_pages_cover_every_live_document_once(index_copy):
 
 
 def test_mutation_refused_while_another_process_writes(index_copy):
-    from slimvec.indexer.locking import IndexLock
+    from slimvec.index.locking import IndexLock
 
     folder, _, _ = index_copy
     with slimvec.open(folder) as idx:
@@ -158,8 +158,8 @@ def test_mutation_refused_while_another_process_writes(index_copy):
 
 @pytest.mark.parametrize("recipe", ["pca:24|hnsw|rescore=4", "pca:24|faiss:HNSW32|rescore=4"])
 def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, minilm_vectors, tmp_path):
-    from slimvec.indexer.compaction import compact_index
-    from slimvec.indexer.index import store_checksums
+    from slimvec.index.folder import store_checksums
+    from slimvec.ops.compaction import compact_index
 
     vecs = np.ascontiguousarray(minilm_vectors[:400])
     src = tmp_path / "docs.parquet"
@@ -199,7 +199,7 @@ def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, mi
 
 
 def test_payload_index_is_recorded_and_built_by_qdrant(index_copy, minilm_vectors, tmp_path):
-    from slimvec.indexer.lifecycle import parse_payload_indexes
+    from slimvec.index.lifecycle import parse_payload_indexes
 
     folder, _, sel = index_copy
     assert parse_payload_indexes(["lang:keyword", "a.b:integer"]) == {"lang": "keyword", "a.b": "integer"}
@@ -251,7 +251,7 @@ def test_compact_on_the_default_recipe_rebuilds_the_faiss_store(minilm_vectors, 
     """Issue 39 F5 / issue 40 item 1: compact on a default index with 25 % deleted used to exit 2
     (the rebuild refused reducer none); the store keeps no dead position and bytes per vector
     come back to a fresh build's of the kept documents."""
-    from slimvec.indexer.compaction import compact_index
+    from slimvec.ops.compaction import compact_index
 
     folder, vecs, _ = _small_index(minilm_vectors, tmp_path, DEFAULT_RECIPE)
     gone = [f"doc-{i}" for i in range(0, 400, 4)]
@@ -281,7 +281,7 @@ def test_rebuild_after_a_few_deletes_copies_no_tombstone_and_keeps_float16(minil
     file (under the 20 % that compacts it); rebuild used to copy them ("Store ids must be
     non-negative"). Without keep_full the rebuild keeps the index's float16, and the identity
     reducer (none) is a rebuild target like any other."""
-    from slimvec.indexer.rebuild import rebuild
+    from slimvec.ops.rebuild import rebuild
 
     folder, vecs, _ = _small_index(minilm_vectors, tmp_path, DEFAULT_RECIPE)
     with slimvec.open(folder) as idx:
@@ -307,7 +307,7 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
     """Issue 37: the same filter through the exact scan and through the store's filtered search
     (over the in-memory payload index, or Qdrant Edge's own filter) finds the exact filtered
     neighbours, and ``last_filter_plan`` / ``info()`` say which path ran and why."""
-    from slimvec.indexer import lifecycle
+    from slimvec.index import lifecycle
 
     folder, vecs, sel = _small_index(minilm_vectors, tmp_path, recipe)
     flt = {"must": [{"key": "sel", "range": {"lt": 300}}, {"key": "lang", "match": {"value": "en"}}]}

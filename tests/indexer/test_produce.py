@@ -12,8 +12,8 @@ import pytest
 
 from slimvec.buildspec import BuildSpec
 from slimvec.errors import ConfigError, IndexBusyError
+from slimvec.index.manifest import Manifest
 from slimvec.indexer.builder import IndexBuilder
-from slimvec.indexer.manifest import Manifest
 from slimvec.indexer.produce import Producer
 from slimvec.indexer.writer import VectorBatch
 

@@ -1,5 +1,5 @@
 """An index whose reducer has a separate query projection (leanvec fitted with a query sample)
-reduces queries with it in Index.search (the one-line hook in slimvec/indexer/index.py)."""
+reduces queries with it in Index.search (the one-line hook in slimvec/index/folder.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.migrate import MigrateOptions, migrate
 
 

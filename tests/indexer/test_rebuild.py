@@ -16,9 +16,9 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError, DimensionMismatchError
-from slimvec.indexer.manifest import Manifest
-from slimvec.indexer.rebuild import rebuild
+from slimvec.index.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
+from slimvec.ops.rebuild import rebuild
 
 N = 600
 
@@ -137,7 +137,7 @@ def test_rebuild_keeps_the_encoder_of_a_text_index(tmp_path, sentences, encoder)
 
 def test_rebuild_calibrates_on_the_queries_the_old_index_was_calibrated_on(tmp_path,
                                                                           minilm_vectors):
-    from slimvec.indexer.recalibrate import calibrate_index
+    from slimvec.ops.recalibrate import calibrate_index
 
     index = _build(tmp_path, minilm_vectors[:N], "pca:32|hnsw|rescore=auto,keep_full=float16")
     queries = minilm_vectors[2000:2060]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from slimvec.cli import main
-from slimvec.indexer.records import RECORDS, RecordTable, content_hash, encoder_identity
+from slimvec.index.records import RECORDS, RecordTable, content_hash, encoder_identity
 
 
 @dataclass

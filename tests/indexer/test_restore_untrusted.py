@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from slimvec.errors import PersistenceError
-from slimvec.indexer.restore import IndexProbeError, RestoreLimits, UnsignedArchiveError
-from slimvec.indexer.snapshot import restore, snapshot, verify_archive
-from slimvec.indexer.snapshot_pin import KEY_ENV, key_file, sign_meta
+from slimvec.ops.restore import IndexProbeError, RestoreLimits, UnsignedArchiveError
+from slimvec.ops.snapshot import restore, snapshot, verify_archive
+from slimvec.ops.snapshot_pin import KEY_ENV, key_file, sign_meta
 from tests.indexer.forge import corrupt, forge, read_members, write_members
 from tests.indexer.test_snapshot import build
 

@@ -14,8 +14,8 @@ import pytest
 import slimvec
 from slimvec.errors import ConfigError, IndexBusyError, PersistenceError
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
-from slimvec.indexer.snapshot import SNAPSHOT_FILE, restore, snapshot, verify_archive
 from slimvec.indexer.writer import VectorBatch
+from slimvec.ops.snapshot import SNAPSHOT_FILE, restore, snapshot, verify_archive
 
 STORES = ["qdrant-edge", "qdrant", "faiss", "hnsw"]
 DIM = 32
@@ -101,7 +101,7 @@ def test_qdrant_edge_being_written_by_another_process_is_refused(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys,time; from slimvec.indexer.locking import IndexLock; "
+    code = ("import sys,time; from slimvec.index.locking import IndexLock; "
             "l=IndexLock(sys.argv[1], exclusive=True).acquire(); print('held', flush=True); "
             "time.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(src)], stdout=subprocess.PIPE,

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.sources import Reject, SourceSpec, iter_batches, iter_records
+from slimvec.sources.readers import Reject, SourceSpec, iter_batches, iter_records
 
 
 def _records(path, **kw):
@@ -178,7 +178,7 @@ def test_parquet_nan_timestamp_decimal_binary_and_uint64_become_storable(tmp_pat
 
 
 def test_nan_payloads_ingest_into_qdrant_edge_and_the_run_finishes(tmp_path, sentences):
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
     from slimvec.indexer.pipeline import IngestOptions, ingest
 
     p = tmp_path / "docs.jsonl"

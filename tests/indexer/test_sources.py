@@ -5,7 +5,7 @@ import pytest
 
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_id
-from slimvec.indexer.sources import Document, Reject, SourceSpec, iter_batches, iter_records
+from slimvec.sources.readers import Document, Reject, SourceSpec, iter_batches, iter_records
 
 
 def _records(path, **kw):

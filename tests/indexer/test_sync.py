@@ -8,8 +8,8 @@ import pytest
 import slimvec
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_id
+from slimvec.index.records import RECORDS
 from slimvec.indexer.pipeline import IngestOptions, ingest
-from slimvec.indexer.records import RECORDS
 
 N = 60
 STORES = ["qdrant-edge", "hnsw"]

@@ -14,8 +14,8 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.index.manifest import Manifest
 from slimvec.indexer.calibrate import depth_ladder
-from slimvec.indexer.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
 
 AUTO = "pca:24|faiss:HNSW32,SQ8|rescore=auto"
@@ -207,7 +207,7 @@ def test_a_run_stopped_before_calibration_warns_and_the_rerun_calibrates(npy, tm
     count = raw["count"]
     raw["rescore"] = None  # what a kill between the 'done' commit and the calibration leaves
     (folder / "manifest.json").write_text(json.dumps(raw))
-    with caplog.at_level(logging.WARNING, logger="slimvec.indexer.index"):
+    with caplog.at_level(logging.WARNING, logger="slimvec.index.folder"):
         with slimvec.open(folder) as idx:
             assert idx.manifest.rescore is None
             with pytest.raises(ConfigError, match="no calibrated rescoring depth"):

@@ -11,7 +11,7 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError
-from slimvec.indexer.manifest import Manifest
+from slimvec.index.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
 from slimvec.recipe import parse_recipe
 

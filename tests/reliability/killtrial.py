@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 
 DATA = Path(__file__).resolve().parents[2] / "slimvec" / "data" / "sentences.jsonl"
 

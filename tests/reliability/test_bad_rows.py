@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 
 N_GOOD = 20

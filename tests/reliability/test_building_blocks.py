@@ -8,11 +8,11 @@ import pytest
 
 from slimvec.errors import ConfigError, IndexBusyError
 from slimvec.ids import doc_ids
-from slimvec.indexer.checks import DuplicateTracker, dedupe_last, split_bad_vectors, truncation_rejects
+from slimvec.index.locking import IndexLock, is_being_written
 from slimvec.indexer.interrupt import StopFlag
-from slimvec.indexer.locking import IndexLock, is_being_written
 from slimvec.indexer.progress import fingerprint, plan_run, truncate_file
-from slimvec.indexer.sources import Document
+from slimvec.sources.checks import DuplicateTracker, dedupe_last, split_bad_vectors, truncation_rejects
+from slimvec.sources.readers import Document
 
 COLS = {"text_column": "text", "id_column": None, "format": None}
 

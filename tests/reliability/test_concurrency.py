@@ -10,7 +10,7 @@ import pytest
 
 from slimvec.connectors import make_store
 from slimvec.errors import IndexBusyError
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 
 THREADS, SEARCHES = 8, 2000
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from slimvec.errors import ConfigError, DimensionMismatchError
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.migrate import MigrateOptions, migrate
 

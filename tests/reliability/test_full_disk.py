@@ -13,7 +13,7 @@ import resource
 import signal
 import subprocess
 
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from tests.reliability.killtrial import ingest_cmd, make_corpus
 
 LIMIT = 64 * 1024  # bytes any one file may grow to: the reducer fits, the store payloads do not

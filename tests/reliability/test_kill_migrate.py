@@ -14,7 +14,7 @@ import time
 import pytest
 
 from slimvec.ids import doc_ids
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 
 TRIALS = int(os.environ.get("SLIMVEC_KILL_TRIALS", "1"))
 N = 3000

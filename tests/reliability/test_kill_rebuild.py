@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import slimvec
-from slimvec.indexer.manifest import Manifest
+from slimvec.index.manifest import Manifest
 from slimvec.migrate import MigrateOptions, migrate
 
 N = 1500
@@ -118,7 +118,7 @@ def test_sigkill_mid_build_then_rerun_converges(tmp_path, parquet, old_recipe):
 
 _KILL_AT = textwrap.dedent("""
     import os, signal, sys
-    from slimvec.indexer.rebuild import rebuild
+    from slimvec.ops.rebuild import rebuild
 
     def phase(name, rows):
         if name == sys.argv[3]:

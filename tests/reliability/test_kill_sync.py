@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slimvec.ids import doc_id
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 
 DATA = Path(__file__).resolve().parents[2] / "slimvec" / "data" / "sentences.jsonl"
 ENV = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from tests.reliability.killtrial import ingest_cmd, make_corpus
 
 

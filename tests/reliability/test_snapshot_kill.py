@@ -16,8 +16,8 @@ import pytest
 
 import slimvec
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
-from slimvec.indexer.snapshot import _remove_dead_leftovers, restore, snapshot
 from slimvec.indexer.writer import VectorBatch
+from slimvec.ops.snapshot import _remove_dead_leftovers, restore, snapshot
 
 DIM = 32
 BATCH = 10

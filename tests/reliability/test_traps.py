@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from slimvec.errors import DimensionMismatchError, PersistenceError, SlimvecError
-from slimvec.indexer.index import open_index
+from slimvec.index.folder import open_index
 from slimvec.indexer.pipeline import IngestOptions, ingest
 
 

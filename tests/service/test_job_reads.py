@@ -3,7 +3,7 @@
 An ingest job into a served index writes through the index's one writer, so the index stays open
 for searches; the job reports its phase and rows as it goes. The job is held at its first commit
 by what a concurrent ``slimvec snapshot`` holds: the index folder's commit guard, taken shared
-(:class:`slimvec.indexer.locking.CommitGuard`) from this test process. So the test sees the job
+(:class:`slimvec.index.locking.CommitGuard`) from this test process. So the test sees the job
 mid-way every time, without timing: it has written its rows, not committed them.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from slimvec.indexer.locking import CommitGuard
+from slimvec.index.locking import CommitGuard
 from tests.conftest import bundled_sentences
 from tests.service.server import Server
 

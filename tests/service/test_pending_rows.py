@@ -1,4 +1,4 @@
-"""The rows of a pending index in memory (:mod:`slimvec.service.pending`): exact search, the
+"""The rows of a pending index in memory (:mod:`slimvec.service.indexes.pending`): exact search, the
 journal's group fsync and its recovery from an append cut by a kill (issue 40 item 3)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from slimvec.ids import doc_ids
-from slimvec.service.pending import Journal, PendingSearch, Synced, row_vector, vector_field
+from slimvec.service.indexes.pending import Journal, PendingSearch, Synced, row_vector, vector_field
 
 
 def _rows(X: np.ndarray, ids: list) -> list[dict]:

@@ -62,7 +62,7 @@ def test_operation_ids_are_unique_and_kept(tmp_path):
 
 
 def test_index_state_is_a_str_enum_with_the_known_strings():
-    from slimvec.service.registry import IndexState
+    from slimvec.service.indexes.registry import IndexState
 
     assert [s.value for s in IndexState] == ["ready", "pending", "busy", "closed", "degraded",
                                              "failed"]
@@ -74,7 +74,7 @@ def test_index_state_is_a_str_enum_with_the_known_strings():
 def test_served_index_states_are_enum_members_and_json_keeps_the_strings(tmp_path):
     """A pending index and a ready one, through the registry (a real FAISS-free store, vectors
     only): ``state`` and ``health()`` are members, ``info()`` serialises as before."""
-    from slimvec.service.registry import Encoders, IndexState, Registry, ServiceSpec
+    from slimvec.service.indexes.registry import Encoders, IndexState, Registry, ServiceSpec
 
     X = np.random.default_rng(1).standard_normal((40, 8)).astype(np.float32)
     reg = Registry(tmp_path, Encoders(1.0, 8))
@@ -110,8 +110,8 @@ def test_create_app_is_assembly_only():
 def test_documents_are_checked_by_the_ingest_readers_text_check(tmp_path):
     """The registry's own text check ("missing or empty text", NUL bytes let through) is gone:
     a request's documents get the reasons ``slimvec ingest`` gives the same rows."""
-    from slimvec.indexer.sources import text_problem
-    from slimvec.service.registry import Encoders, Registry, ServiceSpec
+    from slimvec.service.indexes.registry import Encoders, Registry, ServiceSpec
+    from slimvec.sources.readers import text_problem
 
     texts = ["a good sentence", "nul\x00byte", "   ", 5, None]
     reg = Registry(tmp_path, Encoders(1.0, 8))

@@ -146,7 +146,7 @@ def restarted(tmp_path_factory, vectors):
 def test_index_name_with_trailing_newline_is_refused(restarted, vectors):
     """B7: ``$`` matched before a trailing newline, so ``docs\\n`` was a valid name."""
     from slimvec.errors import ConfigError
-    from slimvec.service.names import check_name
+    from slimvec.service.indexes.names import check_name
 
     with pytest.raises(ConfigError, match="Invalid index name"):
         check_name("docs\n")
@@ -209,7 +209,7 @@ def test_unauthenticated_callers_see_no_detail(restarted):
 def test_allow_store_matching(spec, allowed):
     """B4: what an --allow-store entry covers (same store, scheme, host and port, path under the
     allowed one; a folder under the allowed folder after resolving '..'); no server needed."""
-    from slimvec.service.stores import store_allowed
+    from slimvec.service.indexes.stores import store_allowed
 
     assert store_allowed(spec, ["qdrant:http://127.0.0.1:6333", "qdrant-edge:/srv/st"]) is allowed
 

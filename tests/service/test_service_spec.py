@@ -12,7 +12,7 @@ import pytest
 
 from slimvec.buildspec import DEFAULTS, BuildSpec
 from slimvec.errors import ConfigError
-from slimvec.service.spec import ServiceSpec
+from slimvec.service.indexes.spec import ServiceSpec
 
 #: a pending index's service.json as servers before this change wrote it (the untyped dict)
 OLD_SHAPE = {"reducer": "rp:4", "store": "faiss:Flat", "encoder": None, "keep_full": None,
@@ -80,7 +80,7 @@ def test_broken_service_json_names_the_file_and_the_field(tmp_path, data, field)
 def test_pending_index_in_an_old_service_json_opens_and_fits(tmp_path):
     """A server restarted over a pending index written by the old code serves it, and the
     index is fitted from that spec once enough vectors arrive (a real FAISS store)."""
-    from slimvec.service.registry import Encoders, Registry
+    from slimvec.service.indexes.registry import Encoders, Registry
 
     pending = tmp_path / ".pending" / "old"
     pending.mkdir(parents=True)

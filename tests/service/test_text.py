@@ -166,7 +166,7 @@ def test_put_sets_the_prefixes_and_searches_use_them(tmp_path, encoder):
     """``PUT /indexes/NAME`` takes ``doc_prefix`` / ``query_prefix`` (issue 35): documents and
     the fit sample are encoded after the one, text searches after the other, also once a new
     server reopened the index; re-creating it with other prefixes is a 409."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     texts, doc, query = bundled_sentences(40), "passage: ", "query: "
     questions = [texts[3][:40], "a question about the weather"]

@@ -16,7 +16,7 @@ import pytest
 
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
 from slimvec.indexer.writer import VectorBatch
-from slimvec.service.writer import IndexWriter, WriterClosed
+from slimvec.service.indexes.writer import IndexWriter, WriterClosed
 from tests.service.server import Server
 
 BIG = 10 ** 29

@@ -11,10 +11,10 @@ import pytest
 
 from slimvec.buildspec import BuildSpec
 from slimvec.errors import IndexBusyError
+from slimvec.index.manifest import Manifest
 from slimvec.indexer.builder import IndexBuilder
-from slimvec.indexer.manifest import Manifest
 from slimvec.indexer.writer import VectorBatch
-from slimvec.service.writer import IndexWriter
+from slimvec.service.indexes.writer import IndexWriter
 
 
 def _vectors(n: int) -> np.ndarray:

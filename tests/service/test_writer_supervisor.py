@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from slimvec.service.registry import Encoders, IndexSpecIn, Registry
-from slimvec.service.writer import WriterDegraded
+from slimvec.service.indexes.registry import Encoders, IndexSpecIn, Registry
+from slimvec.service.indexes.writer import WriterDegraded
 
 
 def _die(builder: object) -> None:

@@ -33,7 +33,7 @@ INGEST_STORES = ("qdrant-edge", "qdrant", "faiss", "hnsw")
 
 
 def _p50_search_ms(index: Path, queries: np.ndarray) -> float:
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     with open_index(index) as idx:
         reduced = idx.reducer.transform(queries)
@@ -58,8 +58,8 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
         "p50_search_ms"}]}``.
     """
     from slimvec.benchmarks.kinds.corpora import jsonl_rows
+    from slimvec.index.folder import open_index
     from slimvec.indexer.encoder import Encoder
-    from slimvec.indexer.index import open_index
     from slimvec.indexer.pipeline import IngestOptions, ingest
 
     texts = [str(r["text"]) for r in jsonl_rows(corpus)]

@@ -80,7 +80,7 @@ K = 10
 
 _RSS_CHILD = RSS_CHILD_HELPERS + r"""
 import slimvec
-import slimvec.indexer.index  # noqa: F401  (sklearn, scipy and pandas come with the reducers)
+import slimvec.index.folder  # noqa: F401  (sklearn, scipy and pandas come with the reducers)
 from slimvec.connectors import faiss_store, hnsw_store, qdrant_edge as _qe  # noqa: F401
 from slimvec.reducers import make_reducer
 
@@ -292,7 +292,7 @@ def _size_row(name: str, recipe: str, folder: Path, idx: Any, build_s: float | N
 def measure_size(cfg: ChoiceConfig, n: int, queries: np.ndarray,
                  progress: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Every candidate and the reference at corpus size ``n`` (see the module docstring)."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     work = cfg.work / f"n{n}"
     work.mkdir(parents=True, exist_ok=True)

@@ -205,7 +205,7 @@ def breakdown(idx: Any, queries: np.ndarray) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``slimvec bench search-profile [OPTIONS]`` (the options are the module docstring's)."""
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     ap = argparse.ArgumentParser(prog="slimvec bench search-profile",
                                  description=__doc__.split("\n\n")[0])

@@ -80,7 +80,7 @@ def search_load(url: str, name: str, queries: list[str], clients: int, seconds: 
 
 
 def _inprocess_search(index: Path, queries: list[str], seconds: float) -> dict[str, Any]:
-    from slimvec.indexer.index import open_index
+    from slimvec.index.folder import open_index
 
     with open_index(index) as idx:
         idx.search(queries[:2], k=10)

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.indexer.rowcheck import RowProblem, check_payload
-from slimvec.service import points
+from slimvec.service.indexes import points
 from slimvec.service.qdrant_api.collection import parse_vectors
 from slimvec.service.qdrant_api.models import SOURCE_ID, QdrantError, check_fields, default_vector, point_id, qfilter, selector, unsupported
+from slimvec.sources.rowcheck import RowProblem, check_payload
 
 __all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "parse_vectors_config",
            "index_name", "vector_selection"]

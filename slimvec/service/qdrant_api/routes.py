@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 def _qdrant_error(exc: Exception) -> tuple[int, str]:
     """The status and Qdrant-style message of an exception raised by a route."""
-    from slimvec.service.registry import NotFound
-    from slimvec.service.writer import WriterClosed
+    from slimvec.service.indexes.registry import NotFound
+    from slimvec.service.indexes.writer import WriterClosed
 
     if isinstance(exc, QdrantError):
         return exc.status, exc.message

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from slimvec.ids import doc_id, doc_ids
-from slimvec.service import points
+from slimvec.service.indexes import points
+from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
-from slimvec.service.points import get as points_get
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
@@ -76,7 +76,7 @@ class Collections(NamedVectors):
 
     # ------------------------------------------------------------------ settings
     def _settings_path(self, name: str) -> Path:
-        from slimvec.service.names import check_name
+        from slimvec.service.indexes.names import check_name
 
         return self.root / QDRANT_DIR / f"{check_name(name)}.json"
 
@@ -99,7 +99,7 @@ class Collections(NamedVectors):
 
     def served(self, name: str) -> Any:
         """The served index of collection ``name`` (404 in Qdrant's words when absent)."""
-        from slimvec.service.registry import NotFound
+        from slimvec.service.indexes.registry import NotFound
 
         try:
             if SEP in name:  # the index of a named vector, not a collection
@@ -114,9 +114,9 @@ class Collections(NamedVectors):
         ``metadata.slimvec_recipe``; ``metadata.slimvec_fit_after`` points fit the reducer)."""
         from slimvec.errors import ConfigError
         from slimvec.reducers import make_reducer
-        from slimvec.service.names import MAX_NAME, check_name
+        from slimvec.service.indexes.names import MAX_NAME, check_name
+        from slimvec.service.indexes.spec import SERVICE_SPEC, ServiceSpec
         from slimvec.service.qdrant_api.collection import CREATE_FIELDS, METRICS, recorded_options
-        from slimvec.service.spec import SERVICE_SPEC, ServiceSpec
 
         check_fields(body, CREATE_FIELDS, "create collection")
         vectors = parse_vectors_config(body.get("vectors"))
@@ -374,7 +374,7 @@ class Collections(NamedVectors):
             search_params(params, None, k, 0)  # checked; a pending collection is searched exactly
         if (ready and not params and flt is None and served.index.manifest.full is not None
                 and self.count_all(served) * size * 4 <= UNINDEXED_BYTES):
-            from slimvec.indexer.lifecycle import exact_scan  # as Qdrant's unindexed segment
+            from slimvec.index.lifecycle import exact_scan  # as Qdrant's unindexed segment
 
             check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
                        "ask for fewer, or page with a filter or scroll.")  # as points.search

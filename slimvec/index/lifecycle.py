@@ -1,0 +1,364 @@
+"""Delete, payload update, get / scroll and filtered search of an index (issue 25 items 1-3).
+
+Documents are addressed by the user's own ids (the ``id`` column given at ingest): each is
+mapped to its store id with :func:`slimvec.ids.doc_id` under the index's ``id_rule``, exactly as
+the ingest did, so ``"a-17"``, ``17`` and ``"17"`` address what the ingest of that id stored.
+
+Every mutation goes through the index's writer discipline (:class:`Mutation`): the exclusive
+:class:`~slimvec.index.locking.IndexLock` for its duration (a running ingest or another writer
+makes it fail at once with :class:`~slimvec.errors.IndexBusyError`); the manifest's store
+checksums are cleared before the first store file changes and recorded again, with the exact
+count, once everything is flushed. A crash in between leaves a manifest without store checksums
+(as a running ingest does), never one whose checksums refuse the files. Deletes go to the store
+first, then to the full-vector side file: candidates always come from the store, so a crash
+between the two never brings a deleted document back.
+
+Filtered search chooses its execution by selectivity, as Qdrant's query planner does: the matching
+ids are counted first (Qdrant filter, or the SQLite payload table); when at most
+:func:`exact_threshold` match, their kept full vectors are scanned exactly (exact results);
+otherwise the store's own filtered search fetches ``k * rescore`` candidates among them, which
+the full vectors re-rank.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from slimvec.connectors import store_class
+from slimvec.connectors.base import SearchResult
+from slimvec.errors import ConfigError
+from slimvec.filters import Filter, parse_filter
+from slimvec.ids import doc_id
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
+           "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
+
+#: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
+COMPACT_RATIO = 0.2
+#: payload index kinds of ``--payload-index FIELD:KIND``
+PAYLOAD_INDEX_KINDS = ("keyword", "integer", "float", "bool")
+#: manifest key (kept by Manifest.extra) of the declared payload indexes: {field: kind}
+PAYLOAD_INDEX_KEY = "payload_index"
+
+
+def parse_payload_indexes(specs: Sequence[str] | None, where: str = "--payload-index") -> dict[str, str]:
+    """``["lang:keyword", "year:integer"]`` -> ``{"lang": "keyword", "year": "integer"}``."""
+    out: dict[str, str] = {}
+    for spec in specs or []:
+        field, sep, kind = str(spec).rpartition(":")
+        if not sep or not field or kind not in PAYLOAD_INDEX_KINDS:
+            raise ConfigError(f"{where} {spec!r}: expected FIELD:KIND with KIND one of "
+                              f"{', '.join(PAYLOAD_INDEX_KINDS)} (e.g. lang:keyword).")
+        out[field] = kind
+    return out
+
+
+def store_ids(index: Any, ids: Sequence[Any] | Any, user_ids: bool = True) -> np.ndarray:
+    """Store ids (int64) of the user's ``ids`` (``user_ids=False``: they already are store ids)."""
+    if isinstance(ids, (str, bytes, int, np.integer)):
+        ids = [ids]
+    if not user_ids:
+        out = np.asarray(list(ids), dtype=np.int64).ravel()
+        if (out < 0).any():
+            raise ConfigError("Store ids must be non-negative integers.")
+        return out
+    rule = int(index.manifest.id_rule)
+    return np.asarray([doc_id(i, rule=rule) for i in ids], dtype=np.int64)
+
+
+def resolve_filter(index: Any, flt: Any, user_ids: bool = True) -> Filter | None:
+    """Parse a filter (dict, JSON text or Filter); its ``has_id`` values become store ids."""
+    parsed = parse_filter(flt)
+    if parsed is None or not user_ids:
+        return parsed
+    rule = int(index.manifest.id_rule)
+    return parsed.map_ids(lambda i: doc_id(i, rule=rule))
+
+
+class Mutation:
+    """The writer discipline of one mutating operation on an open :class:`~slimvec.Index`."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self._lock: Any = None
+        self._had_reader_lock = False
+
+    def __enter__(self) -> Mutation:
+        from slimvec.index.locking import IndexLock
+        from slimvec.index.manifest import Manifest
+
+        idx = self.index
+        if idx._lock is not None:  # a Qdrant Edge reader's shared lock: upgrade it
+            idx._lock.release()
+            idx._lock, self._had_reader_lock = None, True
+        try:
+            self._lock = IndexLock(idx.folder, exclusive=True).acquire()
+        except BaseException:
+            self._restore_reader_lock()
+            raise
+        idx.manifest = Manifest.read(idx.folder)
+        self._recorded = bool(idx.manifest.store_sha256)
+        if self._recorded:  # store files are about to change
+            idx.manifest.store_sha256 = {}
+            idx.manifest.write(idx.folder)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        from slimvec.index.layout import store_checksums
+
+        idx = self.index
+        try:
+            if exc_type is None:
+                idx.store.flush()
+                if idx.full_vectors is not None:
+                    idx.full_vectors.commit()
+                _maybe_compact(idx)
+                idx.manifest.count = int(idx.store.count())
+                if self._recorded and store_class(idx.manifest.store).snapshot_files:
+                    # closed first, as IndexBuilder.finish does: SQLite folds its WAL into
+                    # payloads.sqlite on close, which would change the file after its checksum
+                    from slimvec.connectors import make_store
+                    from slimvec.index.layout import store_folder
+
+                    idx.store.close()
+                    idx.manifest.store_sha256 = store_checksums(idx.folder, idx.manifest)
+                    idx.store = make_store(idx.manifest.store, store_folder(idx.folder)).open()
+                idx.manifest.write(idx.folder)
+        finally:
+            self._lock.release()
+            self._restore_reader_lock()
+
+    def _restore_reader_lock(self) -> None:
+        if self._had_reader_lock:
+            from slimvec.index.locking import IndexLock
+
+            self.index._lock = IndexLock(self.index.folder, exclusive=False).acquire()
+            self._had_reader_lock = False
+
+
+def _maybe_compact(idx: Any) -> None:
+    full = idx.full_vectors
+    if full is not None and full.dead_rows() > COMPACT_RATIO * max(len(full), 1):
+        from slimvec.ops.compact import compact_full
+
+        compact_full(idx)
+
+
+def target_ids(index: Any, ids: Any, flt: Any, user_ids: bool) -> np.ndarray:
+    """The store ids an operation addresses: exactly one of ``ids`` / ``filter``."""
+    if (ids is None) == (flt is None):
+        raise ConfigError("Give exactly one of ids=[...] (the ids given at ingest) or filter={...} "
+                          "(Qdrant filter JSON).")
+    if ids is not None:
+        return np.unique(store_ids(index, ids, user_ids))
+    return index.store.filter_ids(resolve_filter(index, flt, user_ids))
+
+
+#: kept full-vector bytes a filtered search scans exactly rather than searching the graph: 1 MiB,
+#: about 1,400 float16 MiniLM rows. Measured on the filtered suite's 8,000 MiniLM vectors (default
+#: recipe, one thread, a busy machine): the exact scan took 4.9 ms at 800 matches and 36 ms at
+#: 2,000 against 11-16 ms for FAISS's filtered graph search at any selectivity (issue 37;
+#: docs/benchmarks/filtered.md)
+EXACT_SCAN_BYTES = 1 << 20
+
+
+def exact_threshold(n_total: int, k: int, depth: int, row_bytes: int = 768) -> int:
+    """Most matching documents a filtered search scans exactly instead of searching the graph.
+
+    ``max(4 * k * depth, n_total // 100, EXACT_SCAN_BYTES // row_bytes, 256)``: below ``4 * k *
+    depth`` matches, a graph search would rescore about a quarter or more of them anyway; an
+    exact scan of 1 % of the index's full vectors costs about what one HNSW search does, and up
+    to :data:`EXACT_SCAN_BYTES` of kept rows (``row_bytes`` each) are cheaper to gather and score
+    than a filtered graph search (Qdrant's planner switches to a plain scan below its
+    ``full_scan_threshold``, also counted in bytes of vectors, for the same reason).
+    """
+    return max(4 * int(k) * max(int(depth), 1), int(n_total) // 100,
+               EXACT_SCAN_BYTES // max(int(row_bytes), 1), 256)
+
+
+def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> SearchResult:
+    """Exact k nearest among ``allowed`` store ids by the kept full vectors."""
+    full = index.full_vectors
+    n = len(vectors)
+    out = SearchResult.empty(n, k)
+    if not len(allowed):
+        return out
+    q = np.asarray(vectors, dtype=np.float32)
+    metric = index.manifest.metric
+    if metric == "cosine":
+        q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
+    best_s = np.full((n, 0), -np.inf, dtype=np.float32)
+    best_i = np.full((n, 0), -1, dtype=np.int64)
+    for lo in range(0, len(allowed), 8192):
+        chunk = allowed[lo:lo + 8192]
+        vecs, found = full.get(chunk) if full is not None else index.store.get_full(chunk.tolist())
+        vecs, chunk = vecs[found], chunk[found]
+        if metric == "cosine" and full is None:
+            vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        scores = (-((q[:, None, :] - vecs[None]) ** 2).sum(-1) if metric == "l2" else q @ vecs.T)
+        best_s = np.concatenate([best_s, scores.astype(np.float32)], axis=1)
+        best_i = np.concatenate([best_i, np.broadcast_to(chunk, scores.shape)], axis=1)
+        if best_s.shape[1] > k:
+            top = np.argpartition(-best_s, k - 1, axis=1)[:, :k]
+            rows = np.arange(n)[:, None]
+            best_s, best_i = best_s[rows, top], best_i[rows, top]
+    order = np.argsort(-best_s, axis=1, kind="stable")[:, :k]
+    rows = np.arange(n)[:, None]
+    width = order.shape[1]
+    out.ids[:, :width], out.scores[:, :width] = best_i[rows, order], best_s[rows, order]
+    return out
+
+
+def filter_path(index: Any, n_allowed: int, k: int, depth: int | None) -> str:
+    """The path :func:`filtered_search` takes for ``n_allowed`` matches: ``exact scan`` (the
+    index keeps full vectors and few match) or ``store filter`` (the store's filtered search,
+    re-ranked from the full vectors when ``depth`` is given); the benchmarks record it."""
+    return _plan(index, n_allowed, k, depth)["path"]
+
+
+def _scan_limit(index: Any, k: int, depth: int | None) -> int | None:
+    """The most matches the planner scans exactly (:func:`exact_threshold`); None: no kept full
+    vectors to scan."""
+    full = index.manifest.full
+    if index.full_vectors is None and not (full is not None and full.in_store):
+        return None
+    row_bytes = int(index.dim_in) * (2 if full is not None and full.dtype == "float16" else 4)
+    return exact_threshold(index.store.count(), k, depth or 1, row_bytes)
+
+
+def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
+    limit = _scan_limit(index, k, depth)
+    if limit is None:
+        return {"path": "store filter", "matches": n_allowed, "threshold": None,
+                "why": "no kept full vectors to scan"}
+    if n_allowed <= limit:
+        return {"path": "exact scan", "matches": n_allowed, "threshold": limit,
+                "why": f"{n_allowed} matches <= {limit}: scanning their full vectors is exact "
+                       "and cheaper than a filtered graph search"}
+    return {"path": "store filter", "matches": n_allowed, "threshold": limit,
+            "why": f"{n_allowed} matches > {limit}: the store's filtered search"}
+
+
+#: a filter estimated to match at least this share of the documents is a broad one:
+#: searched unfiltered and post-filtered (:func:`post_filtered`)
+BROAD_SHARE = 0.2
+#: a post-filtered search fetches this many times the candidates it expects to need
+POST_MARGIN = 1.5
+
+
+def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, depth: int | None,
+                  flt: Filter, params: dict[str, Any]) -> SearchResult | None:
+    """A broad filter (estimated share of matches >= :data:`BROAD_SHARE`, from the in-memory
+    payload index, :meth:`~slimvec.connectors.payloads.PayloadTableStore.filter_share`): the store's
+    unfiltered search for ``k x depth / share x`` :data:`POST_MARGIN` candidates, each looked up
+    in the payload index, the first ``k x depth`` that match re-ranked. None (the planner's other
+    paths) for other filters, and where some query kept fewer than ``k x depth`` of the fetched
+    candidates while documents outside them were left (the estimate was too high, or the
+    query's neighbourhood matches less often than the corpus): what survives is then exactly the
+    approximate top of the matches, as a filtered search with that many candidates gives."""
+    store = index.store
+    estimate = getattr(store, "filter_share", None)  # stores with in-memory payload indexes
+    share = estimate(flt) if estimate is not None else None
+    full = index.manifest.full
+    if share is None or share < BROAD_SHARE or (full is not None and full.in_store):
+        return None
+    width, n, limit = k * int(depth or 1), store.count(), _scan_limit(index, k, depth)
+    if limit is not None and share * n <= limit:  # few enough to scan exactly
+        return None
+    fetch = min(n, int(np.ceil((width * POST_MARGIN + 10) / share)))
+    found = store.search(reduced, fetch, **params)
+    ids = found.ids
+    ok = ids >= 0
+    ok[ok] = store.filter_test(flt, ids[ok])
+    kept = ok.sum(axis=1)
+    if fetch < n and int(kept.min()) < width:
+        log.debug("broad filter: %d of %d candidates matched, fewer than %d", int(kept.min()), fetch, width)
+        return None
+    out = SearchResult.empty(len(ids), width)
+    for row in range(len(ids)):
+        cols = np.flatnonzero(ok[row])[:width]
+        out.ids[row, :len(cols)], out.scores[row, :len(cols)] = ids[row, cols], found.scores[row, cols]
+    index.last_filter_plan = {"path": "post filter", "share": round(float(share), 4), "fetch": fetch,
+                              "native": False, "why": f"an estimated {share:.0%} of documents "
+                              f"match: {fetch} nearest unfiltered, the first {width} that match kept"}
+    log.debug("filtered search: post filter (%s)", index.last_filter_plan["why"])
+    if depth is None:
+        out.ids, out.scores = out.ids[:, :k], out.scores[:, :k]
+        return out
+    return index.full_vectors.rerank(vectors, out, k)
+
+
+def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
+                    depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
+    """The planner: count the matches (the store's own count, or the ids from the in-memory
+    payload index), scan few exactly, else the store's filtered search (+ rescoring). The plan
+    is logged at DEBUG and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
+    broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
+    if broad is not None:
+        return broad
+    n_allowed, selection = index.store.plan_filter(flt)
+    plan = _plan(index, n_allowed, k, depth)
+    plan["native"] = not isinstance(selection, np.ndarray)
+    index.last_filter_plan = plan
+    log.debug("filtered search: %s (%s)", plan["path"], plan["why"])
+    if plan["path"] == "exact scan":
+        allowed = index.store.filter_ids(flt) if plan["native"] else selection
+        return exact_scan(index, vectors, allowed, k)
+    if depth is None:
+        return index.store.search(reduced, k, filter=selection, **params)
+    if index.manifest.full is not None and index.manifest.full.in_store:
+        return index.store.search_rescored(reduced, vectors, k, k * int(depth), filter=selection, **params)
+    candidates = index.store.search(reduced, k * int(depth), filter=selection, **params)
+    return index.full_vectors.rerank(vectors, candidates, k)
+
+
+def records(index: Any, sids: Sequence[int]) -> list[dict[str, Any] | None]:
+    """``{"id": user id, "store_id": int, "payload": {...}}`` per store id (None when absent)."""
+    from slimvec.ids import user_id
+
+    sids = [int(i) for i in sids]
+    out: list[dict[str, Any] | None] = []
+    for sid, payload in zip(sids, index.store.get_payloads(sids)):
+        if payload is None:
+            out.append(None if not _live(index, sid) else {"id": sid, "store_id": sid, "payload": {}})
+            continue
+        out.append({"id": user_id(sid, payload), "store_id": sid, "payload": payload})
+    return out
+
+
+def _live(index: Any, sid: int) -> bool:
+    return bool(len(index.store._known([sid])))
+
+
+def scroll_page(index: Any, limit: int, offset: Any, flt: Filter | None
+                ) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of :func:`records` in store-id order from ``offset`` (a store id)."""
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+        raise ConfigError(f"limit must be a positive integer (records per page), got {limit!r}.")
+    ids = index.store.filter_ids(flt)
+    start = 0 if offset is None else int(np.searchsorted(ids, int(offset)))
+    page = ids[start:start + int(limit)]
+    nxt = int(ids[start + int(limit)]) if start + int(limit) < len(ids) else None
+    return [r for r in records(index, page.tolist()) if r is not None], nxt
+
+
+def set_fields_check(fields: Any) -> dict[str, Any]:
+    """``fields`` as a dict of JSON values, or a ConfigError saying what came."""
+    if isinstance(fields, str):
+        import json
+
+        try:
+            fields = json.loads(fields)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"Payload fields are not valid JSON ({exc.msg}); give an object such "
+                              'as {"lang": "en"}.') from exc
+    if not isinstance(fields, Mapping):
+        raise ConfigError(f"Payload fields must be a JSON object (field -> value), got "
+                          f"{type(fields).__name__}.")
+    return dict(fields)
