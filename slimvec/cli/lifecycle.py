@@ -133,7 +133,7 @@ def compact(
     old ones, and swap them in atomically; a store that keeps deleted positions (FAISS, as in the
     default recipe, and hnswlib) is rebuilt from them with the index's own recipe. Prints
     {"compacted": bool, "dropped": rows, "store_rebuilt": bool, ...}."""
-    from slimvec.ops.compaction import compact_index
+    from slimvec.ops.compact import compact_index
 
     if max_tombstones is not None and not 0 <= max_tombstones:
         raise ConfigError(f"--max-tombstones must be 0 or more (a share, e.g. 0.2), got {max_tombstones}.")

@@ -23,7 +23,9 @@ the full vectors re-rank.
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +38,7 @@ from slimvec.ids import doc_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mutation", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
+__all__ = ["Mutation", "compact_full", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
            "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
 
 #: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
@@ -145,9 +147,48 @@ class Mutation:
 def _maybe_compact(idx: Any) -> None:
     full = idx.full_vectors
     if full is not None and full.dead_rows() > COMPACT_RATIO * max(len(full), 1):
-        from slimvec.ops.compact import compact_full
-
         compact_full(idx)
+
+
+#: prefix of the folders a compacted full-vector side file is written to
+_PREFIX = "full-c"
+
+
+def _stray(folder: Path, keep: str | None) -> list[Path]:
+    return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()
+            and (p.name.startswith(_PREFIX) or p.name == "full") and p.name != keep]
+
+
+def compact_full(index: Any) -> int:
+    """Rewrite the index's full-vector side file without dead rows; returns the rows dropped.
+
+    Into a new folder beside the old one; the manifest is pointed at it (one atomic write: the
+    commit point), then the old folder is removed; a crash leaves either the old folder in use and
+    a stray new one, or the new one in use and a stray old one, which the next compaction removes.
+
+    The caller holds the exclusive index lock (:class:`slimvec.index.lifecycle.Mutation`).
+    """
+    full = index.full_vectors
+    m = index.manifest
+    if full is None or m.full is None or not m.full.dir:
+        return 0
+    full.commit()
+    dropped = full.dead_rows()
+    for p in _stray(index.folder, m.full.dir):  # leftovers of an interrupted compaction
+        shutil.rmtree(p)
+    n = 1 + max([int(p.name[len(_PREFIX):]) for p in index.folder.iterdir()
+                 if p.name.startswith(_PREFIX) and p.name[len(_PREFIX):].isdigit()] or [0])
+    new_dir = f"{_PREFIX}{n}"
+    new = full.compact_into(index.folder / new_dir)
+    new.close()
+    old_dir = m.full.dir
+    full.close()
+    index._full = None
+    m.full.dir = new_dir
+    m.write(index.folder)  # the commit point
+    shutil.rmtree(index.folder / old_dir, ignore_errors=True)
+    log.info("%s: full vectors compacted (%d dead rows dropped) into %s", index.folder, dropped, new_dir)
+    return dropped
 
 
 def target_ids(index: Any, ids: Any, flt: Any, user_ids: bool) -> np.ndarray:

@@ -1,57 +1,69 @@
-"""``slimvec compact``: rebuild what holds tombstones, beside the old files, then swap atomically.
+"""``slimvec compact``: reclaim what deletes and replacements left behind, crash-safe.
 
-Two things keep deleted or replaced rows after :meth:`slimvec.Index.delete`: the full-vector side
-file (tombstone rows, old rows of re-upserted ids) and a FAISS index (tombstoned positions). The
-side file is compacted into a new folder and the manifest is pointed at it (one atomic write: the
-commit point), then the old folder is removed; a crash leaves either the old folder in use and a
-stray new one, or the new one in use and a stray old one, which the next compaction removes.
-FAISS indexes keep their tombstones excluded at search time by an ``IDSelectorBitmap``; their
-positions are reclaimed by a rebuild from the kept full vectors, which ``slimvec compact`` runs
-(:func:`slimvec.ops.compaction.compact_index`, on every recipe).
+Two things hold dead rows after :meth:`slimvec.Index.delete` or a re-upsert: the full-vector
+side file (compacted in place by :func:`slimvec.index.lifecycle.compact_full`, which a delete
+past a ratio also runs: a new folder, one manifest write) and a store that cannot remove vectors
+(a FAISS index keeps tombstoned positions, excluded at search time; hnswlib keeps the slots of
+deleted labels). Such a store is rebuilt from
+the kept full vectors with the index's own recipe, its reducer ``none`` (the default recipe)
+included and at the kept vectors' own precision (:func:`slimvec.ops.rebuild.rebuild`: built
+beside, swapped atomically, journaled), so compacting never re-encodes a text. Above
+:mod:`slimvec.index` and :mod:`.rebuild`, which do not import it.
 """
 
 from __future__ import annotations
 
-import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+from slimvec.index.folder import open_index
 
-__all__ = ["compact_full"]
-
-_PREFIX = "full-c"
+__all__ = ["compact_index"]
 
 
-def _stray(folder: Path, keep: str | None) -> list[Path]:
-    return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()
-            and (p.name.startswith(_PREFIX) or p.name == "full") and p.name != keep]
+def _due(dead: int, live: int, max_tombstones: float | None) -> bool:
+    """Dead rows past the ratio; ``None`` (compact on demand): any dead row."""
+    return dead > 0 and (max_tombstones is None or dead > float(max_tombstones) * max(live, 1))
 
 
-def compact_full(index: Any) -> int:
-    """Rewrite the index's full-vector side file without dead rows; returns the rows dropped.
+def compact_index(folder: str | Path, max_tombstones: float | None = None) -> dict[str, Any]:
+    """Compact an index folder where its dead rows exceed ``max_tombstones`` x its live rows
+    (``None``: whatever is dead).
 
-    The caller holds the exclusive index lock (:class:`slimvec.index.lifecycle.Mutation`).
+    Returns
+    -------
+    dict
+        ``dropped`` (full-vector rows dropped), ``compacted`` (the side file was rewritten),
+        ``dead_rows`` (left in the side file), ``store_dead_positions`` (the store's dead
+        positions before), ``store_rebuilt`` (the store was rebuilt from the kept full vectors)
+        and, when a store holds dead positions it cannot shed, ``store_note`` saying why.
     """
-    full = index.full_vectors
-    m = index.manifest
-    if full is None or m.full is None or not m.full.dir:
-        return 0
-    full.commit()
-    dropped = full.dead_rows()
-    for p in _stray(index.folder, m.full.dir):  # leftovers of an interrupted compaction
-        shutil.rmtree(p)
-    n = 1 + max([int(p.name[len(_PREFIX):]) for p in index.folder.iterdir()
-                 if p.name.startswith(_PREFIX) and p.name[len(_PREFIX):].isdigit()] or [0])
-    new_dir = f"{_PREFIX}{n}"
-    new = full.compact_into(index.folder / new_dir)
-    new.close()
-    old_dir = m.full.dir
-    full.close()
-    index._full = None
-    m.full.dir = new_dir
-    m.write(index.folder)  # the commit point
-    shutil.rmtree(index.folder / old_dir, ignore_errors=True)
-    log.info("%s: full vectors compacted (%d dead rows dropped) into %s", index.folder, dropped, new_dir)
-    return dropped
+    from slimvec.index.lifecycle import Mutation, compact_full
+
+    out: dict[str, Any] = {"dropped": 0, "compacted": False, "store_rebuilt": False}
+    with open_index(folder) as idx:
+        full = idx.full_vectors
+        live = int(idx.store.count())
+        out["store_dead_positions"] = dead_store = int(idx.store.dead_positions())
+        m = idx.manifest
+        recipe = m.recipe or f"{m.reducer or 'none'}|{m.store}"
+        keeps_full = m.full is not None and bool(m.full.dir)
+        if full is not None:
+            out["dead_rows"] = full.dead_rows()
+            # on demand (None) the side file is rewritten whatever it holds, as before; a ratio
+            # rewrites it only past that ratio
+            if max_tombstones is None or _due(full.dead_rows(), len(full), max_tombstones):
+                with Mutation(idx):
+                    out["dropped"] = compact_full(idx)
+                out.update(compacted=True, dead_rows=0)
+    if _due(dead_store, live, max_tombstones):
+        if not keeps_full:
+            out["store_note"] = (f"the store keeps {dead_store:,} dead positions and only a rebuild "
+                                 "sheds them, which needs kept full vectors: re-ingest with "
+                                 "--keep-full (or a recipe with rescoring), then compact again")
+            return out
+        from slimvec.ops.rebuild import rebuild
+
+        rebuild(folder, recipe)
+        out["store_rebuilt"] = True
+    return out

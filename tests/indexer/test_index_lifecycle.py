@@ -159,7 +159,7 @@ def test_mutation_refused_while_another_process_writes(index_copy):
 @pytest.mark.parametrize("recipe", ["pca:24|hnsw|rescore=4", "pca:24|faiss:HNSW32|rescore=4"])
 def test_snapshot_stores_re_record_checksums_and_compact_full_vectors(recipe, minilm_vectors, tmp_path):
     from slimvec.index.folder import store_checksums
-    from slimvec.ops.compaction import compact_index
+    from slimvec.ops.compact import compact_index
 
     vecs = np.ascontiguousarray(minilm_vectors[:400])
     src = tmp_path / "docs.parquet"
@@ -251,7 +251,7 @@ def test_compact_on_the_default_recipe_rebuilds_the_faiss_store(minilm_vectors, 
     """Issue 39 F5 / issue 40 item 1: compact on a default index with 25 % deleted used to exit 2
     (the rebuild refused reducer none); the store keeps no dead position and bytes per vector
     come back to a fresh build's of the kept documents."""
-    from slimvec.ops.compaction import compact_index
+    from slimvec.ops.compact import compact_index
 
     folder, vecs, _ = _small_index(minilm_vectors, tmp_path, DEFAULT_RECIPE)
     gone = [f"doc-{i}" for i in range(0, 400, 4)]

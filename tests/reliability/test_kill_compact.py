@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import slimvec
-from slimvec.ops.compaction import compact_index
+from slimvec.ops.compact import compact_index
 from tests.reliability.killtrial import migrated_index
 
 TRIALS = int(os.environ.get("SLIMVEC_KILL_TRIALS", "2"))
@@ -28,7 +28,7 @@ N, BATCH = 600, 20
 CHILD = r"""
 import sys
 import slimvec
-from slimvec.ops.compaction import compact_index
+from slimvec.ops.compact import compact_index
 folder, batch = sys.argv[1], int(sys.argv[2])
 n = 0
 while True:
