@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from slimvec.errors import ConfigError
+from slimvec.index.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
 from slimvec.index.manifest import Manifest
 from slimvec.indexer.calibrate import rescore_for_recipe
 from slimvec.indexer.keepfull import KeepFullStore
-from slimvec.ops.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
 from slimvec.persistence import sha256_file
 from slimvec.reducers import Reducer
 
@@ -61,7 +61,7 @@ class DepthCalibration:
             Write the manifest now.
         queries : ndarray, optional
             Real query vectors (float32, (n, dim_in)) to calibrate on from now on: stored in the
-            folder (:mod:`slimvec.ops.calibration_queries`) and used by every later
+            folder (:mod:`slimvec.index.calibration_queries`) and used by every later
             calibration of this index. Default: the stored ones if any, else corpus vectors.
 
         Raises

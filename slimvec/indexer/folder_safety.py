@@ -18,13 +18,13 @@ from typing import Any
 
 from slimvec.connectors.fullvectors import FULL_DIR
 from slimvec.errors import ConfigError, PersistenceError, SlimvecError
+from slimvec.index.calibration_queries import CALIBRATION_QUERIES_FILE
 from slimvec.index.folder import REDUCER_DIR, STORE_DIR, store_folder
 from slimvec.index.locking import LOCK_NAME
 from slimvec.index.manifest import MANIFEST, Manifest
 from slimvec.index.records import RECORDS
 from slimvec.index.safefs import refuse_link
 from slimvec.indexer.writer import REJECTS
-from slimvec.ops.calibration_queries import CALIBRATION_QUERIES_FILE
 from slimvec.sources.checks import STATE_DB
 
 __all__ = ["NEW_MARKER", "STORE_MARKER", "STATE_FILES", "existing_index", "remove_failed_new",

@@ -319,8 +319,8 @@ def _build(b: IndexBuilder, kept: KeptVectors, old: Manifest, spec: IndexSpec, s
 def _carry_calibration_queries(b: IndexBuilder, index_dir: Path, old: Manifest) -> None:
     """Real queries the old index was calibrated on (``slimvec calibrate --queries``) calibrate
     the new ``rescore=auto`` depth too, instead of corpus vectors."""
+    from slimvec.index.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
     from slimvec.index.manifest import RescoreInfo
-    from slimvec.ops.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
     from slimvec.persistence import sha256_file
 
     if not b.auto_rescore or old.rescore is None or not old.rescore.queries or b.manifest is None:

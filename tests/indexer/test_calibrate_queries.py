@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from slimvec.cli import app
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.index.calibration_queries import CALIBRATION_QUERIES_FILE
 from slimvec.index.folder import open_index, read_manifest
 from slimvec.index.safefs import LinkError
 from slimvec.indexer.calibrate import depth_ladder, exact_neighbours_of
 from slimvec.indexer.pipeline import IngestOptions, ingest
-from slimvec.ops.calibration_queries import CALIBRATION_QUERIES_FILE
 from slimvec.ops.recalibrate import calibrate_index
 from tests.conftest import bundled_sentences
 
