@@ -24,7 +24,7 @@ OVERSIZE: dict[str, str] = {
     "benchmarks/realtext.py": "598: one corpus pipeline (WordNet and GCIDE readers, cleaning, "
                               "held-out queries, manifest); the readers can move out",
     "benchmarks/sizing.py": "525: the per-store size models with their fit and check",
-    "connectors/faiss_store.py": "864: id map, training, tombstones, selector search, graph queue and the "
+    "connectors/faiss_store.py": "896: id map, training, tombstones, selector search, graph queue (inserted beside the writer) and the "
                                  "tail's flush and replay in one store class; factory parsing "
                                  "moved to faiss_factory.py, the tail's file to faiss_tail.py",
     "sources/readers.py": "608: every document format (JSONL, CSV, Parquet, text) and its row "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,9 @@ class FaissStore(PayloadTableStore, VectorStore):
         self.bulk_add = True  # queue graph insertions in batches (issue 36)
         self.fp16_build = False  # a bulk load's graph over float16 codes (faiss_build; ingest sets it)
         self._fp16: Float16Build | None = None
+        #: the graph insertion running beside the writer (see :meth:`_insert_queued`), and its thread
+        self._inflight: Future[None] | None = None
+        self._graph_pool: ThreadPoolExecutor | None = None
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> FaissStore:
@@ -439,7 +443,7 @@ class FaissStore(PayloadTableStore, VectorStore):
     def _set_ef(self, ef: int) -> None:
         """Set HNSW ``efSearch`` (no-op for factories without it)."""
         try:
-            _faiss().ParameterSpace().set_index_parameter(self._index, "efSearch", int(ef))
+            _faiss().ParameterSpace().set_index_parameter(self._require(), "efSearch", int(ef))
         except RuntimeError:
             pass
 
@@ -447,9 +451,17 @@ class FaissStore(PayloadTableStore, VectorStore):
         """The open index with every queued graph insertion made (what readers and the commit
         need); :meth:`_opened_index` leaves the queue as it is."""
         index = self._opened_index()
+        self._graph_done()
         if self._queued:
             self._insert_queued()
         return index
+
+    def _graph_done(self) -> None:
+        """Wait for the graph insertion running beside the writer, if any (its error is raised
+        here, in the writer, before anything reads or writes the index)."""
+        job, self._inflight = self._inflight, None
+        if job is not None:
+            job.result()
 
     def _writable(self):
         """:meth:`VectorStore.upsert`'s open check: the queue is left to grow (see :meth:`_add`)."""
@@ -517,8 +529,10 @@ class FaissStore(PayloadTableStore, VectorStore):
             return
         start = len(self._ids)
         self._queued.append(np.ascontiguousarray(vecs[new], dtype=np.float32))
-        if not self.bulk_add or not self._is_graph() or sum(map(len, self._queued)) >= GRAPH_ADD_BATCH:
+        if not self.bulk_add or not self._is_graph():
             self._insert_queued()
+        elif sum(map(len, self._queued)) >= GRAPH_ADD_BATCH:
+            self._insert_queued(beside=True)
         added = ids_arr[new]
         self._ids = np.concatenate([self._ids, added])
         for offset, doc in enumerate(added.tolist()):
@@ -527,16 +541,30 @@ class FaissStore(PayloadTableStore, VectorStore):
             log.warning("FAISS store %s: %d of %d vectors are replaced copies; re-ingest into a new "
                         "index to reclaim space and speed.", self.location, len(self._stale), index.ntotal)
 
-    def _insert_queued(self) -> None:
-        """Add the queued vectors to the index in one call (their positions are given already)."""
+    def _insert_queued(self, beside: bool = False) -> None:
+        """Add the queued vectors to the index in one call (their positions are given already).
+
+        ``beside``: in a thread of the store's own while the writer goes on (FAISS releases the
+        GIL in ``add``; one insertion at a time, the next waits for it). On an H200 with 16 cores
+        the writer spent half its time in HNSW insertions that the reader, the encoder and the
+        payload writes then waited for (issue 36). Every read, flush and close waits for it first
+        (:meth:`_require`), so nothing sees a graph mid-insertion.
+        """
         if not self._queued:
             return
+        self._graph_done()
         vecs = np.concatenate(self._queued) if len(self._queued) > 1 else self._queued[0]
         self._queued = []
-        if self.fp16_build and self._fp16 is None and coded_storage(self._opened_index()) is not None:
-            self._fp16 = Float16Build(self._opened_index())
-        self._opened_index().add(vecs)
+        index = self._opened_index()
+        if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
+            self._fp16 = Float16Build(index)
         self._tail.append(vecs)
+        if not beside:
+            index.add(vecs)
+            return
+        if self._graph_pool is None:
+            self._graph_pool = ThreadPoolExecutor(1, thread_name_prefix="slimvec-graph")
+        self._inflight = self._graph_pool.submit(index.add, vecs)
 
     def _reconstruct(self, position: int) -> np.ndarray:
         try:
@@ -833,6 +861,10 @@ class FaissStore(PayloadTableStore, VectorStore):
                     self._checkpoint = True  # readers opening it later replay nothing
                     self.flush()
             finally:
+                if self._graph_pool is not None:  # flush waited for its insertion
+                    self._graph_pool.shutdown(wait=True)
+                    self._graph_pool = None
+                self._inflight = None
                 self._index, self._fp16 = None, None
                 if self._payloads is not None:
                     self._payloads.close()
