@@ -47,7 +47,7 @@ def load_texts(corpus: Path | None, limit: int) -> list[str]:
                 if len(texts) >= limit:
                     break
         return texts
-    from slimvec.benchmarks.kinds.corpora import pair_sentences
+    from benchmarks.corpora.sentences import pair_sentences
 
     base = pair_sentences()
     return [base[i % len(base)] + ("" if i < len(base) else f" ({i // len(base)})")

@@ -455,7 +455,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
     meta : dict
         ``skipped`` configurations with reasons, datasets' summaries, the config.
     """
-    from slimvec.benchmarks.kinds.record import MachineFacts
+    from slimvec.benchmarks.record import MachineFacts
 
     config.validate()
     machine = MachineFacts()  # load and other processes' CPU around the run: quiet or not

@@ -36,7 +36,7 @@ _COMMANDS = [
     ("slimvec.cli.index_cmds", "search", "search"),
     ("slimvec.cli.index_cmds", "info", "info"),
     ("slimvec.cli.index_cmds", "calibrate", "calibrate"),
-    ("slimvec.cli.bench_kinds", "bench_app", "bench"),  # bench --suite and its sub-commands
+    ("slimvec.cli.bench", "bench", "bench"),
     ("slimvec.cli.plan", "plan", "plan"),
     ("slimvec.cli.migrate", "migrate", "migrate"),
     ("slimvec.cli.migrate", "export", "export"),

@@ -24,7 +24,7 @@ there.
 
 Usage::
 
-    OMP_NUM_THREADS=1 slimvec bench search-profile --data bench-data/realtext-minilm-100k.npy \
+    OMP_NUM_THREADS=1 python -m benchmarks search-profile --data bench-data/realtext-minilm-100k.npy \
         --queries bench-data/realtext-minilm-queries.npy --n 20000 --before 6147bc7 \
         --before-index /tmp/before-20000 --out docs/benchmarks/search-latency.json
 """
@@ -204,10 +204,10 @@ def breakdown(idx: Any, queries: np.ndarray) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``slimvec bench search-profile [OPTIONS]`` (the options are the module docstring's)."""
+    """``python -m benchmarks search-profile [OPTIONS]`` (the options are the module docstring's)."""
     from slimvec.indexer.index import open_index
 
-    ap = argparse.ArgumentParser(prog="slimvec bench search-profile",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks search-profile",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT / "bench-data" / "realtext-minilm-100k.npy")
     ap.add_argument("--queries", type=Path, default=ROOT / "bench-data" / "realtext-minilm-queries.npy")

@@ -1,4 +1,4 @@
-"""Which recipe should be the default, by corpus size (``slimvec bench default-recipe``, issue 28
+"""Which recipe should be the default, by corpus size (``python -m benchmarks default-recipe``, issue 28
 item 4): candidate recipes against full-precision HNSW, through the product, in one run.
 
 For each size ``N`` (a prefix of a ``.npy`` of sentence vectors, so a smaller size is a uniform
@@ -32,7 +32,7 @@ vectors' page cache apart) is at most ``--ram-ratio`` (0.25) of the reference's.
 
 Usage::
 
-    slimvec bench default-recipe --n 20000 --n 100000 --n 300000 \\
+    python -m benchmarks default-recipe --n 20000 --n 100000 --n 300000 \\
         --out docs/benchmarks/default-recipe.json
 """
 
@@ -42,8 +42,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.benchmarks.sizing import RSS_CHILD_HELPERS
+from slimvec.benchmarks.recipes import serving_memory
 
 __all__ = ["CANDIDATES", "REFERENCE", "EF_LADDER", "ChoiceConfig", "measure_choice", "serving_memory",
            "reference_ef", "choice_markdown", "render_choice_runs"]
@@ -77,28 +75,6 @@ REFERENCE = "none|hnsw:M=16,ef_construction=200"
 #: the reference's search beams, tried in order until recall reaches the target
 EF_LADDER: tuple[int, ...] = (32, 48, 64, 96, 128, 192, 256, 384, 512)
 K = 10
-
-_RSS_CHILD = RSS_CHILD_HELPERS + r"""
-import slimvec
-import slimvec.indexer.index  # noqa: F401  (sklearn, scipy and pandas come with the reducers)
-from slimvec.connectors import faiss_store, hnsw_store, qdrant_edge as _qe  # noqa: F401
-from slimvec.reducers import make_reducer
-
-folder, qpath = sys.argv[1], sys.argv[2]
-params = json.loads(sys.argv[3])
-queries = np.load(qpath)
-with open(folder + "/manifest.json") as fh:
-    reducer = json.load(fh).get("reducer") or "none"
-if reducer != "none":
-    make_reducer(reducer)  # its module, imported before the baseline
-base = rss()
-before = rss()
-idx = slimvec.open(folder)
-for q in queries:
-    idx.search(q[None, :], 10, **params)
-after = rss()
-print(json.dumps({"rss_delta": after - before, "files": mapped(folder), "baseline": base}))
-"""
 
 
 @dataclass
@@ -188,41 +164,6 @@ def _build(recipe: str, source: Path, folder: Path) -> float | None:
     seconds = time.perf_counter() - t0
     log.info("built %s in %.0f s", recipe, seconds)
     return seconds
-
-
-def serving_memory(folder: Path, queries: np.ndarray, params: dict[str, Any] | None = None,
-                   timeout: float = 3600) -> dict[str, int]:
-    """Memory of an index opened in a fresh process and searched one query at a time.
-
-    Returns
-    -------
-    dict
-        ``rss_delta`` (bytes of ``VmRSS`` gained by ``slimvec.open`` and the searches, the
-        libraries already imported), ``full_resident`` (resident pages of the kept full vectors'
-        memory-mapped file: clean page cache that re-ranking reads), ``serving`` (``rss_delta``
-        minus ``full_resident``) and ``process_baseline`` (``VmRSS`` of the process with the
-        libraries imported and no index open: the same for every configuration).
-    """
-    import tempfile
-
-    from slimvec.errors import ConfigError
-
-    folder = folder.resolve()
-    with tempfile.TemporaryDirectory(prefix="slimvec-choice-rss-") as tmp:
-        qpath = Path(tmp) / "queries.npy"
-        np.save(qpath, np.ascontiguousarray(queries, dtype=np.float32), allow_pickle=False)
-        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-        proc = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(folder), str(qpath),
-                               json.dumps(params or {})], env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    if proc.returncode != 0:
-        raise ConfigError(f"Measuring the memory of {folder} failed: {proc.stderr.strip()[-400:]}")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    full = sum(int(v) for p, v in data["files"].items()
-               if Path(p).relative_to(folder).parts[:1] == ("full",))
-    delta = int(data["rss_delta"])
-    return {"rss_delta": delta, "full_resident": full, "serving": delta - full,
-            "process_baseline": int(data["baseline"])}
 
 
 def _recall(found: np.ndarray, truth: np.ndarray) -> float:
@@ -414,13 +355,13 @@ def choice_markdown(result: dict[str, Any]) -> str:
 
 
 def render_choice_runs(records: list[Path], root: Path) -> str:
-    """The page of ``slimvec bench table default-recipe``: each record's tables under its command
+    """The page of ``python -m benchmarks table default-recipe``: each record's tables under its command
     and machine facts (nothing typed by hand)."""
     rel = [p.resolve().relative_to(root).as_posix() if p.resolve().is_relative_to(root) else str(p)
            for p in records]
     out = ["# Default-recipe runs: candidates against full HNSW by corpus size (issue 28 item 4)", "",
-           f"Generated by `slimvec bench table default-recipe {' '.join(rel)}`; nothing typed by hand. "
-           "What the columns are and how each figure is measured: `slimvec/benchmarks/kinds/recipe_choice.py` "
+           f"Generated by `python -m benchmarks table default-recipe {' '.join(rel)}`; nothing typed by hand. "
+           "What the columns are and how each figure is measured: `benchmarks/kinds/recipe_choice.py` "
            "and [default-recipe.md](default-recipe.md), which reads these tables.", ""]
     for path, name in zip(records, rel):
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -429,7 +370,9 @@ def render_choice_runs(records: list[Path], root: Path) -> str:
         facts = (f"load average {machine.get('load_average_start', ['?'])[0]} at the start, "
                  f"{(machine.get('load_average_end') or ['?'])[0]} at the end (this run's own work included)"
                  + ("" if others is None else f"; other processes used {others:.2f} cores on average"))
-        out += [f"## [`{name}`]({Path(name).name})", "", "```", str(data.get("command", "")), "```", "",
+        # the recorded command as it is spelled today (`slimvec bench KIND` moved to the checkout)
+        command = str(data.get("command", "")).replace("slimvec bench ", "python -m benchmarks ", 1)
+        out += [f"## [`{name}`]({Path(name).name})", "", "```", command, "```", "",
                 f"{data.get('when', '')}, {machine.get('cpus', '?')} cores; {facts}.", "",
                 choice_markdown(data["result"])]
     return "\n".join(out)

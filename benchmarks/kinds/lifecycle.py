@@ -1,4 +1,4 @@
-"""Changing an index against building it again (``slimvec bench rebuild`` and ``sync``).
+"""Changing an index against building it again (``python -m benchmarks rebuild`` and ``sync``).
 
 ``measure_rebuild``: whole commands as subprocesses on the same sentences:
 ``slimvec ingest DOCS --index A --recipe OLD`` (the index to change), ``slimvec rebuild --index A
@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.kinds.corpora import jsonl_rows, write_jsonl
-from slimvec.benchmarks.kinds.proc import run_cli
+from benchmarks.corpora.sentences import jsonl_rows, write_jsonl
+from benchmarks.kinds.proc import run_cli
 
 __all__ = ["OLD_RECIPE", "NEW_RECIPE", "measure_rebuild", "sync_versions", "measure_sync"]
 

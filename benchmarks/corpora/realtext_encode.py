@@ -1,6 +1,6 @@
 """Encode the real-text corpus once, resumably, into the vector files the scale suites read.
 
-The corpus folder (:mod:`slimvec.benchmarks.realtext`) holds text only. This step encodes it
+The corpus folder (:mod:`benchmarks.corpora.realtext`) holds text only. This step encodes it
 through :class:`~slimvec.benchmarks.encoding_cache.EncodingCache` (keyed by each text's hash, so an
 interrupted run resumes where it stopped) and writes, into ``--data`` (default ``bench-data/``,
 git-ignored):
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.corpora.realtext import read_jsonl
 from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
-from slimvec.benchmarks.realtext import read_jsonl
 from slimvec.errors import ConfigError
 
 __all__ = ["encode_corpus", "size_label"]
@@ -56,7 +56,7 @@ def encode_corpus(corpus_dir: Path, data_dir: Path, *, sizes: tuple[int, ...] = 
     Parameters
     ----------
     corpus_dir : Path
-        Folder written by :func:`slimvec.benchmarks.realtext.build_corpus`.
+        Folder written by :func:`benchmarks.corpora.realtext.build_corpus`.
     data_dir : Path
         Where the ``.npy`` files go.
     sizes : tuple of int

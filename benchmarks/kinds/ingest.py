@@ -1,4 +1,4 @@
-"""Ingest throughput against the encoder (``slimvec bench ingest`` and ``ingest-ceiling``).
+"""Ingest throughput against the encoder (``python -m benchmarks ingest`` and ``ingest-ceiling``).
 
 ``measure_ingest``: per store, encoder-only documents/s over the corpus measured right before the
 store's full ``ingest`` (``pca:96``, whole wall time: sampling pass, fit-sample encoding, fit,
@@ -57,7 +57,7 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
         "encoder_docs_per_s", "ingest_docs_per_s", "ratio", "bytes_full", "bytes_reduced",
         "p50_search_ms"}]}``.
     """
-    from slimvec.benchmarks.kinds.corpora import jsonl_rows
+    from benchmarks.corpora.sentences import jsonl_rows
     from slimvec.indexer.encoder import Encoder
     from slimvec.indexer.index import open_index
     from slimvec.indexer.pipeline import IngestOptions, ingest

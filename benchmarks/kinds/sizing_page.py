@@ -1,4 +1,4 @@
-"""Store size models: fitted constants and prediction errors (``slimvec bench sizing``).
+"""Store size models: fitted constants and prediction errors (``python -m benchmarks sizing``).
 
 For every store spec, builds the real store at 1,000 and 2,000 random unit vectors of 64 and 384
 dimensions, fits the per-component constants of :mod:`slimvec.benchmarks.sizing`, then builds it
@@ -124,7 +124,7 @@ def measure_sizing(stores: Sequence[str] = SIZING_STORES, big: int = 20000,
 
 def sizing_markdown(result: dict[str, Any], command: str) -> str:
     """docs/benchmarks/sizing.md from :func:`measure_sizing`'s result and the command that ran it."""
-    from slimvec.benchmarks.kinds.sizing_text import limits_lines, ram_intro, reading_lines
+    from benchmarks.pages.sizing_text import limits_lines, ram_intro, reading_lines
     from slimvec.connectors import store_class, store_names
 
     t = result["tables"]

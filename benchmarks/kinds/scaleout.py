@@ -1,4 +1,4 @@
-"""The Ray engine against one process on one machine (``slimvec bench scaleout``).
+"""The Ray engine against one process on one machine (``python -m benchmarks scaleout``).
 
 The same N documents are ingested by ``slimvec ingest`` in one process and with ``--engine ray
 --workers W``; each run is a fresh ``python -m slimvec ingest ... --json`` subprocess into a new
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.kinds.corpora import DATA, pair_sentences, write_jsonl
-from slimvec.benchmarks.kinds.proc import run_cli
+from benchmarks.corpora.sentences import DATA, pair_sentences, write_jsonl
+from benchmarks.kinds.proc import run_cli
 from slimvec.errors import ConfigError
 
 __all__ = ["scaleout_corpus", "parse_run", "measure_scaleout"]

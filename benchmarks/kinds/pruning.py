@@ -1,4 +1,4 @@
-"""SparseCSE on MiniLM per sparsity, before and after rewinding (``slimvec bench pruning``).
+"""SparseCSE on MiniLM per sparsity, before and after rewinding (``python -m benchmarks pruning``).
 
 For each sparsity (joint: the same fraction of attention heads and of FFN neurons, ranked across
 layers by alignment + uniformity importance scored once on the unpruned model):
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.benchmarks.kinds.corpora import DATA
+from benchmarks.corpora.sentences import DATA
 
 __all__ = ["PruningEvaluator", "measure_pruning"]
 

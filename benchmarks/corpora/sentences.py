@@ -1,5 +1,5 @@
 """Texts and vector files the measurements read: the bundled sentences, and the two vector corpora
-the fair-peers and filtered suites read (``slimvec bench vectors KIND NPY``)."""
+the fair-peers and filtered suites read (``python -m benchmarks vectors KIND NPY``)."""
 
 from __future__ import annotations
 
@@ -158,6 +158,6 @@ def filtered_vectors(out: Path, n: int = 8000, caches: Sequence[Path] | None = N
     return int(V.shape[0])
 
 
-#: ``slimvec bench vectors KIND NPY``
+#: ``python -m benchmarks vectors KIND NPY``
 VECTOR_KINDS: dict[str, Callable[[Path], int]] = {"fair-peers": fair_peers_vectors,
                                                   "filtered": filtered_vectors}

@@ -1,4 +1,4 @@
-"""``slimvec serve`` measured on loopback (``slimvec bench service`` and ``qdrant-compat``).
+"""``slimvec serve`` measured on loopback (``python -m benchmarks service`` and ``qdrant-compat``).
 
 ``measure_service`` (bounded: stops by itself), on the unique sentences of the bundled STS-B
 train file:
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.benchmarks.kinds.corpora import pair_sentences, write_jsonl
-from slimvec.benchmarks.kinds.proc import ServeProcess, rss_mib, run_cli
+from benchmarks.corpora.sentences import pair_sentences, write_jsonl
+from benchmarks.kinds.proc import ServeProcess, rss_mib, run_cli
 
 __all__ = ["measure_service", "measure_qdrant_compat", "search_load"]
 
@@ -254,8 +254,8 @@ def measure_qdrant_compat(n: int = 5000, nq: int = 200, vectors: np.ndarray | No
 
 
 def _minilm(count: int) -> np.ndarray:
+    from benchmarks.corpora.sentences import suite_cache_dir
     from slimvec.benchmarks.encoding_cache import EncodingCache
-    from slimvec.benchmarks.kinds.corpora import suite_cache_dir
     from slimvec.indexer.encoder import Encoder
 
     enc = Encoder()

@@ -1,9 +1,9 @@
-"""The JSON record every ``slimvec bench KIND`` measurement writes, with the machine's facts.
+"""The JSON record every ``python -m benchmarks KIND`` measurement writes, with the machine's facts.
 
 A record is one JSON object::
 
     {"kind": "rebuild",                       # which measurement
-     "command": "slimvec bench rebuild ...",  # what produced it
+     "command": "python -m benchmarks rebuild ...",  # what produced it
      "when": "2026-11-25T17:00:00Z",
      "machine": {"cpus": 2, "load_average_start": [..3], "load_average_end": [..3],
                  "others_cores": 0.02,        # CPU of every other process meanwhile, in cores
@@ -37,8 +37,10 @@ def _load() -> list[float]:
 
 
 def command_line() -> str:
-    """The command as typed: ``slimvec`` plus its arguments (``python -m slimvec`` included)."""
-    return "slimvec " + shlex.join(sys.argv[1:])
+    """The command as typed: ``slimvec`` plus its arguments (``python -m slimvec`` included), or
+    ``python -m benchmarks`` plus its arguments for the checkout's measurements."""
+    program = "python -m benchmarks" if Path(sys.argv[0]).parent.name == "benchmarks" else "slimvec"
+    return f"{program} " + shlex.join(sys.argv[1:])
 
 
 def _cpu_seconds() -> tuple[float, float, float] | None:
@@ -150,9 +152,9 @@ def load_record(path: Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"Cannot read the measurement record {path}: {exc}. Expected the JSON "
-                          "file a `slimvec bench KIND --out FILE` run wrote; run it again.") from exc
+                          "file a `python -m benchmarks KIND --out FILE` run wrote; run it again.") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object (a measurement record), got "
-                          f"{type(data).__name__}. Pass the file a `slimvec bench KIND --out` wrote.")
+                          f"{type(data).__name__}. Pass the file a `python -m benchmarks KIND --out` wrote.")
     result = data.get("result", data)
     return result if isinstance(result, dict) else {"rows": result}

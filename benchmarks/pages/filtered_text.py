@@ -8,7 +8,7 @@ __all__ = ["filtered_intro", "quiet_note"]
 def quiet_note(machine: dict) -> tuple[str, str]:
     """The page's paragraph on the machine and the suffix every figure carries, from the run's
     ``meta.machine`` (``others_cores``: cores other processes kept busy during the run)."""
-    from slimvec.benchmarks.kinds.record import quiet_during
+    from slimvec.benchmarks.record import quiet_during
 
     quiet, others = quiet_during(machine), machine.get("others_cores")
     if others is None:
@@ -28,11 +28,11 @@ def filtered_intro(quiet_paragraph: str, realtext: bool = False) -> list[str]:
     ``quiet_paragraph`` is :func:`quiet_note`'s paragraph for the run; ``realtext``: the corpus is
     a prefix of the real-text corpus with held-out queries (else the assembled 8k corpus)."""
     corpus = ("The corpus is a prefix of one seeded permutation of the project's real-text corpus "
-              "(WordNet and GCIDE sentences, `slimvec.benchmarks.realtext`) encoded with MiniLM "
+              "(WordNet and GCIDE sentences, `benchmarks.corpora.realtext`) encoded with MiniLM "
               "(`python scripts/make_real_corpus.py --encode`, through the encoding cache); the "
               "queries are its held-out sentences." if realtext else
               "The corpus is assembled from MiniLM encodings already in the encoding caches (nothing is "
-              "encoded) by `slimvec bench vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.")
+              "encoded) by `python -m benchmarks vectors filtered ~/.cache/slimvec-bench/filtered-minilm-8k.npy`.")
     return [
         corpus, "",
         "Each recipe is built through the product path (Parquet with an integer payload `bucket` in "
