@@ -2,8 +2,9 @@
 
 Run from the checkout: ``python -m benchmarks KIND --help``. Each measurement writes one JSON
 record (:mod:`slimvec.benchmarks.record`) to ``--out`` and prints it; ``table`` renders a docs page
-from results, ``vectors`` writes a vector corpus a suite reads. None of this ships in the wheel:
-the installed ``slimvec bench`` runs suites (issue 35 item 4).
+from results, ``report`` the offline report.html of runs, ``vectors`` writes a vector corpus a
+suite reads. None of this ships in the wheel: the installed ``slimvec bench`` runs suites and
+writes results.json and report.md (issue 35 item 4).
 """
 
 from __future__ import annotations
@@ -306,6 +307,31 @@ def default_recipe_kind(
         typer.echo(f"wrote {page}", err=True)
 
 
-for _name, _command in (("pruning", pruning_kind), ("table", table_kind), ("vectors", vectors_kind),
+def report_page(
+    results: list[Path] = typer.Argument(..., help="results.json file(s) of `slimvec bench`; several are combined, each row labelled with its run."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
+    planner: bool = typer.Option(True, "--planner/--no-planner", help="Fit the store size models for the page's capacity planner (real builds at 1,000 and 2,000 vectors per store, as `slimvec plan` does)."),
+    title: str | None = typer.Option(None, "--title", help="Page title (default: the run labels)."),
+    plots: bool = typer.Option(False, "--plots", help="Also draw the PNG plots (matplotlib) beside the page."),
+) -> None:
+    """Render one self-contained, offline report.html (Pareto plots, table, capacity planner).
+
+    Every script and style is inlined: open the file in a browser, no network needed.
+    """
+    from benchmarks.pages.html import render_report_html
+
+    if planner:
+        typer.echo("fitting store size models for the planner (real builds at 1,000 and 2,000 vectors) ...", err=True)
+    path = render_report_html(results, out, planner=planner, title=title)
+    typer.echo(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)", err=True)
+    if plots:
+        from benchmarks.pages.plots import draw_all
+        from slimvec.benchmarks.rows import load_rows
+
+        drawn = draw_all([r for p in results for r in load_rows(p)[0]], path.parent)
+        typer.echo(f"plots: {', '.join(n for n, why in drawn.items() if why is None) or 'none drawn'}", err=True)
+
+
+for _name, _command in (("report", report_page), ("pruning", pruning_kind), ("table", table_kind), ("vectors", vectors_kind),
                         ("search-profile", search_profile_kind), ("default-recipe", default_recipe_kind)):
     app.command(_name)(_command)

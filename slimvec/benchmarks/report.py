@@ -335,27 +335,25 @@ def render_report(rows: Sequence[Row], meta: dict[str, Any] | None = None,
 
 
 def write_report(results_path: str | Path, out_dir: str | Path) -> Path:
-    """Write ``report.md`` and the PNG plots of ``results_path`` into ``out_dir``.
+    """Write ``report.md`` of ``results_path`` into ``out_dir`` (the PNG plots and ``report.html``
+    are views in the checkout: ``python -m benchmarks report``).
 
     Parameters
     ----------
     results_path : path
         ``results.json`` written by the runner.
     out_dir : path
-        Folder for ``report.md`` and the plots (created if missing).
+        Folder for ``report.md`` (created if missing).
 
     Returns
     -------
     Path
         The ``report.md`` written.
     """
-    from slimvec.benchmarks.plots import draw_all
-
     rows, meta = load_rows(results_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plots = draw_all(rows, out)
     report = out / "report.md"
-    report.write_text(render_report(rows, meta, plots), encoding="utf-8")
-    log.info("wrote %s (%d rows, %d plots)", report, len(rows), sum(v is None for v in plots.values()))
+    report.write_text(render_report(rows, meta), encoding="utf-8")
+    log.info("wrote %s (%d rows)", report, len(rows))
     return report

@@ -42,7 +42,6 @@ _COMMANDS = [
     ("slimvec.cli.migrate", "export", "export"),
     ("slimvec.cli.rebuild", "rebuild", "rebuild"),
     ("slimvec.cli.prune", "prune", "prune"),
-    ("slimvec.cli.report", "report", "report"),
     ("slimvec.cli.tune", "tune", "tune"),
     ("slimvec.cli.serve", "serve", "serve"),
     ("slimvec.cli.snapshot", "snapshot", "snapshot"),

@@ -121,7 +121,7 @@ def test_rabitq_peers_are_built_in_and_measured_with_a_reranked_twin(tmp_path: P
 
 
 def test_rabitq_in_tune_grid_is_rescored_and_in_the_quantization_facet():
-    from slimvec.benchmarks.html.data import row_facets
+    from benchmarks.pages.html.data import row_facets
     from slimvec.benchmarks.tune import default_grid
 
     grid = default_grid(384)

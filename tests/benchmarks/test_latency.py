@@ -58,7 +58,7 @@ def test_plan_quotes_latency_at_its_n_with_where_it_was_measured():
 
 
 def test_report_html_planner_carries_where_latency_was_measured(tmp_path):
-    from slimvec.benchmarks.html.data import planner_data
+    from benchmarks.pages.html.data import planner_data
     from slimvec.benchmarks.rows import load_rows
 
     rows, _ = load_rows(DEV)

@@ -136,7 +136,7 @@ def test_report_html_planner_ranks_like_plan_and_shows_what_rescoring_costs(dev,
     """report.html's planner data says which metric each target ranks by (task recall is flagged
     on the dev pairs), carries the command of each candidate, and every rescored row carries the
     RAM (id lookup) and disk (full vectors read) its rescoring adds beyond its plain twin."""
-    from slimvec.benchmarks.html.data import planner_data, row_facets
+    from benchmarks.pages.html.data import planner_data, row_facets
     from slimvec.benchmarks.sizing import rescore_bytes_per_vector
 
     rows, _ = dev

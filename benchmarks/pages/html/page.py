@@ -1,6 +1,6 @@
 """Assemble ``report.html``: the page template, its inlined style and script, and the data as JSON.
 
-The script and style are package files (``report.js``, ``report.css`` beside this module), read
+The script and style are files (``report.js``, ``report.css`` beside this module), read
 and inlined into one HTML file; nothing on the page refers to another file or a network address.
 """
 
@@ -14,11 +14,10 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.html.data import build_page_data, load_sources
+from benchmarks.pages.html.data import build_page_data, load_sources
 from slimvec.errors import PersistenceError
 
 __all__ = ["render_html", "render_report_html"]
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def _asset(name: str) -> str:
-    return resources.files("slimvec.benchmarks.html").joinpath(name).read_text(encoding="utf-8")
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
 def _clean(value: Any) -> Any:
@@ -81,7 +80,7 @@ def _json_for_script(data: dict[str, Any]) -> str:
 
 
 def render_html(data: dict[str, Any], title: str = "slimvec benchmark report") -> str:
-    """The page for ``data`` (:func:`~slimvec.benchmarks.html.data.build_page_data`) as one string.
+    """The page for ``data`` (:func:`~benchmarks.pages.html.data.build_page_data`) as one string.
 
     Every marker of the template is replaced in one regex pass: a replacement is never scanned
     again, so a title, file name or row field that spells a marker (``__DATA__``, ``/*__JS__*/``)

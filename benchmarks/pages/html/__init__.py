@@ -18,15 +18,15 @@ works from a file:// URL or behind a server). It shows:
 
 Usage::
 
-    from slimvec.benchmarks.html import render_report_html
+    from benchmarks.pages.html import render_report_html
     render_report_html(["out/results.json"], "out/report.html")
 
 ``slimvec report RESULTS.json [...] --out report.html`` is the command-line form, and
 ``slimvec bench --out DIR`` writes ``DIR/report.html`` next to ``report.md``.
 """
 
-from slimvec.benchmarks.html.data import PageSource, build_page_data, load_sources, planner_data
-from slimvec.benchmarks.html.page import render_html, render_report_html
+from benchmarks.pages.html.data import PageSource, build_page_data, load_sources, planner_data
+from benchmarks.pages.html.page import render_html, render_report_html
 
 __all__ = ["render_report_html", "render_html", "build_page_data", "planner_data", "load_sources",
            "PageSource"]
