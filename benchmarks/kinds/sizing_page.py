@@ -1,7 +1,7 @@
 """Store size models: fitted constants and prediction errors (``python -m benchmarks sizing``).
 
 For every store spec, builds the real store at 1,000 and 2,000 random unit vectors of 64 and 384
-dimensions, fits the per-component constants of :mod:`slimvec.benchmarks.sizing`, then builds it
+dimensions, fits the per-component constants of :mod:`slimvec.planner.sizing`, then builds it
 again at sizes it was NOT fitted on and records predicted against measured allocated bytes. One
 more model per store is fitted with a 120-byte JSON text payload per document and checked the
 same way. Optionally (``ram``) the model's RAM is compared with the RSS growth of a fresh process.
@@ -39,7 +39,7 @@ def _constants(model: Any) -> list[str]:
 
 def _ram_rows(spec: str, model: Any, sizes: Sequence[int], dim: int = 384) -> list[str]:
     """Model RAM against measured RSS growth of a fresh process that opens the store and searches."""
-    from slimvec.benchmarks.sizing import measure_resident
+    from slimvec.planner.sizing import measure_resident
 
     rows, points = [], []
     for n in sizes:
@@ -83,7 +83,7 @@ def wrap_prose(lines: list[str], width: int = 100) -> list[str]:
 
 def _one_store(spec: str, pay: int, big: int, ram_sizes: Sequence[int] | None,
                sizes: Sequence[int], dims: Sequence[int], tables: dict[str, list[str]]) -> dict[str, Any]:
-    from slimvec.benchmarks.sizing import calibrate, check_model
+    from slimvec.planner.sizing import calibrate, check_model
 
     t0 = time.perf_counter()
     model, measured = calibrate(spec, tuple(sizes), tuple(dims), (pay,))

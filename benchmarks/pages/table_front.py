@@ -5,7 +5,7 @@ For each results file and dataset, for each budget of measured serving RAM per v
 row that *reduces first* (reducer other than ``none``) and the best row on the *full dimension*
 (reducer ``none``: every peer and every full-dimension store, quantized or not), by neighbour
 recall@10. A re-ranked row is only ever compared with re-ranked rows: one table per footing
-(:func:`slimvec.benchmarks.ranking.equal_footing`). Re-ranking from the full vectors on disk adds
+(:func:`slimvec.planner.ranking.equal_footing`). Re-ranking from the full vectors on disk adds
 the 16 B/vector id lookup to a row's RAM and nothing else (the vectors stay on disk).
 
 The winner column says which side has the higher recall within the budget, "tie" within 0.002
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.benchmarks.analysis import by_dataset, config_label, short_faiss
-from slimvec.benchmarks.ranking import RERANKED, equal_footing
 from slimvec.benchmarks.record import quiet_during
 from slimvec.benchmarks.rows import Row, load_rows
+from slimvec.planner.ranking import RERANKED, equal_footing
 
 __all__ = ["RAM_BUDGETS", "row_ram", "reducer_front", "speed_front", "render_headline", "TIE", "SPEED_TARGETS"]
 

@@ -8,7 +8,7 @@ docs/benchmarks/scale-runs.md:
   measured build and serving RSS, disk and RAM bytes per vector;
 - growth: build seconds and serving RSS per 1,000 vectors at each size (flat = linear);
 - size models: RAM and disk predicted at every size by models fitted at <= 4,000 vectors
-  (:func:`slimvec.benchmarks.sizing.calibrate`), against what was measured;
+  (:func:`slimvec.planner.sizing.calibrate`), against what was measured;
 - the issue's goals, each with the best row that meets it or the reason none does;
 - the front: best recall at each budget of serving RAM per vector.
 
@@ -102,8 +102,8 @@ def _growth(by_size: dict[str, list[Row]]) -> list[str]:
 
 
 def _models(by_size: dict[str, list[Row]]) -> list[str]:
-    from slimvec.benchmarks.sizing import calibrate
     from slimvec.errors import SlimvecError
+    from slimvec.planner.sizing import calibrate
 
     out = ["| store | dim | size | disk predicted | disk measured | error | RAM predicted | RAM measured | "
            "error |", "|---|---|---|---|---|---|---|---|---|"]

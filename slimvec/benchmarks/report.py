@@ -97,7 +97,7 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
 def reranked_cell(row: Row) -> str:
     """``×8`` for a row re-ranked from 8 candidates per result (``yes`` without a depth), ``no``
     when it was not re-ranked: every table says on which footing a row stands."""
-    from slimvec.benchmarks.ranking import RERANKED, footing
+    from slimvec.planner.ranking import RERANKED, footing
 
     if footing(row) != RERANKED:
         return "no"
@@ -164,7 +164,7 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
 
     out += _reducer_costs(rows) + _routed(rows)
 
-    from slimvec.benchmarks.ranking import buildable, ranking_metric
+    from slimvec.planner.ranking import buildable, ranking_metric
 
     metrics = [quality_metric(rows)]
     _, flagged = ranking_metric(rows, "task_recall_at_k")
@@ -184,10 +184,10 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
 
 
 def _footing_sections(rows: list[Row], metric: str, k: int) -> list[str]:
-    """Per footing (re-ranked or not, :func:`slimvec.benchmarks.ranking.equal_footing`): the best
+    """Per footing (re-ranked or not, :func:`slimvec.planner.ranking.equal_footing`): the best
     configuration per bytes/vector budget beside the best peer on the same footing, and the
     Pareto front. A re-ranked row is only ever set against re-ranked peers."""
-    from slimvec.benchmarks.ranking import equal_footing, footing_fronts, ingest_command
+    from slimvec.planner.ranking import equal_footing, footing_fronts, ingest_command
 
     title = _title(metric, k)
     out: list[str] = []

@@ -227,7 +227,7 @@ class _Runner:
         build_s, index_bytes, store_fixed = self.build(variant.spec, red.corpus, ds.metric, folder)
         memory: dict[str, Any] = {}
         if self.cfg.measure_rss:
-            from slimvec.benchmarks.sizing import measure_open_rss
+            from slimvec.planner.sizing import measure_open_rss
 
             memory["build_rss_bytes"] = self.build_rss
             try:

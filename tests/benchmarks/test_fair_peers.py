@@ -46,7 +46,7 @@ def test_rows_carry_reranked_and_depth_derived_for_older_files():
 
 
 def test_the_front_never_sets_a_reranked_row_against_only_unreranked_peers():
-    from slimvec.benchmarks.ranking import NOT_RERANKED, RERANKED, footing, footing_fronts
+    from slimvec.planner.ranking import NOT_RERANKED, RERANKED, footing, footing_fronts
 
     picks = footing_fronts(ROWS, "neighbor_recall_at_k", budgets=[48, 64])
     assert {p.footing for p in picks} == {RERANKED, NOT_RERANKED}
@@ -122,7 +122,7 @@ def test_rabitq_peers_are_built_in_and_measured_with_a_reranked_twin(tmp_path: P
 
 def test_rabitq_in_tune_grid_is_rescored_and_in_the_quantization_facet():
     from benchmarks.pages.html.data import row_facets
-    from slimvec.benchmarks.tune import default_grid
+    from slimvec.planner.tune import default_grid
 
     grid = default_grid(384)
     rabitq = [r for r in grid if r.store == "faiss:RaBitQ"]
@@ -138,7 +138,7 @@ def test_rabitq_in_tune_grid_is_rescored_and_in_the_quantization_facet():
 
 @pytest.mark.parametrize("store", ["faiss:RaBitQ", "faiss:IVF64,RaBitQfs"])
 def test_rabitq_recipes_are_buildable_rows(store):
-    from slimvec.benchmarks.ranking import buildable, ingest_command
+    from slimvec.planner.ranking import buildable, ingest_command
 
     row = _row("pca:96", store, 20.0, 0.9, rescore=8)
     assert buildable(row) == (True, "")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.latency import latency_at
 from slimvec.connectors import parse_store_spec, store_class
+from slimvec.planner.latency import latency_at
 
 DEV = Path(__file__).parent / "data" / "stsb_dev_results.json"
 

@@ -11,7 +11,7 @@ works from a file:// URL or behind a server). It shows:
   baselines marked;
 - a capacity planner form (documents, encoder dimension, RAM budget, minimum quality, maximum
   p50) that evaluates the *same* fitted store size models as ``slimvec plan``
-  (:func:`slimvec.benchmarks.plan.make_plan`), exported into the page as data, so page and CLI
+  (:func:`slimvec.planner.plan.make_plan`), exported into the page as data, so page and CLI
   print the same configurations and RAM / disk figures;
 - reducer cost, cluster-routed retrieval, and the notes (skipped configurations grouped by
   reason, with counts).

@@ -3,7 +3,7 @@
 Everything the page computes from (filters, fronts, planner answers) is prepared here, in
 Python, from typed :class:`~slimvec.benchmarks.rows.Row` objects (old and new results files both
 load through :func:`~slimvec.benchmarks.rows.load_rows`); they become JSON once, as the page's
-data. Metrics measured "at k" are the rows' ``*_at_k`` fields, titled with the rows' k. The planner part calls :func:`slimvec.benchmarks.plan.make_plan`, the
+data. Metrics measured "at k" are the rows' ``*_at_k`` fields, titled with the rows' k. The planner part calls :func:`slimvec.planner.plan.make_plan`, the
 code behind ``slimvec plan``, and exports its fitted size models and candidates.
 """
 
@@ -118,7 +118,7 @@ def row_facets(row: Row) -> dict[str, Any]:
         ``quant`` (``float32``, ``sq8``, ``pq``, ``bq1``, ``int8``...; ``—`` for routed rows),
         ``rescoring`` (``none``, ``×R`` full-vector re-rank, ``store`` when the store re-scores
         itself), ``reranked`` (the footing fronts are drawn on:
-        :func:`slimvec.benchmarks.ranking.footing`), ``role`` (``full``, ``reduced``, ``peer``
+        :func:`slimvec.planner.ranking.footing`), ``role`` (``full``, ``reduced``, ``peer``
         or ``routed``) and ``label``.
     """
     from slimvec.benchmarks.report import config_label
@@ -145,8 +145,8 @@ def row_facets(row: Row) -> dict[str, Any]:
         rescoring = "store"
     else:
         rescoring = "none"
-    from slimvec.benchmarks.ranking import buildable, ingest_command
-    from slimvec.benchmarks.sizing import rescore_bytes_per_vector
+    from slimvec.planner.ranking import buildable, ingest_command
+    from slimvec.planner.sizing import rescore_bytes_per_vector
 
     # what x R rescoring costs beyond the plain twin's bytes (sizing.rescore_bytes_per_vector):
     # the id lookup in RAM and the full vectors read from disk
@@ -154,7 +154,7 @@ def row_facets(row: Row) -> dict[str, Any]:
     extra_ram, extra_disk = (rescore_bytes_per_vector(int(dim_in), "float32")
                              if rescoring.startswith("×") and dim_in else (0, 0))
     ok, why = buildable(row)
-    from slimvec.benchmarks.ranking import RERANKED, footing
+    from slimvec.planner.ranking import RERANKED, footing
 
     return {"family": reducer.split(":", 1)[0], "store_name": "routed" if routed else name,
             "reranked": footing(row) == RERANKED,
@@ -213,7 +213,7 @@ def null_metric_notes(rows: Sequence[Row], roles: Sequence[str]) -> list[dict[st
 
 # --------------------------------------------------------------------------- planner
 def _group_key(row: Row) -> tuple[str, str, bool, int] | None:
-    from slimvec.benchmarks.sizing import sizing_spec
+    from slimvec.planner.sizing import sizing_spec
 
     try:
         store = sizing_spec(str(row.store or ""))
@@ -236,12 +236,12 @@ def _growth(store: str) -> str:
 
 
 def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> dict[str, Any]:
-    """Size models and candidates of :func:`~slimvec.benchmarks.plan.make_plan`, per encoder dimension.
+    """Size models and candidates of :func:`~slimvec.planner.plan.make_plan`, per encoder dimension.
 
     For each input dimension of the rows, ``make_plan`` is run once (a huge memory budget as a
-    target, so nothing is filtered): its fitted :class:`~slimvec.benchmarks.sizing.SizeModel`
+    target, so nothing is filtered): its fitted :class:`~slimvec.planner.sizing.SizeModel`
     per store are exported as JSON, and its candidates in the order
-    :func:`~slimvec.benchmarks.plan.candidates_from_results` produces them (the order
+    :func:`~slimvec.planner.plan.candidates_from_results` produces them (the order
     ``make_plan`` sorts from), with the quality of every plan metric and the worst p50 latency.
     The page evaluates ``RAM(N) = Σ resident components max(fixed + fixed_per_dim·d +
     N·(per_vector + per_dim·d), 0) + extra_ram_per_vector·N + reducer_bytes`` exactly like
@@ -253,8 +253,8 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> d
         ``{"metrics": [...], "dims": {"384": {"models", "candidates", "notes", "checks"}},
         "errors": {dim: reason}}``.
     """
-    from slimvec.benchmarks.plan import QUALITY_METRICS, candidates_from_results, make_plan
-    from slimvec.benchmarks.ranking import ranking_metric
+    from slimvec.planner.plan import QUALITY_METRICS, candidates_from_results, make_plan
+    from slimvec.planner.ranking import ranking_metric
 
     dims = sorted({int(_num(r.dim_in) or 0) for r in rows if _num(r.dim_in)})
     out: dict[str, Any] = {"metrics": list(QUALITY_METRICS), "payload_bytes": 0, "dims": {}, "errors": {}}
@@ -316,7 +316,7 @@ def default_metric(rows: Sequence[Row]) -> dict[str, str]:
 
     The rule (a metric that cannot discriminate must not rank anything, so it must not be the
     axis everything is read against either): the first of task recall, neighbour recall and STS
-    Spearman (:data:`PLOT_METRICS`) that :func:`slimvec.benchmarks.ranking.check_metric` finds
+    Spearman (:data:`PLOT_METRICS`) that :func:`slimvec.planner.ranking.check_metric` finds
     able to discriminate (not saturated, enough positives, rows not all within one standard
     error of the best); when none can, the recorded metric with the largest spread (max - min)
     over the rows.
@@ -326,7 +326,7 @@ def default_metric(rows: Sequence[Row]) -> dict[str, str]:
     dict
         ``{"key": row field, "reason": the sentence the page prints after "chosen because"}``.
     """
-    from slimvec.benchmarks.ranking import check_metric
+    from slimvec.planner.ranking import check_metric
 
     passed: list[str] = []
     spreads: dict[str, float] = {}

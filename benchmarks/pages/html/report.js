@@ -1,6 +1,6 @@
 // slimvec report.html: plots, table, planner and notes from the JSON in #report-data.
 // Hand-written SVG and DOM; no library, no network. The planner mirrors
-// slimvec.benchmarks.plan.make_plan and slimvec.benchmarks.sizing.SizeModel (see data.py).
+// slimvec.planner.plan.make_plan and slimvec.planner.sizing.SizeModel (see data.py).
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("report-data").textContent);

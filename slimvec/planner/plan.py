@@ -3,7 +3,7 @@
 Quality comes from measured benchmark rows (:class:`~slimvec.benchmarks.rows.Row`: the
 ``results.json`` of ``slimvec bench`` read by :func:`~slimvec.benchmarks.rows.load_rows`, or a
 quick sweep on a sample of the user's data, :func:`slimvec.benchmarks.sweep.quick_sweep`); size
-comes from the per-store models of :mod:`slimvec.benchmarks.sizing`, fitted on real builds at small
+comes from the per-store models of :mod:`slimvec.planner.sizing`, fitted on real builds at small
 sizes and checked at a size they were not fitted on, so every plan prints its own prediction error::
 
     rows, _ = load_rows("out/results.json")
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.candidates import (
+from slimvec.benchmarks.rows import Row
+from slimvec.errors import ConfigError
+from slimvec.planner.candidates import (
     QUALITY_METRICS,
     Candidate,
     candidates_for_recipes,
@@ -32,11 +34,9 @@ from slimvec.benchmarks.candidates import (
     rows_k,
     sizing_candidates,
 )
-from slimvec.benchmarks.latency import latency_at
-from slimvec.benchmarks.ranking import rank_key
-from slimvec.benchmarks.rows import Row
-from slimvec.benchmarks.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_sizes
-from slimvec.errors import ConfigError
+from slimvec.planner.latency import latency_at
+from slimvec.planner.ranking import rank_key
+from slimvec.planner.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_sizes
 from slimvec.ranges import check_int, check_number
 
 __all__ = ["Candidate", "Plan", "parse_bytes", "candidates_from_results", "candidates_for_recipes",
@@ -354,9 +354,9 @@ def _closing_notes(cands: list[Candidate], checks: list[SizeCheck], check_n: int
 def _rank_quality(cands: list[Candidate], rows: Sequence[Row], dim: int, stores: Sequence[str],
                   metric: str, recipes: Sequence[Any], notes: list[str]) -> tuple[str | None, list[Any]]:
     """Set each candidate's ranking quality: ``metric`` when it discriminates on the rows at
-    ``dim`` (:func:`slimvec.benchmarks.ranking.ranking_metric`), else the first metric that
+    ``dim`` (:func:`slimvec.planner.ranking.ranking_metric`), else the first metric that
     does (noted). Returns (the metric ranked by, the checks of the metrics passed over)."""
-    from slimvec.benchmarks.ranking import ranking_metric
+    from slimvec.planner.ranking import ranking_metric
 
     at_dim = rows_at_dim(rows, dim)
     for c in cands:

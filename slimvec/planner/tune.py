@@ -4,7 +4,7 @@ Successive halving over a grid of :class:`~slimvec.recipe.Recipe` candidates, on
 user's own vectors:
 
 1. every candidate's RAM and disk at the target corpus size N are predicted with the store size
-   models (:mod:`slimvec.benchmarks.sizing`, fitted on real builds at 1,000 and 2,000 vectors),
+   models (:mod:`slimvec.planner.sizing`, fitted on real builds at 1,000 and 2,000 vectors),
    plus the reducer matrix and, when rescoring, the full vectors' id column (16 B/vector in RAM;
    the full vectors themselves are memory-mapped from disk and counted on disk). Candidates over
    ``ram_budget`` are dropped before anything is measured;
@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.benchmarks.sizing import rescore_bytes_per_vector
 from slimvec.errors import ConfigError
 from slimvec.measure import IndexUnderTest, recall_at_k, time_single
+from slimvec.planner.sizing import rescore_bytes_per_vector
 from slimvec.ranges import check_int, check_number
 from slimvec.recipe import AUTO_LADDER, DEFAULT_RECIPE, DEFAULT_TARGET, Recipe, parse_recipe
 
@@ -190,9 +190,9 @@ def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] =
 
 
 def _objective(c: TuneCandidate, min_recall: float | None) -> tuple:
-    """The one ranking rule (:func:`slimvec.benchmarks.ranking.rank_key`, as plan and report.md):
+    """The one ranking rule (:func:`slimvec.planner.ranking.rank_key`, as plan and report.md):
     under a recall floor the smallest RAM meeting it, else the best recall; p50 breaks ties."""
-    from slimvec.benchmarks.ranking import rank_key
+    from slimvec.planner.ranking import rank_key
 
     return rank_key(c.meets, c.recall, c.ram_bytes, floor=min_recall, tiebreak=c.p50_ms)
 
@@ -226,7 +226,7 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None,
 
 def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path,
                    show: bool = False) -> list[str]:
-    from slimvec.benchmarks.sizing import calibrate, sizing_sizes, sizing_spec
+    from slimvec.planner.sizing import calibrate, sizing_sizes, sizing_spec
     from slimvec.ui import make_progress
 
     notes = []

@@ -1,6 +1,6 @@
 """Plan candidates: one per configuration of the measured rows, or per recipe, with its quality.
 
-The quality side of :func:`slimvec.benchmarks.plan.make_plan` (and of ``report.html``'s planner):
+The quality side of :func:`slimvec.planner.plan.make_plan` (and of ``report.html``'s planner):
 typed :class:`~slimvec.benchmarks.rows.Row` objects in, :class:`Candidate` objects out. A quality
 metric is a row field measured at the row's k (:data:`QUALITY_METRICS`); the old ``*_at_10``
 spellings are refused with the field to use (:func:`check_metric_name`).
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slimvec.benchmarks.rows import LEGACY_KEYS, Row, finite
-from slimvec.benchmarks.sizing import rescore_bytes_per_vector, sizing_spec
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
+from slimvec.planner.sizing import rescore_bytes_per_vector, sizing_spec
 
 __all__ = ["Candidate", "QUALITY_METRICS", "check_metric_name", "rows_k", "rows_at_dim",
            "candidates_from_results", "candidates_for_recipes", "sizing_candidates"]
@@ -77,7 +77,7 @@ class Candidate:
     def command(self) -> str | None:
         """The one command that builds this candidate (``slimvec ingest ... --recipe ...``), or
         ``None`` when ``slimvec ingest`` cannot build it (:attr:`why_not`)."""
-        from slimvec.benchmarks.ranking import ingest_command
+        from slimvec.planner.ranking import ingest_command
 
         if not self.buildable:
             return None
@@ -86,7 +86,7 @@ class Candidate:
 
     def rescore_bytes_per_vector(self, dim: int) -> tuple[int, int]:
         """(RAM, disk) bytes per vector a rescored candidate adds
-        (:func:`~slimvec.benchmarks.sizing.rescore_bytes_per_vector`); (0, 0) when not rescored."""
+        (:func:`~slimvec.planner.sizing.rescore_bytes_per_vector`); (0, 0) when not rescored."""
         return rescore_bytes_per_vector(dim, self.keep_full) if self.rescore else (0, 0)
 
     @property
@@ -157,7 +157,7 @@ def candidates_from_results(rows: Sequence[Row], dim: int, stores: Sequence[str]
     ConfigError
         Rows exist but none was measured at ``dim``, or none uses one of ``stores``.
     """
-    from slimvec.benchmarks.ranking import buildable
+    from slimvec.planner.ranking import buildable
 
     notes = notes if notes is not None else []
     check_metric_name(metric)
