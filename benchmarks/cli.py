@@ -223,7 +223,7 @@ def pruning_kind(
 
 
 def table_kind(
-    kind: str = typer.Argument(..., help="sweep, pruning, filtered, fair-peers, scale, headline or default-recipe."),
+    kind: str = typer.Argument(..., help="sweep, pruning, filtered, fair-peers, scale, headline, default-recipe or ingest-ceiling."),
     results: list[Path] = typer.Argument(None, help="results.json / record files (scale: the folder of scale-SIZE/) [default: the kind's published results]."),
     out: Path | None = typer.Option(None, "--out", help="Write the page here [default: the kind's docs page, or print]."),
     print_only: bool = typer.Option(False, "--print", help="Print, do not write the default page."),

@@ -167,6 +167,13 @@ def _headline(paths: list[Path], root: Path) -> str:
     return render_headline([p.resolve() for p in paths], root)
 
 
+def _ingest_ceiling(paths: list[Path], root: Path) -> str:
+    from benchmarks.kinds.ingest import ceiling_markdown
+    from slimvec.benchmarks.record import load_record
+
+    return ceiling_markdown(load_record(paths[0]))
+
+
 def _default_recipe(paths: list[Path], root: Path) -> str:
     from benchmarks.kinds.recipe_choice import render_choice_runs
 
@@ -184,6 +191,8 @@ TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None
     "default-recipe": (_default_recipe, ["docs/benchmarks/default-recipe.json",
                                          "docs/benchmarks/default-recipe-beam128.json"],
                        "docs/benchmarks/default-recipe-runs.md"),
+    "ingest-ceiling": (_ingest_ceiling, ["docs/benchmarks/ingest-ceiling-20k.json"],
+                       "docs/benchmarks/ingest-ceiling-20k.md"),
     # the runs with every peer re-ranked and serving RAM measured: real text (300k, 100k), then synthetic
     "headline": (_headline, ["bench-results/realtext-300k/results.json", "bench-results/realtext-100k/results.json",
                              "bench-results/scale-100k-fair/results.json"],
