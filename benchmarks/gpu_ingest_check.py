@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 log = logging.getLogger("gpu_ingest_check")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the checkout's benchmarks/
 
 REAL_CORPUS = Path.home() / ".cache" / "slimvec-corpus" / "corpus.jsonl"
 

@@ -24,8 +24,10 @@ import logging
 import sys
 from pathlib import Path
 
-from benchmarks.corpora.realtext import build_corpus, default_out_dir
-from slimvec.errors import SlimvecError
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's benchmarks/ tree
+
+from benchmarks.corpora.realtext import build_corpus, default_out_dir  # noqa: E402
+from slimvec.errors import SlimvecError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from slimvec.benchmarks import synthetic as syn
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's benchmarks/ tree (not installed)
+
+from benchmarks.corpora import synthetic as syn  # noqa: E402
 
 
 def main() -> None:
