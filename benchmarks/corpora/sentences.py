@@ -20,7 +20,7 @@ __all__ = ["DATA", "PAIR_FILES", "pair_sentences", "jsonl_rows", "write_jsonl", 
 
 log = logging.getLogger(__name__)
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[2] / "slimvec" / "data"  # the bundled data
 #: the bundled pair files, in the order their sentences are taken
 PAIR_FILES = ("stsb-train.tsv", "sick-train.tsv", "msrp-train.tsv", "stsb-dev.tsv", "stsb-test.tsv")
 

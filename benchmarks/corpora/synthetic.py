@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 #: rows generated per chunk (fixed: the stream for a seed depends on it)
 CHUNK = 65536
 _KIND = "slimvec-mixture"
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "slimvec" / "data"  # the bundled data
 
 
 @dataclass

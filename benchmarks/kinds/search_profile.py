@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
 DEFAULT = "pca:96|qdrant-edge|rescore=auto,keep_full=float16"
 REFERENCE = "none|hnsw"
 log = logging.getLogger("search_profile")

@@ -147,3 +147,13 @@ def test_the_filtered_page_says_quiet_only_when_the_run_measured_it():
         "**Quiet**: other processes used 0.007 of a core during the run (2 cores).", "")
     assert quiet_note({"others_cores": QUIET_OTHERS + 0.5})[1] == " (not quiet)"
     assert quiet_note({})[0].startswith("**Not known to be quiet**")
+
+
+def test_the_moved_modules_find_the_bundled_data_and_the_checkout():
+    """Paths computed from ``__file__`` moved with the modules (issue 35 item 4): the slow tier's
+    kinds failed with FileNotFoundError when they still pointed one folder too high or low."""
+    from benchmarks.corpora import sentences, synthetic
+    from benchmarks.kinds import search_profile
+
+    assert (sentences.DATA / "sentences.jsonl").is_file() and list(synthetic.DATA.glob("*.tsv"))
+    assert search_profile.ROOT == ROOT
