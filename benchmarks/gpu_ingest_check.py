@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 log = logging.getLogger("gpu_ingest_check")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the checkout's benchmarks/
 
 REAL_CORPUS = Path.home() / ".cache" / "slimvec-corpus" / "corpus.jsonl"
 
@@ -47,7 +48,7 @@ def load_texts(corpus: Path | None, limit: int) -> list[str]:
                 if len(texts) >= limit:
                     break
         return texts
-    from slimvec.benchmarks.kinds.corpora import pair_sentences
+    from benchmarks.corpora.sentences import pair_sentences
 
     base = pair_sentences()
     return [base[i % len(base)] + ("" if i < len(base) else f" ({i // len(base)})")

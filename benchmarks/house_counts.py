@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "slimvec"
 
 def counts() -> dict[str, object]:
     """Lines, modules per folder, upward and function-level imports of ``slimvec/``."""
-    lines, modules, upward, local = 0, Counter(), [], 0
+    lines, modules, upward, local = 0, Counter[str](), [], 0
     for path in sorted(ROOT.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         lines += len(text.splitlines())
@@ -29,7 +29,7 @@ def counts() -> dict[str, object]:
                 local += sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(node))
             root = (isinstance(node, ast.ImportFrom) and node.module == "slimvec" and node.level == 0) or (
                 isinstance(node, ast.Import) and any(a.name == "slimvec" for a in node.names))
-            if root and path != ROOT / "__init__.py":
+            if root and path != ROOT / "__init__.py" and isinstance(node, (ast.Import, ast.ImportFrom)):
                 upward.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
     return {"lines": lines, "modules": sum(modules.values()), "folders_over_20": {
         k: v for k, v in sorted(modules.items()) if v > 20}, "modules_per_folder": dict(sorted(modules.items())),

@@ -4,7 +4,7 @@ where the time of ``query_points``, ``count``, ``get_collection`` and ``upsert``
     python benchmarks/pending_calls.py [--n 500] [--dim 384] [--calls 20] [--profile query]
 
 Prints one JSON line of median milliseconds per call; ``--profile CALL`` also prints cProfile's
-top functions of that call. Over HTTP: ``slimvec bench qdrant-compat --n 500``.
+top functions of that call. Over HTTP: ``python -m benchmarks qdrant-compat --n 500``.
 """
 
 from __future__ import annotations

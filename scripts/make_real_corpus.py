@@ -1,6 +1,6 @@
 """Build the real English corpus (>= 300,000 sentences) from Debian's wordnet-base and dict-gcide.
 
-Thin wrapper around :func:`slimvec.benchmarks.realtext.build_corpus` (the rules live there):
+Thin wrapper around :func:`benchmarks.corpora.realtext.build_corpus` (the rules live there):
 installs the packages when their files are missing (apt-get, as root or with sudo -n), reads
 WordNet glosses and examples and GCIDE definitions and quotations, drops non-sentences and
 duplicates, holds out seeded queries, and writes corpus.jsonl, queries.jsonl and manifest.json to
@@ -11,7 +11,7 @@ slimvec.benchmarks.encoding_cache (see the realtext module docstring).
 
 With --encode it then encodes the corpus (resumably, through the encoding cache) into
 bench-data/realtext-minilm-{100k,300k,all,queries}.npy, the files the real-text scale suites read
-(slimvec.benchmarks.realtext_encode); an existing corpus folder is reused, not rebuilt.
+(benchmarks.corpora.realtext_encode); an existing corpus folder is reused, not rebuilt.
 
     python scripts/make_real_corpus.py --encode [--data bench-data] [--sizes 100000,300000]
 """
@@ -24,8 +24,10 @@ import logging
 import sys
 from pathlib import Path
 
-from slimvec.benchmarks.realtext import build_corpus, default_out_dir
-from slimvec.errors import SlimvecError
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's benchmarks/ tree
+
+from benchmarks.corpora.realtext import build_corpus, default_out_dir  # noqa: E402
+from slimvec.errors import SlimvecError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
-    from slimvec.benchmarks.realtext_encode import encode_corpus
+    from benchmarks.corpora.realtext_encode import encode_corpus
 
     try:
         if not (args.out / "manifest.json").is_file():

@@ -1,7 +1,7 @@
 """Write the scale-run vectors of issue 17 into bench-data/ (git-ignored).
 
 Synthetic: a Gaussian mixture fitted to all-MiniLM-L6-v2 vectors of the bundled sentences
-(slimvec.benchmarks.synthetic), 1,000,000 corpus vectors (seed 0) with the 100k and 300k prefixes,
+(benchmarks.corpora.synthetic), 1,000,000 corpus vectors (seed 0) with the 100k and 300k prefixes,
 and 1,000 held-out queries (seed 1). Real: GloVe 6B-50d (400k words, cosine): 1,000 rows drawn
 at random (seed 0) become the queries and are left out of the corpus (399,000 rows).
 
@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from slimvec.benchmarks import synthetic as syn
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's benchmarks/ tree (not installed)
+
+from benchmarks.corpora import synthetic as syn  # noqa: E402
 
 
 def main() -> None:

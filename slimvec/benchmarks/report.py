@@ -97,7 +97,7 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
 def reranked_cell(row: Row) -> str:
     """``×8`` for a row re-ranked from 8 candidates per result (``yes`` without a depth), ``no``
     when it was not re-ranked: every table says on which footing a row stands."""
-    from slimvec.benchmarks.ranking import RERANKED, footing
+    from slimvec.planner.ranking import RERANKED, footing
 
     if footing(row) != RERANKED:
         return "no"
@@ -164,7 +164,7 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
 
     out += _reducer_costs(rows) + _routed(rows)
 
-    from slimvec.benchmarks.ranking import buildable, ranking_metric
+    from slimvec.planner.ranking import buildable, ranking_metric
 
     metrics = [quality_metric(rows)]
     _, flagged = ranking_metric(rows, "task_recall_at_k")
@@ -184,10 +184,10 @@ def _dataset_section(name: str, rows: list[Row]) -> list[str]:
 
 
 def _footing_sections(rows: list[Row], metric: str, k: int) -> list[str]:
-    """Per footing (re-ranked or not, :func:`slimvec.benchmarks.ranking.equal_footing`): the best
+    """Per footing (re-ranked or not, :func:`slimvec.planner.ranking.equal_footing`): the best
     configuration per bytes/vector budget beside the best peer on the same footing, and the
     Pareto front. A re-ranked row is only ever set against re-ranked peers."""
-    from slimvec.benchmarks.ranking import equal_footing, footing_fronts, ingest_command
+    from slimvec.planner.ranking import equal_footing, footing_fronts, ingest_command
 
     title = _title(metric, k)
     out: list[str] = []
@@ -335,27 +335,25 @@ def render_report(rows: Sequence[Row], meta: dict[str, Any] | None = None,
 
 
 def write_report(results_path: str | Path, out_dir: str | Path) -> Path:
-    """Write ``report.md`` and the PNG plots of ``results_path`` into ``out_dir``.
+    """Write ``report.md`` of ``results_path`` into ``out_dir`` (the PNG plots and ``report.html``
+    are views in the checkout: ``python -m benchmarks report``).
 
     Parameters
     ----------
     results_path : path
         ``results.json`` written by the runner.
     out_dir : path
-        Folder for ``report.md`` and the plots (created if missing).
+        Folder for ``report.md`` (created if missing).
 
     Returns
     -------
     Path
         The ``report.md`` written.
     """
-    from slimvec.benchmarks.plots import draw_all
-
     rows, meta = load_rows(results_path)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plots = draw_all(rows, out)
     report = out / "report.md"
-    report.write_text(render_report(rows, meta, plots), encoding="utf-8")
-    log.info("wrote %s (%d rows, %d plots)", report, len(rows), sum(v is None for v in plots.values()))
+    report.write_text(render_report(rows, meta), encoding="utf-8")
+    log.info("wrote %s (%d rows)", report, len(rows))
     return report

@@ -68,7 +68,7 @@ class Row:
         The row's candidates were re-ranked by higher-precision vectors before the top k was
         taken: full vectors on disk (``rescore`` R), a store's own rescoring (Qdrant
         ``rescore=true`` with its oversampling) or sentence-transformers' int8 rescoring. Rows
-        are compared on equal footing only (:func:`slimvec.benchmarks.ranking.equal_footing`):
+        are compared on equal footing only (:func:`slimvec.planner.ranking.equal_footing`):
         a re-ranked row against re-ranked rows. Derived from ``rescore`` and the store label
         for files written before the field.
     rerank_depth : float or None

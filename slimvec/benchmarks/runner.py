@@ -227,7 +227,7 @@ class _Runner:
         build_s, index_bytes, store_fixed = self.build(variant.spec, red.corpus, ds.metric, folder)
         memory: dict[str, Any] = {}
         if self.cfg.measure_rss:
-            from slimvec.benchmarks.sizing import measure_open_rss
+            from slimvec.planner.sizing import measure_open_rss
 
             memory["build_rss_bytes"] = self.build_rss
             try:
@@ -455,7 +455,7 @@ def run_bench(datasets: Sequence[BenchDataset], config: BenchConfig,
     meta : dict
         ``skipped`` configurations with reasons, datasets' summaries, the config.
     """
-    from slimvec.benchmarks.kinds.record import MachineFacts
+    from slimvec.benchmarks.record import MachineFacts
 
     config.validate()
     machine = MachineFacts()  # load and other processes' CPU around the run: quiet or not

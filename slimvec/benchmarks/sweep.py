@@ -83,8 +83,7 @@ def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vector
              len(config.stores), sample)
     with tempfile.TemporaryDirectory(prefix="slimvec-sweep-") as tmp:
         config.work_dir = Path(tmp)
-        rows, _, _ = bench_to_folder(inputs, config, out, command=_sweep_command(inputs, config),
-                                    html=False)
+        rows, _, _ = bench_to_folder(inputs, config, out, command=_sweep_command(inputs, config))
     return rows
 
 

@@ -27,7 +27,7 @@ def _progress(console: Console) -> Progress:
 
 
 def bench(
-    out: Path | None = typer.Option(None, "--out", help="Folder for results.json, report.md and the plots (required unless the --suite names one)."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for results.json and report.md (required unless the --suite names one)."),
     suite: Path | None = typer.Option(None, "--suite", help="TOML suite file listing data, reducers, stores and options (see benchmarks/suites/); replaces the data and run options."),
     pairs: list[Path] = typer.Option([], "--pairs", help="sentence1<TAB>sentence2<TAB>score file (repeatable): the corpus is their unique sentences."),
     train_pairs: list[Path] = typer.Option([], "--train-pairs", help="Pairs file whose positive pairs train pair-learning reducers such as mcr2 (repeatable); evaluation pairs never reach fit."),
@@ -140,10 +140,7 @@ def bench(
                                                   extra_meta=extra_meta)
     from slimvec.ui import faiss_warning_count
 
-    html_page = Path(out) / "report.html"
     console.print(f"{len(rows)} rows in {results}; report {Path(out) / 'report.md'}"
-                  + (f" and {html_page} (open it in a browser: plots and the capacity planner)"
-                     if html_page.is_file() else "")
                   + (f"; {len(meta['skipped'])} configuration(s) skipped (see the report's notes)"
                      if meta["skipped"] else "")
                   + f"; {meta.get('wall_s', 0):,.1f} s wall", markup=False)

@@ -50,9 +50,9 @@ def number_range(low: float | None = None, high: float | None = None, *, low_ope
 
 def byte_size(param: typer.CallbackParam, value: Any) -> Any:
     """Typer option callback: a size option (``2GiB``) must parse
-    (:func:`~slimvec.benchmarks.plan.parse_bytes`) while the options are parsed."""
+    (:func:`~slimvec.planner.plan.parse_bytes`) while the options are parsed."""
     if value is not None:
-        from slimvec.benchmarks.plan import parse_bytes
+        from slimvec.planner.plan import parse_bytes
 
         parse_bytes(value, what=_option_name(param))
     return value

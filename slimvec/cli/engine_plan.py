@@ -17,7 +17,7 @@ def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float
                     cpu_rate: float | None, node_ram: str, node_hour_price: float,
                     replication: int, err: Console) -> EnginePlan:
     """Size ingest and serving for the candidates of a ``slimvec plan`` result."""
-    from slimvec.benchmarks.plan import parse_bytes
+    from slimvec.planner.plan import parse_bytes
 
     source = "given with --cpu-rate"
     cfg = EngineConfig(engine=engine, workers=workers, gpus_per_worker=gpus_per_worker,

@@ -52,9 +52,9 @@ def tune(
     """Choose reducer × store × rescoring depth for your budget (successive halving on a sample)."""
     import numpy as np
 
-    from slimvec.benchmarks.plan import parse_bytes
-    from slimvec.benchmarks.tune import default_grid, ranking_rule
-    from slimvec.benchmarks.tune import tune as run_tune
+    from slimvec.planner.plan import parse_bytes
+    from slimvec.planner.tune import default_grid, ranking_rule
+    from slimvec.planner.tune import tune as run_tune
     from slimvec.recipe import save_recipe
 
     if (vectors is None) == (not pairs):

@@ -168,7 +168,7 @@ class VectorStore(abc.ABC):
 
         ``meta`` and ``payloads`` for every store; then store-specific ones (``index``, ``ids``,
         ``vectors``, ``quantized``, ``links``, ``id_tracker``, ``payload``, ``wal``) or ``other``.
-        Used by :mod:`slimvec.benchmarks.sizing`.
+        Used by :mod:`slimvec.planner.sizing`.
         """
         name = Path(path).name
         if name == META_FILE:
@@ -202,7 +202,7 @@ class VectorStore(abc.ABC):
     @classmethod
     def min_train_vectors(cls, arg: str | None, options: Mapping[str, Any]) -> int:
         """Fewest vectors a store of this spec can be built from (trained quantizers need some;
-        default 0). Size models (:mod:`slimvec.benchmarks.sizing`) build above it."""
+        default 0). Size models (:mod:`slimvec.planner.sizing`) build above it."""
         return 0
 
     @classmethod

@@ -9,7 +9,7 @@ default) runs each query's segment reads one after another on one pool thread; 0
 engine's own default (a thread per CPU, each query's segments read in parallel). On 20,000 real
 sentences, 320 candidates, two cores shared with other work, one thread answered with the same
 ids in p50 1.3 ms against 7.8-12 ms for the engine's pool (a query fanned out over threads waits
-for each to be scheduled; ``slimvec bench search-profile``, issue 28 item 4).
+for each to be scheduled; ``python -m benchmarks search-profile``, issue 28 item 4).
 Bulk upserts go to the WAL; :meth:`QdrantEdgeStore.finalize` runs ``optimize()``, which builds
 the HNSW graph (and quantized codes when ``quant`` is set).
 
@@ -272,7 +272,7 @@ class QdrantEdgeStore(VectorStore):
     def _collect(self, batches: Any, n: int, k: int) -> SearchResult:
         """Ids and scores of the engine's points, a row per query (padded to ``k``). One list per
         field and one slice assignment per row: two numpy item writes per point were 6 % of a
-        search that fetches 320 candidates (issue 28 item 4, ``slimvec bench search-profile``)."""
+        search that fetches 320 candidates (issue 28 item 4, ``python -m benchmarks search-profile``)."""
         out = SearchResult.empty(n, k)
         for row, points in enumerate(batches):
             m = min(len(points), k)

@@ -9,7 +9,7 @@ Inputs, each printed with the plan:
   machine's GPU and recorded (:func:`measured_gpu_rate`, ``$SLIMVEC_CACHE/gpu-rate.json``), else
   the one measured on an H200 for issue 36, :data:`GPU_DOCS_PER_S` (the plan says which);
 - **bytes per vector** of each configuration: the RAM predicted by the store size models of
-  ``slimvec plan`` (:mod:`slimvec.benchmarks.sizing`, fitted on real builds) at the planned N,
+  ``slimvec plan`` (:mod:`slimvec.planner.sizing`, fitted on real builds) at the planned N,
   divided by N.
 
 The model is linear and assumes what the measurements on one machine support: workers scale

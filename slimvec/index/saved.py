@@ -4,7 +4,7 @@ Bytes per vector against the full encoder vector (float32), the RAM the store ne
 the full-vector side file kept for rescoring (by name), and the rescoring depth as ``×R``. RAM is
 not a new formula: it is the allocated bytes of the store files in the components its class holds
 in memory (``resident_components`` / ``file_component``, the same split the size models of
-:mod:`slimvec.benchmarks.sizing` are fitted on), plus the id lookup rescoring keeps in RAM
+:mod:`slimvec.planner.sizing` are fitted on), plus the id lookup rescoring keeps in RAM
 (:func:`slimvec.connectors.fullvectors.rescore_bytes_per_vector`); the full vectors themselves are
 memory-mapped from disk.
 """

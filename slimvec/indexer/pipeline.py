@@ -104,7 +104,7 @@ class IngestOptions:
         A loaded encoder used instead of loading ``encoder`` (same interface as
         :class:`~slimvec.indexer.encoder.Encoder`: ``name``, ``dim``, ``encode``,
         ``max_seq_length``, ``model.tokenizer``): a caller that keeps one warm, or the encoder-free
-        benchmark's (:mod:`slimvec.benchmarks.kinds.ingest`).
+        benchmark's (the checkout's ``benchmarks.kinds.ingest``).
     encoding : dict
         The build spec's encoding options (:data:`slimvec.buildspec.ENCODING_FIELDS`) of a new
         index; an existing index keeps its own, and a different one given is refused.

@@ -57,8 +57,8 @@ def test_rows_carry_every_key_and_outputs_exist(bench_run):
     for row in rows:
         assert set(ROW_KEYS) <= set(row)
     assert (bench_run["out"] / "report.md").is_file()
-    assert (bench_run["out"] / "report.html").is_file()  # the same results as a web page (issue 16)
-    assert list(bench_run["out"].glob("*.png")), "no plot written"
+    # views live in the checkout (issue 35 item 4): the wheel's bench writes no page, no plot
+    assert not (bench_run["out"] / "report.html").exists() and not list(bench_run["out"].glob("*.png"))
     report = (bench_run["out"] / "report.md").read_text()
     assert "pca:32" in report and "slimvec bench" in report
     assert bench_run["meta"]["skipped"] == []
@@ -157,17 +157,11 @@ def test_bad_input_is_a_clear_error(tmp_path):
     assert not (tmp_path / "o" / "results.json").exists()
 
 
-def test_bench_names_report_html_and_times_the_whole_run(bench_run):
-    """Issue 27 item 8: the summary names report.html; wall time is the run's, size builds of the
-    page's planner included (the page said 46.6 s for a 2 min 56 s run)."""
-    import re
-
+def test_bench_names_its_report_and_times_the_whole_run(bench_run):
+    """Issue 27 item 8: the summary names the report; wall time is the whole run's."""
     err = " ".join(bench_run["proc"].stderr.split())
-    assert f"{bench_run['out'] / 'report.html'} (open it in a browser" in err, err[-2000:]
+    assert f"report {bench_run['out'] / 'report.md'}" in err, err[-2000:]
     assert "WARNING clustering" not in bench_run["proc"].stderr
     meta = bench_run["meta"]
-    page = (bench_run["out"] / "report.html").read_text(encoding="utf-8")
-    page_wall = float(re.search(r'"wall_s":\s*([0-9.]+)', page).group(1))
-    assert meta["measure_s"] <= page_wall <= meta["wall_s"], (meta["measure_s"], page_wall, meta["wall_s"])
-    assert page_wall > meta["measure_s"]  # the planner's size builds take seconds
+    assert meta["measure_s"] <= meta["wall_s"]
     assert f"{meta['wall_s']:,.1f} s wall" in err

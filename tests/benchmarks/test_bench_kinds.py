@@ -1,9 +1,10 @@
-"""``slimvec bench KIND``: the measurements the suite run cannot make (issue 24 item 3).
+"""``python -m benchmarks KIND``: the measurements the suite run cannot make (issue 24 item 3).
 
-The scripts that measured with their own loops are sub-commands of ``slimvec bench`` now; each
-writes one JSON record with the machine facts. Here: ``bench --suite`` still parses as before,
-options of the suite run are refused before a sub-command, every table re-renders its published
-page from the published results, and the filtered corpus assembled from a cache. Tiny runs of
+The scripts that measured with their own loops are sub-commands of the checkout's
+``python -m benchmarks`` (issue 35 item 4: they left the installed ``slimvec bench``, which runs
+suites); each writes one JSON record with the machine facts. Here: ``slimvec bench`` is one
+command, every table re-renders its published page from the published results, and the filtered
+corpus assembled from a cache. Tiny runs of
 every measuring kind (they load MiniLM, build stores, start processes) are in
 test_bench_kinds_slow.py.
 """
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.cli import app as bench_app
 from slimvec.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +28,11 @@ RUNNER = CliRunner()
 
 def _run(*args: str):
     return RUNNER.invoke(app, list(args))
+
+
+def _bench(*args: str):
+    """``python -m benchmarks ARGS``."""
+    return RUNNER.invoke(bench_app, list(args))
 
 
 def _record(path: Path, kind: str) -> dict:
@@ -37,24 +44,25 @@ def _record(path: Path, kind: str) -> dict:
     return rec["result"]
 
 
-def test_bench_is_the_suite_run_and_lists_its_measurements():
+def test_bench_is_one_command_and_the_measurements_live_in_the_checkout():
+    """Issue 35 item 4: at most 20 commands and sub-commands under ``slimvec bench`` (it is one)."""
+    import typer
+
+    bench = typer.main.get_command(app).commands["bench"]
+    assert not hasattr(bench, "commands")
     res = _run("bench", "--help")
-    assert res.exit_code == 0, res.output
-    for word in ("--suite", "--out", "ingest", "ingest-ceiling", "rebuild", "sync", "service",
-                 "qdrant-compat", "sizing", "scaleout", "pruning", "table", "vectors", "default-recipe"):
-        assert word in res.output
+    assert res.exit_code == 0 and "--suite" in res.output and "--out" in res.output, res.output
     missing = _run("bench", "--suite", str(ROOT / "no-such-suite.toml"))
     assert "No suite file" in str(missing.exception)
-
-
-def test_suite_run_options_before_a_measurement_are_refused_not_ignored(tmp_path):
-    res = _run("bench", "--max-queries", "3", "table", "sweep")
-    assert res.exit_code != 0
-    assert "--max-queries" in str(res.exception) and "slimvec bench table --help" in str(res.exception)
+    assert _run("bench", "table", "sweep").exit_code == 2  # a former sub-command: a usage error
+    kinds = _bench("--help")
+    for word in ("ingest", "ingest-ceiling", "rebuild", "sync", "service", "qdrant-compat", "sizing",
+                 "scaleout", "pruning", "table", "vectors", "search-profile", "default-recipe"):
+        assert word in kinds.output
 
 
 def test_machine_facts_count_what_other_processes_used_not_the_run_itself():
-    from slimvec.benchmarks.kinds.record import QUIET_OTHERS, MachineFacts
+    from slimvec.benchmarks.record import QUIET_OTHERS, MachineFacts
 
     facts = MachineFacts(cpus=2, load_average_start=[0.5, 1, 1])
     t0 = time.process_time()
@@ -71,7 +79,7 @@ def test_machine_facts_count_what_other_processes_used_not_the_run_itself():
 
 
 def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(tmp_path):
-    from slimvec.benchmarks.kinds.record import MachineFacts, Record, load_record, write_record
+    from slimvec.benchmarks.record import MachineFacts, Record, load_record, write_record
 
     quiet = MachineFacts(cpus=4, load_average_start=[1.0, 1, 1], load_average_end=[1.5, 1, 1])
     busy = MachineFacts(cpus=4, load_average_start=[1.0, 1, 1], load_average_end=[2.5, 1, 1])
@@ -86,35 +94,38 @@ def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(t
      "docs/benchmarks/fair-peers.md"),
     ("filtered", ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
     ("filtered", ["bench-results/filtered-100k/results.json"], "docs/benchmarks/filtered-100k.md"),
+    ("headline", [], "docs/benchmarks/headline.md"),
+    ("default-recipe", [], "docs/benchmarks/default-recipe-runs.md"),
+    ("ingest-ceiling", [], "docs/benchmarks/ingest-ceiling-20k.md"),
 ])
 def test_a_table_re_renders_its_published_page(kind, results, page, tmp_path):
-    res = _run("bench", "table", kind, *[str(ROOT / r) for r in results], "--out", str(tmp_path / "page.md"))
+    res = _bench("table", kind, *[str(ROOT / r) for r in results], "--out", str(tmp_path / "page.md"))
     assert res.exit_code == 0, res.output
     assert (tmp_path / "page.md").read_text() == (ROOT / page).read_text()
 
 
 def test_sweep_and_pruning_tables_hold_the_published_figures():
-    sweep = _run("bench", "table", "sweep", str(ROOT / "bench-results/sweep/results.json"),
+    sweep = _bench("table", "sweep", str(ROOT / "bench-results/sweep/results.json"),
                  str(ROOT / "bench-results/sweep-96-48/results.json"))
     assert sweep.exit_code == 0, sweep.output
     reducers = (ROOT / "docs/benchmarks/reducers.md").read_text()
     rows = [line for line in sweep.output.splitlines() if line.startswith("| pca |")]
     assert rows and all(line in reducers for line in rows)
-    pruning = _run("bench", "table", "pruning", str(ROOT / "bench-results/pruning/pruning.json"))
+    pruning = _bench("table", "pruning", str(ROOT / "bench-results/pruning/pruning.json"))
     assert pruning.exit_code == 0, pruning.output
     page = (ROOT / "docs/benchmarks/pruning.md").read_text()
     assert [line for line in pruning.output.splitlines() if line.startswith("| 10% |")][0] in page
 
 
 def test_a_table_without_results_says_what_to_pass(tmp_path):
-    res = _run("bench", "table", "scale", str(tmp_path))
+    res = _bench("table", "scale", str(tmp_path))
     assert "No scale results under" in str(res.exception)
-    res = _run("bench", "table", "nope", str(tmp_path))
+    res = _bench("table", "nope", str(tmp_path))
     assert "Unknown table kind 'nope'" in str(res.exception) and "fair-peers" in str(res.exception)
 
 
 def test_vectors_kind_assembles_the_filtered_corpus_from_cached_encodings_only(tmp_path):
-    from slimvec.benchmarks.kinds.corpora import filtered_vectors
+    from benchmarks.corpora.sentences import filtered_vectors
 
     shard = tmp_path / "cache" / "fingerprint"
     shard.mkdir(parents=True)
@@ -123,16 +134,26 @@ def test_vectors_kind_assembles_the_filtered_corpus_from_cached_encodings_only(t
     np.save(shard / "shard-0.vecs.npy", vecs, allow_pickle=False)
     assert filtered_vectors(tmp_path / "out.npy", n=4, caches=[tmp_path / "cache"]) == 4
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), np.eye(6, dtype=np.float32)[[0, 1, 2, 3]])
-    res = _run("bench", "vectors", "nope", str(tmp_path / "x.npy"))
+    res = _bench("vectors", "nope", str(tmp_path / "x.npy"))
     assert "Unknown vectors kind 'nope'" in str(res.exception)
 
 
 def test_the_filtered_page_says_quiet_only_when_the_run_measured_it():
     """The page's figures carry "(not quiet)" unless the record's others_cores says quiet."""
-    from slimvec.benchmarks.kinds.filtered_text import quiet_note
-    from slimvec.benchmarks.kinds.record import QUIET_OTHERS
+    from benchmarks.pages.filtered_text import quiet_note
+    from slimvec.benchmarks.record import QUIET_OTHERS
 
     assert quiet_note({"others_cores": 0.007, "cpus": 2}) == (
         "**Quiet**: other processes used 0.007 of a core during the run (2 cores).", "")
     assert quiet_note({"others_cores": QUIET_OTHERS + 0.5})[1] == " (not quiet)"
     assert quiet_note({})[0].startswith("**Not known to be quiet**")
+
+
+def test_the_moved_modules_find_the_bundled_data_and_the_checkout():
+    """Paths computed from ``__file__`` moved with the modules (issue 35 item 4): the slow tier's
+    kinds failed with FileNotFoundError when they still pointed one folder too high or low."""
+    from benchmarks.corpora import sentences, synthetic
+    from benchmarks.kinds import search_profile
+
+    assert (sentences.DATA / "sentences.jsonl").is_file() and list(synthetic.DATA.glob("*.tsv"))
+    assert search_profile.ROOT == ROOT

@@ -1,4 +1,4 @@
-"""Tiny runs of every ``slimvec bench KIND`` measurement (issue 24 item 3): each loads MiniLM,
+"""Tiny runs of every ``python -m benchmarks KIND`` measurement (issue 24 item 3): each loads MiniLM,
 builds stores or starts ``slimvec`` processes and a loopback server, so this module is in the slow
 tier. Each asserts the record's machine facts and the figures' shape, not their values.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slimvec.cli import app
+from benchmarks.cli import app
 
 RUNNER = CliRunner()
 
@@ -30,14 +30,14 @@ def _record(path: Path, kind: str) -> dict:
 
 
 def _tiny_corpus(path: Path, n: int) -> Path:
-    from slimvec.benchmarks.kinds.corpora import pair_sentences, write_jsonl
+    from benchmarks.corpora.sentences import pair_sentences, write_jsonl
 
     return write_jsonl(path, [{"id": f"d{i}", "text": t} for i, t in enumerate(pair_sentences(n))])
 
 
 def test_ingest_kind_on_a_tiny_corpus(tmp_path):
     corpus = _tiny_corpus(tmp_path / "c.jsonl", 40)
-    res = _run("bench", "ingest", "--corpus", str(corpus), "--store", "hnsw", "--reducer", "pca:8",
+    res = _run("ingest", "--corpus", str(corpus), "--store", "hnsw", "--reducer", "pca:8",
                "--out", str(tmp_path / "ingest.json"), "--markdown", str(tmp_path / "ingest.md"))
     assert res.exit_code == 0, res.output
     result = _record(tmp_path / "ingest.json", "ingest")
@@ -48,7 +48,7 @@ def test_ingest_kind_on_a_tiny_corpus(tmp_path):
 
 
 def test_ingest_ceiling_kind_on_a_tiny_corpus(tmp_path):
-    res = _run("bench", "ingest-ceiling", "--docs", "40", "--store", "hnsw", "--reducer", "pca:8",
+    res = _run("ingest-ceiling", "--docs", "40", "--store", "hnsw", "--reducer", "pca:8",
                "--out", str(tmp_path / "c.json"), "--markdown", str(tmp_path / "c.md"))
     assert res.exit_code == 0, res.output
     (row,) = _record(tmp_path / "c.json", "ingest-ceiling")["rows"]
@@ -62,7 +62,7 @@ def test_ingest_ceiling_kind_on_a_tiny_corpus(tmp_path):
 
 
 def test_sizing_kind_fits_and_checks_a_store_at_tiny_sizes(tmp_path):
-    res = _run("bench", "sizing", "--store", "hnsw:threads=1", "--size", "200", "--size", "400", "--dim", "8",
+    res = _run("sizing", "--store", "hnsw:threads=1", "--size", "200", "--size", "400", "--dim", "8",
                "--dim", "16", "--big", "1000", "--no-ram", "--out", str(tmp_path / "s.json"),
                "--markdown", str(tmp_path / "s.md"))
     assert res.exit_code == 0, res.output
@@ -75,7 +75,7 @@ def test_sizing_kind_fits_and_checks_a_store_at_tiny_sizes(tmp_path):
 
 def test_rebuild_kind_times_three_whole_commands(tmp_path):
     docs = _tiny_corpus(tmp_path / "d.jsonl", 40)
-    res = _run("bench", "rebuild", "--docs", str(docs), "--old", "pca:8|hnsw|keep_full=float16",
+    res = _run("rebuild", "--docs", str(docs), "--old", "pca:8|hnsw|keep_full=float16",
                "--new", "pca:4|faiss:Flat|keep_full=float16", "--out", str(tmp_path / "r.json"))
     assert res.exit_code == 0, res.output
     result = _record(tmp_path / "r.json", "rebuild")
@@ -85,36 +85,36 @@ def test_rebuild_kind_times_three_whole_commands(tmp_path):
 
 
 def test_sync_kind_changes_removes_and_adds_one_percent(tmp_path):
-    from slimvec.benchmarks.kinds.lifecycle import sync_versions
+    from benchmarks.kinds.lifecycle import sync_versions
 
     pool = [{"id": f"d{i}", "text": f"text {i}"} for i in range(220)]
     v1, v2 = sync_versions(pool, 200)
     assert len(v1) == 200 and len(v2) == 200  # 2 removed, 2 added
     assert sum(1 for r in v2 if r["id"] in {x["id"] for x in v1} and r not in v1) == 2  # 2 changed
     corpus = _tiny_corpus(tmp_path / "c.jsonl", 120)
-    res = _run("bench", "sync", "--corpus", str(corpus), "--n", "100", "--recipe", "pca:8|hnsw",
+    res = _run("sync", "--corpus", str(corpus), "--n", "100", "--recipe", "pca:8|hnsw",
                "--out", str(tmp_path / "s.json"))
     assert res.exit_code == 0, res.output
     result = _record(tmp_path / "s.json", "sync")
     assert result["sync"]["added"] == 1 and result["sync"]["updated"] == 1 and result["sync"]["deleted"] == 1
     assert result["full"]["count"] == result["sync"]["count"] == 100
-    short = _run("bench", "sync", "--corpus", str(corpus), "--n", "200")
+    short = _run("sync", "--corpus", str(corpus), "--n", "200")
     assert "holds 120 rows" in str(short.exception)
 
 
 def test_scaleout_kind_runs_one_process_and_refuses_an_unknown_run(tmp_path):
-    res = _run("bench", "scaleout", "--docs", "150", "--work", str(tmp_path / "w"), "--run", "local",
+    res = _run("scaleout", "--docs", "150", "--work", str(tmp_path / "w"), "--run", "local",
                "--out", str(tmp_path / "s.json"))
     assert res.exit_code == 0, res.output
     (row,) = _record(tmp_path / "s.json", "scaleout")["rows"]
     assert row["run"] == "local" and row["docs"] == 150 and row["wall_seconds"] >= row["total_seconds"]
-    bad = _run("bench", "scaleout", "--docs", "10", "--work", str(tmp_path / "w2"), "--run", "spark4")
+    bad = _run("scaleout", "--docs", "10", "--work", str(tmp_path / "w2"), "--run", "spark4")
     assert "Unknown scale-out run 'spark4'" in str(bad.exception)
     assert not (tmp_path / "w2").exists()  # refused before any work
 
 
 def test_service_kind_bounded_load_on_loopback(tmp_path):
-    res = _run("bench", "service", "--docs", "20", "--fit", "30", "--batch", "10", "--clients", "1",
+    res = _run("service", "--docs", "20", "--fit", "30", "--batch", "10", "--clients", "1",
                "--seconds", "0.2", "--big", "200", "--reducer", "pca:8", "--out", str(tmp_path / "l.json"))
     assert res.exit_code == 0, res.output
     result = _record(tmp_path / "l.json", "service")
@@ -126,7 +126,7 @@ def test_service_kind_bounded_load_on_loopback(tmp_path):
 
 
 def test_qdrant_compat_kind_loads_and_queries_through_qdrant_client(tmp_path):
-    res = _run("bench", "qdrant-compat", "--n", "100", "--queries", "10", "--out", str(tmp_path / "q.json"))
+    res = _run("qdrant-compat", "--n", "100", "--queries", "10", "--out", str(tmp_path / "q.json"))
     assert res.exit_code == 0, res.output
     result = _record(tmp_path / "q.json", "qdrant-compat")
     assert result["slimvec_serve"]["points"] == 100 and result["slimvec_serve"]["p50_ms"] > 0
@@ -134,7 +134,7 @@ def test_qdrant_compat_kind_loads_and_queries_through_qdrant_client(tmp_path):
 
 
 def test_pruning_kind_two_sparsities_tiny(tmp_path):
-    res = _run("bench", "pruning", "--sparsity", "0", "--sparsity", "0.1", "--rewind-steps", "1",
+    res = _run("pruning", "--sparsity", "0", "--sparsity", "0.1", "--rewind-steps", "1",
                "--score-sentences", "8", "--throughput-sentences", "16", "--rounds", "1", "--eval-pairs", "40",
                "--rewind-sentences", "64", "--out", str(tmp_path / "p.json"))
     assert res.exit_code == 0, res.output
@@ -143,20 +143,20 @@ def test_pruning_kind_two_sparsities_tiny(tmp_path):
     assert base["speedup"] == 1.0 and base["heads"] == 72
     assert pruned["heads"] < 72 and pruned["safetensors_bytes"] < base["safetensors_bytes"]
     assert {"sts_spearman", "recall_at_10"} <= set(pruned["rewound"])
-    table = _run("bench", "table", "pruning", str(tmp_path / "p.json"))
+    table = _run("table", "pruning", str(tmp_path / "p.json"))
     assert table.exit_code == 0 and "| 10% |" in table.output
 
 
 def test_default_recipe_kind_compares_candidates_with_full_hnsw(minilm_vectors, tmp_path):
     import numpy as np
 
-    from slimvec.benchmarks.kinds.recipe_choice import EF_LADDER, choice_markdown
+    from benchmarks.kinds.recipe_choice import EF_LADDER, choice_markdown
 
     data, queries = tmp_path / "corpus.npy", tmp_path / "queries.npy"
     np.save(data, minilm_vectors[:2000])
     np.save(queries, minilm_vectors[2900:])
     faiss_recipe = "pca:48|faiss:HNSW16,SQ8,efc=64|rescore=auto,keep_full=float16"
-    res = _run("bench", "default-recipe", "--data", str(data), "--queries", str(queries),
+    res = _run("default-recipe", "--data", str(data), "--queries", str(queries),
                "--n", "1500", "--n-queries", "60", "--rounds", "2", "--candidate", faiss_recipe,
                "--candidate", "none|hnsw:ef=16", "--work", str(tmp_path / "w"),
                "--out", str(tmp_path / "c.json"), "--page", str(tmp_path / "c.md"))

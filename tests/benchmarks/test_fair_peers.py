@@ -46,7 +46,7 @@ def test_rows_carry_reranked_and_depth_derived_for_older_files():
 
 
 def test_the_front_never_sets_a_reranked_row_against_only_unreranked_peers():
-    from slimvec.benchmarks.ranking import NOT_RERANKED, RERANKED, footing, footing_fronts
+    from slimvec.planner.ranking import NOT_RERANKED, RERANKED, footing, footing_fronts
 
     picks = footing_fronts(ROWS, "neighbor_recall_at_k", budgets=[48, 64])
     assert {p.footing for p in picks} == {RERANKED, NOT_RERANKED}
@@ -121,8 +121,8 @@ def test_rabitq_peers_are_built_in_and_measured_with_a_reranked_twin(tmp_path: P
 
 
 def test_rabitq_in_tune_grid_is_rescored_and_in_the_quantization_facet():
-    from slimvec.benchmarks.html.data import row_facets
-    from slimvec.benchmarks.tune import default_grid
+    from benchmarks.pages.html.data import row_facets
+    from slimvec.planner.tune import default_grid
 
     grid = default_grid(384)
     rabitq = [r for r in grid if r.store == "faiss:RaBitQ"]
@@ -138,7 +138,7 @@ def test_rabitq_in_tune_grid_is_rescored_and_in_the_quantization_facet():
 
 @pytest.mark.parametrize("store", ["faiss:RaBitQ", "faiss:IVF64,RaBitQfs"])
 def test_rabitq_recipes_are_buildable_rows(store):
-    from slimvec.benchmarks.ranking import buildable, ingest_command
+    from slimvec.planner.ranking import buildable, ingest_command
 
     row = _row("pca:96", store, 20.0, 0.9, rescore=8)
     assert buildable(row) == (True, "")
@@ -164,7 +164,7 @@ def test_peers_differing_only_in_search_beams_share_one_build():
 
 
 def test_headline_front_compares_reduce_first_with_the_full_dimension_per_footing():
-    from slimvec.benchmarks.kinds.table_front import reducer_front, row_ram, speed_front
+    from benchmarks.pages.table_front import reducer_front, row_ram, speed_front
 
     def measured(reducer, store, rss_per_vec, recall, p50, *, kind="reducer", rescore=None):
         r = _row(reducer, store, 1.0, recall, kind=kind, rescore=rescore)
@@ -203,7 +203,7 @@ def test_headline_front_compares_reduce_first_with_the_full_dimension_per_footin
 def test_headline_page_keeps_one_table_per_dataset_outside_its_details():
     """The page renders from a committed run; BENCHMARKS.md (which drops ``<!-- details -->``
     blocks) keeps only the >= 0.99 speed table of each dataset, and links resolve from the page."""
-    from slimvec.benchmarks.kinds.table_front import render_headline
+    from benchmarks.pages.table_front import render_headline
 
     root = Path(__file__).resolve().parents[2]
     page = render_headline([root / "bench-results" / "realtext-100k" / "results.json"], root)
@@ -218,7 +218,7 @@ def test_headline_page_keeps_one_table_per_dataset_outside_its_details():
 def test_peers_table_names_a_configuration_measured_twice_once():
     """A suite listing a store both as a ``none`` store and as a peer measures it twice; the
     table shows it once, with the better measurement, and without ``train_size=``."""
-    from slimvec.benchmarks.kinds.table_peers import peers_table
+    from benchmarks.pages.table_peers import peers_table
 
     twice = [_row("none", "faiss:IVF64,PQ32,nprobe=8,train_size=5000", 64.0, r, rescore=8)
              for r in (0.804, 0.806)]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.latency import latency_at
 from slimvec.connectors import parse_store_spec, store_class
+from slimvec.planner.latency import latency_at
 
 DEV = Path(__file__).parent / "data" / "stsb_dev_results.json"
 
@@ -58,7 +58,7 @@ def test_plan_quotes_latency_at_its_n_with_where_it_was_measured():
 
 
 def test_report_html_planner_carries_where_latency_was_measured(tmp_path):
-    from slimvec.benchmarks.html.data import planner_data
+    from benchmarks.pages.html.data import planner_data
     from slimvec.benchmarks.rows import load_rows
 
     rows, _ = load_rows(DEV)

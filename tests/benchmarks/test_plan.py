@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.plan import candidates_from_results, make_plan, parse_bytes
 from slimvec.benchmarks.rows import Row
 from slimvec.errors import ConfigError
+from slimvec.planner.plan import candidates_from_results, make_plan, parse_bytes
 
 
 def row(reducer: str, dim_out: int, store: str, task: float | None, dataset: str = "stsb-dev",
@@ -177,7 +177,7 @@ def test_plan_metrics_have_one_spelling_and_the_plan_says_its_k(tmp_path: Path) 
 
 def test_a_second_plan_reuses_the_size_models_of_the_first(tmp_path, monkeypatch):
     """Issue 40 item 5: every `slimvec plan` re-built its size models (minutes; README: seconds)."""
-    import slimvec.benchmarks.plan as plan_mod
+    import slimvec.planner.plan as plan_mod
 
     cache = tmp_path / "cache"
     first = plan_mod.make_plan(1000, 32, ["hnsw"], memory_budget=2**40, workdir=tmp_path, cache=cache)

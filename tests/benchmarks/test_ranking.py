@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from slimvec.benchmarks.analysis import best_per_budget, budget_ladder, quality_metric
-from slimvec.benchmarks.ranking import buildable, check_metric, ingest_command, rank_key, ranking_metric
 from slimvec.benchmarks.report import render_report
 from slimvec.benchmarks.rows import Row, load_rows
+from slimvec.planner.ranking import buildable, check_metric, ingest_command, rank_key, ranking_metric
 
 DEV = Path(__file__).parent / "data" / "stsb_dev_results.json"
 
@@ -118,7 +118,7 @@ def test_plan_on_a_saturated_target_ranks_by_a_metric_that_discriminates(tmp_pat
 def test_tune_orders_its_candidates_by_the_same_rule():
     """tune's objective is rank_key: under a floor the smallest RAM meeting it (not the best
     recall), p50 only breaking ties; a candidate missing the floor ranks by its recall."""
-    from slimvec.benchmarks.tune import TuneCandidate, _objective
+    from slimvec.planner.tune import TuneCandidate, _objective
     from slimvec.recipe import Recipe
 
     small = TuneCandidate(Recipe("pca:48", "hnsw"), 48, ram_bytes=100.0, recall=0.96, p50_ms=0.5, meets=True)
@@ -136,8 +136,8 @@ def test_report_html_planner_ranks_like_plan_and_shows_what_rescoring_costs(dev,
     """report.html's planner data says which metric each target ranks by (task recall is flagged
     on the dev pairs), carries the command of each candidate, and every rescored row carries the
     RAM (id lookup) and disk (full vectors read) its rescoring adds beyond its plain twin."""
-    from slimvec.benchmarks.html.data import planner_data, row_facets
-    from slimvec.benchmarks.sizing import rescore_bytes_per_vector
+    from benchmarks.pages.html.data import planner_data, row_facets
+    from slimvec.planner.sizing import rescore_bytes_per_vector
 
     rows, _ = dev
     some = [r for r in rows if r.store in ("faiss:SQ8", "faiss:PQ48np", "st:binary")]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.realtext import (
+from benchmarks.corpora.realtext import (
     CorpusPaths,
     Record,
     _Tally,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.plots import PLOTS
+from benchmarks.pages.plots import PLOTS, draw_all
 from slimvec.benchmarks.report import NULL, best_per_budget, budget_ladder, pareto_front, write_report
 from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.errors import ConfigError, PersistenceError
@@ -73,12 +73,21 @@ def _write(tmp_path: Path, payload) -> Path:
     return path
 
 
+def _with_plots(results: Path, out: Path) -> str:
+    """report.md's text with the PNG plots drawn into ``out`` (``python -m benchmarks report --plots``)."""
+    from slimvec.benchmarks.report import render_report
+
+    rows, meta = load_rows(results)
+    out.mkdir(parents=True, exist_ok=True)
+    return render_report(rows, meta, draw_all(rows, out))
+
+
 def test_report_tables_nulls_and_plots(tmp_path: Path) -> None:
     rows = ROWS + [row("Z", "pca:96", 96, "hnsw", 400, None, 0.9, dataset="msrp")]
     results = _write(tmp_path, rows)
     report = write_report(results, tmp_path / "out")
-    text = report.read_text(encoding="utf-8")
-    assert report.name == "report.md"
+    assert report.name == "report.md" and "## Plots" not in report.read_text(encoding="utf-8")
+    text = _with_plots(results, tmp_path / "out")  # the checkout's view draws them
     assert "## Dataset `stsb`" in text and "## Dataset `msrp`" in text
     # every configuration of the run appears as a table row
     assert text.count("| pca:48 | 48 | hnsw |") == 1
@@ -113,7 +122,7 @@ def test_rows_and_meta_format_and_skips(tmp_path: Path) -> None:
                                          "skipped": ["lle:96 on faiss: out of memory"]}})
     rows, meta = load_rows(results)
     assert len(rows) == 2 and meta["command"].startswith("slimvec bench")
-    text = write_report(results, tmp_path / "o").read_text(encoding="utf-8")
+    text = _with_plots(results, tmp_path / "o")
     assert "slimvec bench --vectors v.npy" in text
     assert "skipped: lle:96 on faiss: out of memory" in text
     assert "plot `pareto_task_recall.png` not drawn" in text
@@ -153,7 +162,7 @@ def _saturated_rows() -> list[dict]:
 
 
 def test_default_y_axis_is_a_metric_that_discriminates() -> None:
-    from slimvec.benchmarks.html.data import default_metric
+    from benchmarks.pages.html.data import default_metric
 
     chosen = default_metric([Row.from_json(r) for r in _saturated_rows()])
     assert chosen["key"] == "neighbor_recall_at_k"
@@ -170,7 +179,7 @@ def test_default_y_axis_is_a_metric_that_discriminates() -> None:
 
 
 def test_report_html_names_no_absolute_path(tmp_path: Path) -> None:
-    from slimvec.benchmarks.html import render_report_html
+    from benchmarks.pages.html import render_report_html
 
     run = tmp_path / "runs" / "mine"
     run.mkdir(parents=True)

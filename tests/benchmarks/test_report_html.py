@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.pages.html import render_report_html
+from benchmarks.pages.html.data import row_facets
 from slimvec.benchmarks.datasets import pairs_datasets
-from slimvec.benchmarks.html import render_report_html
-from slimvec.benchmarks.html.data import row_facets
-from slimvec.benchmarks.plan import make_plan
 from slimvec.benchmarks.report import human_bytes
 from slimvec.benchmarks.rows import load_rows
 from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
-from slimvec.benchmarks.sizing import SizeModel
+from slimvec.planner.plan import make_plan
+from slimvec.planner.sizing import SizeModel
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +100,10 @@ def test_cli_combines_runs_and_labels_rows(small_run, tmp_path):
     shutil.copy(small_run["results"], second / "results.json")
     out = tmp_path / "combined.html"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "slimvec", "report", str(small_run["results"]),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "report", str(small_run["results"]),
                            str(second / "results.json"), str(ROOT / "bench-results" / "pruned-encoders" / "results.json"),
-                           "--no-planner", "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+                           "--no-planner", "--out", str(out)], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = _page_data(out)
     n = len(small_run["rows"])
@@ -110,14 +111,14 @@ def test_cli_combines_runs_and_labels_rows(small_run, tmp_path):
     assert labels.count("run") == n and labels.count("other-run") == n and labels.count("pruned-encoders") == 4
     assert data["planner"] is None
 
-    missing = subprocess.run([sys.executable, "-m", "slimvec", "report", str(tmp_path / "nope.json"),
-                              "--out", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    missing = subprocess.run([sys.executable, "-m", "benchmarks", "report", str(tmp_path / "nope.json"),
+                              "--out", str(out)], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert missing.returncode == 2
     assert "nope.json" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_skipped_configurations_are_grouped_by_reason():
-    from slimvec.benchmarks.html.data import load_sources, skipped_groups
+    from benchmarks.pages.html.data import load_sources, skipped_groups
 
     groups = skipped_groups(load_sources([ROOT / "bench-results" / "dev" / "results.json"]))
     assert len(groups) == 1  # umap:96 and umap:48: the same reason once, counted twice

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.sizing import SizeModel, calibrate, check_model, fit_model, measure_store, sizing_spec
 from slimvec.errors import ConfigError
+from slimvec.planner.sizing import SizeModel, calibrate, check_model, fit_model, measure_store, sizing_spec
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +77,7 @@ def test_specs_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_measured_resident_memory_holds_the_vectors(tmp_path: Path) -> None:
-    from slimvec.benchmarks.sizing import measure_resident
+    from slimvec.planner.sizing import measure_resident
 
     n, dim = 4000, 128
     r = measure_resident("hnsw:threads=1", n, dim, workdir=tmp_path)
@@ -90,8 +90,8 @@ def test_measured_resident_memory_holds_the_vectors(tmp_path: Path) -> None:
 
 
 def test_trained_stores_are_sized_above_what_they_need_to_train(tmp_path: Path) -> None:
-    from slimvec.benchmarks.sizing import sizing_sizes
     from slimvec.connectors import store_dim_problem
+    from slimvec.planner.sizing import sizing_sizes
 
     assert sizing_sizes("hnsw") == (1000, 2000)
     assert sizing_sizes("faiss:HNSW32,SQ8") == (1000, 2000)

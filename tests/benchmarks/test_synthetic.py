@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import slimvec.benchmarks.synthetic as syn
+import benchmarks.corpora.synthetic as syn
 from slimvec.errors import ConfigError
 
 

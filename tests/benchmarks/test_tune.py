@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.tune import default_grid, tune
 from slimvec.errors import ConfigError
+from slimvec.planner.tune import default_grid, tune
 from slimvec.recipe import DEFAULT_RECIPE, Recipe, load_recipe, parse_recipe
 
 
@@ -114,7 +114,7 @@ def test_exhaustive_table_cli(minilm_vectors, tmp_path):
 def test_halving_keeps_whole_builds():
     """Half the builds (reducer × store) go on, each with all its depths: the builds cost, the
     depths are nearly free; the best build by recall goes on even when the objective ranks it low."""
-    from slimvec.benchmarks.tune import TuneCandidate, _objective, _survivors
+    from slimvec.planner.tune import TuneCandidate, _objective, _survivors
 
     def cand(red, store, R, recall, ram):
         c = TuneCandidate(Recipe(red, store, R), 48, ram_bytes=ram, recall=recall)
@@ -134,7 +134,7 @@ def test_halving_keeps_whole_builds():
 
 
 def test_halving_keeps_near_ties_within_the_noise():
-    from slimvec.benchmarks.tune import TuneCandidate, _objective, _survivors
+    from slimvec.planner.tune import TuneCandidate, _objective, _survivors
 
     recalls = (0.96, 0.958, 0.957, 0.956, 0.955, 0.90, 0.85, 0.80)
     alive = [TuneCandidate(Recipe(f"pca:{8 * (i + 1)}", "hnsw", 4), 8 * (i + 1), ram_bytes=1, recall=rec)

@@ -2,7 +2,7 @@
 
 The engine's default pool (a thread per CPU) fans every query out over its segments' threads; on
 a loaded two-core machine the query then waits for each thread to be scheduled (p50 1.3 ms with
-one thread against 7.8-12 ms with the pool, same ids: ``slimvec bench search-profile``). These
+one thread against 7.8-12 ms with the pool, same ids: ``python -m benchmarks search-profile``). These
 tests check what can be checked without a clock: the shard is created with one search thread,
 ``search_threads=0`` keeps the engine's pool, and both find the same points with the same scores.
 """

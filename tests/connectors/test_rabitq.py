@@ -97,8 +97,8 @@ def test_qb_is_recorded_and_used_and_a_per_search_qb_is_undone(tmp_path):
 
 
 def test_size_model_of_rabitq_is_its_code_with_factors_plus_the_id():
-    from slimvec.benchmarks.sizing import calibrate
     from slimvec.connectors.faiss_store import rabitq_code_bytes
+    from slimvec.planner.sizing import calibrate
 
     model = calibrate("faiss:RaBitQ", sizes=(1000, 2000), dims=(32, 128))[0]
     for dim in (96, 384):  # fitted at 32 and 128 dimensions, predicted at 96 and 384

@@ -38,7 +38,7 @@ def test_other_stderr_output_during_training_is_kept(capfd):
 
 
 def test_planner_size_builds_show_progress(tmp_path, capsys, monkeypatch):
-    from slimvec.benchmarks.plan import make_plan
+    from slimvec.planner.plan import make_plan
 
     monkeypatch.setenv("SLIMVEC_PROGRESS_SECONDS", "0")
     make_plan(1000, 32, ["hnsw"], memory_budget=2**40, workdir=tmp_path, progress=True)

@@ -1,0 +1,8 @@
+"""The planner: store size models (:mod:`.sizing`), the one ranking rule (:mod:`.ranking`), plan
+candidates (:mod:`.candidates`), latency at another size (:mod:`.latency`), ``slimvec plan``
+(:mod:`.plan`) and ``slimvec tune`` (:mod:`.tune`).
+
+It reads the harness's rows (:mod:`slimvec.benchmarks.rows`) and is what ``report.md``, the
+checkout's ``report.html`` and the Ray engine's plan rank and size with; it is not the harness
+(issue 35 item 4 moved it out of ``slimvec/benchmarks/``).
+"""
