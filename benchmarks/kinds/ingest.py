@@ -58,8 +58,8 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
         "p50_search_ms"}]}``.
     """
     from benchmarks.corpora.sentences import jsonl_rows
-    from slimvec.indexer.encoder import Encoder
     from slimvec.index.folder import open_index
+    from slimvec.indexer.encoder import Encoder
     from slimvec.indexer.pipeline import IngestOptions, ingest
 
     texts = [str(r["text"]) for r in jsonl_rows(corpus)]
