@@ -281,26 +281,25 @@ class Index:
 
     def set_payload(self, fields: Mapping[str, Any], ids: Sequence[Any] | None = None,
                     filter: Any = None, overwrite: bool = False, *, user_ids: bool = True) -> int:
-        """Set payload fields of documents by ids or filter, without re-encoding.
-
-        Parameters
-        ----------
-        fields : dict
-            Fields to set (merged into each payload; ``overwrite=True`` replaces it whole).
-        ids, filter, user_ids
-            As in :meth:`delete`.
-
-        Returns
-        -------
-        int
-            Documents updated.
-        """
+        """Merge ``fields`` into the payloads of documents by ids or filter (``overwrite``: replace
+        them whole), without re-encoding; ``ids``, ``filter``, ``user_ids`` as in :meth:`delete`.
+        Returns the documents updated."""
         from slimvec.index.lifecycle import Mutation, set_fields_check, target_ids
 
         fields = set_fields_check(fields)
         with Mutation(self):
             sids = target_ids(self, ids, filter, user_ids)
             return int(self.store.set_payload(sids, fields, overwrite=overwrite)) if len(sids) else 0
+
+    def delete_payload_keys(self, keys: Sequence[str], ids: Sequence[Any] | None = None,
+                            filter: Any = None, *, user_ids: bool = True) -> int:
+        """Remove top-level payload ``keys`` of documents by ids or filter (as :meth:`delete`);
+        returns the documents updated."""
+        from slimvec.index.lifecycle import Mutation, target_ids
+
+        with Mutation(self):
+            sids = target_ids(self, ids, filter, user_ids)
+            return int(self.store.delete_payload_keys(sids, list(keys))) if len(sids) else 0
 
     def get(self, ids: Sequence[Any], *, user_ids: bool = True) -> list[dict[str, Any] | None]:
         """Records ``{"id", "store_id", "payload"}`` of documents by id (``None`` when absent).

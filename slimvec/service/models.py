@@ -73,7 +73,7 @@ class SearchIn(_Strict):
     texts: list[str] | None = None
     vectors: list[list[float]] | None = None
     k: int = Field(10, ge=1, le=1000)
-    rescore: int | None = Field(None, ge=1, le=1000)
+    rescore: int | None = Field(None, ge=0, le=1000, description="Candidates k * rescore re-ranked with the kept full vectors; none: the recipe's depth; 0: no re-ranking")
     payloads: bool = True
     #: Qdrant's filter JSON subset (slimvec.filters); has_id takes the user's ids
     filter: dict[str, Any] | None = None

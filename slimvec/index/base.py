@@ -1,0 +1,87 @@
+"""The operations every index face answers alike: :class:`IndexBase`.
+
+An index opened in this process (:class:`slimvec.index.folder.Index`, through ``slimvec.open``)
+and one served over HTTP (:class:`slimvec.client.RemoteIndex`, through ``slimvec.Client``) both
+implement it, and ``tests/service/test_index_congruence.py`` runs the same operations against
+both and compares the answers, as qdrant-client's congruence tests compare its local and remote
+clients. Writes of new documents go through the one writer: ``slimvec ingest`` /
+:func:`slimvec.indexer.pipeline.ingest` locally, ``add`` / ``add_vectors`` remotely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from slimvec.connectors.base import SearchResult
+
+__all__ = ["IndexBase"]
+
+
+@runtime_checkable
+class IndexBase(Protocol):
+    """What a local and a remote index both answer, with the same arguments and results.
+
+    Ids are the ids given at ingest (``17`` and ``"17"`` are one document) unless a method says
+    store ids; a ``filter`` is Qdrant filter JSON (:mod:`slimvec.filters`); ``ids`` and ``filter``
+    are exclusive where both are taken.
+    """
+
+    def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
+               rescore: int | None = None, filter: Any = None) -> SearchResult:
+        """Nearest documents of each query (texts or full-dimension vectors).
+
+        Parameters
+        ----------
+        queries : str, sequence of str, or array of shape (dim_in,) or (n, dim_in)
+        k : int
+            Results per query.
+        rescore : int, optional
+            Candidates ``k * rescore`` re-ranked with the kept full vectors; ``None``: the
+            index's recipe depth; ``0``: none.
+        filter : dict, optional
+            Only documents whose payload matches.
+
+        Returns
+        -------
+        SearchResult
+            ``ids`` (n, k) store ids padded with -1, ``scores`` (n, k), higher is closer.
+        """
+        ...
+
+    def get(self, ids: Sequence[Any]) -> list[dict[str, Any] | None]:
+        """Records ``{"id", "store_id", "payload"}`` of documents by id (``None``: absent)."""
+        ...
+
+    def payloads(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
+        """Stored payloads of store ids (the ids searches return), in order."""
+        ...
+
+    def scroll(self, limit: int = 100, offset: int | None = None,
+               filter: Any = None) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of records in store-id order; ``(records, next_offset)``, ``None`` at the end."""
+        ...
+
+    def count(self, filter: Any = None) -> int:
+        """Live documents (matching ``filter`` when given)."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """Count, dimensions, recipe, rescoring depth and bytes of the index."""
+        ...
+
+    def delete(self, ids: Sequence[Any] | None = None, filter: Any = None) -> int:
+        """Delete documents by id or filter; returns how many were removed."""
+        ...
+
+    def set_payload(self, fields: Mapping[str, Any], ids: Sequence[Any] | None = None,
+                    filter: Any = None, overwrite: bool = False) -> int:
+        """Merge ``fields`` into payloads (``overwrite``: replace them whole); documents updated."""
+        ...
+
+    def delete_payload_keys(self, keys: Sequence[str], ids: Sequence[Any] | None = None,
+                            filter: Any = None) -> int:
+        """Remove top-level payload ``keys`` of documents by id or filter; documents updated."""
+        ...
