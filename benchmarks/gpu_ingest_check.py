@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="64,128,256,512", help="Encoder-only pass sizes tried.")
     ap.add_argument("--json", type=Path, default=None, help="Also write the result here.")
     ap.add_argument("--record", type=Path, default=None,
-                    help="Where the best encoder-only rate is recorded for `slimvec plan` "
+                    help="Where the best encoder-only rate and the ingest's are recorded for `slimvec plan` "
                          "[default on CUDA: $SLIMVEC_CACHE/gpu-rate.json; on a CPU: not recorded].")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({
             "docs_per_s": rates[best], "batch": int(best.split()[-1]), "device": device,
+            "ingest_docs_per_s": ingest["docs_per_s"],
             "gpu": result["gpu"], "model": args.model, "texts": len(texts),
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}), encoding="utf-8")
         log.info("recorded the encoder-only rate for slimvec plan in %s", record)

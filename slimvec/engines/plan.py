@@ -12,11 +12,14 @@ Inputs, each printed with the plan:
   ``slimvec plan`` (:mod:`slimvec.planner.sizing`, fitted on real builds) at the planned N,
   divided by N.
 
-The model is linear and assumes what the measurements on one machine support: workers scale
-the encoding rate (no shared bottleneck up to the writer), the single writer or the store
-ingests faster than the encoders (true for Qdrant / FAISS adds at these dimensions), and a
-node's RAM budget holds ``ram_fraction`` of the shard it serves. A multi-node run has not been
-executed.
+- **the one writer's ceiling**: every engine writes through one writer, and on a GPU machine the
+  encoders outrun it (issue 36: on an H200 with 16 cores ``slimvec ingest`` wrote 5,586 docs/s
+  with the default recipe while the encoder alone gave 9,676). The ingest rate
+  ``benchmarks/gpu_ingest_check.py`` recorded on this machine, else :data:`WRITER_DOCS_PER_S`;
+  the plan's rate is the smaller of the encoders' and the writer's.
+
+The model is linear up to that ceiling: workers scale the encoding rate, and a node's RAM budget
+holds ``ram_fraction`` of the shard it serves. A multi-node run has not been executed.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from typing import Any
 from slimvec.ranges import check_int, check_number
 
 __all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "check_engine_config", "measure_cpu_rate",
-           "GPU_DOCS_PER_S", "GPU_SOURCE", "gpu_rate_file", "measured_gpu_rate"]
+           "GPU_DOCS_PER_S", "GPU_SOURCE", "gpu_rate_file", "measured_gpu_rate", "WRITER_DOCS_PER_S",
+           "writer_rate"]
 
 #: all-MiniLM-L6-v2 sentences/s on one NVIDIA H200, measured encoder-only (issue 36)
 GPU_DOCS_PER_S = 10_989.0
@@ -140,6 +144,27 @@ def measured_gpu_rate(path: Path | None = None) -> tuple[float, str] | None:
                   "benchmarks/gpu_ingest_check.py")
 
 
+#: docs/s one writer took end to end on one NVIDIA H200 machine with 16 cores (issue 36:
+#: ``slimvec ingest`` of 200,000 real texts, default recipe, the FAISS graph inserted beside the
+#: writer); the plan's rate is capped by it unless this machine recorded its own
+WRITER_DOCS_PER_S = 5_586.0
+
+
+def writer_rate(path: Path | None = None) -> tuple[float, str]:
+    """The one writer's ceiling (docs/s) and its source: the ingest rate
+    ``benchmarks/gpu_ingest_check.py`` recorded on this machine, else :data:`WRITER_DOCS_PER_S`."""
+    try:
+        rec = json.loads((path or gpu_rate_file()).read_text(encoding="utf-8"))
+        rate = float(rec["ingest_docs_per_s"])
+        if math.isfinite(rate) and rate > 0:
+            return rate, (f"slimvec ingest measured on this machine ({rec.get('gpu') or rec.get('device')}, "
+                          f"{rec.get('measured_at', '?')})")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return WRITER_DOCS_PER_S, ("slimvec ingest on one NVIDIA H200 with 16 cores, default recipe, "
+                               "issue 36; not measured on this machine")
+
+
 def _rate(cfg: EngineConfig) -> tuple[float, str]:
     if cfg.gpus_per_worker > 0:
         given = (cfg.gpu_docs_per_s, "given") if cfg.gpu_docs_per_s is not None else None
@@ -171,6 +196,8 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
     for label, _, ram in configs:
         check_number(f"RAM of {label}", ram, low=0)
     rate, rate_note = _rate(cfg)
+    ceiling, ceiling_note = writer_rate()
+    encoders, rate = rate, min(rate, ceiling)
     seconds = docs / rate
     plan = EnginePlan(docs, cfg, rate, seconds / 3600, seconds / 3600 * cfg.workers)
     usable = cfg.node_ram_bytes * cfg.ram_fraction
@@ -185,11 +212,14 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
     plan.inputs = [
         f"encoder rate: {rate_note}; {cfg.workers} worker(s) x "
         + (f"{cfg.gpus_per_worker:g} GPU" if cfg.gpus_per_worker else f"{cfg.cores_per_worker} core(s)")
-        + f" = {rate:,.0f} docs/s",
+        + f" = {encoders:,.0f} docs/s",
+        f"one writer: at most {ceiling:,.0f} docs/s ({ceiling_note}); the ingest runs at "
+        f"{rate:,.0f} docs/s" + (", the writer's pace" if ceiling < encoders else ""),
         f"node RAM {cfg.node_ram_bytes / 2**30:,.0f} GiB, {cfg.ram_fraction:.0%} usable per shard; "
         f"replication {cfg.replication}; node-hour price {cfg.node_hour_price:g} (730 h/month)",
         "bytes per vector: the size models' RAM prediction at N divided by N",
-        "linear model: workers scale the encoding rate; a multi-node run has not been executed",
+        "linear model: workers scale the encoding rate up to the writer's; a multi-node run has "
+        "not been executed",
     ]
     return plan
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from slimvec.engines.plan import GPU_DOCS_PER_S, EngineConfig, engine_plan
+from slimvec.engines.plan import GPU_DOCS_PER_S, WRITER_DOCS_PER_S, EngineConfig, engine_plan
 from slimvec.errors import ConfigError
 
 GiB = 2**30
@@ -33,12 +33,16 @@ def test_gpu_plan_uses_the_measured_rate_with_its_source(tmp_path, monkeypatch):
     the H200 figure, saying it was not measured here."""
     monkeypatch.setenv("SLIMVEC_CACHE", str(tmp_path))
     plan = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
-    assert plan.docs_per_s == 2 * GPU_DOCS_PER_S == 2 * 10_989
+    # two H200s' encoders (2 x 10,989) outrun the one writer measured there: its pace
+    assert 2 * GPU_DOCS_PER_S > WRITER_DOCS_PER_S == plan.docs_per_s == 5_586
     assert any("not measured on this machine" in line and "H200" in line for line in plan.inputs)
+    assert any("the writer's pace" in line for line in plan.inputs)
     (tmp_path / "gpu-rate.json").write_text(json.dumps(
-        {"docs_per_s": 4321.0, "batch": 256, "device": "cuda", "gpu": "NVIDIA L4", "texts": 200000}))
+        {"docs_per_s": 4321.0, "batch": 256, "device": "cuda", "gpu": "NVIDIA L4", "texts": 200000,
+         "ingest_docs_per_s": 9000.0}))
     plan = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
-    assert plan.docs_per_s == 2 * 4321.0
+    assert plan.docs_per_s == 2 * 4321.0  # under this machine's measured writer
+    assert not any("the writer's pace" in line for line in plan.inputs)
     assert any("measured on this machine" in line and "NVIDIA L4" in line for line in plan.inputs)
     given = engine_plan(1_000_000, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1,
                                                          gpu_docs_per_s=1000.0))
