@@ -15,14 +15,15 @@ __all__ = ["open", "Client", "ConfigError", "DimensionMismatchError", "MissingDe
 
 
 def open(folder, *, trust_store=None):  # noqa: A001 - mirrors the familiar open(path)
-    """Open an index folder for search; see :func:`slimvec.index.folder.open_index`.
+    """Open an index folder to search it and add to it (:class:`slimvec.ops.local.LocalIndex`);
+    see :func:`slimvec.index.folder.open_index`.
 
     ``trust_store``: the spec or location of an index's external store (``qdrant:URL``), which
     is never contacted just because the index folder names it.
     """
-    from slimvec.index.folder import open_index
+    from slimvec.ops.local import open_local
 
-    return open_index(folder, trust_store=trust_store)
+    return open_local(folder, trust_store=trust_store)
 
 
 def __getattr__(name):  # lazy: the client needs httpx, the library does not

@@ -4,8 +4,9 @@ An index opened in this process (:class:`slimvec.index.folder.Index`, through ``
 and one served over HTTP (:class:`slimvec.client.RemoteIndex`, through ``slimvec.Client``) both
 implement it, and ``tests/service/test_index_congruence.py`` runs the same operations against
 both and compares the answers, as qdrant-client's congruence tests compare its local and remote
-clients. Writes of new documents go through the one writer: ``slimvec ingest`` /
-:func:`slimvec.indexer.pipeline.ingest` locally, ``add`` / ``add_vectors`` remotely.
+clients. ``add`` / ``add_vectors`` go through the index's one writer on both (the service's
+writer thread; :class:`slimvec.ops.local.LocalIndex` opens the folder's writer per call); bulk
+loads go through ``slimvec ingest``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ class IndexBase(Protocol):
 
     def info(self) -> dict[str, Any]:
         """Count, dimensions, recipe, rescoring depth and bytes of the index."""
+        ...
+
+    def add(self, documents: Sequence[dict[str, Any] | str], wait: bool = True) -> dict[str, Any]:
+        """Encode and add documents ``{"id"?, "text", "payload"?}`` (or texts) with the index's
+        encoder; ``{"accepted", "rejected", "warnings", "committed"}``, bad rows in ``rejected``."""
+        ...
+
+    def add_vectors(self, ids: Sequence[Any], vectors: np.ndarray,
+                    payloads: Sequence[dict[str, Any]] | None = None,
+                    wait: bool = True) -> dict[str, Any]:
+        """Add full vectors (``dim_in``) with ids and optional payloads; answered as :meth:`add`."""
         ...
 
     def delete(self, ids: Sequence[Any] | None = None, filter: Any = None) -> int:

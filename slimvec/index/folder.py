@@ -416,8 +416,10 @@ class Index:
         self.close()
 
 
-def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None = None) -> Index:
-    """Open an index folder for searching (``slimvec.open``).
+def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None = None,
+               cls: type[Index] | None = None) -> Index:
+    """Open an index folder for searching (``slimvec.open`` opens a
+    :class:`~slimvec.ops.local.LocalIndex`, ``cls``, which also writes).
 
     Parameters
     ----------
@@ -448,7 +450,7 @@ def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None
         check_store_trusted(folder, manifest, trust_store)
         if store_class(manifest.store).needs_reader_lock(manifest.store):  # engine owns its files
             lock = IndexLock(folder, exclusive=False).acquire()
-        index = _open_unlocked(folder, manifest)
+        index = _open_unlocked(folder, manifest, cls or Index)
     except IndexBusyError:
         raise
     except Exception as exc:
@@ -468,7 +470,7 @@ def open_index(folder: str | os.PathLike[str], *, trust_store: str | bool | None
     return index
 
 
-def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
+def _open_unlocked(folder: Path, manifest: Manifest, cls: type[Index]) -> Index:
     from slimvec.connectors import make_store
 
     refuse_links_inside(folder)
@@ -481,7 +483,7 @@ def _open_unlocked(folder: Path, manifest: Manifest) -> Index:
                    fitted.get("n_components_", config.get("dim_out")))
     store = make_store(manifest.store, store_folder(folder)).open()
     check_store_dim(folder, store, int(manifest.dim_out))
-    return Index(folder, manifest, None, store)
+    return cls(folder, manifest, None, store)
 
 
 def _check_reducer(folder: Path, manifest: Manifest, spec: Any, dim_in: Any, dim_out: Any) -> None:

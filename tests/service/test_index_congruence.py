@@ -32,7 +32,8 @@ def _user(records):
                                         "pca:32|hnsw|rescore=4,keep_full=float32",
                                         "none|qdrant-edge|keep_full=float16"])
 def pair(request, tmp_path_factory, minilm_vectors):
-    """(local, remote) over two copies of one index built from the same vectors."""
+    """(local, remote) over two copies of one index built from the same vectors (``slimvec.open``
+    gives the local one: :class:`slimvec.ops.local.LocalIndex`, which also writes)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -108,6 +109,17 @@ def test_the_same_operations_give_the_same_answers(pair, minilm_vectors):
     for kw in ({}, {"filter": {"must_not": [{"key": "lang", "match": {"value": "fr"}}]}}):
         a, b = both("search", q, 5, **kw)
         assert np.array_equal(a.ids, b.ids), kw
+    new = minilm_vectors[N + 10:N + 30]
+    ids_new = [f"n{i}" for i in range(20)] + ["d20"]  # d20 ("de") was deleted: added again
+    vecs_new = np.vstack([new, minilm_vectors[N + 40:N + 41]])
+    pls = [{"lang": "new", "n": 1000 + i} for i in range(21)]
+    a, b = both("add_vectors", ids_new, vecs_new, pls)
+    assert a["accepted"] == b["accepted"] == 21 and a["rejected"] == b["rejected"] == [], (a, b)
+    a, b = both("count")
+    assert a == b == N - 2 - a_de(N) + 21
+    assert _user(local.get(["n0", "n3", "d20"])) == _user(remote.get(["n0", "n3", "d20"]))
+    a, b = both("search", vecs_new[:4], 3)
+    assert np.array_equal(a.ids, b.ids)
     la, ra = local.info(), remote.info()
     for key in ("count", "dim_in", "dim_out", "recipe", "rescore"):
         assert la.get(key) == ra.get(key), (key, la.get(key), ra.get(key))

@@ -26,11 +26,11 @@ from slimvec.service.indexes.encoders import Encoders
 from slimvec.service.indexes.index_state import Busy, IndexState, WriteResult
 from slimvec.service.indexes.names import index_folder
 from slimvec.service.indexes.pending import Journal, PendingSearch
-from slimvec.service.indexes.rowchecks import check_docs, check_vectors
 from slimvec.service.indexes.served_pending import PENDING, PENDING_DIR, PendingRows
 from slimvec.service.indexes.spec import SERVICE_SPEC, ServiceSpec
 from slimvec.service.indexes.writer import IndexWriter, LiveIndex, LockedStore, WriterClosed
 from slimvec.sources.checks import truncation_rejects
+from slimvec.sources.given import check_docs, check_vectors
 
 __all__ = ["ServedIndex"]
 

@@ -26,9 +26,9 @@ from slimvec.reducers import make_reducer
 from slimvec.service.indexes.encoders import Encoders
 from slimvec.service.indexes.index_state import ConflictError, IndexState, WriteResult
 from slimvec.service.indexes.pending import Journal, PendingSearch, Synced, row_vector, vector_field
-from slimvec.service.indexes.rowchecks import check_docs, check_vectors, common_dim
 from slimvec.service.indexes.spec import SERVICE_SPEC, ServiceSpec
 from slimvec.service.indexes.writer import SERVICE_INPUT
+from slimvec.sources.given import check_docs, check_vectors, common_dim
 
 if TYPE_CHECKING:
     from slimvec.index.locking import IndexLock

@@ -1,5 +1,6 @@
-"""The service's row checks when a request arrives, so its answer lists the rejects and the
-writer never sees them: the shared text check of the ingest readers
+"""Row checks of documents and vectors a caller gives (an HTTP request, ``LocalIndex.add``) rather
+than a file: checked when they arrive, so the answer lists the rejects and the writer never sees
+them: the shared text check of the ingest readers
 (:func:`slimvec.sources.readers.text_problem`), the shared payload check
 (:func:`slimvec.sources.rowcheck.check_payload`) and the shared vector check
 (:func:`slimvec.sources.checks.split_bad_vectors`)."""
