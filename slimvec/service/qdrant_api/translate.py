@@ -33,7 +33,6 @@ from slimvec.service.qdrant_api.models import (
     qdrant_id,
     qfilter,
     query_vector,
-    select_payload,
     selector,
     unsupported,
 )
@@ -42,13 +41,12 @@ from slimvec.service.qdrant_api.named import (
     SEP,
     NamedVectors,
     check_point,
+    exposed,
     index_name,
     parse_vectors_config,
-    read_vectors,
     records_of,
-    vector_configs,
-    vector_selection,
 )
+from slimvec.service.qdrant_api.sparse import SparseShards, parse_sparse_config
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
@@ -73,6 +71,7 @@ class Collections(NamedVectors):
     def __init__(self, state: Any) -> None:
         self.st = state
         self.root: Path = Path(state.config.root)
+        self.sparse = SparseShards(self.root / QDRANT_DIR)
 
     # ------------------------------------------------------------------ settings
     def _settings_path(self, name: str) -> Path:
@@ -119,7 +118,9 @@ class Collections(NamedVectors):
         from slimvec.service.spec import SERVICE_SPEC, ServiceSpec
 
         check_fields(body, CREATE_FIELDS, "create collection")
-        vectors = parse_vectors_config(body.get("vectors"))
+        no_dense = not body.get("vectors")  # ids and payloads only (and sparse vectors)
+        vectors = {"": (1, "Dot", {})} if no_dense else parse_vectors_config(body.get("vectors"))
+        sparse = parse_sparse_config(body.get("sparse_vectors"), vectors)
         options = recorded_options(body, vectors[""][2] if "" in vectors else
                                    {v: o for v, (_s, _d, o) in vectors.items() if o})
         meta = body.get("metadata") or {}
@@ -159,8 +160,12 @@ class Collections(NamedVectors):
                 served.spec = served.spec.with_dim_in(size)
                 served.spec.save(served.pending_dir / SERVICE_SPEC)
         (size, distance, _o), named = next(iter(vectors.values())), list(vectors) != [""]
+        self.sparse.drop(name)  # one left by a collection of this name deleted in a crash
+        if sparse:
+            self.sparse.create(name, sparse)
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
                           "payload_schema": {}, "created_at": time.time(), "options": options,
+                          "sparse_vectors": sparse, "no_dense": no_dense,
                           **({"vectors": [{"name": v, "size": z, "distance": d}
                                           for v, (z, d, _o) in vectors.items()]} if named else {})})
         return True
@@ -169,6 +174,7 @@ class Collections(NamedVectors):
         """``DELETE /collections/NAME`` (Qdrant answers ``false`` for an unknown one)."""
         if SEP in name or name not in self.st.registry.names():
             return False
+        self.sparse.drop(name)
         for served in self.each_index(name):  # the home last
             self.st.registry.delete(served.name)
         self._settings_path(name).unlink(missing_ok=True)
@@ -185,7 +191,7 @@ class Collections(NamedVectors):
                   for k, v in s.get("payload_schema", {}).items()}
         store, rescore, keep_full = self._built_by(served)
         hnsw, quant, what = store_config(store, rescore, keep_full)
-        opts, cfg = s.get("options") or {}, vector_configs(s)
+        opts, cfg = s.get("options") or {}, exposed(s)[0]
         vopts = {"": opts.get("vectors", {})} if list(cfg) == [""] else opts.get("vectors", {})
         vparams = {v: m.VectorParams(**{"size": c["size"], "distance": c["distance"],
                                         **vopts.get(v, {}), "hnsw_config": None,
@@ -193,7 +199,8 @@ class Collections(NamedVectors):
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
-            params=m.CollectionParams(vectors=vparams.get("", vparams), **params),
+            params=m.CollectionParams(vectors=vparams.get("", vparams), **params, sparse_vectors={
+                v: m.SparseVectorParams(**p) for v, p in (s.get("sparse_vectors") or {}).items()} or None),
             hnsw_config=m.HnswConfig(**hnsw),
             quantization_config=None if quant is None else m.ScalarQuantization(**quant),
             optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
@@ -269,8 +276,8 @@ class Collections(NamedVectors):
             points = list(zip(ids, vecs, pays))
         else:
             raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
-        cfg = vector_configs(self.settings(name))
-        rows = [check_point(cfg, *p) for p in points]
+        st = self.settings(name)
+        rows = [check_point(exposed(st)[0], *p, st.get("sparse_vectors")) for p in points]
         if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
             kept = conditional([{"id": r[0], "row": r} for r in rows],
                                points_get(served, [r[0] for r in rows]),
@@ -293,31 +300,6 @@ class Collections(NamedVectors):
         return self._records(served, sids, body.get("with_payload", True),
                              body.get("with_vector", False))
 
-    def _records(self, served: Any, sids: list[int], with_payload: Any, with_vector: Any,
-                 scores: list[float] | None = None) -> list[dict[str, Any]]:
-        """Records (or scored points) of store ids from the home index ``served``, in order; ids
-        without a stored point dropped; ``with_vector`` names read from their indexes."""
-        view = served.pending_view()
-        pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
-        keep = [sids[j] for j, p in enumerate(pays) if p is not None]
-        cfg = vector_configs(self.settings(served.name))
-        vecs = {v: read_vectors(self.vindex(served.name, v)[0], cfg[v]["distance"], keep)
-                for v in vector_selection(with_vector, cfg)}
-        out = []
-        for j, pay in enumerate(pays):
-            if pay is None:
-                continue
-            p = {k: v for k, v in pay.items() if k != NO_VECTOR}
-            rec: dict[str, Any] = {"id": qdrant_id(p.pop(SOURCE_ID, None))}
-            if scores is not None:
-                rec.update(version=0, score=scores[j])
-            rec["payload"] = select_payload(p, with_payload)
-            if vecs:
-                got = {v: byid[sids[j]] for v, byid in vecs.items() if sids[j] in byid}
-                rec["vector"] = got.get("") if list(cfg) == [""] else got
-            out.append(rec)
-        return out
-
     # ------------------------------------------------------------------ query
     def query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/query`` with a vector (``query`` or ``{"nearest"}``),
@@ -333,6 +315,10 @@ class Collections(NamedVectors):
             sids = [r["store_id"] for r in recs][offset:]
             return {"points": self._records(served, sids, body.get("with_payload", False),
                                             body.get("with_vector", False), [1.0] * len(sids))}
+        if body.get("using") in (self.settings(name).get("sparse_vectors") or {}):
+            pairs = self.sparse_query(name, body, limit, offset)
+            return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                                            body.get("with_vector", False), [x for _, x in pairs])}
         index, vspec = self.vindex(name, body.get("using") or "")
         spec = body.get("filter")
         if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
@@ -412,6 +398,7 @@ class Collections(NamedVectors):
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
         ids, flt = selector(body)
+        self.delete_sparse(name, ids, flt)
         for served in self.each_index(name):  # the home last
             points.delete(served, ids=ids, filter=flt)
         return _done()

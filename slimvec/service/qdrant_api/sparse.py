@@ -1,0 +1,189 @@
+"""Sparse vectors of a Qdrant collection (issue 38 item 6), kept and searched by Qdrant Edge.
+
+A collection's ``sparse_vectors`` (``{"text-bm25": {"modifier": "idf"}}``) live in one Qdrant Edge
+shard beside its settings, ``ROOT/.qdrant/NAME.sparse/``: the real engine, so a sparse query is
+scored as Qdrant scores it (the dot product over the shared indices, exact, with the IDF modifier
+computed over the points that have the vector). The shard holds the vectors only, under the
+points' store ids; ids, payloads and filters stay in the collection's home index, so a filtered
+sparse search asks the home for the matching ids first. Edge writes each update to its WAL before
+answering, so a written sparse vector survives a kill -9; an upsert writes the shard before the
+dense indexes and the home, and reads go through the home, so a point is seen whole or not at all.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from slimvec.service.qdrant_api.models import QdrantError, check_fields
+
+__all__ = ["SparseShards", "parse_sparse_config", "check_sparse", "is_sparse", "MAX_NNZ"]
+
+#: the most non-zero entries of one sparse vector (a query's or a point's)
+MAX_NNZ = 65_536
+#: a sparse index is an unsigned 32-bit integer (Qdrant's ``DimId``)
+MAX_INDEX = 2 ** 32 - 1
+_SUFFIX = ".sparse"
+
+
+def is_sparse(vec: Any) -> bool:
+    """Whether ``vec`` is spelled as a sparse vector (``{"indices", "values"}``)."""
+    return isinstance(vec, dict) and ("indices" in vec or "values" in vec)
+
+
+def check_sparse(vec: Any, where: str) -> tuple[list[int], list[float]]:
+    """``(indices, values)`` of a sparse vector, every part checked (a 400 naming ``where``)."""
+    if not is_sparse(vec):
+        raise QdrantError(400, f"Bad request: {where}: expected a sparse vector "
+                               "{\"indices\": [...], \"values\": [...]}.")
+    check_fields(vec, ("indices", "values"), where)
+    idx, val = vec.get("indices"), vec.get("values")
+    if not isinstance(idx, list) or not isinstance(val, list) or len(idx) != len(val):
+        raise QdrantError(400, f"Bad request: {where}: indices and values must be lists of the "
+                               "same length.")
+    if len(idx) > MAX_NNZ:
+        raise QdrantError(400, f"Bad request: {where}: {len(idx)} non-zero entries, more than "
+                               f"{MAX_NNZ}; send a sparser vector.")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= MAX_INDEX for i in idx):
+        raise QdrantError(400, f"Bad request: {where}: every index must be an integer in "
+                               f"0..{MAX_INDEX}.")
+    if len(set(idx)) != len(idx):
+        raise QdrantError(400, f"Bad request: {where}: indices must be unique.")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in val):
+        raise QdrantError(400, f"Bad request: {where}: every value must be a finite number.")
+    return idx, [float(v) for v in val]
+
+
+def parse_sparse_config(raw: Any, dense: Any) -> dict[str, dict[str, Any]]:
+    """``{name: params}`` of a create request's ``sparse_vectors`` (Qdrant's
+    ``SparseVectorParams``: ``modifier`` ``idf`` or ``none`` is built by; ``index`` is recorded)."""
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        raise QdrantError(400, "Bad request: sparse_vectors must be an object {name: params}.")
+    from pydantic import ValidationError
+    from qdrant_client.http import models as m
+
+    out = {}
+    for name, params in raw.items():
+        if not isinstance(name, str) or not name or name in dense:
+            raise QdrantError(400, f"Bad request: sparse vector name {str(name)[:40]!r}: a "
+                                   "non-empty name that no dense vector has.")
+        try:
+            p = m.SparseVectorParams.model_validate(params or {})
+        except ValidationError as exc:
+            raise QdrantError(400, f"Bad request: sparse_vectors.{name}: "
+                                   f"{exc.errors()[0]['msg']}.") from None
+        out[name] = p.model_dump(mode="json", exclude_none=True)
+    return out
+
+
+class SparseShards:
+    """The sparse-vector shards of a server's Qdrant collections (opened on first use)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._open: dict[str, Any] = {}
+        self._lock = threading.Lock()  # guards every shard (the engine's calls are short)
+
+    def _path(self, name: str) -> Path:
+        return self.folder / f"{name}{_SUFFIX}"
+
+    def create(self, name: str, cfg: dict[str, dict[str, Any]]) -> None:
+        """A new empty shard for collection ``name``."""
+        import qdrant_edge as q
+
+        params = {v: q.EdgeSparseVectorParams(
+            modifier=q.Modifier.Idf if p.get("modifier") == "idf" else None) for v, p in cfg.items()}
+        with self._lock:
+            self._open[name] = q.EdgeShard.create(str(self._path(name)),
+                                                  q.EdgeConfig(sparse_vectors=params))
+
+    def drop(self, name: str) -> None:
+        """Close and remove collection ``name``'s shard (nothing when it has none)."""
+        with self._lock:
+            shard = self._open.pop(name, None)
+            if shard is not None:
+                shard.close()
+            shutil.rmtree(self._path(name), ignore_errors=True)
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._open.values():
+                shard.close()
+            self._open.clear()
+
+    def _shard(self, name: str) -> Any:
+        shard = self._open.get(name)
+        if shard is None:
+            import qdrant_edge as q
+
+            shard = self._open[name] = q.EdgeShard.load(str(self._path(name)))
+        return shard
+
+    def write(self, name: str, rows: list[tuple[int, dict[str, Any]]], whole: bool) -> None:
+        """Write ``(store id, {sparse name: (indices, values)})`` rows: ``whole`` (an upsert)
+        replaces each point's sparse vectors (none given: the point leaves the shard); otherwise
+        the given vectors join the point's others."""
+        import qdrant_edge as q
+
+        with self._lock:
+            shard = self._shard(name)
+            if not whole:
+                old = {int(r.id): r.vector for r in shard.retrieve([s for s, v in rows if v],
+                                                                   None, True)}
+                rows = [(s, {**{k: (x.indices, x.values) for k, x in (old.get(s) or {}).items()},
+                             **v}) for s, v in rows if v]
+            gone = [s for s, v in rows if not v]
+            if gone:
+                shard.update(q.UpdateOperation.delete_points(gone))
+            pts = [q.Point(id=s, vector={k: q.SparseVector(indices=i, values=x)
+                                         for k, (i, x) in v.items()}, payload=None)
+                   for s, v in rows if v]
+            for at in range(0, len(pts), 512):
+                shard.update(q.UpdateOperation.upsert_points(pts[at:at + 512]))
+
+    def delete(self, name: str, sids: list[int], vnames: list[str] | None = None) -> None:
+        """Remove the points ``sids`` (or only their vectors ``vnames``)."""
+        import qdrant_edge as q
+
+        if not sids:
+            return
+        with self._lock:
+            shard = self._shard(name)
+            if vnames is None:
+                shard.update(q.UpdateOperation.delete_points(sids))
+            else:
+                shard.update(q.UpdateOperation.delete_vectors(sids, vnames))
+
+    def read(self, name: str, sids: list[int], vnames: list[str]
+             ) -> dict[str, dict[int, dict[str, list[Any]]]]:
+        """``{sparse name: {store id: {"indices", "values"}}}`` of the points that have them."""
+        with self._lock:
+            recs = self._shard(name).retrieve(sids, None, vnames) if sids else []
+        out: dict[str, dict[int, dict[str, list[Any]]]] = {v: {} for v in vnames}
+        for r in recs:
+            for v, x in (r.vector or {}).items():
+                if v in out:
+                    out[v][int(r.id)] = {"indices": list(x.indices), "values": list(x.values)}
+        return out
+
+    def search(self, name: str, vname: str, query: tuple[list[int], list[float]], k: int,
+               allowed: list[int] | None, threshold: float | None) -> list[tuple[int, float]]:
+        """``[(store id, score)]`` of the ``k`` best points by sparse vector ``vname`` (only
+        ``allowed`` ids when given), best first, as Qdrant scores them."""
+        import qdrant_edge as q
+
+        if allowed is not None and not allowed:
+            return []
+        flt = None if allowed is None else q.Filter(must=[q.HasIdCondition(has_id=allowed)])
+        req = q.QueryRequest(limit=k, query=q.Query.Nearest(
+            q.SparseVector(indices=query[0], values=query[1]), using=vname), filter=flt,
+            score_threshold=threshold)
+        with self._lock:
+            hits = self._shard(name).query(req)
+        return [(int(h.id), float(h.score)) for h in hits]
