@@ -37,9 +37,9 @@ from slimvec.service.qdrant_api.models import (
     selector,
     unsupported,
 )
-from slimvec.service.qdrant_api.sparse import SparseShards, check_sparse
+from slimvec.service.qdrant_api.sparse import SparseShards, check_sparse, edge_query
 
-__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "exposed", "parse_vectors_config",
+__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
            "index_name", "vector_selection"]
 
 #: the payload flag of a home row whose point has no first vector (in ``points.SERVICE_KEYS``)
@@ -62,6 +62,16 @@ def exposed(settings: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[s
     (``no_dense``) keeps its ids and payloads in a hidden one-dimensional home that it lacks."""
     return ({} if settings.get("no_dense") else vector_configs(settings),
             settings.get("sparse_vectors") or {})
+
+
+def without_holes(flt: Any) -> Any:
+    """``flt`` (or no filter) leaving out the home's rows flagged :data:`NO_VECTOR`."""
+    from dataclasses import replace
+
+    from slimvec.filters import parse_filter
+
+    hole = parse_filter({"must_not": [{"key": NO_VECTOR, "match": {"value": True}}]})
+    return hole if flt is None else replace(hole, must=(flt,))
 
 
 def index_name(name: str, cfg: dict[str, Any], vname: str) -> str:
@@ -298,7 +308,7 @@ class NamedVectors:
         s = self.settings(name)
         cfg, sp = exposed(s)
         olds = points.get(self.served(name), [point_id(p.get("id")) for p in rows])
-        flt = qfilter(body.get("update_filter"))
+        flt = qfilter(body.get("update_filter"), self.scan(name))
         out = []
         for p, old in zip(rows, olds):
             if old is None:
@@ -312,7 +322,7 @@ class NamedVectors:
         """``POST /collections/NAME/points/vectors/delete``: remove the ``vector`` names of the
         selected points (the points, their payloads and other vectors stay)."""
         check_fields(body, ("points", "filter", "vector"), "delete vectors")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         s = self.settings(name)
         cfg, sp = exposed(s)
         names = body.get("vector")
@@ -347,19 +357,87 @@ class NamedVectors:
         ``offset`` (a filter is applied to the home's payloads: the ids it selects)."""
         from slimvec.service.limits import MAX_RESULTS, check_size
 
-        q = body.get("query")
-        if isinstance(q, dict) and set(q) == {"nearest"}:
-            q = q["nearest"]
-        if isinstance(q, (int, str)):  # by point id: that point's own vector
-            got = self.sparse.read(name, [doc_id(point_id(q))], [body["using"]])[body["using"]]
+        using = body["using"]
+        src, vsrc = self._lookup(name, using, body.get("lookup_from"))
+        if isinstance(body.get("query"), dict) and body["query"].get("mmr") is not None:
+            raise unsupported("MMR on a sparse vector", "send a plain nearest query")
+
+        def vector_of(pid: Any) -> tuple[list[int], list[float]]:
+            got = self.sparse.read(src, [doc_id(point_id(pid))], [vsrc])[vsrc]
             if not got:
-                raise QdrantError(404, f"Not found: No point with id {q} found")
-            q = next(iter(got.values()))
-        query = check_sparse(q, "query")
+                raise QdrantError(404, f"Not found: No point with id {pid} found (or it has "
+                                       f"no vector {using!r})")
+            v = next(iter(got.values()))
+            return v["indices"], v["values"]
+
+        query, named = edge_query(body.get("query"), using, vector_of)
         check_size(limit + offset, MAX_RESULTS, "The results asked of one query (offset + limit)",
                    "ask for fewer, or page with a filter or scroll.")
-        flt = qfilter(body.get("filter"))
+        flt = qfilter(body.get("filter"), self.scan(name))
         allowed = None if flt is None else self.store_ids(name, None, flt)
-        hits = self.sparse.search(name, body["using"], query, limit + offset, allowed,
-                                  body.get("score_threshold"))
+        hits = self.sparse.search(name, query, limit + offset, allowed,
+                                  [doc_id(point_id(x)) for x in named], body.get("score_threshold"))
         return hits[offset:]
+
+    def _lookup(self, name: str, using: str, lookup: Any) -> tuple[str, str]:
+        """The collection and sparse vector name examples given by id are read from: Qdrant's
+        ``lookup_from`` (``{"collection", "vector"}``), else the queried ones."""
+        if lookup is None:
+            return name, using
+        if not isinstance(lookup, dict):
+            raise QdrantError(400, "Bad request: lookup_from must be {\"collection\", \"vector\"}.")
+        check_fields(lookup, ("collection", "vector"), "lookup_from")
+        src = lookup.get("collection")
+        vsrc = lookup.get("vector") or using
+        if not isinstance(src, str) or vsrc not in (self.settings(src).get("sparse_vectors") or {}):
+            raise QdrantError(400, f"Bad request: lookup_from: collection {str(src)[:60]!r} has no "
+                                   f"sparse vector {str(vsrc)[:60]!r}.")
+        return src, vsrc
+
+    #: the most points a filter beyond slimvec's language is evaluated over (in Python)
+    MAX_SCAN = 100_000
+
+    def scan(self, name: str) -> Callable[[Any, Exception], Any]:
+        """The :func:`qfilter` fallback of collection ``name``: a filter slimvec's language
+        lacks is evaluated on every point by qdrant-client's local-mode evaluator (Qdrant's
+        reference semantics), giving the filter of the matching ids."""
+        return lambda spec, exc: self._scan(name, spec, exc)
+
+    def _scan(self, name: str, spec: Any, exc: Exception) -> Any:
+        from pydantic import ValidationError
+        from qdrant_client.http import models as m
+        from qdrant_client.local.payload_filters import check_filter
+
+        from slimvec.filters import Filter, HasId
+
+        try:
+            model = m.Filter.model_validate(spec)
+        except ValidationError as bad:
+            raise QdrantError(400, f"Bad request: Format error in filter: "
+                                   f"{bad.errors()[0]['msg']}.") from None
+        home = self.served(name)
+        if points.count(home) > self.MAX_SCAN:
+            raise QdrantError(400, f"Bad request: {exc} (a collection of at most "
+                                   f"{self.MAX_SCAN} points evaluates it point by point).")
+        recs = records_of(home, None, None)
+        has = self._has_vectors(name, [r["store_id"] for r in recs]) if "has_vector" in str(spec) else {}
+        ids = [r["id"] for r in recs
+               if check_filter(model, r["payload"], qdrant_id(r["id"]), has.get(r["store_id"], {}))]
+        return Filter(must=(HasId(frozenset(ids)),))
+
+    def _has_vectors(self, name: str, sids: list[int]) -> dict[int, dict[str, bool]]:
+        """``{store id: {vector name: has it}}`` of collection ``name``'s points."""
+        s = self.settings(name)
+        cfg, sp = exposed(s)
+        out: dict[int, dict[str, bool]] = {sid: {} for sid in sids}
+        for vname in cfg:
+            served = self.vindex(name, vname)[0]
+            view = served.pending_view()
+            pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+            for sid, p in zip(sids, pays):
+                out[sid][vname] = p is not None and not p.get(NO_VECTOR)
+        got = self.sparse.read(name, sids, list(sp)) if sp else {}
+        for vname in sp:
+            for sid in sids:
+                out[sid][vname] = sid in got[vname]
+        return out

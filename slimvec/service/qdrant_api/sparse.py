@@ -15,18 +15,22 @@ from __future__ import annotations
 import math
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from slimvec.service.qdrant_api.models import QdrantError, check_fields
 
-__all__ = ["SparseShards", "parse_sparse_config", "check_sparse", "is_sparse", "MAX_NNZ"]
+__all__ = ["SparseShards", "parse_sparse_config", "check_sparse", "is_sparse", "edge_query",
+           "MAX_NNZ"]
 
 #: the most non-zero entries of one sparse vector (a query's or a point's)
 MAX_NNZ = 65_536
 #: a sparse index is an unsigned 32-bit integer (Qdrant's ``DimId``)
 MAX_INDEX = 2 ** 32 - 1
 _SUFFIX = ".sparse"
+#: the most examples (ids or vectors) of one recommend / discover / context query
+MAX_EXAMPLES = 1024
 
 
 def is_sparse(vec: Any) -> bool:
@@ -80,6 +84,91 @@ def parse_sparse_config(raw: Any, dense: Any) -> dict[str, dict[str, Any]]:
                                    f"{exc.errors()[0]['msg']}.") from None
         out[name] = p.model_dump(mode="json", exclude_none=True)
     return out
+
+
+def edge_query(query: Any, using: str, vector_of: Callable[[Any], tuple[list[int], list[float]]]
+               ) -> tuple[Any, list[Any]]:
+    """The Qdrant Edge query of a REST ``query`` on sparse vector ``using`` and the point ids it
+    names (Qdrant leaves them out of the results). Served: a vector or ``{"nearest"}`` (with
+    ``mmr``), a point id, ``recommend`` (``average_vector``, ``best_score``, ``sum_scores``),
+    ``discover`` and ``context``; ``vector_of`` reads a point's vector by id."""
+    import qdrant_edge as q
+
+    named: list[Any] = []
+
+    def vec(x: Any, where: str) -> Any:
+        if isinstance(x, (int, str)) and not isinstance(x, bool):
+            named.append(x)
+            return q.SparseVector(*vector_of(x))
+        return q.SparseVector(*check_sparse(x, where))
+
+    def many(xs: Any, where: str) -> list[Any]:
+        xs = [] if xs is None else xs if isinstance(xs, list) else [xs]
+        if len(xs) > MAX_EXAMPLES:
+            raise QdrantError(400, f"Bad request: {where}: at most {MAX_EXAMPLES} examples.")
+        return [vec(x, f"{where}[{i}]") for i, x in enumerate(xs)]
+
+    def pairs(ctx: Any, where: str) -> list[Any]:
+        ctx = [] if ctx is None else ctx if isinstance(ctx, list) else [ctx]
+        if len(ctx) > MAX_EXAMPLES or not all(isinstance(c, dict) for c in ctx):
+            raise QdrantError(400, f"Bad request: {where}: at most {MAX_EXAMPLES} pairs "
+                                   "{\"positive\", \"negative\"}.")
+        return [q.ContextPair(positive=vec(c.get("positive"), f"{where}[{i}].positive"),
+                              negative=vec(c.get("negative"), f"{where}[{i}].negative"))
+                for i, c in enumerate(ctx)]
+
+    kind = next(iter(query)) if isinstance(query, dict) and len(query) == 1 else None
+    arg = query.get(kind) if kind else None
+    if isinstance(query, dict) and "nearest" in query and set(query) <= {"nearest", "mmr"}:
+        mmr = query.get("mmr")
+        if mmr is None:
+            return q.Query.Nearest(vec(query["nearest"], "query.nearest"), using=using), named
+        check_fields(mmr, ("diversity", "candidates_limit"), "query.mmr")
+        div, cand = mmr.get("diversity", 0.5), mmr.get("candidates_limit") or 100
+        if not isinstance(div, (int, float)) or not 0 <= div <= 1 or not isinstance(cand, int) \
+                or not 0 < cand <= 10_000:
+            raise QdrantError(400, "Bad request: mmr.diversity must be in 0..1 and "
+                                   "mmr.candidates_limit in 1..10000.")
+        return q.Mmr(vec(query["nearest"], "query.nearest"), 1.0 - div, cand, using=using), named
+    if kind == "recommend" and isinstance(arg, dict):
+        check_fields(arg, ("positive", "negative", "strategy"), "query.recommend")
+        pos, neg = many(arg.get("positive"), "positive"), many(arg.get("negative"), "negative")
+        strategy = arg.get("strategy") or "average_vector"
+        if strategy == "average_vector":
+            return q.Query.Nearest(_average(pos, neg), using=using), named
+        rq = q.RecommendQuery(positives=pos, negatives=neg)
+        if strategy == "best_score":
+            return q.Query.RecommendBestScore(rq, using=using), named
+        if strategy == "sum_scores":
+            return q.Query.RecommendSumScores(rq, using=using), named
+        raise QdrantError(400, f"Bad request: recommend strategy {strategy!r}; expected "
+                               "average_vector, best_score or sum_scores.")
+    if kind == "discover" and isinstance(arg, dict):
+        check_fields(arg, ("target", "context"), "query.discover")
+        target = vec(arg.get("target"), "discover.target")
+        return q.Query.Discover(q.DiscoverQuery(target, pairs(arg.get("context"), "context")),
+                                using=using), named
+    if kind == "context":
+        return q.Query.Context(q.ContextQuery(pairs(arg, "context")), using=using), named
+    return q.Query.Nearest(vec(query, "query"), using=using), named
+
+
+def _average(pos: list[Any], neg: list[Any]) -> Any:
+    """Qdrant's ``average_vector`` of sparse examples: the mean of the positives, moved away
+    from the mean of the negatives (qdrant-client's own arithmetic)."""
+    import qdrant_edge as q
+    from qdrant_client.http import models as m
+    from qdrant_client.local.sparse import sort_sparse_vector
+    from qdrant_client.local.sparse_distances import merge_positive_and_negative_avg, sparse_avg
+
+    if not pos:
+        raise QdrantError(400, "Bad request: recommend average_vector needs a positive example.")
+    mean = [sparse_avg([sort_sparse_vector(m.SparseVector(indices=list(v.indices),
+                                                          values=list(v.values))) for v in vs])
+            for vs in (pos, neg)]
+    out = merge_positive_and_negative_avg(*mean) if neg else mean[0]
+    return q.SparseVector(indices=[int(i) for i in out.indices],
+                          values=[float(x) for x in out.values])
 
 
 class SparseShards:
@@ -172,18 +261,17 @@ class SparseShards:
                     out[v][int(r.id)] = {"indices": list(x.indices), "values": list(x.values)}
         return out
 
-    def search(self, name: str, vname: str, query: tuple[list[int], list[float]], k: int,
-               allowed: list[int] | None, threshold: float | None) -> list[tuple[int, float]]:
-        """``[(store id, score)]`` of the ``k`` best points by sparse vector ``vname`` (only
-        ``allowed`` ids when given), best first, as Qdrant scores them."""
+    def search(self, name: str, query: Any, k: int, allowed: list[int] | None,
+               excluded: list[int], threshold: float | None) -> list[tuple[int, float]]:
+        """``[(store id, score)]`` of the ``k`` best points by an :func:`edge_query` (only
+        ``allowed`` ids when given, never ``excluded`` ones), best first, as Qdrant scores them."""
         import qdrant_edge as q
 
         if allowed is not None and not allowed:
             return []
-        flt = None if allowed is None else q.Filter(must=[q.HasIdCondition(has_id=allowed)])
-        req = q.QueryRequest(limit=k, query=q.Query.Nearest(
-            q.SparseVector(indices=query[0], values=query[1]), using=vname), filter=flt,
-            score_threshold=threshold)
+        flt = q.Filter(must=None if allowed is None else [q.HasIdCondition(set(allowed))],
+                       must_not=[q.HasIdCondition(set(excluded))] if excluded else None)
+        req = q.QueryRequest(limit=k, query=query, filter=flt, score_threshold=threshold)
         with self._lock:
             hits = self._shard(name).query(req)
         return [(int(h.id), float(h.score)) for h in hits]

@@ -37,7 +37,6 @@ from slimvec.service.qdrant_api.models import (
     unsupported,
 )
 from slimvec.service.qdrant_api.named import (
-    NO_VECTOR,
     SEP,
     NamedVectors,
     check_point,
@@ -45,6 +44,7 @@ from slimvec.service.qdrant_api.named import (
     index_name,
     parse_vectors_config,
     records_of,
+    without_holes,
 )
 from slimvec.service.qdrant_api.sparse import SparseShards, parse_sparse_config
 
@@ -242,7 +242,7 @@ class Collections(NamedVectors):
         """``POST /collections/NAME/points/count`` (always exact)."""
         check_fields(body, ("filter", "exact"), "count")
         served = self.served(name)
-        return {"count": points.count(served, qfilter(body.get("filter")))}
+        return {"count": points.count(served, qfilter(body.get("filter"), self.scan(name)))}
 
     # ------------------------------------------------------------------ points
     def upsert(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
@@ -281,7 +281,7 @@ class Collections(NamedVectors):
         if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
             kept = conditional([{"id": r[0], "row": r} for r in rows],
                                points_get(served, [r[0] for r in rows]),
-                               body.get("update_mode"), qfilter(body.get("update_filter")))
+                               body.get("update_mode"), qfilter(body.get("update_filter"), self.scan(name)))
             rows = [it["row"] for it in kept]
             if not rows:
                 return _done()
@@ -307,11 +307,12 @@ class Collections(NamedVectors):
         ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``; without a ``query``,
         the first points in scroll order (score 1, as Qdrant)."""
         check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
-                            "score_threshold", "params", "using"), "query")
+                            "score_threshold", "params", "using", "lookup_from"), "query")
         served = self.served(name)
         limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
         if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
-            recs, _ = points.scroll(served, limit + offset, None, qfilter(body.get("filter")))
+            recs, _ = points.scroll(served, limit + offset, None,
+                                    qfilter(body.get("filter"), self.scan(name)))
             sids = [r["store_id"] for r in recs][offset:]
             return {"points": self._records(served, sids, body.get("with_payload", False),
                                             body.get("with_vector", False), [1.0] * len(sids))}
@@ -319,17 +320,18 @@ class Collections(NamedVectors):
             pairs = self.sparse_query(name, body, limit, offset)
             return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
                                             body.get("with_vector", False), [x for _, x in pairs])}
+        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
+                            "score_threshold", "params", "using"), "dense query")
         index, vspec = self.vindex(name, body.get("using") or "")
-        spec = body.get("filter")
+        flt = qfilter(body.get("filter"), self.scan(name))
         if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
-            spec = {"must": [spec] if spec else [],
-                    "must_not": [{"key": NO_VECTOR, "match": {"value": True}}]}
+            flt = without_holes(flt)
         vec = query_vector(body.get("query"))
         k = limit + offset
         if k == 0:
             return {"points": []}
         distance = vspec["distance"]
-        sids, scores = self._search(index, vec, k, qfilter(spec), body.get("params"), vspec["size"])
+        sids, scores = self._search(index, vec, k, flt, body.get("params"), vspec["size"])
         threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
         if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
@@ -383,7 +385,7 @@ class Collections(NamedVectors):
         offset = body.get("offset")
         start = None if offset is None else doc_id(point_id(offset))
         recs, nxt = points.scroll(served, count_arg(body, "limit", 10) or 10, start,
-                                  qfilter(body.get("filter")))
+                                  qfilter(body.get("filter"), self.scan(name)))
         sids = [r["store_id"] for r in recs]
         out = self._records(served, sids, body.get("with_payload", True),
                             body.get("with_vector", False))
@@ -397,7 +399,7 @@ class Collections(NamedVectors):
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         self.delete_sparse(name, ids, flt)
         for served in self.each_index(name):  # the home last
             points.delete(served, ids=ids, filter=flt)
@@ -408,7 +410,7 @@ class Collections(NamedVectors):
         ``key`` the payload is set at that JSON path of each point (Qdrant's path rules, as
         qdrant-client's local mode applies them). Every index of the collection, the home last."""
         check_fields(body, ("payload", "points", "filter", "key"), "set payload")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         indexes = self.each_index(name)
         if body.get("key") is None:
             for served in indexes:
@@ -434,7 +436,7 @@ class Collections(NamedVectors):
     def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
         check_fields(body, ("keys", "points", "filter"), "delete payload")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         keys = body.get("keys")
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
@@ -445,7 +447,7 @@ class Collections(NamedVectors):
     def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/clear``: an empty payload."""
         check_fields(body, ("points", "filter"), "clear payload")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         for served in self.each_index(name):
             points.set_payload(served, {}, ids=ids, filter=flt, overwrite=True)
         return _done()
@@ -460,10 +462,11 @@ class Collections(NamedVectors):
         field, schema = body.get("field_name"), body.get("field_schema")
         if isinstance(schema, dict):
             schema = schema.get("type")
-        if not isinstance(field, str) or schema not in ("keyword", "integer", "float", "bool"):
+        if not isinstance(field, str) or schema not in (*_NATIVE, "text", "uuid", "geo", "datetime"):
             raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
-                              "index a field as keyword, integer, float or bool")
-        for served in self.each_index(name):
+                              f"index a field as one of {', '.join(_NATIVE)}, text, uuid, geo, "
+                              "datetime")
+        for served in self.each_index(name) if schema in _NATIVE else ():  # others: recorded
             points.declare_payload_indexes(served, [f"{field}:{schema}"])
         s = self.settings(name)
         s.setdefault("payload_schema", {})[field] = schema
@@ -477,6 +480,10 @@ class Collections(NamedVectors):
         s.get("payload_schema", {}).pop(field, None)
         self._save(name, s)
         return _done()
+
+
+#: payload index schemas built by the stores (the others are recorded: filters are exact without)
+_NATIVE = ("keyword", "integer", "float", "bool")
 
 
 def _done() -> dict[str, Any]:
