@@ -118,6 +118,7 @@ SLOW_MODULES = (
     "tests/service/test_qdrant_dropin.py",  # issue 38: a server, fitted Dot/Euclid collections
     "tests/service/test_qdrant_haystack.py",  # issue 38: Haystack's store, MiniLM, a server
     "tests/service/test_qdrant_congruence_suite.py",  # issue 38: qdrant-client's suite, ~10 min
+    "tests/service/test_qdrant_sparse.py",  # issue 38: sparse vectors, servers restarted, ~100 s
 )
 
 

@@ -332,7 +332,8 @@ class NamedVectors:
             _known({**cfg, **sp}, vname)
             if vname in sp:
                 self.sparse.delete(name, self.store_ids(name, ids, flt), [vname])
-            elif vname != next(iter(cfg)):
+                continue
+            if vname != next(iter(cfg)):
                 points.delete(self.vindex(name, vname)[0], ids=ids, filter=flt)
                 continue
             recs = records_of(self.served(name), ids, flt)
