@@ -187,3 +187,41 @@ def test_sparse_only_collection_and_bad_vectors(tmp_path):
         with pytest.raises(UnexpectedResponse) as exc:  # MMR on a sparse vector: named, refused
             c.query_points("so", query=m.NearestQuery(nearest=q, mmr=m.Mmr()), using="idf")
         assert exc.value.status_code == 400 and "MMR" in exc.value.content.decode()
+
+
+def test_mem0_default_store(tmp_path):
+    """mem0's Qdrant store with its defaults (issue 38): its first write creates an unnamed Cosine
+    vector with ``on_disk=False`` and a ``bm25`` sparse vector with the IDF modifier, then keyword
+    payload indexes; memories with real MiniLM embeddings are inserted, searched (filtered by user,
+    and by a datetime range, as mem0 writes it), updated, listed and deleted as on local mode."""
+    pytest.importorskip("mem0")
+    from mem0.vector_stores.qdrant import Qdrant
+
+    from slimvec.indexer.encoder import Encoder
+
+    texts = ["likes green tea", "works as a nurse", "has a dog named Rex", "lives in Lyon",
+             "plays the cello", "is allergic to nuts", "runs marathons", "reads sci-fi"]
+    vecs = Encoder().encode(texts + ["what pet does she have?"])
+    ids = [f"00000000-0000-0000-0000-{i:012d}" for i in range(len(texts))]
+    pays = [{"data": t, "user_id": "alice" if i % 2 else "bob",
+             "created_at": f"2024-0{1 + i % 6}-10T12:00:00+00:00"} for i, t in enumerate(texts)]
+    root = tmp_path / "root"
+    root.mkdir()
+    with Server(root) as srv:
+        store = Qdrant(collection_name="mem0", embedding_model_dims=384, url=srv.url)
+        local = Qdrant(collection_name="mem0", embedding_model_dims=384,
+                       client=QdrantClient(":memory:"))
+        assert store._has_bm25_slot  # the sparse slot exists, so mem0 writes BM25 vectors to it
+        for st in (store, local):
+            st.insert(vecs[:-1].tolist(), payloads=pays, ids=ids)
+            st.update(ids[2], payload={**pays[2], "data": "has a dog named Max"})
+            st.delete(ids[5])
+        q = vecs[-1].tolist()
+        for flt in (None, {"user_id": "bob"}, {"created_at": {"gte": "2024-03-01T00:00:00+00:00"}}):
+            got, want = store.search("pet", q, top_k=3, filters=flt), local.search("pet", q, top_k=3, filters=flt)
+            assert [p.id for p in got] == [p.id for p in want] and got
+            assert abs(got[0].score - want[0].score) < 1e-3 and got[0].payload == want[0].payload
+        assert store.get(ids[2]).payload["data"] == "has a dog named Max"
+        assert store.get(ids[5]) is None
+        assert sorted(p.id for p in store.list({"user_id": "alice"})[0]) == \
+            sorted(p.id for p in local.list({"user_id": "alice"})[0])
