@@ -59,12 +59,13 @@ def _same_hits(got, want):
 def _same_records(got, want):
     assert [p.id for p in got] == [p.id for p in want]
     for g, w in zip(got, want):
-        assert sorted(g.vector or {}) == sorted(w.vector or {}), g.id
-        for k, v in (w.vector or {}).items():
+        gv, wv = (g.vector, w.vector) if isinstance(w.vector, dict) else ({"": g.vector}, {"": w.vector})
+        assert sorted(gv or {}) == sorted(wv or {}), g.id
+        for k, v in (wv or {}).items():
             if isinstance(v, m.SparseVector):
-                assert g.vector[k].indices == v.indices and g.vector[k].values == v.values
+                assert gv[k].indices == v.indices and gv[k].values == v.values
             else:
-                np.testing.assert_allclose(g.vector[k], v, atol=1e-5)
+                np.testing.assert_allclose(gv[k], v, atol=1e-5)
 
 
 #: a filter of slimvec's own language, and ones it lacks (evaluated point by point)
@@ -149,10 +150,10 @@ def test_sparse_vectors_as_local_mode(tmp_path):
         assert c.delete_collection("h") and not (root / ".qdrant" / "h.sparse").exists()
 
 
-def test_sparse_only_collection_and_bad_vectors(tmp_path):
+def test_sparse_only_collection_multivectors_and_bad_vectors(tmp_path):
     """A collection of sparse vectors only (and one of no vectors at all) as local mode shows
     it; a malformed sparse vector is a 400 naming the fault, and nothing of the request is
-    written."""
+    written; multivectors as local mode."""
     root = tmp_path / "root"
     root.mkdir()
     local = QdrantClient(":memory:")
@@ -187,6 +188,41 @@ def test_sparse_only_collection_and_bad_vectors(tmp_path):
         with pytest.raises(UnexpectedResponse) as exc:  # MMR on a sparse vector: named, refused
             c.query_points("so", query=m.NearestQuery(nearest=q, mmr=m.Mmr()), using="idf")
         assert exc.value.status_code == 400 and "MMR" in exc.value.content.decode()
+        _multivectors_as_local_mode(c, local, srv.url)
+
+
+def _multivectors_as_local_mode(c, local, url):
+    """Multivectors (max-sim), named beside a dense vector and unnamed alone: searched, used as
+    examples, read back as local mode; a ragged one is a 400."""
+    rng = np.random.default_rng(6)
+    mv = m.VectorParams(size=4, distance=m.Distance.DOT,
+                        multivector_config=m.MultiVectorConfig(comparator=m.MultiVectorComparator.MAX_SIM))
+    pts = [m.PointStruct(id=i, vector={"text": rng.random(8).round(3).tolist(),
+                                       "m": (rng.integers(-64, 64, (1 + i % 3, 4)) / 16).tolist()},
+                         payload={"i": i}) for i in range(60)]
+    for cl in (c, local):
+        cl.create_collection("mv", vectors_config={"text": m.VectorParams(size=8, distance=m.Distance.COSINE),
+                                                   "m": mv})
+        cl.upsert("mv", points=pts, wait=True)
+        cl.create_collection("mv1", vectors_config=mv)
+        cl.upsert("mv1", points=[m.PointStruct(id=p.id, vector=p.vector["m"]) for p in pts], wait=True)
+    for n in ("mv", "mv1"):
+        got, want = c.get_collection(n).config.params, local.get_collection(n).config.params
+        assert got.vectors == want.vectors
+    q = (rng.integers(-64, 64, (2, 4)) / 16).tolist()
+    for n, using in (("mv", "m"), ("mv1", None)):
+        for query in (q, m.RecommendQuery(recommend=m.RecommendInput(positive=[3], negative=[5])),
+                      m.DiscoverQuery(discover=m.DiscoverInput(target=q, context=[
+                          m.ContextPair(positive=3, negative=5)]))):
+            kw = dict(query=query, using=using, limit=6, with_payload=True)
+            _same_hits(c.query_points(n, **kw).points, local.query_points(n, **kw).points)
+        _same_records(c.retrieve(n, list(range(8)), with_vectors=True),
+                      local.retrieve(n, list(range(8)), with_vectors=True))
+    import httpx
+
+    r = httpx.put(f"{url}/collections/mv1/points?wait=true", timeout=60,
+                  json={"points": [{"id": 1, "vector": [[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]]}]})
+    assert r.status_code == 400 and "dim 4" in r.json()["status"]["error"], r.text
 
 
 def test_mem0_default_store(tmp_path):

@@ -37,7 +37,7 @@ from slimvec.service.qdrant_api.models import (
     selector,
     unsupported,
 )
-from slimvec.service.qdrant_api.sparse import SparseShards, check_sparse, edge_query
+from slimvec.service.qdrant_api.sparse import SparseShards, check_side, edge_query
 
 __all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
            "index_name", "vector_selection"]
@@ -46,6 +46,7 @@ __all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "exposed", "wit
 NO_VECTOR = "slimvec_no_vector"
 #: joins a collection's name and a vector name into the name of that vector's index
 SEP = "~"
+
 
 
 def vector_configs(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -58,10 +59,12 @@ def vector_configs(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def exposed(settings: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """``(dense, sparse)`` vector configs a client sees: a collection of sparse vectors only
-    (``no_dense``) keeps its ids and payloads in a hidden one-dimensional home that it lacks."""
+    """``(dense, side)`` vector configs a client sees: the dense ones in slimvec's indexes, and
+    the sparse and multivector ones (those with a ``size``) in the side shard (:mod:`.sparse`).
+    A collection without dense vectors (``no_dense``) keeps its ids and payloads in a hidden
+    one-dimensional home that it lacks."""
     return ({} if settings.get("no_dense") else vector_configs(settings),
-            settings.get("sparse_vectors") or {})
+            {**(settings.get("sparse_vectors") or {}), **(settings.get("multi_vectors") or {})})
 
 
 def without_holes(flt: Any) -> Any:
@@ -149,7 +152,7 @@ def check_point(cfg: dict[str, Any], raw_id: Any, vec: Any, payload: Any,
     400 naming the point otherwise); the ``sparse`` names' vectors as ``(indices, values)``."""
     pid = point_id(raw_id)
     sparse = sparse or {}
-    vecs = {vname: check_sparse(v, f"point {raw_id}, vector {vname!r}") if vname in sparse
+    vecs = {vname: check_side(v, sparse[vname], f"point {raw_id}, vector {vname!r}") if vname in sparse
             else _check_vector(raw_id, vname, v, int(cfg[vname]["size"]))
             for vname, v in _point_vectors({**cfg, **sparse}, raw_id, vec).items()}
     if payload is not None and not isinstance(payload, dict):
@@ -250,7 +253,7 @@ class NamedVectors:
             rec["payload"] = select_payload(p, with_payload)
             if vecs:
                 got = {v: byid[sids[j]] for v, byid in vecs.items() if sids[j] in byid}
-                rec["vector"] = got.get("") if list(cfg) == [""] and not sp else got
+                rec["vector"] = got.get("") if [*cfg, *sp] == [""] else got
             out.append(rec)
         return out
 
@@ -264,10 +267,11 @@ class NamedVectors:
         s = self.settings(name)
         cfg = vector_configs(s)
         home = next(iter(cfg))
-        sp = s.get("sparse_vectors") or {}
+        sp = exposed(s)[1]
         if sp and only is None:  # first: the home, written last, makes a point visible
             self.sparse.write(name, [(doc_id(pid), {k: v[k] for k in sp if k in v})
                                      for pid, v, _ in rows], whole)
+            rows = [(pid, {k: x for k, x in v.items() if k not in sp}, pay) for pid, v, pay in rows]
         if whole and not s.get("holes") and any(home not in v for _, v, _ in rows):
             s["holes"] = True  # from now on the home's searches leave out the flagged rows
             self._save(name, s)
@@ -349,7 +353,7 @@ class NamedVectors:
 
     def delete_sparse(self, name: str, ids: list[Any] | None, flt: Any) -> None:
         """Remove the selected points' sparse vectors (before the home loses the points)."""
-        if self.settings(name).get("sparse_vectors"):
+        if exposed(self.settings(name))[1]:
             self.sparse.delete(name, self.store_ids(name, ids, flt))
 
     def sparse_query(self, name: str, body: dict[str, Any], limit: int, offset: int
@@ -358,26 +362,30 @@ class NamedVectors:
         ``offset`` (a filter is applied to the home's payloads: the ids it selects)."""
         from slimvec.service.limits import MAX_RESULTS, check_size
 
-        using = body["using"]
+        using = body.get("using") or ""
         src, vsrc = self._lookup(name, using, body.get("lookup_from"))
-        if isinstance(body.get("query"), dict) and body["query"].get("mmr") is not None:
+        spec = exposed(self.settings(name))[1][using]
+        if isinstance(body.get("query"), dict) and body["query"].get("mmr") is not None \
+                and "size" not in spec:  # Qdrant Edge has MMR for dense vectors only
             raise unsupported("MMR on a sparse vector", "send a plain nearest query")
 
-        def vector_of(pid: Any) -> tuple[list[int], list[float]]:
+        def vector_of(pid: Any) -> Any:
             got = self.sparse.read(src, [doc_id(point_id(pid))], [vsrc])[vsrc]
             if not got:
                 raise QdrantError(404, f"Not found: No point with id {pid} found (or it has "
                                        f"no vector {using!r})")
             v = next(iter(got.values()))
-            return v["indices"], v["values"]
+            return v if isinstance(v, list) else (v["indices"], v["values"])
 
-        query, named = edge_query(body.get("query"), using, vector_of)
+        query, named = edge_query(body.get("query"), using, vector_of,
+                                  lambda x, where: check_side(x, spec, where))
         check_size(limit + offset, MAX_RESULTS, "The results asked of one query (offset + limit)",
                    "ask for fewer, or page with a filter or scroll.")
         flt = qfilter(body.get("filter"), self.scan(name))
         allowed = None if flt is None else self.store_ids(name, None, flt)
-        hits = self.sparse.search(name, query, limit + offset, allowed,
-                                  [doc_id(point_id(x)) for x in named], body.get("score_threshold"))
+        mine = [doc_id(point_id(x)) for x in named] if src == name else []  # examples excluded
+        hits = self.sparse.search(name, query, limit + offset, allowed, mine,
+                                  body.get("score_threshold"))
         return hits[offset:]
 
     def _lookup(self, name: str, using: str, lookup: Any) -> tuple[str, str]:
@@ -390,7 +398,7 @@ class NamedVectors:
         check_fields(lookup, ("collection", "vector"), "lookup_from")
         src = lookup.get("collection")
         vsrc = lookup.get("vector") or using
-        if not isinstance(src, str) or vsrc not in (self.settings(src).get("sparse_vectors") or {}):
+        if not isinstance(src, str) or vsrc not in exposed(self.settings(src))[1]:
             raise QdrantError(400, f"Bad request: lookup_from: collection {str(src)[:60]!r} has no "
                                    f"sparse vector {str(vsrc)[:60]!r}.")
         return src, vsrc

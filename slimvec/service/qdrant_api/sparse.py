@@ -19,16 +19,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from slimvec.service.qdrant_api.collection import parse_vectors
 from slimvec.service.qdrant_api.models import QdrantError, check_fields
 
 __all__ = ["SparseShards", "parse_sparse_config", "check_sparse", "is_sparse", "edge_query",
-           "MAX_NNZ"]
+           "split_multi", "check_multi", "check_side", "MAX_NNZ", "MAX_ROWS"]
 
 #: the most non-zero entries of one sparse vector (a query's or a point's)
 MAX_NNZ = 65_536
 #: a sparse index is an unsigned 32-bit integer (Qdrant's ``DimId``)
 MAX_INDEX = 2 ** 32 - 1
 _SUFFIX = ".sparse"
+#: the most vectors of one multivector
+MAX_ROWS = 1024
 #: the most examples (ids or vectors) of one recommend / discover / context query
 MAX_EXAMPLES = 1024
 
@@ -62,6 +67,55 @@ def check_sparse(vec: Any, where: str) -> tuple[list[int], list[float]]:
     return idx, [float(v) for v in val]
 
 
+def split_multi(vectors: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """``(dense vectors config, {name: {"size", "distance"}})`` of a create request's
+    ``vectors``: the multivectors (``multivector_config``, max-sim) go to the side shard."""
+    named = {"": vectors} if isinstance(vectors, dict) and "size" in vectors else vectors
+    if not isinstance(named, dict):
+        return vectors, {}
+    multi = {k: v for k, v in named.items() if isinstance(v, dict) and v.get("multivector_config")}
+    out = {}
+    for k, v in multi.items():
+        mv = v["multivector_config"]
+        if not isinstance(mv, dict) or mv.get("comparator") != "max_sim":
+            raise QdrantError(400, f"Bad request: vector {k!r}: multivector_config.comparator "
+                                   "must be max_sim.")
+        size, distance, _opts = parse_vectors({x: y for x, y in v.items() if x != "multivector_config"})
+        out[str(k)] = {"size": size, "distance": distance}
+    if not multi:
+        return vectors, {}
+    rest = {k: v for k, v in named.items() if k not in multi}
+    return (rest or None) if named is vectors else None, out
+
+
+
+
+def check_multi(vec: Any, size: int, where: str) -> list[list[float]]:
+    """A multivector (a list of vectors of ``size`` numbers), checked (a 400 naming ``where``)."""
+    if not isinstance(vec, list) or not vec or not all(isinstance(r, list) for r in vec):
+        raise QdrantError(400, f"Bad request: {where}: expected a multivector (a non-empty list "
+                               "of vectors).")
+    if len(vec) > MAX_ROWS or any(len(r) != size for r in vec):
+        raise QdrantError(400, f"Wrong input: Vector dimension error: {where}: expected at most "
+                               f"{MAX_ROWS} vectors of dim {size}.")
+    try:
+        arr = np.asarray(vec, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise QdrantError(400, f"Bad request: {where}: a value is not a number.") from None
+    if not np.isfinite(arr).all():
+        raise QdrantError(400, f"Bad request: {where}: the vector holds NaN or inf.")
+    return arr.tolist()
+
+
+
+
+def check_side(vec: Any, spec: dict[str, Any], where: str) -> Any:
+    """A sparse vector ``(indices, values)`` or a multivector, as the side vector's ``spec``."""
+    return check_multi(vec, int(spec["size"]), where) if "size" in spec else check_sparse(vec, where)
+
+
+
+
 def parse_sparse_config(raw: Any, dense: Any) -> dict[str, dict[str, Any]]:
     """``{name: params}`` of a create request's ``sparse_vectors`` (Qdrant's
     ``SparseVectorParams``: ``modifier`` ``idf`` or ``none`` is built by; ``index`` is recorded)."""
@@ -86,12 +140,13 @@ def parse_sparse_config(raw: Any, dense: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def edge_query(query: Any, using: str, vector_of: Callable[[Any], tuple[list[int], list[float]]]
-               ) -> tuple[Any, list[Any]]:
-    """The Qdrant Edge query of a REST ``query`` on sparse vector ``using`` and the point ids it
-    names (Qdrant leaves them out of the results). Served: a vector or ``{"nearest"}`` (with
-    ``mmr``), a point id, ``recommend`` (``average_vector``, ``best_score``, ``sum_scores``),
-    ``discover`` and ``context``; ``vector_of`` reads a point's vector by id."""
+def edge_query(query: Any, using: str, vector_of: Callable[[Any], Any],
+               check: Callable[[Any, str], Any]) -> tuple[Any, list[Any]]:
+    """The Qdrant Edge query of a REST ``query`` on side vector ``using`` (sparse or multi) and
+    the point ids it names (Qdrant leaves them out of the results). Served: a vector or
+    ``{"nearest"}`` (with ``mmr``), a point id, ``recommend`` (``average_vector``,
+    ``best_score``, ``sum_scores``), ``discover`` and ``context``; ``vector_of`` reads a point's
+    vector by id, ``check`` checks a vector sent (each as ``(indices, values)`` or a list)."""
     import qdrant_edge as q
 
     named: list[Any] = []
@@ -99,11 +154,13 @@ def edge_query(query: Any, using: str, vector_of: Callable[[Any], tuple[list[int
     def vec(x: Any, where: str) -> Any:
         if isinstance(x, (int, str)) and not isinstance(x, bool):
             named.append(x)
-            return q.SparseVector(*vector_of(x))
-        return q.SparseVector(*check_sparse(x, where))
+            v = vector_of(x)
+        else:
+            v = check(x, where)
+        return q.SparseVector(*v) if isinstance(v, tuple) else v
 
     def many(xs: Any, where: str) -> list[Any]:
-        xs = [] if xs is None else xs if isinstance(xs, list) else [xs]
+        xs = [] if xs is None else xs if isinstance(xs, list) and not _one_vector(xs) else [xs]
         if len(xs) > MAX_EXAMPLES:
             raise QdrantError(400, f"Bad request: {where}: at most {MAX_EXAMPLES} examples.")
         return [vec(x, f"{where}[{i}]") for i, x in enumerate(xs)]
@@ -153,10 +210,19 @@ def edge_query(query: Any, using: str, vector_of: Callable[[Any], tuple[list[int
     return q.Query.Nearest(vec(query, "query"), using=using), named
 
 
+def _one_vector(xs: list[Any]) -> bool:
+    """Whether a list of examples is one multivector (a list of lists of numbers)."""
+    return bool(xs) and isinstance(xs[0], list) and (not xs[0] or not isinstance(xs[0][0], list))
+
+
 def _average(pos: list[Any], neg: list[Any]) -> Any:
     """Qdrant's ``average_vector`` of sparse examples: the mean of the positives, moved away
-    from the mean of the negatives (qdrant-client's own arithmetic)."""
+    from the mean of the negatives; of multivectors: the positives' vectors and the negatives'
+    negated (qdrant-client's own arithmetic)."""
     import qdrant_edge as q
+
+    if pos and isinstance(pos[0], list):
+        return [r for v in pos for r in v] + [[-x for x in r] for v in neg for r in v]
     from qdrant_client.http import models as m
     from qdrant_client.local.sparse import sort_sparse_vector
     from qdrant_client.local.sparse_distances import merge_positive_and_negative_avg, sparse_avg
@@ -171,6 +237,18 @@ def _average(pos: list[Any], neg: list[Any]) -> Any:
                           values=[float(x) for x in out.values])
 
 
+def _named(vector: Any) -> dict[str, Any]:
+    """A record's vectors by name (Edge answers the unnamed vector alone as itself)."""
+    return vector if isinstance(vector, dict) else {} if vector is None else {"": vector}
+
+
+def _plain(x: Any) -> Any:
+    """An Edge vector as written: ``(indices, values)`` of a sparse one, else lists of floats."""
+    if hasattr(x, "indices"):
+        return list(x.indices), list(x.values)
+    return [[float(v) for v in r] for r in x]
+
+
 class SparseShards:
     """The sparse-vector shards of a server's Qdrant collections (opened on first use)."""
 
@@ -183,14 +261,19 @@ class SparseShards:
         return self.folder / f"{name}{_SUFFIX}"
 
     def create(self, name: str, cfg: dict[str, dict[str, Any]]) -> None:
-        """A new empty shard for collection ``name``."""
+        """A new empty shard for collection ``name``: its sparse vectors (``{modifier}``) and
+        multivectors (``{size, distance}``, max-sim)."""
         import qdrant_edge as q
 
-        params = {v: q.EdgeSparseVectorParams(
-            modifier=q.Modifier.Idf if p.get("modifier") == "idf" else None) for v, p in cfg.items()}
+        sparse = {v: q.EdgeSparseVectorParams(
+            modifier=q.Modifier.Idf if p.get("modifier") == "idf" else None)
+            for v, p in cfg.items() if "size" not in p}
+        multi = {v: q.EdgeVectorParams(p["size"], getattr(q.Distance, p["distance"]),
+                                       multivector_config=q.MultiVectorConfig(q.MultiVectorComparator.MaxSim))
+                 for v, p in cfg.items() if "size" in p}
         with self._lock:
-            self._open[name] = q.EdgeShard.create(str(self._path(name)),
-                                                  q.EdgeConfig(sparse_vectors=params))
+            self._open[name] = q.EdgeShard.create(str(self._path(name)), q.EdgeConfig(
+                vectors=multi or None, sparse_vectors=sparse or None))
 
     def drop(self, name: str) -> None:
         """Close and remove collection ``name``'s shard (nothing when it has none)."""
@@ -223,15 +306,15 @@ class SparseShards:
         with self._lock:
             shard = self._shard(name)
             if not whole:
-                old = {int(r.id): r.vector for r in shard.retrieve([s for s, v in rows if v],
+                old = {int(r.id): _named(r.vector) for r in shard.retrieve([s for s, v in rows if v],
                                                                    None, True)}
-                rows = [(s, {**{k: (x.indices, x.values) for k, x in (old.get(s) or {}).items()},
-                             **v}) for s, v in rows if v]
+                rows = [(s, {**{k: _plain(x) for k, x in (old.get(s) or {}).items()}, **v})
+                        for s, v in rows if v]
             gone = [s for s, v in rows if not v]
             if gone:
                 shard.update(q.UpdateOperation.delete_points(gone))
-            pts = [q.Point(id=s, vector={k: q.SparseVector(indices=i, values=x)
-                                         for k, (i, x) in v.items()}, payload=None)
+            pts = [q.Point(id=s, vector={k: q.SparseVector(*x) if isinstance(x, tuple) else x
+                                         for k, x in v.items()}, payload=None)
                    for s, v in rows if v]
             for at in range(0, len(pts), 512):
                 shard.update(q.UpdateOperation.upsert_points(pts[at:at + 512]))
@@ -256,9 +339,11 @@ class SparseShards:
             recs = self._shard(name).retrieve(sids, None, vnames) if sids else []
         out: dict[str, dict[int, dict[str, list[Any]]]] = {v: {} for v in vnames}
         for r in recs:
-            for v, x in (r.vector or {}).items():
+            for v, x in _named(r.vector).items():
                 if v in out:
-                    out[v][int(r.id)] = {"indices": list(x.indices), "values": list(x.values)}
+                    got = _plain(x)
+                    out[v][int(r.id)] = (got if isinstance(got, list)
+                                         else {"indices": list(got[0]), "values": list(got[1])})
         return out
 
     def search(self, name: str, query: Any, k: int, allowed: list[int] | None,

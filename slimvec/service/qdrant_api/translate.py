@@ -46,7 +46,7 @@ from slimvec.service.qdrant_api.named import (
     records_of,
     without_holes,
 )
-from slimvec.service.qdrant_api.sparse import SparseShards, parse_sparse_config
+from slimvec.service.qdrant_api.sparse import SparseShards, parse_sparse_config, split_multi
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
@@ -118,9 +118,10 @@ class Collections(NamedVectors):
         from slimvec.service.spec import SERVICE_SPEC, ServiceSpec
 
         check_fields(body, CREATE_FIELDS, "create collection")
-        no_dense = not body.get("vectors")  # ids and payloads only (and sparse vectors)
-        vectors = {"": (1, "Dot", {})} if no_dense else parse_vectors_config(body.get("vectors"))
-        sparse = parse_sparse_config(body.get("sparse_vectors"), vectors)
+        dense, multi = split_multi(body.get("vectors"))
+        no_dense = not dense  # ids and payloads only (and side vectors)
+        vectors = {"": (1, "Dot", {})} if no_dense else parse_vectors_config(dense)
+        sparse = parse_sparse_config(body.get("sparse_vectors"), {**vectors, **multi})
         options = recorded_options(body, vectors[""][2] if "" in vectors else
                                    {v: o for v, (_s, _d, o) in vectors.items() if o})
         meta = body.get("metadata") or {}
@@ -161,11 +162,11 @@ class Collections(NamedVectors):
                 served.spec.save(served.pending_dir / SERVICE_SPEC)
         (size, distance, _o), named = next(iter(vectors.values())), list(vectors) != [""]
         self.sparse.drop(name)  # one left by a collection of this name deleted in a crash
-        if sparse:
-            self.sparse.create(name, sparse)
+        if sparse or multi:
+            self.sparse.create(name, {**sparse, **multi})
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
                           "payload_schema": {}, "created_at": time.time(), "options": options,
-                          "sparse_vectors": sparse, "no_dense": no_dense,
+                          "sparse_vectors": sparse, "multi_vectors": multi, "no_dense": no_dense,
                           **({"vectors": [{"name": v, "size": z, "distance": d}
                                           for v, (z, d, _o) in vectors.items()]} if named else {})})
         return True
@@ -196,6 +197,9 @@ class Collections(NamedVectors):
         vparams = {v: m.VectorParams(**{"size": c["size"], "distance": c["distance"],
                                         **vopts.get(v, {}), "hnsw_config": None,
                                         "quantization_config": None}) for v, c in cfg.items()}
+        vparams.update({v: m.VectorParams(size=c["size"], distance=c["distance"],
+                                          multivector_config=m.MultiVectorConfig(comparator="max_sim"))
+                        for v, c in (s.get("multi_vectors") or {}).items()})
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
@@ -277,7 +281,8 @@ class Collections(NamedVectors):
         else:
             raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
         st = self.settings(name)
-        rows = [check_point(exposed(st)[0], *p, st.get("sparse_vectors")) for p in points]
+        cfg, side = exposed(st)
+        rows = [check_point(cfg, *p, side) for p in points]
         if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
             kept = conditional([{"id": r[0], "row": r} for r in rows],
                                points_get(served, [r[0] for r in rows]),
@@ -316,7 +321,7 @@ class Collections(NamedVectors):
             sids = [r["store_id"] for r in recs][offset:]
             return {"points": self._records(served, sids, body.get("with_payload", False),
                                             body.get("with_vector", False), [1.0] * len(sids))}
-        if body.get("using") in (self.settings(name).get("sparse_vectors") or {}):
+        if (body.get("using") or "") in exposed(self.settings(name))[1]:
             pairs = self.sparse_query(name, body, limit, offset)
             return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
                                             body.get("with_vector", False), [x for _, x in pairs])}
