@@ -22,6 +22,7 @@ from slimvec.service import points
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.points import get as points_get
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
+from slimvec.service.qdrant_api.examples import example_query, is_example_query
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -325,6 +326,8 @@ class Collections(NamedVectors):
             pairs = self.sparse_query(name, body, limit, offset)
             return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
                                             body.get("with_vector", False), [x for _, x in pairs])}
+        if is_example_query(body.get("query")):  # by point id, recommend, discover, context
+            return example_query(self, name, body, limit, offset)
         check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
                             "score_threshold", "params", "using"), "dense query")
         index, vspec = self.vindex(name, body.get("using") or "")
