@@ -82,8 +82,8 @@ def example_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset
         if len(ctx) > MAX_EXAMPLES or not all(isinstance(c, dict) for c in ctx):
             raise QdrantError(400, f"Bad request: context: at most {MAX_EXAMPLES} pairs "
                                    "{\"positive\", \"negative\"}.")
-        return [d.ContextPair(vec(c.get("positive"), "positive"), vec(c.get("negative"), "negative"))
-                for c in ctx]
+        return [d.ContextPair(vec(c.get("positive"), "positive").tolist(),
+                              vec(c.get("negative"), "negative").tolist()) for c in ctx]
 
     target, score = _plan(body.get("query"), vec, many, pairs)
     mine = named if lookup is None else []  # the examples are left out of the results
@@ -100,6 +100,7 @@ def example_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset
 def _plan(query: Any, vec: Any, many: Any, pairs: Any) -> tuple[Any, Any]:
     """``(target vector, None)`` of a query searched by one vector, else ``(None, (scoring
     function of qdrant-client's local mode, its query))``."""
+    from qdrant_client.http import models as m
     from qdrant_client.local import distances as d
 
     target: Any = None
@@ -120,7 +121,8 @@ def _plan(query: Any, vec: Any, many: Any, pairs: Any) -> tuple[Any, Any]:
             mean = np.mean(pos, axis=0)
             target = mean + mean - np.mean(neg, axis=0) if neg else mean
         elif strategy in ("best_score", "sum_scores"):
-            reco = d.RecoQuery(pos, neg, strategy=strategy)
+            reco = d.RecoQuery([v.tolist() for v in pos], [v.tolist() for v in neg],
+                               strategy=m.RecommendStrategy(strategy))
             score = (d.calculate_recommend_best_scores if strategy == "best_score"
                      else d.calculate_recommend_sum_scores), reco
         else:

@@ -74,6 +74,7 @@ def without_holes(flt: Any) -> Any:
     from slimvec.filters import parse_filter
 
     hole = parse_filter({"must_not": [{"key": NO_VECTOR, "match": {"value": True}}]})
+    assert hole is not None
     return hole if flt is None else replace(hole, must=(flt,))
 
 
@@ -238,8 +239,9 @@ class NamedVectors:
         s = self.settings(served.name)
         cfg, sp = exposed(s)
         chosen = vector_selection(with_vector, {**cfg, **sp})
-        vecs = {v: read_vectors(self.vindex(served.name, v)[0], cfg[v]["distance"], keep)
-                for v in chosen if v in cfg}
+        vecs: dict[str, dict[int, Any]] = {
+            v: read_vectors(self.vindex(served.name, v)[0], cfg[v]["distance"], keep)
+            for v in chosen if v in cfg}
         if any(v in sp for v in chosen):
             vecs.update(self.sparse.read(served.name, keep, [v for v in chosen if v in sp]))
         out = []

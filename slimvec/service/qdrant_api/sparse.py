@@ -310,7 +310,7 @@ class SparseShards:
                                                                    None, True)}
                 rows = [(s, {**{k: _plain(x) for k, x in (old.get(s) or {}).items()}, **v})
                         for s, v in rows if v]
-            gone = [s for s, v in rows if not v]
+            gone: list[Any] = [s for s, v in rows if not v]
             if gone:
                 shard.update(q.UpdateOperation.delete_points(gone))
             pts = [q.Point(id=s, vector={k: q.SparseVector(*x) if isinstance(x, tuple) else x
@@ -327,17 +327,18 @@ class SparseShards:
             return
         with self._lock:
             shard = self._shard(name)
+            ids: list[Any] = list(sids)
             if vnames is None:
-                shard.update(q.UpdateOperation.delete_points(sids))
+                shard.update(q.UpdateOperation.delete_points(ids))
             else:
-                shard.update(q.UpdateOperation.delete_vectors(sids, vnames))
+                shard.update(q.UpdateOperation.delete_vectors(ids, vnames))
 
     def read(self, name: str, sids: list[int], vnames: list[str]
-             ) -> dict[str, dict[int, dict[str, list[Any]]]]:
+             ) -> dict[str, dict[int, Any]]:
         """``{sparse name: {store id: {"indices", "values"}}}`` of the points that have them."""
         with self._lock:
             recs = self._shard(name).retrieve(sids, None, vnames) if sids else []
-        out: dict[str, dict[int, dict[str, list[Any]]]] = {v: {} for v in vnames}
+        out: dict[str, dict[int, Any]] = {v: {} for v in vnames}
         for r in recs:
             for v, x in _named(r.vector).items():
                 if v in out:

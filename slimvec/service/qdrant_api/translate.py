@@ -199,7 +199,8 @@ class Collections(NamedVectors):
                                         **vopts.get(v, {}), "hnsw_config": None,
                                         "quantization_config": None}) for v, c in cfg.items()}
         vparams.update({v: m.VectorParams(size=c["size"], distance=c["distance"],
-                                          multivector_config=m.MultiVectorConfig(comparator="max_sim"))
+                                          multivector_config=m.MultiVectorConfig(
+                                              comparator=m.MultiVectorComparator.MAX_SIM))
                         for v, c in (s.get("multi_vectors") or {}).items()})
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
