@@ -162,3 +162,84 @@ def _scored(cols: Any, name: str, body: dict[str, Any], index: Any, spec: dict[s
             if threshold is None or scores[i] >= threshold][offset:]
     return {"points": cols._records(home, [s for s, _ in hits], body.get("with_payload", False),
                                     body.get("with_vector", False), [x for _, x in hits])}
+
+
+def _both(a: Any, b: Any) -> Any:
+    """The filter JSON of ``a`` and ``b`` (either may be absent)."""
+    parts = [f for f in (a, b) if f]
+    return None if not parts else parts[0] if len(parts) == 1 else {"must": parts}
+
+
+def _listed(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [x]
+    if not isinstance(x, list) or len(x) > MAX_EXAMPLES:
+        raise QdrantError(400, f"Bad request: prefetch must be a query or a list of at most "
+                               f"{MAX_EXAMPLES}.")
+    return x
+
+
+def prefetch_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset: int
+                   ) -> dict[str, Any]:
+    """``POST points/query`` with ``prefetch`` (nested too): each prefetch is a query of its own
+    (the outer filters propagated down, as Qdrant does), then the candidates are fused (RRF with
+    ``k`` / ``weights``, DBSF: qdrant-client's own fusion) or re-scored by the outer query."""
+    sources = [_prefetch(cols, name, p, body.get("filter")) for p in _listed(body["prefetch"])]
+    return dict(_merge(cols, name, sources, body, limit, offset, final=True))
+
+
+def _prefetch(cols: Any, name: str, p: Any, outer: Any) -> list[Any]:
+    from qdrant_client.http import models as m
+
+    from slimvec.service.qdrant_api.models import count_arg
+
+    if not isinstance(p, dict):
+        raise QdrantError(400, "Bad request: a prefetch must be an object.")
+    check_fields(p, ("prefetch", "query", "using", "filter", "params", "score_threshold",
+                     "limit", "lookup_from"), "prefetch")
+    flt = _both(outer, p.get("filter"))
+    limit = count_arg(p, "limit", 10)
+    if p.get("prefetch"):
+        inner = [_prefetch(cols, name, q, flt) for q in _listed(p["prefetch"])]
+        return list(_merge(cols, name, inner, {**p, "filter": flt}, limit, 0, final=False))
+    got = cols.query(name, {**p, "filter": flt, "limit": limit, "with_payload": False})
+    return [m.ScoredPoint(id=x["id"], version=0, score=x["score"]) for x in got["points"]]
+
+
+def _merge(cols: Any, name: str, sources: list[list[Any]], body: dict[str, Any], limit: int,
+           offset: int, final: bool) -> Any:
+    from qdrant_client.http import models as m
+    from qdrant_client.hybrid.fusion import distribution_based_score_fusion, reciprocal_rank_fusion
+
+    q = body.get("query")
+    fusion = q.get("fusion") if isinstance(q, dict) else None
+    rrf = q.get("rrf") if isinstance(q, dict) else None
+    if fusion in ("rrf", "dbsf") or isinstance(rrf, dict):
+        if fusion == "dbsf":
+            fused = distribution_based_score_fusion(sources, limit + offset)
+        else:
+            k, w = (rrf or {}).get("k"), (rrf or {}).get("weights")
+            if (k is not None and (not isinstance(k, int) or k < 1)) or (
+                    w is not None and (not isinstance(w, list) or len(w) != len(sources))):
+                raise QdrantError(400, "Bad request: rrf.k must be a positive integer and "
+                                       "rrf.weights one number per prefetch.")
+            fused = reciprocal_rank_fusion(sources, limit + offset, ranking_constant_k=k, weights=w)
+        threshold = body.get("score_threshold")
+        fused = [p for p in fused if threshold is None or p.score >= threshold][offset:]
+        if not final:
+            return fused
+        from slimvec.ids import doc_ids
+
+        sids = doc_ids([point_id(p.id) for p in fused]).tolist()
+        return {"points": cols._records(cols.served(name), sids, body.get("with_payload", False),
+                                        body.get("with_vector", False), [p.score for p in fused])}
+    if q is None or isinstance(q, dict) and ("formula" in q or "fusion" in q):
+        raise unsupported(f"prefetch with query {str(q)[:60]!r}", "fuse with rrf or dbsf, or "
+                          "re-score by a vector")
+    ids = list(dict.fromkeys(p.id for src in sources for p in src))
+    sub = {k: v for k, v in body.items() if k not in ("prefetch", "limit", "offset")}
+    got = cols.query(name, {**sub, "filter": _both(body.get("filter"), {"must": [{"has_id": ids}]}),
+                            "limit": limit, "offset": offset,
+                            **({} if final else {"with_payload": False, "with_vector": False})})
+    return got if final else [m.ScoredPoint(id=x["id"], version=0, score=x["score"])
+                              for x in got["points"]]

@@ -22,7 +22,7 @@ from slimvec.service import points
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.points import get as points_get
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
-from slimvec.service.qdrant_api.examples import example_query, is_example_query
+from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -313,10 +313,11 @@ class Collections(NamedVectors):
         ``using`` (a vector name; ``""`` the unnamed vector, as LangChain sends it), ``limit``,
         ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``; without a ``query``,
         the first points in scroll order (score 1, as Qdrant)."""
-        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
-                            "score_threshold", "params", "using", "lookup_from"), "query")
-        served = self.served(name)
-        limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
+        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector", "score_threshold",
+                            "params", "using", "lookup_from", "prefetch"), "query")
+        served, limit, offset = self.served(name), count_arg(body, "limit", 10), count_arg(body, "offset", 0)
+        if body.get("prefetch"):  # fused or re-scored candidates (examples.py)
+            return prefetch_query(self, name, body, limit, offset)
         if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
             recs, _ = points.scroll(served, limit + offset, None,
                                     qfilter(body.get("filter"), self.scan(name)))
