@@ -105,6 +105,18 @@ def _compare(c, local, name, rng, usings=tuple(SPARSE)):
             np.testing.assert_allclose(got, want, rtol=1e-4)
         else:
             _same_hits(got, want)
+    dense = rng.random(8).round(3).tolist()
+    hybrid = [m.Prefetch(query=dense, using="text", limit=20),
+              m.Prefetch(query=_sv(rng), using="s", limit=20, filter=FILTERS[1])]
+    for query in (m.FusionQuery(fusion=m.Fusion.RRF), m.FusionQuery(fusion=m.Fusion.DBSF),
+                  m.RrfQuery(rrf=m.Rrf(k=5, weights=[2.0, 1.0])), dense):  # hybrid, as LangChain
+        kw = dict(prefetch=hybrid, query=query, using=None if query is not dense else "text",
+                  limit=8, with_payload=True)
+        got, want = c.query_points(name, **kw).points, local.query_points(name, **kw).points
+        if query is dense:  # re-scored: one order
+            _same_hits(got, want)
+        else:  # fused ranks tie between the lists: the same scores, ties in any order
+            np.testing.assert_allclose([p.score for p in got], [p.score for p in want], rtol=1e-4)
     for wv in (True, ["s"], ["idf", "text"]):
         _same_records(c.retrieve(name, list(range(12)), with_vectors=wv),
                       local.retrieve(name, list(range(12)), with_vectors=wv))
@@ -114,7 +126,7 @@ def _compare(c, local, name, rng, usings=tuple(SPARSE)):
 
 def test_sparse_vectors_as_local_mode(tmp_path):
     """Sparse searches (IDF too, filtered, paged, thresholded), recommend / discover / context
-    with ids and vectors as examples, vectors read back, ``update_vectors`` / ``delete_vectors``
+    with ids and vectors as examples, hybrid prefetch (RRF, DBSF, re-scored), vectors read back, ``update_vectors`` / ``delete_vectors``
     / deletes of sparse vectors: as local mode, before and after a restart; a ``wait=true``
     upsert survives a kill -9."""
     root = tmp_path / "root"
