@@ -389,3 +389,33 @@ def test_small_fitted_collection_searched_exactly(client, X):
                                    [p.score for p in want[:10]], rtol=1e-4)
         if want[9].score - want[10].score > 2e-3:
             assert {p.id for p in got} == {p.id for p in want[:10]}
+
+
+def test_dense_queries_by_example_as_local_mode(client):
+    """Queries by example on named dense vectors: a point id, recommend (average_vector,
+    best_score, sum_scores), discover, context, filtered too: as local mode (examples left out)."""
+    pts = _named_points(80, 12)
+    local = QdrantClient(":memory:")
+    _named_fill(local, "byex", pts)
+    _named_fill(client, "byex", pts, 1000)
+    odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=True))])
+    rng = np.random.default_rng(2)
+    for using, (size, _d) in NAMED.items():
+        ex = [p.id for p in pts if using in p.vector][:4]
+        for query in (ex[0], m.RecommendQuery(recommend=m.RecommendInput(positive=ex[:2], negative=ex[2:3])),
+                      m.RecommendQuery(recommend=m.RecommendInput(
+                          positive=[ex[0], rng.random(size).tolist()], negative=[ex[3]],
+                          strategy=m.RecommendStrategy.BEST_SCORE)),
+                      m.RecommendQuery(recommend=m.RecommendInput(
+                          positive=ex[:2], strategy=m.RecommendStrategy.SUM_SCORES)),
+                      m.DiscoverQuery(discover=m.DiscoverInput(target=ex[0], context=[
+                          m.ContextPair(positive=ex[1], negative=ex[2])])),
+                      m.ContextQuery(context=[m.ContextPair(positive=ex[1], negative=ex[2])])):
+            for flt in (None, odd):
+                kw = dict(query=query, using=using, limit=6, query_filter=flt, with_payload=True)
+                got, want = client.query_points("byex", **kw).points, local.query_points("byex", **kw).points
+                if isinstance(query, m.ContextQuery):  # 0 for every point in all pairs' zones: ties
+                    np.testing.assert_allclose([p.score for p in got], [p.score for p in want], rtol=1e-4)
+                else:
+                    _same_hits(got, want)
+    client.delete_collection("byex")

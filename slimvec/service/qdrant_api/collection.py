@@ -57,9 +57,6 @@ def parse_vectors(vectors: Any) -> tuple[int, str, dict[str, Any]]:
 
 def recorded_options(body: dict[str, Any], vector_opts: dict[str, Any]) -> dict[str, Any]:
     """The options of a create request that slimvec records but does not build by."""
-    if body.get("sparse_vectors"):
-        raise unsupported("sparse vectors (create collection field 'sparse_vectors')",
-                          "create the collection with dense vectors only")
     if body.get("sharding_method") not in (None, "auto"):
         raise unsupported("create collection field(s) 'sharding_method' other than auto (shard "
                           "keys)", "leave sharding_method out")

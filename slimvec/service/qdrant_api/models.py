@@ -151,20 +151,31 @@ def count_arg(body: dict[str, Any], key: str, default: int) -> int:
     return value
 
 
-def qfilter(spec: Any) -> Any:
-    """A Qdrant filter with its ``has_id`` values as the ids the points were written with."""
+def qfilter(spec: Any, scan: Any = None) -> Any:
+    """A Qdrant filter with its ``has_id`` values as the ids the points were written with.
+
+    A filter using what slimvec's filter language lacks (geo, nested, values_count, full-text,
+    datetime, min_should, has_vector) is refused, unless ``scan`` is given: a callable that
+    evaluates it over the collection's points as Qdrant does and returns the filter selecting
+    the matching ids."""
+    from slimvec.errors import ConfigError
     from slimvec.filters import parse_filter
 
-    flt = parse_filter(spec)
+    try:
+        flt = parse_filter(spec)
+    except ConfigError as exc:
+        if scan is None or "not supported" not in str(exc):
+            raise
+        return scan(spec, exc)
     return None if flt is None else flt.map_ids(point_id)
 
 
-def selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+def selector(body: dict[str, Any], scan: Any = None) -> tuple[list[Any] | None, Any]:
     """``points`` (ids) or ``filter`` of a delete / payload request (Qdrant also nests a filter
-    as ``{"points": {"filter": ...}}``)."""
+    as ``{"points": {"filter": ...}}``); ``scan`` as :func:`qfilter`."""
     sel = body.get("points")
     if isinstance(sel, dict):
-        return selector({"filter": sel.get("filter"), "points": sel.get("points")})
+        return selector({"filter": sel.get("filter"), "points": sel.get("points")}, scan)
     if sel is not None and body.get("filter") is not None:
         raise QdrantError(400, "Bad request: send 'points' or 'filter', not both.")
     if sel is not None:
@@ -173,7 +184,7 @@ def selector(body: dict[str, Any]) -> tuple[list[Any] | None, Any]:
         return [point_id(x) for x in sel], None
     if body.get("filter") is None:
         raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
-    return None, qfilter(body["filter"])
+    return None, qfilter(body["filter"], scan)
 
 
 def dim_of(served: Any) -> int:

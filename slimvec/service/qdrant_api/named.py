@@ -21,18 +21,32 @@ from typing import Any
 
 import numpy as np
 
+from slimvec.ids import doc_id
 from slimvec.service.indexes import points
 from slimvec.service.qdrant_api.collection import parse_vectors
-from slimvec.service.qdrant_api.models import SOURCE_ID, QdrantError, check_fields, default_vector, point_id, qfilter, selector, unsupported
+from slimvec.service.qdrant_api.models import (
+    SOURCE_ID,
+    QdrantError,
+    check_fields,
+    default_vector,
+    point_id,
+    qdrant_id,
+    qfilter,
+    select_payload,
+    selector,
+    unsupported,
+)
+from slimvec.service.qdrant_api.sparse import SparseShards, check_side, edge_query
 from slimvec.sources.rowcheck import RowProblem, check_payload
 
-__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "parse_vectors_config",
+__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
            "index_name", "vector_selection"]
 
 #: the payload flag of a home row whose point has no first vector (in ``points.SERVICE_KEYS``)
 NO_VECTOR = "slimvec_no_vector"
 #: joins a collection's name and a vector name into the name of that vector's index
 SEP = "~"
+
 
 
 def vector_configs(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -42,6 +56,26 @@ def vector_configs(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if settings.get("vectors"):
         return {v["name"]: v for v in settings["vectors"]}
     return {"": {"size": settings["size"], "distance": settings["distance"]}}
+
+
+def exposed(settings: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """``(dense, side)`` vector configs a client sees: the dense ones in slimvec's indexes, and
+    the sparse and multivector ones (those with a ``size``) in the side shard (:mod:`.sparse`).
+    A collection without dense vectors (``no_dense``) keeps its ids and payloads in a hidden
+    one-dimensional home that it lacks."""
+    return ({} if settings.get("no_dense") else vector_configs(settings),
+            {**(settings.get("sparse_vectors") or {}), **(settings.get("multi_vectors") or {})})
+
+
+def without_holes(flt: Any) -> Any:
+    """``flt`` (or no filter) leaving out the home's rows flagged :data:`NO_VECTOR`."""
+    from dataclasses import replace
+
+    from slimvec.filters import parse_filter
+
+    hole = parse_filter({"must_not": [{"key": NO_VECTOR, "match": {"value": True}}]})
+    assert hole is not None
+    return hole if flt is None else replace(hole, must=(flt,))
 
 
 def index_name(name: str, cfg: dict[str, Any], vname: str) -> str:
@@ -73,7 +107,7 @@ def vector_selection(with_vector: Any, cfg: dict[str, Any]) -> list[str]:
 
 
 def _known(cfg: dict[str, Any], vname: Any) -> dict[str, Any]:
-    if vname not in cfg:
+    if not isinstance(vname, str) or vname not in cfg:
         names = ", ".join(repr(n) for n in cfg)
         raise QdrantError(400, f"Wrong input: Not existing vector name error: {vname!r} (this "
                                f"collection's vectors: {names}); use one of them.")
@@ -113,13 +147,15 @@ def _check_vector(raw_id: Any, vname: str, vec: Any, size: int) -> list[Any]:
     return vec
 
 
-def check_point(cfg: dict[str, Any], raw_id: Any, vec: Any, payload: Any
-                ) -> tuple[Any, dict[str, list[Any]], dict[str, Any]]:
+def check_point(cfg: dict[str, Any], raw_id: Any, vec: Any, payload: Any,
+                sparse: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``(id, {vector name: vector}, payload)`` of one point of a write, every part checked (a
-    400 naming the point otherwise)."""
+    400 naming the point otherwise); the ``sparse`` names' vectors as ``(indices, values)``."""
     pid = point_id(raw_id)
-    vecs = {vname: _check_vector(raw_id, vname, v, int(cfg[vname]["size"]))
-            for vname, v in _point_vectors(cfg, raw_id, vec).items()}
+    sparse = sparse or {}
+    vecs = {vname: check_side(v, sparse[vname], f"point {raw_id}, vector {vname!r}") if vname in sparse
+            else _check_vector(raw_id, vname, v, int(cfg[vname]["size"]))
+            for vname, v in _point_vectors({**cfg, **sparse}, raw_id, vec).items()}
     if payload is not None and not isinstance(payload, dict):
         raise QdrantError(400, f"Bad request: point {raw_id}: payload must be an object.")
     for key in (SOURCE_ID, NO_VECTOR):
@@ -174,6 +210,7 @@ class NamedVectors:
     """The vector-name half of :class:`~slimvec.service.qdrant_api.translate.Collections`."""
 
     st: Any
+    sparse: SparseShards
     settings: Callable[[str], dict[str, Any]]
     served: Callable[[str], Any]
     _save: Callable[[str, dict[str, Any]], None]
@@ -192,6 +229,36 @@ class NamedVectors:
         cfg = vector_configs(self.settings(name))
         return [self.st.registry.get(index_name(name, cfg, v)) for v in list(cfg)[1:]] + [home]
 
+    def _records(self, served: Any, sids: list[int], with_payload: Any, with_vector: Any,
+                 scores: list[float] | None = None) -> list[dict[str, Any]]:
+        """Records (or scored points) of store ids from the home index ``served``, in order; ids
+        without a stored point dropped; ``with_vector`` names read from their indexes."""
+        view = served.pending_view()
+        pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+        keep = [sids[j] for j, p in enumerate(pays) if p is not None]
+        s = self.settings(served.name)
+        cfg, sp = exposed(s)
+        chosen = vector_selection(with_vector, {**cfg, **sp})
+        vecs: dict[str, dict[int, Any]] = {
+            v: read_vectors(self.vindex(served.name, v)[0], cfg[v]["distance"], keep)
+            for v in chosen if v in cfg}
+        if any(v in sp for v in chosen):
+            vecs.update(self.sparse.read(served.name, keep, [v for v in chosen if v in sp]))
+        out = []
+        for j, pay in enumerate(pays):
+            if pay is None:
+                continue
+            p = {k: v for k, v in pay.items() if k != NO_VECTOR}
+            rec: dict[str, Any] = {"id": qdrant_id(p.pop(SOURCE_ID, None))}
+            if scores is not None:
+                rec.update(version=0, score=scores[j])
+            rec["payload"] = select_payload(p, with_payload)
+            if vecs:
+                got = {v: byid[sids[j]] for v, byid in vecs.items() if sids[j] in byid}
+                rec["vector"] = got.get("") if [*cfg, *sp] == [""] else got
+            out.append(rec)
+        return out
+
     def write_points(self, name: str, rows: list[tuple[Any, dict[str, Any], dict[str, Any]]],
                      wait: bool, whole: bool = True, only: str | None = None) -> dict[str, Any]:
         """Write checked ``(id, vectors, payload)`` rows: each name's index, the home last.
@@ -202,6 +269,11 @@ class NamedVectors:
         s = self.settings(name)
         cfg = vector_configs(s)
         home = next(iter(cfg))
+        sp = exposed(s)[1]
+        if sp and only is None:  # first: the home, written last, makes a point visible
+            self.sparse.write(name, [(doc_id(pid), {k: v[k] for k in sp if k in v})
+                                     for pid, v, _ in rows], whole)
+            rows = [(pid, {k: x for k, x in v.items() if k not in sp}, pay) for pid, v, pay in rows]
         if whole and not s.get("holes") and any(home not in v for _, v, _ in rows):
             s["holes"] = True  # from now on the home's searches leave out the flagged rows
             self._save(name, s)
@@ -239,14 +311,15 @@ class NamedVectors:
         rows = body.get("points")
         if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
             raise QdrantError(400, "Bad request: send {\"points\": [{\"id\", \"vector\"}, ...]}.")
-        cfg = vector_configs(self.settings(name))
+        s = self.settings(name)
+        cfg, sp = exposed(s)
         olds = points.get(self.served(name), [point_id(p.get("id")) for p in rows])
-        flt = qfilter(body.get("update_filter"))
+        flt = qfilter(body.get("update_filter"), self.scan(name))
         out = []
         for p, old in zip(rows, olds):
             if old is None:
                 raise QdrantError(404, f"Not found: No point with id {p.get('id')} found")
-            pid, vecs, _ = check_point(cfg, p.get("id"), p.get("vector"), None)
+            pid, vecs, _ = check_point(cfg, p.get("id"), p.get("vector"), None, sp)
             if flt is None or flt.matches(pid, old["payload"]):
                 out.append((pid, vecs, old["payload"]))
         return self.write_points(name, out, wait, whole=False)
@@ -255,13 +328,17 @@ class NamedVectors:
         """``POST /collections/NAME/points/vectors/delete``: remove the ``vector`` names of the
         selected points (the points, their payloads and other vectors stay)."""
         check_fields(body, ("points", "filter", "vector"), "delete vectors")
-        ids, flt = selector(body)
-        cfg = vector_configs(self.settings(name))
+        ids, flt = selector(body, self.scan(name))
+        s = self.settings(name)
+        cfg, sp = exposed(s)
         names = body.get("vector")
         if not isinstance(names, list) or not names:
             raise QdrantError(400, "Bad request: 'vector' must be a list of vector names.")
         for vname in dict.fromkeys(names):
-            _known(cfg, vname)
+            _known({**cfg, **sp}, vname)
+            if vname in sp:
+                self.sparse.delete(name, self.store_ids(name, ids, flt), [vname])
+                continue
             if vname != next(iter(cfg)):
                 points.delete(self.vindex(name, vname)[0], ids=ids, filter=flt)
                 continue
@@ -269,3 +346,109 @@ class NamedVectors:
             self.write_points(name, [(r["id"], {}, r["payload"]) for r in recs], wait,
                               only=vname)
         return {"operation_id": 0, "status": "completed"}
+
+    def store_ids(self, name: str, ids: list[Any] | None, flt: Any) -> list[int]:
+        """The store ids of ``ids``, or of the points of collection ``name`` matching ``flt``."""
+        if ids is not None:
+            return [doc_id(i) for i in ids]
+        return [r["store_id"] for r in records_of(self.served(name), None, flt)]
+
+    def delete_sparse(self, name: str, ids: list[Any] | None, flt: Any) -> None:
+        """Remove the selected points' sparse vectors (before the home loses the points)."""
+        if exposed(self.settings(name))[1]:
+            self.sparse.delete(name, self.store_ids(name, ids, flt))
+
+    def sparse_query(self, name: str, body: dict[str, Any], limit: int, offset: int
+                     ) -> list[tuple[int, float]]:
+        """``[(store id, score)]`` of a query ``using`` a sparse vector, best first, from
+        ``offset`` (a filter is applied to the home's payloads: the ids it selects)."""
+        from slimvec.service.limits import MAX_RESULTS, check_size
+
+        using = body.get("using") or ""
+        src, vsrc = self._lookup(name, using, body.get("lookup_from"))
+        spec = exposed(self.settings(name))[1][using]
+        if isinstance(body.get("query"), dict) and body["query"].get("mmr") is not None \
+                and "size" not in spec:  # Qdrant Edge has MMR for dense vectors only
+            raise unsupported("MMR on a sparse vector", "send a plain nearest query")
+
+        def vector_of(pid: Any) -> Any:
+            got = self.sparse.read(src, [doc_id(point_id(pid))], [vsrc])[vsrc]
+            if not got:
+                raise QdrantError(404, f"Not found: No point with id {pid} found (or it has "
+                                       f"no vector {using!r})")
+            v = next(iter(got.values()))
+            return v if isinstance(v, list) else (v["indices"], v["values"])
+
+        query, named = edge_query(body.get("query"), using, vector_of,
+                                  lambda x, where: check_side(x, spec, where))
+        check_size(limit + offset, MAX_RESULTS, "The results asked of one query (offset + limit)",
+                   "ask for fewer, or page with a filter or scroll.")
+        flt = qfilter(body.get("filter"), self.scan(name))
+        allowed = None if flt is None else self.store_ids(name, None, flt)
+        mine = [doc_id(point_id(x)) for x in named] if src == name else []  # examples excluded
+        hits = self.sparse.search(name, query, limit + offset, allowed, mine,
+                                  body.get("score_threshold"))
+        return hits[offset:]
+
+    def _lookup(self, name: str, using: str, lookup: Any) -> tuple[str, str]:
+        """The collection and sparse vector name examples given by id are read from: Qdrant's
+        ``lookup_from`` (``{"collection", "vector"}``), else the queried ones."""
+        if lookup is None:
+            return name, using
+        if not isinstance(lookup, dict):
+            raise QdrantError(400, "Bad request: lookup_from must be {\"collection\", \"vector\"}.")
+        check_fields(lookup, ("collection", "vector"), "lookup_from")
+        src = lookup.get("collection")
+        vsrc = lookup.get("vector") or using
+        if not isinstance(src, str) or vsrc not in exposed(self.settings(src))[1]:
+            raise QdrantError(400, f"Bad request: lookup_from: collection {str(src)[:60]!r} has no "
+                                   f"sparse vector {str(vsrc)[:60]!r}.")
+        return src, vsrc
+
+    #: the most points a filter beyond slimvec's language is evaluated over (in Python)
+    MAX_SCAN = 100_000
+
+    def scan(self, name: str) -> Callable[[Any, Exception], Any]:
+        """The :func:`qfilter` fallback of collection ``name``: a filter slimvec's language
+        lacks is evaluated on every point by qdrant-client's local-mode evaluator (Qdrant's
+        reference semantics), giving the filter of the matching ids."""
+        return lambda spec, exc: self._scan(name, spec, exc)
+
+    def _scan(self, name: str, spec: Any, exc: Exception) -> Any:
+        from pydantic import ValidationError
+        from qdrant_client.http import models as m
+        from qdrant_client.local.payload_filters import check_filter
+
+        from slimvec.filters import Filter, HasId
+
+        try:
+            model = m.Filter.model_validate(spec)
+        except ValidationError as bad:
+            raise QdrantError(400, f"Bad request: Format error in filter: "
+                                   f"{bad.errors()[0]['msg']}.") from None
+        home = self.served(name)
+        if points.count(home) > self.MAX_SCAN:
+            raise QdrantError(400, f"Bad request: {exc} (a collection of at most "
+                                   f"{self.MAX_SCAN} points evaluates it point by point).")
+        recs = records_of(home, None, None)
+        has = self._has_vectors(name, [r["store_id"] for r in recs]) if "has_vector" in str(spec) else {}
+        ids = [r["id"] for r in recs
+               if check_filter(model, r["payload"], qdrant_id(r["id"]), has.get(r["store_id"], {}))]
+        return Filter(must=(HasId(frozenset(ids)),))
+
+    def _has_vectors(self, name: str, sids: list[int]) -> dict[int, dict[str, bool]]:
+        """``{store id: {vector name: has it}}`` of collection ``name``'s points."""
+        s = self.settings(name)
+        cfg, sp = exposed(s)
+        out: dict[int, dict[str, bool]] = {sid: {} for sid in sids}
+        for vname in cfg:
+            served = self.vindex(name, vname)[0]
+            view = served.pending_view()
+            pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+            for sid, p in zip(sids, pays):
+                out[sid][vname] = p is not None and not p.get(NO_VECTOR)
+        got = self.sparse.read(name, sids, list(sp)) if sp else {}
+        for vname in sp:
+            for sid in sids:
+                out[sid][vname] = sid in got[vname]
+        return out

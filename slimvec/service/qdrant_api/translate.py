@@ -22,6 +22,7 @@ from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
+from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -33,22 +34,20 @@ from slimvec.service.qdrant_api.models import (
     qdrant_id,
     qfilter,
     query_vector,
-    select_payload,
     selector,
     unsupported,
 )
 from slimvec.service.qdrant_api.named import (
-    NO_VECTOR,
     SEP,
     NamedVectors,
     check_point,
+    exposed,
     index_name,
     parse_vectors_config,
-    read_vectors,
     records_of,
-    vector_configs,
-    vector_selection,
+    without_holes,
 )
+from slimvec.service.qdrant_api.sparse import SparseShards, parse_sparse_config, split_multi
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
@@ -73,6 +72,7 @@ class Collections(NamedVectors):
     def __init__(self, state: Any) -> None:
         self.st = state
         self.root: Path = Path(state.config.root)
+        self.sparse = SparseShards(self.root / QDRANT_DIR)
 
     # ------------------------------------------------------------------ settings
     def _settings_path(self, name: str) -> Path:
@@ -119,7 +119,10 @@ class Collections(NamedVectors):
         from slimvec.service.qdrant_api.collection import CREATE_FIELDS, METRICS, recorded_options
 
         check_fields(body, CREATE_FIELDS, "create collection")
-        vectors = parse_vectors_config(body.get("vectors"))
+        dense, multi = split_multi(body.get("vectors"))
+        no_dense = not dense  # ids and payloads only (and side vectors)
+        vectors = {"": (1, "Dot", {})} if no_dense else parse_vectors_config(dense)
+        sparse = parse_sparse_config(body.get("sparse_vectors"), {**vectors, **multi})
         options = recorded_options(body, vectors[""][2] if "" in vectors else
                                    {v: o for v, (_s, _d, o) in vectors.items() if o})
         meta = body.get("metadata") or {}
@@ -159,8 +162,12 @@ class Collections(NamedVectors):
                 served.spec = served.spec.with_dim_in(size)
                 served.spec.save(served.pending_dir / SERVICE_SPEC)
         (size, distance, _o), named = next(iter(vectors.values())), list(vectors) != [""]
+        self.sparse.drop(name)  # one left by a collection of this name deleted in a crash
+        if sparse or multi:
+            self.sparse.create(name, {**sparse, **multi})
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
                           "payload_schema": {}, "created_at": time.time(), "options": options,
+                          "sparse_vectors": sparse, "multi_vectors": multi, "no_dense": no_dense,
                           **({"vectors": [{"name": v, "size": z, "distance": d}
                                           for v, (z, d, _o) in vectors.items()]} if named else {})})
         return True
@@ -169,6 +176,7 @@ class Collections(NamedVectors):
         """``DELETE /collections/NAME`` (Qdrant answers ``false`` for an unknown one)."""
         if SEP in name or name not in self.st.registry.names():
             return False
+        self.sparse.drop(name)
         for served in self.each_index(name):  # the home last
             self.st.registry.delete(served.name)
         self._settings_path(name).unlink(missing_ok=True)
@@ -185,15 +193,20 @@ class Collections(NamedVectors):
                   for k, v in s.get("payload_schema", {}).items()}
         store, rescore, keep_full = self._built_by(served)
         hnsw, quant, what = store_config(store, rescore, keep_full)
-        opts, cfg = s.get("options") or {}, vector_configs(s)
+        opts, cfg = s.get("options") or {}, exposed(s)[0]
         vopts = {"": opts.get("vectors", {})} if list(cfg) == [""] else opts.get("vectors", {})
         vparams = {v: m.VectorParams(**{"size": c["size"], "distance": c["distance"],
                                         **vopts.get(v, {}), "hnsw_config": None,
                                         "quantization_config": None}) for v, c in cfg.items()}
+        vparams.update({v: m.VectorParams(size=c["size"], distance=c["distance"],
+                                          multivector_config=m.MultiVectorConfig(
+                                              comparator=m.MultiVectorComparator.MAX_SIM))
+                        for v, c in (s.get("multi_vectors") or {}).items()})
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
-            params=m.CollectionParams(vectors=vparams.get("", vparams), **params),
+            params=m.CollectionParams(vectors=vparams.get("", vparams), **params, sparse_vectors={
+                v: m.SparseVectorParams(**p) for v, p in (s.get("sparse_vectors") or {}).items()} or None),
             hnsw_config=m.HnswConfig(**hnsw),
             quantization_config=None if quant is None else m.ScalarQuantization(**quant),
             optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
@@ -235,7 +248,7 @@ class Collections(NamedVectors):
         """``POST /collections/NAME/points/count`` (always exact)."""
         check_fields(body, ("filter", "exact"), "count")
         served = self.served(name)
-        return {"count": points.count(served, qfilter(body.get("filter")))}
+        return {"count": points.count(served, qfilter(body.get("filter"), self.scan(name)))}
 
     # ------------------------------------------------------------------ points
     def upsert(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
@@ -269,12 +282,13 @@ class Collections(NamedVectors):
             points = list(zip(ids, vecs, pays))
         else:
             raise QdrantError(400, "Bad request: send {\"points\": [...]} or {\"batch\": {...}}.")
-        cfg = vector_configs(self.settings(name))
-        rows = [check_point(cfg, *p) for p in points]
+        st = self.settings(name)
+        cfg, side = exposed(st)
+        rows = [check_point(cfg, *p, side) for p in points]
         if body.get("update_filter") is not None or body.get("update_mode") not in (None, "upsert"):
             kept = conditional([{"id": r[0], "row": r} for r in rows],
                                points_get(served, [r[0] for r in rows]),
-                               body.get("update_mode"), qfilter(body.get("update_filter")))
+                               body.get("update_mode"), qfilter(body.get("update_filter"), self.scan(name)))
             rows = [it["row"] for it in kept]
             if not rows:
                 return _done()
@@ -293,57 +307,41 @@ class Collections(NamedVectors):
         return self._records(served, sids, body.get("with_payload", True),
                              body.get("with_vector", False))
 
-    def _records(self, served: Any, sids: list[int], with_payload: Any, with_vector: Any,
-                 scores: list[float] | None = None) -> list[dict[str, Any]]:
-        """Records (or scored points) of store ids from the home index ``served``, in order; ids
-        without a stored point dropped; ``with_vector`` names read from their indexes."""
-        view = served.pending_view()
-        pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
-        keep = [sids[j] for j, p in enumerate(pays) if p is not None]
-        cfg = vector_configs(self.settings(served.name))
-        vecs = {v: read_vectors(self.vindex(served.name, v)[0], cfg[v]["distance"], keep)
-                for v in vector_selection(with_vector, cfg)}
-        out = []
-        for j, pay in enumerate(pays):
-            if pay is None:
-                continue
-            p = {k: v for k, v in pay.items() if k != NO_VECTOR}
-            rec: dict[str, Any] = {"id": qdrant_id(p.pop(SOURCE_ID, None))}
-            if scores is not None:
-                rec.update(version=0, score=scores[j])
-            rec["payload"] = select_payload(p, with_payload)
-            if vecs:
-                got = {v: byid[sids[j]] for v, byid in vecs.items() if sids[j] in byid}
-                rec["vector"] = got.get("") if list(cfg) == [""] else got
-            out.append(rec)
-        return out
-
     # ------------------------------------------------------------------ query
     def query(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/query`` with a vector (``query`` or ``{"nearest"}``),
         ``using`` (a vector name; ``""`` the unnamed vector, as LangChain sends it), ``limit``,
         ``offset``, ``with_payload``, ``with_vector``, ``score_threshold``; without a ``query``,
         the first points in scroll order (score 1, as Qdrant)."""
-        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
-                            "score_threshold", "params", "using"), "query")
-        served = self.served(name)
-        limit, offset = count_arg(body, "limit", 10), count_arg(body, "offset", 0)
+        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector", "score_threshold",
+                            "params", "using", "lookup_from", "prefetch"), "query")
+        served, limit, offset = self.served(name), count_arg(body, "limit", 10), count_arg(body, "offset", 0)
+        if body.get("prefetch"):  # fused or re-scored candidates (examples.py)
+            return prefetch_query(self, name, body, limit, offset)
         if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
-            recs, _ = points.scroll(served, limit + offset, None, qfilter(body.get("filter")))
+            recs, _ = points.scroll(served, limit + offset, None,
+                                    qfilter(body.get("filter"), self.scan(name)))
             sids = [r["store_id"] for r in recs][offset:]
             return {"points": self._records(served, sids, body.get("with_payload", False),
                                             body.get("with_vector", False), [1.0] * len(sids))}
+        if (body.get("using") or "") in exposed(self.settings(name))[1]:
+            pairs = self.sparse_query(name, body, limit, offset)
+            return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                                            body.get("with_vector", False), [x for _, x in pairs])}
+        if is_example_query(body.get("query")):  # by point id, recommend, discover, context
+            return example_query(self, name, body, limit, offset)
+        check_fields(body, ("query", "filter", "limit", "offset", "with_payload", "with_vector",
+                            "score_threshold", "params", "using"), "dense query")
         index, vspec = self.vindex(name, body.get("using") or "")
-        spec = body.get("filter")
+        flt = qfilter(body.get("filter"), self.scan(name))
         if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
-            spec = {"must": [spec] if spec else [],
-                    "must_not": [{"key": NO_VECTOR, "match": {"value": True}}]}
+            flt = without_holes(flt)
         vec = query_vector(body.get("query"))
         k = limit + offset
         if k == 0:
             return {"points": []}
         distance = vspec["distance"]
-        sids, scores = self._search(index, vec, k, qfilter(spec), body.get("params"), vspec["size"])
+        sids, scores = self._search(index, vec, k, flt, body.get("params"), vspec["size"])
         threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
         if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
@@ -397,7 +395,7 @@ class Collections(NamedVectors):
         offset = body.get("offset")
         start = None if offset is None else doc_id(point_id(offset))
         recs, nxt = points.scroll(served, count_arg(body, "limit", 10) or 10, start,
-                                  qfilter(body.get("filter")))
+                                  qfilter(body.get("filter"), self.scan(name)))
         sids = [r["store_id"] for r in recs]
         out = self._records(served, sids, body.get("with_payload", True),
                             body.get("with_vector", False))
@@ -411,7 +409,8 @@ class Collections(NamedVectors):
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
         check_fields(body, ("points", "filter"), "delete points")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
+        self.delete_sparse(name, ids, flt)
         for served in self.each_index(name):  # the home last
             points.delete(served, ids=ids, filter=flt)
         return _done()
@@ -421,7 +420,7 @@ class Collections(NamedVectors):
         ``key`` the payload is set at that JSON path of each point (Qdrant's path rules, as
         qdrant-client's local mode applies them). Every index of the collection, the home last."""
         check_fields(body, ("payload", "points", "filter", "key"), "set payload")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         indexes = self.each_index(name)
         if body.get("key") is None:
             for served in indexes:
@@ -447,7 +446,7 @@ class Collections(NamedVectors):
     def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
         check_fields(body, ("keys", "points", "filter"), "delete payload")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         keys = body.get("keys")
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
@@ -458,7 +457,7 @@ class Collections(NamedVectors):
     def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /collections/NAME/points/payload/clear``: an empty payload."""
         check_fields(body, ("points", "filter"), "clear payload")
-        ids, flt = selector(body)
+        ids, flt = selector(body, self.scan(name))
         for served in self.each_index(name):
             points.set_payload(served, {}, ids=ids, filter=flt, overwrite=True)
         return _done()
@@ -473,10 +472,11 @@ class Collections(NamedVectors):
         field, schema = body.get("field_name"), body.get("field_schema")
         if isinstance(schema, dict):
             schema = schema.get("type")
-        if not isinstance(field, str) or schema not in ("keyword", "integer", "float", "bool"):
+        if not isinstance(field, str) or schema not in (*_NATIVE, "text", "uuid", "geo", "datetime"):
             raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
-                              "index a field as keyword, integer, float or bool")
-        for served in self.each_index(name):
+                              f"index a field as one of {', '.join(_NATIVE)}, text, uuid, geo, "
+                              "datetime")
+        for served in self.each_index(name) if schema in _NATIVE else ():  # others: recorded
             points.declare_payload_indexes(served, [f"{field}:{schema}"])
         s = self.settings(name)
         s.setdefault("payload_schema", {})[field] = schema
@@ -490,6 +490,10 @@ class Collections(NamedVectors):
         s.get("payload_schema", {}).pop(field, None)
         self._save(name, s)
         return _done()
+
+
+#: payload index schemas built by the stores (the others are recorded: filters are exact without)
+_NATIVE = ("keyword", "integer", "float", "bool")
 
 
 def _done() -> dict[str, Any]:

@@ -1,0 +1,245 @@
+"""Queries by example on a dense named vector (issue 38 item 5): a point id, ``recommend``,
+``discover`` and ``context``, scored as Qdrant scores them.
+
+A point id and the ``average_vector`` recommendation become one vector, searched as any query
+(the example points left out, as Qdrant does). ``best_score`` / ``sum_scores`` recommendations,
+discovery and context have no nearest-neighbour form: they are scored exactly over the kept full
+vectors of the collection's points with qdrant-client's own arithmetic (its local mode's), on
+collections of at most :attr:`NamedVectors.MAX_SCAN` points (at the kept precision: a
+``keep_full=float16`` recipe scores to about 3 significant digits).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from slimvec.ids import doc_id
+from slimvec.service.indexes import points
+from slimvec.service.qdrant_api.models import QdrantError, check_fields, point_id, qfilter, unsupported
+from slimvec.service.qdrant_api.named import read_vectors, records_of
+from slimvec.service.qdrant_api.sparse import MAX_EXAMPLES
+
+__all__ = ["is_example_query", "example_query"]
+
+_KINDS = ("recommend", "discover", "context")
+
+
+def is_example_query(query: Any) -> bool:
+    """Whether a dense ``query`` is by example (a point id, or one of :data:`_KINDS`)."""
+    if isinstance(query, dict) and set(query) == {"nearest"}:
+        query = query["nearest"]
+    return (isinstance(query, (int, str)) and not isinstance(query, bool)) or (
+        isinstance(query, dict) and len(query) == 1 and next(iter(query)) in _KINDS)
+
+
+def example_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset: int
+                  ) -> dict[str, Any]:
+    """``POST points/query`` by example on the dense vector ``using`` of collection ``name``."""
+    from qdrant_client.local import distances as d
+
+    using = body.get("using") or ""
+    index, spec = cols.vindex(name, using)
+    src, sspec = index, spec
+    lookup = body.get("lookup_from")
+    if lookup is not None:
+        if not isinstance(lookup, dict):
+            raise QdrantError(400, "Bad request: lookup_from must be {\"collection\", \"vector\"}.")
+        check_fields(lookup, ("collection", "vector"), "lookup_from")
+        src, sspec = cols.vindex(str(lookup.get("collection")), lookup.get("vector") or using)
+    named: list[Any] = []
+
+    def vec(x: Any, where: str) -> np.ndarray:
+        if isinstance(x, (int, str)) and not isinstance(x, bool):
+            named.append(point_id(x))
+            sid = doc_id(named[-1])
+            got = read_vectors(src, sspec["distance"], [sid])
+            if sid not in got:
+                raise QdrantError(404, f"Not found: No point with id {x} found (or it has no "
+                                       f"vector {using!r})")
+            v = np.asarray(got[sid], dtype=np.float64)
+        elif isinstance(x, list) and len(x) == int(spec["size"]) and all(
+                isinstance(e, (int, float)) and not isinstance(e, bool) for e in x):
+            v = np.asarray(x, dtype=np.float64)
+        else:
+            raise QdrantError(400, f"Bad request: {where}: expected a point id or a vector of "
+                                   f"dim {spec['size']}.")
+        if not np.isfinite(v).all():
+            raise QdrantError(400, f"Bad request: {where}: the vector holds NaN or inf.")
+        if spec["distance"] == "Cosine":
+            v = v / max(float(np.linalg.norm(v)), 1e-12)
+        return v
+
+    def many(xs: Any, where: str) -> list[np.ndarray]:
+        xs = [] if xs is None else xs if isinstance(xs, list) else [xs]
+        if len(xs) > MAX_EXAMPLES:
+            raise QdrantError(400, f"Bad request: {where}: at most {MAX_EXAMPLES} examples.")
+        return [vec(x, f"{where}[{i}]") for i, x in enumerate(xs)]
+
+    def pairs(ctx: Any) -> list[Any]:
+        ctx = [] if ctx is None else ctx if isinstance(ctx, list) else [ctx]
+        if len(ctx) > MAX_EXAMPLES or not all(isinstance(c, dict) for c in ctx):
+            raise QdrantError(400, f"Bad request: context: at most {MAX_EXAMPLES} pairs "
+                                   "{\"positive\", \"negative\"}.")
+        return [d.ContextPair(vec(c.get("positive"), "positive").tolist(),
+                              vec(c.get("negative"), "negative").tolist()) for c in ctx]
+
+    target, score = _plan(body.get("query"), vec, many, pairs)
+    mine = named if lookup is None else []  # the examples are left out of the results
+    if score is None:
+        flt = body.get("filter")
+        if mine:
+            flt = {"must": [flt] if flt else [], "must_not": [{"has_id": mine}]}
+        return dict(cols.query(name, {**body, "query": target.tolist(), "filter": flt,
+                                      "lookup_from": None}))
+    return _scored(cols, name, body, index, spec, score, set(map(doc_id, mine)), limit + offset,
+                   offset)
+
+
+def _plan(query: Any, vec: Any, many: Any, pairs: Any) -> tuple[Any, Any]:
+    """``(target vector, None)`` of a query searched by one vector, else ``(None, (scoring
+    function of qdrant-client's local mode, its query))``."""
+    from qdrant_client.http import models as m
+    from qdrant_client.local import distances as d
+
+    target: Any = None
+    if isinstance(query, dict) and set(query) == {"nearest"}:
+        query = query["nearest"]
+    kind = next(iter(query)) if isinstance(query, dict) else None
+    arg = query[kind] if kind else None
+    score: Any = None
+    if kind is None:  # a point id: its own vector
+        target = vec(query, "query")
+    elif kind == "recommend" and isinstance(arg, dict):
+        check_fields(arg, ("positive", "negative", "strategy"), "query.recommend")
+        pos, neg = many(arg.get("positive"), "positive"), many(arg.get("negative"), "negative")
+        strategy = arg.get("strategy") or "average_vector"
+        if not pos and strategy == "average_vector":
+            raise QdrantError(400, "Bad request: recommend average_vector needs a positive example.")
+        if strategy == "average_vector":
+            mean = np.mean(pos, axis=0)
+            target = mean + mean - np.mean(neg, axis=0) if neg else mean
+        elif strategy in ("best_score", "sum_scores"):
+            reco = d.RecoQuery([v.tolist() for v in pos], [v.tolist() for v in neg],
+                               strategy=m.RecommendStrategy(strategy))
+            score = (d.calculate_recommend_best_scores if strategy == "best_score"
+                     else d.calculate_recommend_sum_scores), reco
+        else:
+            raise QdrantError(400, f"Bad request: recommend strategy {strategy!r}; expected "
+                                   "average_vector, best_score or sum_scores.")
+    elif kind == "discover" and isinstance(arg, dict):
+        check_fields(arg, ("target", "context"), "query.discover")
+        score = d.calculate_discovery_scores, d.DiscoveryQuery(vec(arg.get("target"), "target"),
+                                                               pairs(arg.get("context")))
+    elif kind == "context":
+        score = d.calculate_context_scores, d.ContextQuery(pairs(arg))
+    else:
+        raise unsupported(f"query {str(query)[:60]!r}")
+    return target, score
+
+
+def _scored(cols: Any, name: str, body: dict[str, Any], index: Any, spec: dict[str, Any],
+            score: Any, excluded: set[int], k: int, offset: int) -> dict[str, Any]:
+    """The ``k`` best points by an exact score over every kept vector, from ``offset``."""
+    from qdrant_client.http import models as m
+
+    home = cols.served(name)
+    if points.count(home) > cols.MAX_SCAN:
+        raise unsupported(f"recommend / discover / context on a collection of more than "
+                          f"{cols.MAX_SCAN} points", "recommend with strategy average_vector")
+    flt = qfilter(body.get("filter"), cols.scan(name))
+    sids = [r["store_id"] for r in records_of(index, None, flt) if r["store_id"] not in excluded]
+    got = read_vectors(index, spec["distance"], sids)
+    sids = [s for s in sids if s in got]
+    if not sids or k == 0:
+        return {"points": []}
+    fn, query = score
+    scores = np.asarray(fn(query, np.asarray([got[s] for s in sids]), m.Distance(spec["distance"])))
+    order = np.argsort(-scores, kind="stable")
+    threshold = body.get("score_threshold")
+    hits = [(sids[i], float(scores[i])) for i in order[:k]
+            if threshold is None or scores[i] >= threshold][offset:]
+    return {"points": cols._records(home, [s for s, _ in hits], body.get("with_payload", False),
+                                    body.get("with_vector", False), [x for _, x in hits])}
+
+
+def _both(a: Any, b: Any) -> Any:
+    """The filter JSON of ``a`` and ``b`` (either may be absent)."""
+    parts = [f for f in (a, b) if f]
+    return None if not parts else parts[0] if len(parts) == 1 else {"must": parts}
+
+
+def _listed(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [x]
+    if not isinstance(x, list) or len(x) > MAX_EXAMPLES:
+        raise QdrantError(400, f"Bad request: prefetch must be a query or a list of at most "
+                               f"{MAX_EXAMPLES}.")
+    return x
+
+
+def prefetch_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset: int
+                   ) -> dict[str, Any]:
+    """``POST points/query`` with ``prefetch`` (nested too): each prefetch is a query of its own
+    (the outer filters propagated down, as Qdrant does), then the candidates are fused (RRF with
+    ``k`` / ``weights``, DBSF: qdrant-client's own fusion) or re-scored by the outer query."""
+    sources = [_prefetch(cols, name, p, body.get("filter")) for p in _listed(body["prefetch"])]
+    return dict(_merge(cols, name, sources, body, limit, offset, final=True))
+
+
+def _prefetch(cols: Any, name: str, p: Any, outer: Any) -> list[Any]:
+    from qdrant_client.http import models as m
+
+    from slimvec.service.qdrant_api.models import count_arg
+
+    if not isinstance(p, dict):
+        raise QdrantError(400, "Bad request: a prefetch must be an object.")
+    check_fields(p, ("prefetch", "query", "using", "filter", "params", "score_threshold",
+                     "limit", "lookup_from"), "prefetch")
+    flt = _both(outer, p.get("filter"))
+    limit = count_arg(p, "limit", 10)
+    if p.get("prefetch"):
+        inner = [_prefetch(cols, name, q, flt) for q in _listed(p["prefetch"])]
+        return list(_merge(cols, name, inner, {**p, "filter": flt}, limit, 0, final=False))
+    got = cols.query(name, {**p, "filter": flt, "limit": limit, "with_payload": False})
+    return [m.ScoredPoint(id=x["id"], version=0, score=x["score"]) for x in got["points"]]
+
+
+def _merge(cols: Any, name: str, sources: list[list[Any]], body: dict[str, Any], limit: int,
+           offset: int, final: bool) -> Any:
+    from qdrant_client.http import models as m
+    from qdrant_client.hybrid.fusion import distribution_based_score_fusion, reciprocal_rank_fusion
+
+    q = body.get("query")
+    fusion = q.get("fusion") if isinstance(q, dict) else None
+    rrf = q.get("rrf") if isinstance(q, dict) else None
+    if fusion in ("rrf", "dbsf") or isinstance(rrf, dict):
+        if fusion == "dbsf":
+            fused = distribution_based_score_fusion(sources, limit + offset)
+        else:
+            k, w = (rrf or {}).get("k"), (rrf or {}).get("weights")
+            if (k is not None and (not isinstance(k, int) or k < 1)) or (
+                    w is not None and (not isinstance(w, list) or len(w) != len(sources))):
+                raise QdrantError(400, "Bad request: rrf.k must be a positive integer and "
+                                       "rrf.weights one number per prefetch.")
+            fused = reciprocal_rank_fusion(sources, limit + offset, ranking_constant_k=k, weights=w)
+        threshold = body.get("score_threshold")
+        fused = [p for p in fused if threshold is None or p.score >= threshold][offset:]
+        if not final:
+            return fused
+        from slimvec.ids import doc_ids
+
+        sids = doc_ids([point_id(p.id) for p in fused]).tolist()
+        return {"points": cols._records(cols.served(name), sids, body.get("with_payload", False),
+                                        body.get("with_vector", False), [p.score for p in fused])}
+    if q is None or isinstance(q, dict) and ("formula" in q or "fusion" in q):
+        raise unsupported(f"prefetch with query {str(q)[:60]!r}", "fuse with rrf or dbsf, or "
+                          "re-score by a vector")
+    ids = list(dict.fromkeys(p.id for src in sources for p in src))
+    sub = {k: v for k, v in body.items() if k not in ("prefetch", "limit", "offset")}
+    got = cols.query(name, {**sub, "filter": _both(body.get("filter"), {"must": [{"has_id": ids}]}),
+                            "limit": limit, "offset": offset,
+                            **({} if final else {"with_payload": False, "with_vector": False})})
+    return got if final else [m.ScoredPoint(id=x["id"], version=0, score=x["score"])
+                              for x in got["points"]]
