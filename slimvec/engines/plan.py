@@ -128,16 +128,24 @@ def gpu_rate_file() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "slimvec") / "gpu-rate.json"
 
 
+def _recorded(key: str, path: Path | None = None) -> tuple[float, dict[str, Any]] | None:
+    """A positive finite rate ``key`` of the record ``benchmarks/gpu_ingest_check.py`` wrote on
+    this machine, with the record; None when nothing usable was recorded."""
+    try:
+        rec = json.loads((path or gpu_rate_file()).read_text(encoding="utf-8"))
+        rate = float(rec[key])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (rate, rec) if math.isfinite(rate) and rate > 0 else None
+
+
 def measured_gpu_rate(path: Path | None = None) -> tuple[float, str] | None:
     """The encoder-only rate ``benchmarks/gpu_ingest_check.py`` recorded on this machine, and its
     source line; None when nothing usable was recorded."""
-    try:
-        rec = json.loads((path or gpu_rate_file()).read_text(encoding="utf-8"))
-        rate = float(rec["docs_per_s"])
-    except (OSError, ValueError, KeyError, TypeError):
+    found = _recorded("docs_per_s", path)
+    if found is None:
         return None
-    if not math.isfinite(rate) or rate <= 0:
-        return None
+    rate, rec = found
     return rate, (f"measured on this machine: {rec.get('model', 'the encoder')} encoder-only on "
                   f"{rec.get('gpu') or rec.get('device')}, passes of {rec.get('batch')}, "
                   f"{rec.get('texts', '?')} texts, {rec.get('measured_at', '?')}, by "
@@ -153,14 +161,11 @@ WRITER_DOCS_PER_S = 5_586.0
 def writer_rate(path: Path | None = None) -> tuple[float, str]:
     """The one writer's ceiling (docs/s) and its source: the ingest rate
     ``benchmarks/gpu_ingest_check.py`` recorded on this machine, else :data:`WRITER_DOCS_PER_S`."""
-    try:
-        rec = json.loads((path or gpu_rate_file()).read_text(encoding="utf-8"))
-        rate = float(rec["ingest_docs_per_s"])
-        if math.isfinite(rate) and rate > 0:
-            return rate, (f"slimvec ingest measured on this machine ({rec.get('gpu') or rec.get('device')}, "
-                          f"{rec.get('measured_at', '?')})")
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    found = _recorded("ingest_docs_per_s", path)
+    if found is not None:
+        rate, rec = found
+        return rate, (f"slimvec ingest measured on this machine ({rec.get('gpu') or rec.get('device')}, "
+                      f"{rec.get('measured_at', '?')})")
     return WRITER_DOCS_PER_S, ("slimvec ingest on one NVIDIA H200 with 16 cores, default recipe, "
                                "issue 36; not measured on this machine")
 

@@ -32,24 +32,9 @@ class IndexBase(Protocol):
 
     def search(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
                rescore: int | None = None, filter: Any = None) -> SearchResult:
-        """Nearest documents of each query (texts or full-dimension vectors).
-
-        Parameters
-        ----------
-        queries : str, sequence of str, or array of shape (dim_in,) or (n, dim_in)
-        k : int
-            Results per query.
-        rescore : int, optional
-            Candidates ``k * rescore`` re-ranked with the kept full vectors; ``None``: the
-            index's recipe depth; ``0``: none.
-        filter : dict, optional
-            Only documents whose payload matches.
-
-        Returns
-        -------
-        SearchResult
-            ``ids`` (n, k) store ids padded with -1, ``scores`` (n, k), higher is closer.
-        """
+        """Nearest documents of each query (texts or full-dimension vectors): a
+        :class:`~slimvec.connectors.base.SearchResult` of store ids (n, k) padded with -1 and
+        scores, higher is closer; ``rescore`` as :meth:`slimvec.index.folder.Index.search`."""
         ...
 
     def get(self, ids: Sequence[Any]) -> list[dict[str, Any] | None]:
