@@ -290,3 +290,26 @@ def test_lifecycle_congruent_with_local_mode(tmp_path, X, fit_after):
     assert got.pop("schema") == ["g"] and ref.pop("schema") == []
     assert got == ref
     assert got["filtered_ok"] and got["after_ok"] and got["count"] == 38
+
+
+def test_datatype_picks_the_kept_vectors(client, srv):
+    """Qdrant keeps float32 vectors unless ``datatype`` says float16: a collection that names no
+    recipe re-ranks from float32 kept vectors (scores as Qdrant's), float16 when asked; a
+    datatype that disagrees with a named recipe, or one not kept here, is a 400 naming it."""
+    import httpx
+
+    def kept(name):
+        return httpx.get(f"{srv.url}/collections/{name}").json()["result"]["slimvec"]["keep_full"]
+
+    client.create_collection("dt32", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE))
+    client.create_collection("dt16", vectors_config=m.VectorParams(
+        size=DIM, distance=m.Distance.DOT, datatype=m.Datatype.FLOAT16))
+    assert (kept("dt32"), kept("dt16")) == ("float32", "float16")
+    assert client.get_collection("dt16").config.params.vectors.datatype == m.Datatype.FLOAT16
+    bad = [({"datatype": "float16"}, {"slimvec_recipe": RECIPE}, "disagrees with metadata.slimvec_recipe"),
+           ({"datatype": "uint8"}, {}, "vectors.datatype 'uint8'")]
+    for extra, meta, said in bad:
+        r = httpx.put(f"{srv.url}/collections/dtbad", json={
+            "vectors": {"size": DIM, "distance": "Cosine", **extra}, "metadata": meta})
+        assert r.status_code == 400 and said in r.text, r.text
+    assert not client.collection_exists("dtbad")

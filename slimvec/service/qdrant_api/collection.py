@@ -13,11 +13,12 @@ re-ranking depth (:func:`search_params`).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, unsupported
 
-__all__ = ["CREATE_FIELDS", "METRICS", "parse_vectors", "recorded_options", "store_config",
+__all__ = ["CREATE_FIELDS", "METRICS", "parse_vectors", "kept_recipe", "recorded", "store_config",
            "search_params", "qdrant_score", "update_collection", "conditional"]
 
 #: the create fields accepted (``vectors`` and ``metadata`` are read, the rest recorded)
@@ -48,14 +49,44 @@ def parse_vectors(vectors: Any) -> tuple[int, str, dict[str, Any]]:
     if distance not in METRICS:
         raise QdrantError(400, f"Bad request: vectors.distance must be one of Cosine, Dot, Euclid, "
                                f"Manhattan; got {distance!r}.")
-    if vectors.get("datatype") not in (None, "float32"):
-        raise unsupported(f"vectors.datatype {vectors['datatype']!r} (vectors are sent as float32; "
-                          "the recipe picks the stored codes)", "leave datatype out")
+    if vectors.get("datatype") not in (None, "float32", "float16"):
+        raise unsupported(f"vectors.datatype {vectors['datatype']!r} (the kept full vectors are "
+                          "float32 or float16; the recipe picks the index's codes)",
+                          "send float32 (the default) or float16")
     opts = {k: v for k, v in vectors.items() if k not in ("size", "distance") and v is not None}
     return size, distance, opts
 
 
-def recorded_options(body: dict[str, Any], vector_opts: dict[str, Any]) -> dict[str, Any]:
+def kept_recipe(recipe: str | None, default: str | None, datatype: str | None) -> str | None:
+    """The recipe of one vector of a new collection, its kept full vectors as Qdrant's
+    ``datatype`` says.
+
+    Qdrant stores float32 vectors unless ``datatype`` is float16, and scores from them; so a
+    collection that names no ``metadata.slimvec_recipe`` gets the server's recipe re-ranking from
+    float32 kept vectors (float16 when asked): scores as Qdrant's, where ``keep_full=float16``
+    is off by about 5e-4. The index's compressed codes (what sits in RAM) are the recipe's
+    either way; the kept vectors are on disk. A named recipe keeps its own ``keep_full``; a
+    ``datatype`` that disagrees with it is refused.
+    """
+    from slimvec.errors import ConfigError
+    from slimvec.recipe import merge_recipe, parse_recipe
+
+    base = recipe or default
+    if base is None or (recipe is not None and datatype is None):
+        return recipe
+    rec = parse_recipe(base)
+    if rec.rescore is None:  # nothing re-ranked: no full vectors to keep
+        return recipe
+    if recipe is None:
+        rec = replace(rec, keep_full=datatype or "float32")
+    try:
+        return str(merge_recipe(rec, keep_full=datatype, option="metadata.slimvec_recipe"))
+    except ConfigError as exc:
+        raise QdrantError(400, f"Bad request: vectors.datatype {datatype!r} disagrees with "
+                               f"metadata.slimvec_recipe: {exc}") from None
+
+
+def recorded(body: dict[str, Any], vector_opts: dict[str, Any]) -> dict[str, Any]:
     """The options of a create request that slimvec records but does not build by."""
     if body.get("sharding_method") not in (None, "auto"):
         raise unsupported("create collection field(s) 'sharding_method' other than auto (shard "

@@ -110,21 +110,20 @@ class Collections(NamedVectors):
 
     # ------------------------------------------------------------------ collections
     def create(self, name: str, body: dict[str, Any]) -> bool:
-        """``PUT /collections/NAME``: a pending vector-only index with the server's recipe (or
-        ``metadata.slimvec_recipe``; ``metadata.slimvec_fit_after`` points fit the reducer)."""
+        """``PUT /collections/NAME``: a pending index per vector by the server's recipe (or
+        ``metadata.slimvec_recipe``; ``datatype``: :func:`kept_recipe`; ``slimvec_fit_after``)."""
         from slimvec.errors import ConfigError
         from slimvec.reducers import make_reducer
         from slimvec.service.indexes.names import MAX_NAME, check_name
         from slimvec.service.indexes.spec import SERVICE_SPEC, ServiceSpec
-        from slimvec.service.qdrant_api.collection import CREATE_FIELDS, METRICS, recorded_options
+        from slimvec.service.qdrant_api.collection import CREATE_FIELDS, METRICS, kept_recipe, recorded
 
         check_fields(body, CREATE_FIELDS, "create collection")
         dense, multi = split_multi(body.get("vectors"))
-        no_dense = not dense  # ids and payloads only (and side vectors)
-        vectors = {"": (1, "Dot", {})} if no_dense else parse_vectors_config(dense)
+        vectors = {"": (1, "Dot", {})} if (no_dense := not dense) else parse_vectors_config(dense)
         sparse = parse_sparse_config(body.get("sparse_vectors"), {**vectors, **multi})
-        options = recorded_options(body, vectors[""][2] if "" in vectors else
-                                   {v: o for v, (_s, _d, o) in vectors.items() if o})
+        options = recorded(body, vectors[""][2] if "" in vectors else
+                           {v: o for v, (_s, _d, o) in vectors.items() if o})
         meta = body.get("metadata") or {}
         if name in self.st.registry.names():
             raise QdrantError(409, f"Wrong input: Collection `{name}` already exists!")
@@ -136,9 +135,10 @@ class Collections(NamedVectors):
             raise QdrantError(400, "Bad request: metadata.slimvec_fit_after must be a positive "
                                    f"integer (points before the reducer is fitted), got {fit_after!r}.")
         specs = {vname: ServiceSpec.from_request(
-            recipe=meta.get("slimvec_recipe"), reducer=None, store=None, keep_full=None,
-            encoder=None, fit_after=fit_after, default_recipe=self.st.config.recipe,
-            metric=METRICS[distance]) for vname, (_z, distance, _o) in vectors.items()}
+            recipe=kept_recipe(meta.get("slimvec_recipe"), self.st.config.recipe, o.get("datatype")),
+            reducer=None, store=None, keep_full=None, encoder=None, fit_after=fit_after,
+            default_recipe=self.st.config.recipe, metric=METRICS[distance])
+            for vname, (_z, distance, o) in vectors.items()}
         for vname, (size, _d, _o) in vectors.items():
             spec = specs[vname]
             n_out = getattr(make_reducer(spec.reducer), "n_components", None)
