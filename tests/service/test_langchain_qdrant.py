@@ -4,6 +4,12 @@ encoder wrapped as a LangChain ``Embeddings`` (no fake embeddings). Slow tier (M
 
 from __future__ import annotations
 
+import math
+import re
+import uuid
+import zlib
+from collections import Counter
+
 import pytest
 
 from tests.conftest import bundled_sentences
@@ -11,7 +17,8 @@ from tests.service.server import Server
 
 pytest.importorskip("langchain_qdrant")
 from langchain_core.embeddings import Embeddings  # noqa: E402
-from langchain_qdrant import QdrantVectorStore  # noqa: E402
+from langchain_qdrant import QdrantVectorStore, RetrievalMode, SparseEmbeddings  # noqa: E402
+from langchain_qdrant.sparse_embeddings import SparseVector  # noqa: E402
 from qdrant_client import QdrantClient  # noqa: E402
 from qdrant_client import models as m
 
@@ -56,3 +63,52 @@ def test_qdrant_vector_store_unchanged(tmp_path, encoder, n):
         again = QdrantVectorStore.from_existing_collection(
             embedding=SlimvecEmbeddings(encoder), collection_name="lc", url=srv.url, timeout=120)
         assert again.similarity_search(texts[13], k=1)[0].page_content == texts[13]
+
+
+class WordCounts(SparseEmbeddings):
+    """A real sparse embedding (no model to download: fastembed's BM25 needs the network): each
+    lower-cased word is one dimension (its CRC-32). A document's value is the word's count times
+    ``1 + log(len(word))`` over the square root of the document's word count, times a factor
+    within 1 +- 5 % drawn from the text's CRC-32 (so that scores of distinct texts do not tie:
+    ties may be ordered either way); a query's value is the word's count."""
+
+    def _one(self, text: str, document: bool) -> SparseVector:
+        words = re.findall(r"\w+", text.lower())
+        counts = Counter(words)
+        own = 0.95 + (zlib.crc32(text.encode()) % 1000) / 10_000
+        values = [c * (1 + math.log(len(w))) * own / math.sqrt(len(words)) if document else float(c)
+                  for w, c in counts.items()]
+        return SparseVector(indices=[zlib.crc32(w.encode()) for w in counts], values=values)
+
+    def embed_documents(self, texts: list[str]) -> list[SparseVector]:
+        return [self._one(t, True) for t in texts]
+
+    def embed_query(self, text: str) -> SparseVector:
+        return self._one(text, False)
+
+
+@pytest.mark.parametrize("mode", [RetrievalMode.HYBRID, RetrievalMode.SPARSE], ids=["hybrid", "sparse"])
+def test_hybrid_and_sparse_modes_as_local_mode(tmp_path, encoder, mode):
+    """LangChain's hybrid mode (dense + sparse, fused by RRF on the server) and its sparse mode,
+    unchanged against ``slimvec serve``: the same documents as qdrant-client's local mode."""
+    texts = list(dict.fromkeys(bundled_sentences(320)))[:300]  # distinct texts
+    metadatas = [{"row": i, "even": i % 2 == 0} for i in range(300)]
+    ids = [str(uuid.UUID(int=i + 1)) for i in range(300)]
+    kw = dict(embedding=SlimvecEmbeddings(encoder), sparse_embedding=WordCounts(), retrieval_mode=mode,
+              collection_name="hy", metadatas=metadatas, ids=ids)
+    local = QdrantVectorStore.from_texts(texts, location=":memory:", **kw)
+    root = tmp_path / "root"
+    root.mkdir()
+    with Server(root) as srv:
+        served = QdrantVectorStore.from_texts(texts, url=srv.url, timeout=120, **kw)
+        assert QdrantClient(url=srv.url, timeout=120).count("hy").count == 300
+        even = m.Filter(must=[m.FieldCondition(key="metadata.even", match=m.MatchValue(value=True))])
+        for i in (0, 7, 13, 120, 299):
+            for flt in (None, even):
+                want, got = ({d.metadata["row"]: s for d, s in store.similarity_search_with_score(
+                    texts[i], k=5, filter=flt)} for store in (local, served))
+                assert list(got.values()) == pytest.approx(list(want.values()), rel=1e-3), (i, got, want)
+                # RRF ties (rank r in one list only) may break either way: the rows above them agree
+                cut = min(want.values())
+                assert {r for r, s in got.items() if s > cut + 1e-6} == {r for r, s in want.items() if s > cut + 1e-6}
+                assert flt is None or all(r % 2 == 0 for r in got)
