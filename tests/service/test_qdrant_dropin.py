@@ -211,6 +211,9 @@ NAMED = {"text": (12, m.Distance.COSINE), "image": (10, m.Distance.DOT),
          "code": (8, m.Distance.EUCLID)}
 #: float32 full vectors re-ranking every candidate: scores as exact as local mode's
 EXACT = "none|faiss:HNSW16,SQ8|rescore=10,keep_full=float32"
+#: the same behind each store a collection can have (issue 38: "the same on every store")
+EXACT_ON = {"faiss": EXACT, "hnsw": "none|hnsw|rescore=10,keep_full=float32",
+            "qdrant-edge": "none|qdrant-edge|rescore=10,keep_full=float32"}
 
 
 def _named_points(n, seed, skip=True):
@@ -229,10 +232,10 @@ def _named_points(n, seed, skip=True):
     return out
 
 
-def _named_fill(c, name, pts, fit_after=None):
+def _named_fill(c, name, pts, fit_after=None, recipe=EXACT):
     c.create_collection(name, vectors_config={k: m.VectorParams(size=s, distance=d)
                                               for k, (s, d) in NAMED.items()},
-                        metadata=None if fit_after is None else {"slimvec_recipe": EXACT,
+                        metadata=None if fit_after is None else {"slimvec_recipe": recipe,
                                                                  "slimvec_fit_after": fit_after})
     c.upsert(name, points=pts, wait=True)
 
@@ -252,17 +255,20 @@ def _same_records(got, want):
             np.testing.assert_allclose(g.vector[k], w.vector[k], atol=1e-5)
 
 
-@pytest.mark.parametrize("fit_after", [1000, 40], ids=["pending", "fitted"])
-def test_named_vectors_as_local_mode(client, srv, fit_after):
+@pytest.mark.parametrize("fit_after,store", [(1000, "faiss"), (40, "faiss"), (40, "hnsw"), (40, "qdrant-edge")],
+                         ids=["pending", "fitted-faiss", "fitted-hnsw", "fitted-qdrant-edge"])
+def test_named_vectors_as_local_mode(client, srv, fit_after, store):
     """A collection of three named vectors (Cosine, Dot, Euclid), some points without ``text``
-    or ``image``: ``using=`` searches (filtered too) score as local mode's, ``with_vectors`` gives
-    each point the names it has, the collection info shows the three configs, and the indexes
-    behind the names are neither listed nor left behind by the delete."""
-    name = f"named{fit_after}"
+    or ``image``, behind each store: ``using=`` searches (filtered too) score as local mode's,
+    ``with_vectors`` gives each point the names it has, the collection info shows the three
+    configs, and the indexes behind the names are neither listed nor left behind by the delete."""
+    name = f"named{fit_after}{store.replace('-', '')}"
     pts = _named_points(120, fit_after)
     local = QdrantClient(":memory:")
     _named_fill(local, name, pts)
-    _named_fill(client, name, pts, fit_after)
+    _named_fill(client, name, pts, fit_after, EXACT_ON[store])
+    state = client._client.http.client._client.get(f"{srv.url}/indexes/{name}").json()["state"]
+    assert state == ("pending" if fit_after > 120 else "ready")
     vecs = client.get_collection(name).config.params.vectors
     assert {k: (v.size, v.distance) for k, v in vecs.items()} == NAMED
     assert [c.name for c in client.get_collections().collections].count(name) == 1

@@ -43,9 +43,10 @@ def _points(seed=3):
     return out
 
 
-def _fill(c, name, pts):
+def _fill(c, name, pts, recipe=None):
     c.create_collection(name, vectors_config={"text": m.VectorParams(size=8, distance=m.Distance.COSINE)},
-                        sparse_vectors_config=SPARSE)
+                        sparse_vectors_config=SPARSE, metadata=recipe and {
+                            "slimvec_recipe": recipe, "slimvec_fit_after": 40})
     c.upsert(name, points=pts, wait=True)
 
 
@@ -124,11 +125,19 @@ def _compare(c, local, name, rng, usings=tuple(SPARSE)):
                   local.scroll(name, limit=N, with_vectors=True)[0])
 
 
-def test_sparse_vectors_as_local_mode(tmp_path):
+#: the home index behind the collection: the server's default (150 points: pending, exact), and
+#: each store fitted (after 40 points), re-ranking every candidate from float32 kept vectors
+HOMES = {"default": None, "faiss": "none|faiss:HNSW16,SQ8|rescore=10,keep_full=float32",
+         "hnsw": "none|hnsw|rescore=10,keep_full=float32",
+         "qdrant-edge": "none|qdrant-edge|rescore=10,keep_full=float32"}
+
+
+@pytest.mark.parametrize("home", list(HOMES))
+def test_sparse_vectors_as_local_mode(tmp_path, home):
     """Sparse searches (IDF too, filtered, paged, thresholded), recommend / discover / context
     with ids and vectors as examples, hybrid prefetch (RRF, DBSF, re-scored), vectors read back, ``update_vectors`` / ``delete_vectors``
-    / deletes of sparse vectors: as local mode, before and after a restart; a ``wait=true``
-    upsert survives a kill -9."""
+    / deletes of sparse vectors: as local mode, before and after a restart, whatever store is
+    the collection's home; a ``wait=true`` upsert survives a kill -9."""
     root = tmp_path / "root"
     root.mkdir()
     pts, rng = _points(), np.random.default_rng(9)
@@ -136,7 +145,9 @@ def test_sparse_vectors_as_local_mode(tmp_path):
     _fill(local, "h", pts)
     with Server(root) as srv:
         c = QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
-        _fill(c, "h", pts)
+        _fill(c, "h", pts, HOMES[home])
+        state = c._client.http.client._client.get(f"{srv.url}/indexes/h").json()["state"]
+        assert state == ("pending" if HOMES[home] is None else "ready")
         info, linfo = c.get_collection("h").config.params, local.get_collection("h").config.params
         assert info.sparse_vectors == linfo.sparse_vectors and info.vectors == linfo.vectors
         _compare(c, local, "h", rng)
