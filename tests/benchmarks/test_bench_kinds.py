@@ -97,6 +97,7 @@ def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(t
     ("headline", [], "docs/benchmarks/headline.md"),
     ("default-recipe", [], "docs/benchmarks/default-recipe-runs.md"),
     ("ingest-ceiling", [], "docs/benchmarks/ingest-ceiling-20k.md"),
+    ("scale", ["bench-results"], "docs/benchmarks/scale-runs.md"),
 ])
 def test_a_table_re_renders_its_published_page(kind, results, page, tmp_path):
     res = _bench("table", kind, *[str(ROOT / r) for r in results], "--out", str(tmp_path / "page.md"))
