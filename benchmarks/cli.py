@@ -178,7 +178,8 @@ def sizing_kind(
                             size or list(SIZES), dim or [64, 384])
     if markdown:
         markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(sizing_markdown(result, "OMP_NUM_THREADS=1 " + command_line()), encoding="utf-8")
+        markdown.write_text(sizing_markdown(result, "OMP_NUM_THREADS=1 " + command_line(), out.as_posix() if out else None),
+                            encoding="utf-8")
     _emit("sizing", result, machine, out)
 
 
@@ -223,13 +224,13 @@ def pruning_kind(
 
 
 def table_kind(
-    kind: str = typer.Argument(..., help="sweep, pruning, filtered, fair-peers, scale, headline, default-recipe or ingest-ceiling."),
+    kind: str = typer.Argument(..., help="sweep, pruning, filtered, fair-peers, realtext, scale, sizing, headline, default-recipe or ingest-ceiling."),
     results: list[Path] = typer.Argument(None, help="results.json / record files (scale: the folder of scale-SIZE/) [default: the kind's published results]."),
     out: Path | None = typer.Option(None, "--out", help="Write the page here [default: the kind's docs page, or print]."),
     print_only: bool = typer.Option(False, "--print", help="Print, do not write the default page."),
 ) -> None:
-    """Render a docs page or table from runs' results (nothing typed by hand)."""
-    from benchmarks.pages.tables import TABLES, render_table
+    """Render a docs page or table from runs' results (nothing typed by hand; a page's hand-written notes are kept)."""
+    from benchmarks.pages.tables import TABLES, hand_notes, render_table
 
     text = render_table(kind, list(results or []), ROOT)
     default_page = TABLES[kind][2]
@@ -238,7 +239,7 @@ def table_kind(
         typer.echo(text)
         return
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(text, encoding="utf-8")
+    page.write_text(text + hand_notes(page), encoding="utf-8")
     typer.echo(f"wrote {page}")
 
 

@@ -38,7 +38,7 @@ def limits_lines() -> list[str]:
     return [
         "<!-- details -->", "### Limits", "",
         "- Qdrant Edge keeps its WAL after `optimize()` + `flush()` in these builds: the held-out "
-        "384-d builds above fill more than one 32 MiB WAL segment and the closed segment stays on "
+        "384-d builds fill more than one 32 MiB WAL segment and the closed segment stays on "
         "disk, which the linear WAL term matches. If a later version truncates it, disk drops by "
         "that term (RAM is unaffected).",
         "- Qdrant's compressed HNSW links grow slightly faster than linearly (ids get longer as n "

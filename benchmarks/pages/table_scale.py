@@ -8,7 +8,9 @@ docs/benchmarks/scale-runs.md:
   measured build and serving RSS, disk and RAM bytes per vector;
 - growth: build seconds and serving RSS per 1,000 vectors at each size (flat = linear);
 - size models: RAM and disk predicted at every size by models fitted at <= 4,000 vectors
-  (:func:`slimvec.planner.sizing.calibrate`), against what was measured;
+  (:func:`slimvec.planner.sizing.calibrate`), against what was measured; the fitted models are
+  kept in ``DIR/scale-size-models.json`` (fitted and written when absent), so the page re-renders
+  the same (small builds of Qdrant Edge do not measure byte-identical twice);
 - the issue's goals, each with the best row that meets it or the reason none does;
 - the front: best recall at each budget of serving RAM per vector.
 
@@ -18,6 +20,7 @@ queries) divided by the corpus size; full vectors used for rescoring stay on dis
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -89,7 +92,7 @@ def _growth(by_size: dict[str, list[Row]]) -> list[str]:
     for size, rows in by_size.items():
         for r in rows:
             if not r.rescore and r.build_s is not None:
-                seen.setdefault((r.reducer or "", r.store or ""), {})[size] = r
+                seen.setdefault((r.reducer or "", r.store or ""), {}).setdefault(size, r)  # the size's own run first
     for (reducer, store), per in sorted(seen.items()):
         cells = []
         for s in sizes:
@@ -101,24 +104,28 @@ def _growth(by_size: dict[str, list[Row]]) -> list[str]:
     return out
 
 
-def _models(by_size: dict[str, list[Row]]) -> list[str]:
+def _models(by_size: dict[str, list[Row]], saved: Path) -> list[str]:
     from slimvec.errors import SlimvecError
-    from slimvec.planner.sizing import calibrate
+    from slimvec.planner.sizing import SizeModel, calibrate
 
     out = ["| store | dim | size | disk predicted | disk measured | error | RAM predicted | RAM measured | "
            "error |", "|---|---|---|---|---|---|---|---|---|"]
-    models: dict[str, Any] = {}
+    kept: dict[str, Any] = json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else {}
+    models: dict[str, Any] = {spec: None if m is None else SizeModel.from_json(m) for spec, m in kept.items()}
     for size, rows in by_size.items():
         for r in rows:
             if r.rescore or r.kind == "routed" or not r.store or r.store.startswith("st:"):
                 continue
             spec = r.store.split(",rescore=")[0]  # qdrant-edge search variants share one build
             if spec not in models:
+                fitted: SizeModel | None = None
                 try:
-                    models[spec] = calibrate(spec, sizes=(2000, 4000), dims=(32, 128))[0]
+                    fitted = calibrate(spec, sizes=(2000, 4000), dims=(32, 128))[0]
                 except (SlimvecError, RuntimeError) as exc:
                     log.warning("no size model for %s: %s", spec, exc)
-                    models[spec] = None
+                models[spec], kept[spec] = fitted, None if fitted is None else fitted.to_json()
+                saved.write_text("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in kept.items())
+                                 + "\n}\n", encoding="utf-8")  # one spec a line
             model = models[spec]
             if model is None:
                 continue
@@ -215,5 +222,6 @@ def render_scale(results: Path, root: Path, models: bool = True) -> str:
              f"## Best recall per serving-RAM budget at {last}", "", *_front(rows), "",
              "## Growth (per 1,000 vectors; flat across sizes = linear)", "", *_growth(by_size), ""]
     if models:
-        lines += ["## Size models fitted at ≤ 4,000 vectors, checked at scale", "", *_models(by_size), ""]
+        lines += ["## Size models fitted at ≤ 4,000 vectors, checked at scale", "",
+                  f"The models: `{rel}/scale-size-models.json`.", "", *_models(by_size, results / "scale-size-models.json"), ""]
     return "\n".join(lines)

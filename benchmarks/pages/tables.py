@@ -15,7 +15,7 @@ from typing import Any
 from slimvec.benchmarks.rows import load_rows
 from slimvec.errors import ConfigError
 
-__all__ = ["TABLES", "render_table", "render_sweep", "render_pruning", "render_filtered_page",
+__all__ = ["TABLES", "NOTES", "hand_notes", "render_table", "render_sweep", "render_pruning", "render_filtered_page",
            "sweep_load"]
 
 #: stores whose rows the D-sweep tables take, preferred first (exact search)
@@ -155,6 +155,12 @@ def _fair_peers(paths: list[Path], root: Path) -> str:
     return render_fair_peers([p.resolve() for p in paths], root)
 
 
+def _realtext(paths: list[Path], root: Path) -> str:
+    from benchmarks.pages.table_peers import render_realtext
+
+    return render_realtext([p.resolve() for p in paths], root)
+
+
 def _scale(paths: list[Path], root: Path) -> str:
     from benchmarks.pages.table_scale import render_scale
 
@@ -174,6 +180,14 @@ def _ingest_ceiling(paths: list[Path], root: Path) -> str:
     return ceiling_markdown(load_record(paths[0]))
 
 
+def _sizing(paths: list[Path], root: Path) -> str:
+    from benchmarks.kinds.sizing_page import sizing_markdown, sizing_record
+
+    path = paths[0].resolve()
+    return sizing_markdown(*sizing_record(path), path.relative_to(root).as_posix() if path.is_relative_to(root)
+                           else str(paths[0]))
+
+
 def _default_recipe(paths: list[Path], root: Path) -> str:
     from benchmarks.kinds.recipe_choice import render_choice_runs
 
@@ -187,7 +201,10 @@ TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None
     "pruning": (render_pruning, ["bench-results/pruning/pruning.json"], None),
     "filtered": (render_filtered_page, ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
     "fair-peers": (_fair_peers, ["bench-results/fair-peers/results.json"], "docs/benchmarks/fair-peers.md"),
+    "realtext": (_realtext, ["bench-results/realtext-300k/results.json", "bench-results/realtext-100k/results.json"],
+                 "docs/benchmarks/realtext.md"),
     "scale": (_scale, ["bench-results"], "docs/benchmarks/scale-runs.md"),
+    "sizing": (_sizing, ["docs/benchmarks/sizing.json"], "docs/benchmarks/sizing.md"),
     "default-recipe": (_default_recipe, ["docs/benchmarks/default-recipe.json",
                                          "docs/benchmarks/default-recipe-beam128.json"],
                        "docs/benchmarks/default-recipe-runs.md"),
@@ -198,6 +215,16 @@ TABLES: dict[str, tuple[Callable[[list[Path], Path], str], list[str], str | None
                              "bench-results/scale-100k-fair/results.json"],
                  "docs/benchmarks/headline.md"),
 }
+
+
+#: a page's hand-written notes start at this line (after a blank one): ``table`` keeps them below what it renders
+NOTES = "\n<!-- hand-written notes below: not generated, kept when the page is re-rendered -->"
+
+
+def hand_notes(page: Path) -> str:
+    """The hand-written notes that end ``page`` (from the :data:`NOTES` line on), or ""."""
+    old = page.read_text(encoding="utf-8") if page.is_file() else ""
+    return old[old.find(NOTES):] if NOTES in old else ""
 
 
 def render_table(kind: str, paths: list[Path], root: Path) -> str:

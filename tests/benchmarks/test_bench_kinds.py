@@ -97,11 +97,20 @@ def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(t
     ("headline", [], "docs/benchmarks/headline.md"),
     ("default-recipe", [], "docs/benchmarks/default-recipe-runs.md"),
     ("ingest-ceiling", [], "docs/benchmarks/ingest-ceiling-20k.md"),
+    ("realtext", [], "docs/benchmarks/realtext.md"),
+    ("scale", ["bench-results"], "docs/benchmarks/scale-runs.md"),
+    ("sizing", ["docs/benchmarks/sizing.json"], "docs/benchmarks/sizing.md"),
 ])
 def test_a_table_re_renders_its_published_page(kind, results, page, tmp_path):
-    res = _bench("table", kind, *[str(ROOT / r) for r in results], "--out", str(tmp_path / "page.md"))
+    """Byte-identical over the published page: the rendered part from the results, the page's
+    hand-written notes (below the NOTES line, if any) kept as they were."""
+    from benchmarks.pages.tables import hand_notes
+
+    out = tmp_path / "page.md"
+    out.write_text("a stale rendering\n" + hand_notes(ROOT / page), encoding="utf-8")
+    res = _bench("table", kind, *[str(ROOT / r) for r in results], "--out", str(out))
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "page.md").read_text() == (ROOT / page).read_text()
+    assert out.read_text(encoding="utf-8") == (ROOT / page).read_text(encoding="utf-8")
 
 
 def test_sweep_and_pruning_tables_hold_the_published_figures():

@@ -71,6 +71,8 @@ def test_sizing_kind_fits_and_checks_a_store_at_tiny_sizes(tmp_path):
     assert len(result["tables"]["checks"]) == 3  # two held-out sizes without payload, one with
     page = (tmp_path / "s.md").read_text()
     assert "Largest disk error at a size not fitted on" in page and "Command:" in page
+    again = _run("table", "sizing", str(tmp_path / "s.json"), "--out", str(tmp_path / "again.md"))
+    assert again.exit_code == 0 and (tmp_path / "again.md").read_text() == page  # the page re-renders
 
 
 def test_rebuild_kind_times_three_whole_commands(tmp_path):
