@@ -86,7 +86,7 @@ def page_lines(name: str) -> list[str]:
                 raise SystemExit(f"{page}: <!-- /details --> without an opening <!-- details -->")
             hidden = False
             continue
-        if hidden:
+        if hidden or stripped.startswith("<!-- hand-written notes below"):  # the page's own seam
             continue
         m = MARKER.match(stripped)
         # links relative to the page (docs/benchmarks/) become relative to the repository root

@@ -22,7 +22,7 @@ def test_congruence_suite_does_not_regress(tmp_path):
     assert main([str(SUITE), "--port", str(free_port()), "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["collected"] >= 250, res["collected"]
-    # 185-186 of 254 pass with sparse vectors, multivectors, the filter fallback, queries by example
-    # and prefetch (52 with named vectors, 3 before issue 38); random filters and float16 scores
-    # move a run by a few tests, hence the margin
-    assert res["passed"] >= 180, res["top_reasons"][:5]
+    # 211 of 254 pass with float32 kept vectors as Qdrant keeps them (186 with float16, 52 with
+    # named vectors only, 3 before issue 38); random filters move a run by a few tests, hence the
+    # margin
+    assert res["passed"] >= 205, res["top_reasons"][:5]
