@@ -29,6 +29,7 @@ negated squared distance.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULTS",
     "ENCODING_FIELDS",
     "METRICS",
+    "PAYLOAD_INDEX_KINDS",
     "BuildSpec",
     "check_encoding",
     "check_fitted_reducer_metric",
@@ -50,6 +52,7 @@ __all__ = [
     "check_reducer_metric",
     "default_recipe",
     "default_reducer",
+    "parse_payload_indexes",
 ]
 
 METRICS = ("cosine", "ip", "l2")
@@ -167,6 +170,22 @@ _STR_FIELDS = ("reducer", "store", "encoder", "keep_full", "text_column", "id_co
                "encoder_name", "recipe", "metric") + ENCODING_FIELDS
 
 
+#: payload index kinds (``--payload-index FIELD:KIND``, :attr:`BuildSpec.payload_index`)
+PAYLOAD_INDEX_KINDS = ("keyword", "integer", "float", "bool")
+
+
+def parse_payload_indexes(specs: Sequence[str] | None, where: str = "--payload-index") -> dict[str, str]:
+    """``["lang:keyword", "year:integer"]`` -> ``{"lang": "keyword", "year": "integer"}``."""
+    out: dict[str, str] = {}
+    for spec in specs or []:
+        field, sep, kind = str(spec).rpartition(":")
+        if not sep or not field or kind not in PAYLOAD_INDEX_KINDS:
+            raise ConfigError(f"{where} {spec!r}: expected FIELD:KIND with KIND one of "
+                              f"{', '.join(PAYLOAD_INDEX_KINDS)} (e.g. lang:keyword).")
+        out[field] = kind
+    return out
+
+
 def check_encoding(raw: Any, where: Any) -> dict[str, str]:
     """A manifest's ``encoding`` (:attr:`BuildSpec.encoding`), read from ``where``: only
     :data:`ENCODING_FIELDS`, each a string; missing reads as none set."""
@@ -216,6 +235,10 @@ class BuildSpec:
         Text put before every document / query before it is encoded, as models trained with
         them expect (E5: ``passage: `` / ``query: ``; BGE: a query instruction). ``None``: the
         existing index's, or none.
+    payload_index : dict or None
+        ``{field: kind}`` payload indexes (:data:`PAYLOAD_INDEX_KINDS`) the writer builds with the
+        store, before the first document (an existing index gains those it lacks), and records
+        in the manifest; filters on them use them.
     """
 
     reducer: str | None = None
@@ -231,6 +254,7 @@ class BuildSpec:
     id_rule: int | None = None
     doc_prefix: str | None = None
     query_prefix: str | None = None
+    payload_index: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         for name in _STR_FIELDS:
@@ -247,6 +271,12 @@ class BuildSpec:
                                          or not isinstance(self.id_rule, int)):
             raise ConfigError(f"build spec field 'id_rule': expected a whole number or null, got "
                               f"{self.id_rule!r}.")
+        if self.payload_index is not None:
+            if not isinstance(self.payload_index, dict):
+                raise ConfigError("build spec field 'payload_index': expected an object of field -> "
+                                  f"kind, got {self.payload_index!r:.80}.")
+            object.__setattr__(self, "payload_index", parse_payload_indexes(
+                [f"{k}:{v}" for k, v in self.payload_index.items()], "build spec field 'payload_index'"))
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready (the inverse of :meth:`from_dict`, like ``get_params``)."""

@@ -62,6 +62,7 @@ def ingest(
     check_positive("--fit-sample", fit_sample)
     check_positive("--batch-size", batch_size)
     _check_columns(input, text_column, id_column, format, quoting, engine)
+    from slimvec.buildspec import parse_payload_indexes
     from slimvec.indexer.pipeline import IngestOptions
     from slimvec.indexer.pipeline import ingest as run_ingest
 
@@ -74,7 +75,8 @@ def ingest(
                          train_pairs=str(train_pairs) if train_pairs else None,
                          recipe=recipe, threads=threads, sync=sync, force=force, device=device,
                          encode_batch=encode_batch,
-                         encoding={"doc_prefix": doc_prefix, "query_prefix": query_prefix})
+                         encoding={"doc_prefix": doc_prefix, "query_prefix": query_prefix},
+                         payload_index=parse_payload_indexes(payload_index))  # before any encoding
     if force and not sync:
         raise ConfigError("--force only applies to --sync (it lets a sync delete documents after "
                           "a source read with errors); add --sync or drop --force.")
@@ -83,9 +85,6 @@ def ingest(
                           "only the documents that changed).")
     if threads is not None:
         check_positive("--threads", threads)
-    from slimvec.index.lifecycle import parse_payload_indexes
-
-    declared = parse_payload_indexes(payload_index)  # checked before anything is encoded
     with interrupt_message(index, f"slimvec ingest {input} --index {index}"
                            + (" --sync" if sync else "")):
         if engine == "ray":
@@ -98,12 +97,6 @@ def ingest(
             summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
         else:
             raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
-    if declared and not summary.interrupted:
-        from slimvec.index.folder import open_index
-
-        with open_index(index) as idx:
-            for name, kind in declared.items():
-                idx.create_payload_index(name, kind)
     if json_out:
         typer.echo(json.dumps(summary.to_json(), indent=2))
     if summary.interrupted:

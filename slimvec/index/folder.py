@@ -335,15 +335,10 @@ class Index:
         """Declare payload ``field`` indexed as ``kind`` (keyword, integer, float, bool): recorded
         in the manifest (``payload_index``) and built where the store has payload indexes
         (Qdrant: its planner and filtered search use it); returns whether the store built one."""
-        from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY, Mutation, parse_payload_indexes
+        from slimvec.index.lifecycle import Mutation, declare_payload_index
 
-        kind = parse_payload_indexes([f"{field}:{kind}"])[field]
         with Mutation(self):
-            built = bool(self.store.create_payload_index(field, kind))
-            declared = dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {})
-            declared[field] = kind
-            self.manifest.extra[PAYLOAD_INDEX_KEY] = declared
-        return built
+            return declare_payload_index(self, field, kind)
 
     def count(self, filter: Any = None) -> int:
         """Live documents (matching ``filter`` when given)."""

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from slimvec.buildspec import PAYLOAD_INDEX_KINDS, parse_payload_indexes
 from slimvec.connectors import store_class
 from slimvec.connectors.base import SearchResult
 from slimvec.errors import ConfigError
@@ -38,27 +39,25 @@ from slimvec.ids import doc_id
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Mutation", "compact_full", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
+__all__ = ["Mutation", "compact_full", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "declare_payload_index", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
            "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
 
 #: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
 COMPACT_RATIO = 0.2
-#: payload index kinds of ``--payload-index FIELD:KIND``
-PAYLOAD_INDEX_KINDS = ("keyword", "integer", "float", "bool")
 #: manifest key (kept by Manifest.extra) of the declared payload indexes: {field: kind}
 PAYLOAD_INDEX_KEY = "payload_index"
 
 
-def parse_payload_indexes(specs: Sequence[str] | None, where: str = "--payload-index") -> dict[str, str]:
-    """``["lang:keyword", "year:integer"]`` -> ``{"lang": "keyword", "year": "integer"}``."""
-    out: dict[str, str] = {}
-    for spec in specs or []:
-        field, sep, kind = str(spec).rpartition(":")
-        if not sep or not field or kind not in PAYLOAD_INDEX_KINDS:
-            raise ConfigError(f"{where} {spec!r}: expected FIELD:KIND with KIND one of "
-                              f"{', '.join(PAYLOAD_INDEX_KINDS)} (e.g. lang:keyword).")
-        out[field] = kind
-    return out
+def declare_payload_index(target: Any, field: str, kind: str) -> bool:
+    """Build payload index ``field`` / ``kind`` in ``target.store`` (where the store has them) and
+    record it in ``target.manifest`` (written at the caller's commit): the one place for
+    ``Index.create_payload_index``, the writer's declared indexes (:attr:`BuildSpec.payload_index`)
+    and the service's. Returns whether the store built one."""
+    kind = parse_payload_indexes([f"{field}:{kind}"])[field]
+    built = bool(target.store.create_payload_index(field, kind))
+    target.manifest.extra[PAYLOAD_INDEX_KEY] = {**(target.manifest.extra.get(PAYLOAD_INDEX_KEY) or {}),
+                                                field: kind}
+    return built
 
 
 def store_ids(index: Any, ids: Sequence[Any] | Any, user_ids: bool = True) -> np.ndarray:

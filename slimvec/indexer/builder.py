@@ -43,6 +43,7 @@ from slimvec.index.folder import (
     store_folder,
     verify_index_files,
 )
+from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY, declare_payload_index
 from slimvec.index.locking import LOCK_NAME, IndexLock
 from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.calibrate import rescore_for_recipe
@@ -262,8 +263,7 @@ class IndexBuilder(DepthCalibration, CommitLoop):
         Parameters
         ----------
         spec : IndexSpec
-        dim_in : int
-            Dimension of the vectors the producer will write.
+        dim_in : int (of the vectors the producer will write)
         fit : callable, optional
             New index only: returns the fit sample, float32 of shape (n, dim_in). Required then.
         fit_reducer : callable, optional
@@ -331,9 +331,17 @@ class IndexBuilder(DepthCalibration, CommitLoop):
             store.create(reducer.n_components_, self.manifest.metric)
             self.summary.created = True
         self.reducer, self.store = reducer, store
+        self._declare(spec.payload_index or {})  # before the first document
         self._target = (KeepFullStore(store, full, int(dim_in), spec.source or str(self.folder))
                         if self.manifest.full else store)
         return self.manifest
+
+    def _declare(self, payload_index: dict[str, str]) -> None:
+        """Build and record the spec's payload indexes the index lacks (:attr:`BuildSpec.payload_index`)."""
+        declared = self._opened().extra.get(PAYLOAD_INDEX_KEY) or {}
+        for field, kind in payload_index.items():
+            if declared.get(field) != kind:
+                declare_payload_index(self, field, kind)
 
     def _clear_for_new(self) -> None:
         """Delete the old index (rebuild) or a crashed first run's leftovers; mark the new one."""

@@ -108,6 +108,9 @@ class IngestOptions:
     encoding : dict
         The build spec's encoding options (:data:`slimvec.buildspec.ENCODING_FIELDS`) of a new
         index; an existing index keeps its own, and a different one given is refused.
+    payload_index : dict
+        ``{field: kind}`` payload indexes built with the store before the first document
+        (:attr:`slimvec.buildspec.BuildSpec.payload_index`; ``--payload-index``).
     """
 
     reducer: str | None = None
@@ -136,6 +139,7 @@ class IngestOptions:
     encode_batch: int | None = None
     encoder_instance: Any = None
     encoding: dict[str, str | None] = field(default_factory=dict)
+    payload_index: dict[str, str] = field(default_factory=dict)
 
 
 def reservoir_sample(records: Iterator[Document | Reject], n: int, seed: int = 0
@@ -260,7 +264,14 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
     with IndexBuilder(folder, rebuild=opts.rebuild, notify=notify or log.info, strict=opts.strict,
                       checkpoint_seconds=opts.checkpoint_seconds,
                       checkpoint_batches=opts.checkpoint_batches) as builder:
-        return _ingest_into(builder, Path(input_path), opts, on_batch, bulk=True)
+        summary = _ingest_into(builder, Path(input_path), opts, on_batch, bulk=True)
+    if summary.already_done and opts.payload_index:  # nothing to write: the indexes alone
+        from slimvec.index.folder import open_index
+
+        with open_index(folder) as idx:
+            for field_name, kind in opts.payload_index.items():
+                idx.create_payload_index(field_name, kind)
+    return summary
 
 
 def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: IngestOptions,

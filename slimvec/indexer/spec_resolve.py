@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from slimvec.buildspec import DEFAULTS, BuildSpec, check_metric, default_reducer
 from slimvec.errors import ConfigError
@@ -68,7 +68,7 @@ def resolve_spec(folder: Path, old: Manifest | None, spec: BuildSpec) -> BuildSp
             "anew.")
     return replace(spec, reducer=old.reducer, store=old.store, encoder=old.encoder,
                    keep_full=had_full, recipe=old.recipe, metric=old.metric,
-                   id_rule=old.id_rule, **old.encoding)
+                   id_rule=old.id_rule, **cast(dict[str, Any], old.encoding))
 
 
 def _differences(old: Manifest, spec: BuildSpec, had_full: str | None) -> list[str]:

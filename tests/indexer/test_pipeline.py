@@ -5,6 +5,7 @@ import pytest
 
 import slimvec
 from slimvec.errors import ConfigError
+from slimvec.filters import parse_filter
 from slimvec.indexer.pipeline import IngestOptions, ingest
 
 STORES = ["qdrant-edge", "qdrant", "faiss", "hnsw"]
@@ -43,3 +44,28 @@ def test_changing_specs_under_an_index_is_refused(corpus, tmp_path):
     ingest(corpus, index, IngestOptions(reducer="pca:16", store="hnsw", fit_sample=500, progress=False))
     with pytest.raises(ConfigError, match="already holds an index built with reducer 'pca:16'"):
         ingest(corpus, index, IngestOptions(reducer="pca:32", progress=False))
+
+
+@pytest.mark.parametrize("store", ["qdrant-edge", "faiss"])
+def test_declared_payload_indexes_are_part_of_the_spec(corpus, tmp_path, store):
+    """``IngestOptions.payload_index`` (``--payload-index``) is a field of the build spec: the
+    writer builds the indexes with the store, before the first document, and records them; a
+    later ingest into the index adds the ones it lacks. A bad kind is refused before encoding."""
+    from slimvec.index.manifest import Manifest
+
+    index = tmp_path / "idx"
+    ingest(corpus, index, IngestOptions(reducer="pca:16", store=store, fit_sample=500, progress=False,
+                                        payload_index={"n": "integer"}))
+    assert Manifest.read(index).extra["payload_index"] == {"n": "integer"}
+    low = {"must": [{"key": "n", "range": {"lt": 10}}]}
+    with slimvec.open(index) as idx:
+        if store == "qdrant-edge":
+            assert "n" in idx.store.payload_indexes()
+        else:  # the in-memory payload index estimates a filter's share; without one, None
+            assert idx.store.filter_share(parse_filter(low)) == pytest.approx(10 / 1200)
+        assert idx.count(filter=low) == 10
+    ingest(corpus, index, IngestOptions(progress=False, payload_index={"id": "keyword"}))
+    assert Manifest.read(index).extra["payload_index"] == {"n": "integer", "id": "keyword"}
+    with pytest.raises(ConfigError, match="payload_index"):
+        ingest(corpus, tmp_path / "bad", IngestOptions(payload_index={"n": "text"}, progress=False))
+    assert not (tmp_path / "bad" / "manifest.json").exists()

@@ -275,8 +275,8 @@ def create_payload_index(served: Any, field: str, kind: str) -> bool:
 
 def declare_payload_indexes(served: Any, specs: Sequence[str]) -> None:
     """Payload indexes declared at creation (``["lang:keyword", ...]``): built now on a fitted
-    index, else kept in its ``service.json`` and built when the reducer is fitted
-    (:func:`slimvec.service.indexes.payload_indexes.build_declared_indexes`)."""
+    index, else kept in its ``service.json``'s build spec and built with the store when the
+    reducer is fitted."""
     from slimvec.index.lifecycle import parse_payload_indexes
     from slimvec.service.indexes.spec import SERVICE_SPEC
 

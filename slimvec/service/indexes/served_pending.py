@@ -245,11 +245,7 @@ class PendingRows:
         ispec = replace(spec.build, reducer=spec.reducer, store=spec.store,
                         encoder_name=self.encoders.get(spec.build).name if spec.encoder else None)
         try:
-            self._open_builder(ispec, X)
-            if spec.payload_index:  # declared at creation: built now that it is fitted
-                from slimvec.service.indexes.payload_indexes import build_declared_indexes
-
-                build_declared_indexes(self)
+            self._open_builder(ispec, X)  # payload indexes declared at creation: built with it
         except ValueError as exc:
             if isinstance(exc, SlimvecError):
                 raise

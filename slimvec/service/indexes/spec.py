@@ -1,6 +1,5 @@
 """How an index is created over HTTP: a :class:`~slimvec.buildspec.BuildSpec` plus what only the
-service needs until the reducer is fitted (``fit_after``, the input dimension, declared payload
-indexes), read from a request and from ``ROOT/.pending/NAME/service.json`` by one parser.
+service needs until the reducer is fitted (``fit_after``, the input dimension), read from a request and from ``ROOT/.pending/NAME/service.json`` by one parser.
 
 ``service.json`` is flat: the build spec's fields (:meth:`BuildSpec.to_dict`) beside the service's
 own. Files written before the spec was typed hold a subset of those keys (reducer, store, encoder,
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ SERVICE_SPEC = "service.json"
 DEFAULT_ENCODER = "minilm"
 DEFAULT_FIT_AFTER = 1000
 #: the service's own keys of service.json, beside the build spec's
-_OWN = ("fit_after", "dim_in", "payload_index")
+_OWN = ("fit_after", "dim_in")
 
 
 def _service_input() -> str:
@@ -51,14 +50,11 @@ class ServiceSpec:
     dim_in : int or None
         Input dimension of a vector-only index, fixed by its first vectors (or the collection's
         size); ``None`` until then, and for text indexes (the encoder's).
-    payload_index : dict
-        ``field -> kind`` payload indexes declared at creation, built once the reducer is fitted.
     """
 
     build: BuildSpec
     fit_after: int = DEFAULT_FIT_AFTER
     dim_in: int | None = None
-    payload_index: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ the build's fields
     @property
@@ -88,8 +84,13 @@ class ServiceSpec:
     def with_dim_in(self, dim: int) -> ServiceSpec:
         return replace(self, dim_in=int(dim))
 
+    @property
+    def payload_index(self) -> dict[str, str]:
+        """Payload indexes declared at creation (the build spec's), built with the fitted store."""
+        return self.build.payload_index or {}
+
     def with_payload_index(self, declared: dict[str, str]) -> ServiceSpec:
-        return replace(self, payload_index={**self.payload_index, **declared})
+        return replace(self, build=replace(self.build, payload_index={**self.payload_index, **declared}))
 
     # ------------------------------------------------------------------ parsers
     @classmethod
@@ -131,8 +132,6 @@ class ServiceSpec:
         out["fit_after"] = self.fit_after
         if self.dim_in is not None:
             out["dim_in"] = self.dim_in
-        if self.payload_index:
-            out["payload_index"] = dict(self.payload_index)
         return out
 
     @classmethod
@@ -163,12 +162,7 @@ class ServiceSpec:
         fit_after = _whole(own.get("fit_after", DEFAULT_FIT_AFTER), "fit_after", where, 1)
         dim = own.get("dim_in")
         dim = None if dim is None else _whole(dim, "dim_in", where, 1)
-        declared = own.get("payload_index") or {}
-        if not isinstance(declared, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in declared.items()):
-            raise ConfigError(f"{where}: field 'payload_index': expected an object of field -> "
-                              f"kind strings, got {declared!r}.")
-        return cls(spec, fit_after=fit_after, dim_in=dim, payload_index=dict(declared))
+        return cls(spec, fit_after=fit_after, dim_in=dim)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ServiceSpec:
