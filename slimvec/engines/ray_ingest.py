@@ -45,6 +45,7 @@ from slimvec.index.folder import REDUCER_DIR
 from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
+from slimvec.indexer.pipeline import add_declared_when_done
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint
 from slimvec.indexer.writer import IngestSummary, VectorBatch
@@ -177,6 +178,7 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
                       checkpoint_batches=options.checkpoint_batches) as b:
         # folder checks and the lock come before any Ray work (started in running())
         summary = b.build(_RayProducer(files, inputs, settings, options, ray_opts))
+    add_declared_when_done(Path(index_dir), summary, options.payload_index)
     if not summary.already_done:
         log.info("ray engine: %d documents (%d rejected) into %s in %.1fs", summary.ingested,
                  summary.rejected, Path(index_dir), summary.total_seconds)

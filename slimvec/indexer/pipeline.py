@@ -37,7 +37,7 @@ from slimvec.sources.checks import STATE_DB, DuplicateTracker
 from slimvec.sources.readers import Document, Reject, SourceSpec, iter_records
 from slimvec.sources.train_pairs import fit_reducer
 
-__all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "reservoir_sample", "REJECTS",
+__all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "add_declared_when_done", "reservoir_sample", "REJECTS",
            "VectorBatch", "DEFAULT_REDUCER", "DEFAULT_STORE"]
 
 log = logging.getLogger(__name__)
@@ -265,13 +265,19 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
                       checkpoint_seconds=opts.checkpoint_seconds,
                       checkpoint_batches=opts.checkpoint_batches) as builder:
         summary = _ingest_into(builder, Path(input_path), opts, on_batch, bulk=True)
-    if summary.already_done and opts.payload_index:  # nothing to write: the indexes alone
+    add_declared_when_done(folder, summary, opts.payload_index)
+    return summary
+
+
+def add_declared_when_done(folder: Path, summary: IngestSummary, payload_index: dict[str, str]) -> None:
+    """A run with nothing to write (its input already complete) still adds the declared payload
+    indexes the index lacks; a writing run builds them with the store (``IndexBuilder.open``)."""
+    if summary.already_done and payload_index:
         from slimvec.index.folder import open_index
 
         with open_index(folder) as idx:
-            for field_name, kind in opts.payload_index.items():
+            for field_name, kind in payload_index.items():
                 idx.create_payload_index(field_name, kind)
-    return summary
 
 
 def ingest_with(builder: Any, input_path: str | os.PathLike[str], options: IngestOptions,

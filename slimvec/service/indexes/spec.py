@@ -1,5 +1,6 @@
 """How an index is created over HTTP: a :class:`~slimvec.buildspec.BuildSpec` plus what only the
-service needs until the reducer is fitted (``fit_after``, the input dimension), read from a request and from ``ROOT/.pending/NAME/service.json`` by one parser.
+service needs until the reducer is fitted (``fit_after``, the input dimension), read from a
+request and from ``ROOT/.pending/NAME/service.json`` by one parser.
 
 ``service.json`` is flat: the build spec's fields (:meth:`BuildSpec.to_dict`) beside the service's
 own. Files written before the spec was typed hold a subset of those keys (reducer, store, encoder,
