@@ -89,7 +89,12 @@ class CommitLoop:
         if self._rejects is not None:
             return
         manifest = self._opened()
-        plan = plan or self._plan or ResumePlan()
+        # a writer without an input (a script's, the service's) continues the recorded count, so
+        # the manifest written here, outside a commit, still names the last commit's next_row
+        old = manifest.progress
+        unplanned = plan is None and self._plan is None and progress is None
+        plan = plan or self._plan or ResumePlan(
+            start_row=old.next_row if unplanned and old is not None and old.input is None else 0)
         if plan.resuming:
             truncate_file(self.folder / REJECTS, plan.rejects_bytes)
             self.summary.resumed_from = plan.start_row

@@ -138,3 +138,17 @@ def test_kill_9_of_slimvec_snapshot_leaves_no_archive_and_the_index_untouched(tm
         [f".{out.name}.partial-{proc.pid}", tmp_archive.name])
     _remove_dead_leftovers(out)
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_writer_starting_without_an_input_keeps_the_last_commits_next_row(tmp_path):
+    """A writer with no planned input (a script's, the service's) records its running write
+    before its first commit; that manifest, which a snapshot may pin, still names the last
+    commit's ``next_row`` (it said 0, and a snapshot between the two failed the test above)."""
+    from slimvec.index.manifest import Manifest
+
+    _build(tmp_path / "src", "faiss", BATCH * 4)
+    with IndexBuilder(tmp_path / "src") as b:
+        b.open(IndexSpec(encoder=None), DIM)
+        b.begin()
+        assert Manifest.read(tmp_path / "src").progress.next_row == BATCH * 4
+        assert Manifest.read(tmp_path / "src").progress.state == "running"
