@@ -442,14 +442,8 @@ def measure_resident(spec: str, n: int, dim: int, *, workdir: str | Path | None 
 
     Builds ``spec`` with ``n`` random unit vectors, closes it, then in a child process reads
     ``VmRSS`` before ``open()`` and after ``open()`` + one batch of 200 queries, and attributes
-    the memory-mapped store files still resident (``/proc/self/smaps``) to components. Linux only.
-
-    Returns
-    -------
-    dict
-        ``rss_delta`` (bytes), ``mapped`` (component -> resident bytes of mapped store files;
-        clean file pages, reclaimable under memory pressure) and ``process`` (``rss_delta`` minus
-        mapped: heap, runtime, id maps).
+    the memory-mapped store files still resident (``/proc/self/smaps``) to components. Linux
+    only. Returns :func:`measure_open_rss`'s dict.
     """
     from slimvec.connectors import make_store
 

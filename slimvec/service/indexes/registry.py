@@ -64,24 +64,22 @@ class Registry:
         for folder in sorted(self.root.iterdir()):
             if not folder.is_dir() or folder.name.startswith(".") or folder.name in skip:
                 continue
-            if not (folder / MANIFEST).exists():
-                continue
-            try:
-                check_name(folder.name)
-                self.open(folder.name)
-            except SlimvecError as exc:
-                log.error("cannot serve %s: %s", folder, exc)
-                self.errors[folder.name] = str(exc)
+            if (folder / MANIFEST).exists():
+                self._open_logged(folder)
         pending = self.root / PENDING_DIR
         for folder in sorted(pending.iterdir()) if pending.is_dir() else []:
-            if folder.name in skip or folder.name in self._indexes:
-                continue
-            try:
-                check_name(folder.name)
-                self.open(folder.name)
-            except SlimvecError as exc:
-                log.error("cannot serve %s: %s", folder, exc)
-                self.errors[folder.name] = str(exc)
+            if folder.name not in skip and folder.name not in self._indexes:
+                self._open_logged(folder)
+
+    def _open_logged(self, folder: Path) -> None:
+        """Serve the index of ``folder`` found at start-up; one that cannot be served is logged
+        and listed in :attr:`errors`, the others are served regardless."""
+        try:
+            check_name(folder.name)
+            self.open(folder.name)
+        except SlimvecError as exc:
+            log.error("cannot serve %s: %s", folder, exc)
+            self.errors[folder.name] = str(exc)
 
     def open(self, name: str) -> ServedIndex:
         """Open (or reopen) index ``name``."""
