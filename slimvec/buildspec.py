@@ -171,7 +171,7 @@ _STR_FIELDS = ("reducer", "store", "encoder", "keep_full", "text_column", "id_co
 
 
 #: payload index kinds (``--payload-index FIELD:KIND``, :attr:`BuildSpec.payload_index`)
-PAYLOAD_INDEX_KINDS = ("keyword", "integer", "float", "bool")
+PAYLOAD_INDEX_KINDS = ("keyword", "integer", "float", "bool", "datetime")
 
 
 def parse_payload_indexes(specs: Sequence[str] | None, where: str = "--payload-index") -> dict[str, str]:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 from slimvec.errors import ConfigError
 
 __all__ = ["KEY_HELP", "MAX_CONDITIONS", "MAX_DEPTH", "MAX_KEY_LENGTH", "MAX_KEY_PARTS",
-           "MAX_VALUES", "INT64", "Budget", "PathItem", "check_int64", "check_key", "check_nesting", "key_path",
-           "qdrant_key", "show"]
+           "MAX_VALUES", "INT64", "Budget", "PathItem", "check_int64", "check_key", "check_nesting",
+           "datetime_micros", "iso_utc", "key_path", "qdrant_key", "show"]
 
 #: nested filters (``must`` / ``should`` / ``must_not`` levels) one filter may hold
 MAX_DEPTH = 16
@@ -33,6 +34,13 @@ MAX_KEY_PARTS = 32
 INT64 = (-(1 << 63), (1 << 63) - 1)
 #: a key part Qdrant reads unquoted (its raw_str, restricted to ASCII)
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")
+
+#: the datetime forms Qdrant reads: RFC 3339, a space for ``T``, fractions of a second, an
+#: offset (``Z``, ``+01``, ``+0100``, ``+01:00``) after the seconds; no offset is UTC; the minutes
+#: or the date alone
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?"
+                       r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?)?")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 KEY_HELP = ("A key is a path such as lang, meta.lang, tags[] (every element of the array tags), "
             "tags[0] (its first element) or items[].name; write a part holding '.', '[' or ']' "
@@ -176,3 +184,23 @@ def check_key(key: Any, path: str) -> str:
         raise ConfigError(f"{path}: a key of {len(parts)} parts; the limit is {MAX_KEY_PARTS} "
                           "(MAX_KEY_PARTS).")
     return key
+
+
+@lru_cache(maxsize=1 << 16)
+def datetime_micros(text: str) -> int | None:
+    """Microseconds since 1970-01-01 UTC of a datetime string in a form Qdrant reads
+    (``2024-05-01T12:00:00Z``, ``2024-05-01 12:00:00.5+02:00``, ``2024-05-01 12:00``,
+    ``2024-05-01``; no offset means UTC), else None: what a datetime range compares."""
+    if len(text) > 40 or not _DATETIME.fullmatch(text):
+        return None
+    try:
+        d = datetime.fromisoformat(text)
+    except ValueError:  # a month 13, a day 32
+        return None
+    delta = (d if d.tzinfo is not None else d.replace(tzinfo=UTC)) - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def iso_utc(micros: int) -> str:
+    """:func:`datetime_micros`'s inverse: RFC 3339 in UTC with microseconds."""
+    return (_EPOCH + timedelta(microseconds=int(micros))).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

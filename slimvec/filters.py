@@ -10,9 +10,9 @@ A filter is Qdrant's JSON (a ``dict`` or its JSON text)::
 Supported conditions: ``must`` / ``should`` / ``must_not`` (nested filters anywhere a condition
 goes); a field condition ``{"key": K, "match": {"value": V}}`` (V a string, integer or boolean),
 ``{"match": {"any": [...]}}``, ``{"match": {"except": [...]}}`` (a list of strings or of
-integers), ``{"range": {"gt", "gte", "lt", "lte"}}`` (numbers); ``{"is_null": {"key": K}}``,
-``{"is_empty": {"key": K}}`` and ``{"has_id": [...]}``. Anything else of Qdrant's (geo, nested,
-values_count, full-text match, datetime ranges, min_should, has_vector) is refused with a
+integers), ``{"range": {"gt", "gte", "lt", "lte"}}`` (numbers, or datetime strings);
+``{"is_null": {"key": K}}``, ``{"is_empty": {"key": K}}`` and ``{"has_id": [...]}``. Anything
+else of Qdrant's (geo, nested, values_count, full-text match, min_should, has_vector) is refused with a
 :class:`~slimvec.errors.ConfigError` naming the feature and where it was, never ignored.
 
 Semantics (one set of documents on every store; Qdrant's, checked against Qdrant Edge in
@@ -34,7 +34,9 @@ Semantics (one set of documents on every store; Qdrant's, checked against Qdrant
   array counts as not in it); a missing, ``null`` or empty field never matches.
 * ``range``: numbers (not booleans), compared exactly (an integer above 2**53 against a bound
   as it is, not as float64; Qdrant compares as float64, so ranges with a bound of magnitude
-  2**53 or more are evaluated in Python on Qdrant Edge).
+  2**53 or more are evaluated in Python on Qdrant Edge). A datetime range (every bound a
+  datetime string, :func:`~slimvec.filter_syntax.datetime_micros`) compares the string values
+  that read as datetimes, to the microsecond, as Qdrant does.
 * ``is_null``: some value is ``null`` (also an element ``null`` of an array value).
   ``is_empty``: every value reached is ``null`` or ``[]`` (so a key that reaches nothing is
   empty; ``[null]`` and ``{}`` are not).
@@ -78,6 +80,8 @@ from slimvec.filter_syntax import (  # noqa: F401 (the limits are re-exported)
     check_int64,
     check_key,
     check_nesting,
+    datetime_micros,
+    iso_utc,
     key_path,
     show,
 )
@@ -101,13 +105,11 @@ __all__ = [
 ]
 
 _SUPPORTED = ("must, should, must_not; key + match {value | any | except}; key + range "
-              "{gt, gte, lt, lte}; is_null {key}; is_empty {key}; has_id [ids]")
+              "{gt, gte, lt, lte} (numbers or datetimes); is_null {key}; is_empty {key}; has_id [ids]")
 #: Qdrant conditions and match kinds we refuse by name (never silently ignored)
-_UNSUPPORTED = {
-    "nested": "nested object filters", "geo_bounding_box": "geo filters",
-    "geo_radius": "geo filters", "geo_polygon": "geo filters", "values_count": "values_count",
-    "has_vector": "has_vector", "min_should": "min_should", "datetime_range": "datetime ranges",
-}
+_UNSUPPORTED = {"nested": "nested object filters", "geo_bounding_box": "geo filters", "geo_radius": "geo filters",
+                "geo_polygon": "geo filters", "values_count": "values_count", "has_vector": "has_vector",
+                "min_should": "min_should"}
 _UNSUPPORTED_MATCH = {"text": "full-text match", "text_any": "full-text match",
                       "phrase": "phrase match", "prefix": "prefix match",
                       "substring": "substring match"}
@@ -133,18 +135,23 @@ class Match:
 
 @dataclass(frozen=True)
 class Range:
-    """``{"key": key, "range": {...}}``: numbers only; an array matches if any element does."""
+    """``{"key": key, "range": {...}}``: numbers, or when :attr:`datetime` the strings that read
+    as datetimes (bounds in microseconds since the epoch, UTC); an array matches if any element
+    does."""
 
     key: str
     gt: float | None = None
     gte: float | None = None
     lt: float | None = None
     lte: float | None = None
+    datetime: bool = False
 
     def test(self, payload: Mapping[str, Any]) -> bool:
-        """True when some numeric value at :attr:`key` lies in the range."""
+        """True when some numeric (datetime) value at :attr:`key` lies in the range."""
         for v in field_values(payload, self.key):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if self.datetime:
+                v = datetime_micros(v) if isinstance(v, str) else None
+            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
                 continue
             if ((self.gt is None or v > self.gt) and (self.gte is None or v >= self.gte)
                     and (self.lt is None or v < self.lt) and (self.lte is None or v <= self.lte)):
@@ -258,8 +265,8 @@ def _cond_json(c: Condition) -> dict[str, Any]:
     if isinstance(c, Match):
         return {"key": c.key, "match": {c.kind: c.values[0] if c.kind == "value" else list(c.values)}}
     if isinstance(c, Range):
-        return {"key": c.key, "range": {k: getattr(c, k) for k in ("gt", "gte", "lt", "lte")
-                                        if getattr(c, k) is not None}}
+        return {"key": c.key, "range": {k: iso_utc(v) if c.datetime else v for k in ("gt", "gte", "lt", "lte")
+                                        if (v := getattr(c, k)) is not None}}
     if isinstance(c, IsNull):
         return {"is_null": {"key": c.key}}
     if isinstance(c, IsEmpty):
@@ -477,11 +484,17 @@ def _parse_range(key: str, r: Any, path: str) -> Range:
             raise ConfigError(f"{path}: unknown bound {show(name)}; expected gt, gte, lt or lte.")
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+        if isinstance(v, str) and (micros := datetime_micros(v)) is not None:
+            bounds[name] = micros
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or (
                 isinstance(v, float) and not math.isfinite(v)) or (
                 isinstance(v, int) and v.bit_length() > 1000):
-            what = ("datetime ranges are not supported" if isinstance(v, str) else
-                    "it must be a finite number (the limit: a magnitude below 2**1000)")
+            what = ("it must be a number or a datetime such as 2024-05-01T12:00:00Z (RFC 3339)" if isinstance(
+                v, str) else "it must be a finite number (the limit: a magnitude below 2**1000)")
             raise ConfigError(f"{path}.{name}: {what}, got {show(v, 40)}.")
-        bounds[name] = v  # an integer beyond 64 bits stays exact (stores evaluate it in Python)
-    return Range(key, **bounds)
+        else:
+            bounds[name] = v  # an integer beyond 64 bits stays exact (stores evaluate it in Python)
+    dated = sum(isinstance(v, str) for v in r.values())
+    if dated and dated != len(bounds):
+        raise ConfigError(f"{path}: bounds must be all numbers or all datetimes, got {show(r)}.")
+    return Range(key, **bounds, datetime=bool(dated))

@@ -21,6 +21,8 @@ PAYLOADS = {
     7: {},
     8: {"items": [{"n": 1, "c": "x"}, {"n": 5, "c": "y"}], "lang": "EN"},
     9: {"year": "2020", "count": 1.0, "flag": 1},
+    10: {"when": "2024-05-01T12:00:00Z", "year": 2021}, 11: {"when": ["2024-05-01 13:30", "x"]},
+    12: {"when": "2024-05-02T01:00:00+02:00"}, 13: {"when": "2024-05-01"}, 14: {"when": 1714521600},
 }
 
 FILTERS = [
@@ -47,15 +49,19 @@ FILTERS = [
      "must_not": [{"must": [{"key": "year", "range": {"gte": 2022}}]}]},
     {"must": [{"key": "lang", "match": {"value": "en"}}], "should": [{"key": "year", "range": {"lt": 2020}}]},
     {"must_not": [{"is_empty": {"key": "tags"}}, {"key": "lang", "match": {"value": "fr"}}]},
+    {"must": [{"key": "when", "range": {"gt": "2024-05-01T00:00:00Z", "lte": "2024-05-01T23:00:00.5Z"}}]},
+    {"must": [{"key": "when", "range": {"gte": "2024-05-01 13:00:00+01:00"}}]},
+    {"must_not": [{"key": "when", "range": {"lt": "2024-05-01T12:00:00+00:00"}}]},
 ]
 
 # The semantics table (id sets) that Qdrant itself gives for FILTERS, checked below on Filter.matches
 # (qdrant-client's local mode and Qdrant Edge, printed by running both on PAYLOADS)
+_LATE = set(range(10, 15))
 EXPECTED = [
-    {1, 3, 5}, {2, 4, 5}, {2, 4, 5, 8}, {1, 2}, {1, 2, 4, 5},
-    {1, 2}, {1, 4}, {1}, {8}, {8}, {3, 6}, {3, 4, 5, 6, 7, 8, 9}, {1, 2, 3, 5, 7, 8, 9},
-    {1, 4, 7}, {2, 5}, {2, 4, 6, 7, 8, 9}, {6}, {6}, {1}, {2}, {3, 5},
-    {1},
+    {1, 3, 5}, {2, 4, 5}, {2, 4, 5, 8}, {1, 2}, {1, 2, 4, 5, 10},
+    {1, 2, 10}, {1, 4}, {1}, {8}, {8}, {3, 6}, {3, 4, 5, 6, 7, 8, 9} | _LATE, {1, 2, 3, 5, 7, 8, 9} | _LATE,
+    {1, 4, 7}, {2, 5}, {2, 4, 6, 7, 8, 9} | _LATE, {6}, {6}, {1}, {2}, {3, 5},
+    {1}, {10, 11, 12}, {10, 11, 12}, set(range(1, 15)) - {13},
 ]
 
 
@@ -109,7 +115,8 @@ def test_qdrant_client_agrees_with_matches() -> None:
     ({"filter": []}, "unknown key 'filter'"),
     ({"must": [{"key": "a", "match": {"value": 1.5}}]}, "use range"),
     ({"must": [{"key": "a", "match": {"any": ["x", 1]}}]}, "filter.must[0].match.any must be a list"),
-    ({"must": [{"key": "a", "range": {"gte": "2020-01-01"}}]}, "datetime ranges are not supported"),
+    ({"must": [{"key": "a", "range": {"gte": "2020-01-32"}}]}, "must be a number or a datetime"),
+    ({"must": [{"key": "a", "range": {"gte": "2020-01-01", "lt": 5}}]}, "all numbers or all datetimes"),
     ({"must": [{"key": "a", "range": {"above": 1}}]}, "unknown bound 'above'"),
     ({"should": [{"has_id": "7"}]}, "filter.should[0].has_id must be a list"),
     ({"must": [{"is_null": "a"}]}, 'is_null must be {"key": "FIELD"}'),

@@ -7,9 +7,12 @@ selectivity of ``filtered`` (percent of the corpus matching). ``bucket`` is ``ra
 over a random permutation, so ``bucket < 10 * s`` matches ``ceil(n * s / 100)`` documents: exactly
 ``s`` % when ``n`` is a multiple of 1,000. Beside them, Qdrant Edge's own filtered search on the
 full vectors (recipe ``none|qdrant-edge``, the store's search with the filter, no planner) is the
-reference row, labelled ``qdrant-edge (native filter)``. Each selectivity is measured a second
-time as two conditions: ``bucket < 20 * s`` AND the keyword ``tag == "a"`` (:func:`tag_field`,
-dealt independently; both fields have payload indexes). All recipes are open at once and each
+reference row, labelled ``qdrant-edge (native filter)``. Each selectivity is also measured on a
+datetime ``date`` (:func:`date_field`: ``date < D`` matches exactly the first s %) and a keyword
+``tier`` (:func:`tier_field`: ``tier`` any of the tiers up to s %), and as two conditions:
+``bucket < 20 * s`` (or the date range of 2 s %) AND the keyword ``tag == "a"`` (:func:`tag_field`,
+dealt independently); every field has a payload index of its kind. A row without a filter gives
+the unfiltered latency of the same recipes beside them. All recipes are open at once and each
 filter's searches are timed side by side, query by query (:func:`slimvec.measure.time_alternating`),
 so the ratios to the reference hold on a shared machine.
 
@@ -38,8 +41,8 @@ import numpy as np
 from slimvec.benchmarks.datasets import BenchDataset
 from slimvec.benchmarks.rows import Row
 
-__all__ = ["FIELD", "TAG", "REFERENCE_RECIPE", "bucket_field", "tag_field", "filtered_truth", "filtered_recall",
-           "measure_filtered", "render_filtered"]
+__all__ = ["FIELD", "TAG", "REFERENCE_RECIPE", "bucket_field", "date_field", "tag_field", "tier_field",
+           "filtered_truth", "filtered_recall", "measure_filtered", "render_filtered"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,10 @@ log = logging.getLogger(__name__)
 FIELD = "bucket"
 #: the keyword field of the two-condition filters (:func:`tag_field`)
 TAG = "tag"
+#: payload fields and the kinds of their payload indexes
+KINDS = {FIELD: "integer", TAG: "keyword", "date": "datetime", "tier": "keyword"}
+#: the tiers of :func:`tier_field`: the percent of documents up to and including each
+TIERS = (0.1, 1.0, 10.0, 50.0, 100.0)
 #: the reference: Qdrant Edge's filtered search on the full vectors, no reduction
 REFERENCE_RECIPE = "none|qdrant-edge"
 REFERENCE_LABEL = "qdrant-edge (native filter)"
@@ -68,6 +75,30 @@ def bucket_field(n: int, seed: int = 0) -> np.ndarray:
     """
     rank = np.random.default_rng(seed).permutation(n).astype(np.int64)
     return (rank * 1000) // max(n, 1)
+
+
+def _rank(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).permutation(n).astype(np.int64)
+
+
+def date_field(n: int, seed: int = 2) -> np.ndarray:
+    """``date`` of ``n`` documents: RFC 3339 strings a minute apart from 2024-01-01T00:00:00Z in
+    a random order, so ``date < _date(m)`` matches exactly ``m`` documents."""
+    stamps = np.datetime64("2024-01-01T00:00:00") + _rank(n, seed).astype("timedelta64[m]")
+    return np.char.add(np.datetime_as_string(stamps, unit="s"), "Z")
+
+
+def _date(m: int) -> str:
+    return str(np.datetime64("2024-01-01T00:00:00") + np.timedelta64(int(m), "m")) + "Z"
+
+
+def tier_field(n: int, seed: int = 3) -> np.ndarray:
+    """Keyword ``tier`` of ``n`` documents: ``"t0.1"`` for the first 0.1 % of a random order,
+    ``"t1"`` for the rest of the first 1 %, and so on (:data:`TIERS`): ``tier`` any of the tiers
+    up to s % matches exactly s % (rounded up) when s is a tier."""
+    share = (_rank(n, seed) + 1) * 100.0 / max(n, 1)
+    at = np.searchsorted(np.asarray(TIERS), share - 1e-9)
+    return np.asarray([f"t{t:g}" for t in TIERS])[np.minimum(at, len(TIERS) - 1)]
 
 
 def _limit(selectivity: float) -> int:
@@ -123,21 +154,33 @@ def tag_field(n: int, seed: int = 1) -> np.ndarray:
     return np.where(np.random.default_rng(seed).permutation(n) % 2 == 0, "a", "b")
 
 
-def _filters(sels: list[float], buckets: np.ndarray, tags: np.ndarray
-             ) -> list[tuple[float, str, dict[str, Any], np.ndarray]]:
-    """(selectivity, fields, filter, matching rows): one range per selectivity, then the same
-    selectivity as a range AND a keyword match (where the range can be twice as wide)."""
-    out = [(float(s), FIELD, {"must": [{"key": FIELD, "range": {"lt": _limit(s)}}]},
-            np.flatnonzero(buckets < _limit(s))) for s in sels]
-    for s in (s for s in sels if 2 * float(s) <= 100):
-        lim = _limit(2 * float(s))
-        out.append((float(s), f"{FIELD} AND {TAG}",
-                    {"must": [{"key": FIELD, "range": {"lt": lim}}, {"key": TAG, "match": {"value": "a"}}]},
-                    np.flatnonzero((buckets < lim) & (tags == "a"))))
+def _filters(sels: list[float], f: dict[str, np.ndarray]
+             ) -> list[tuple[float, str, dict[str, Any] | None, np.ndarray]]:
+    """(selectivity, fields, filter, matching rows): none; per selectivity an integer range, a
+    datetime range and a keyword match; then each range AND a keyword match (the range twice as
+    wide)."""
+    n = len(f[FIELD])
+    out: list[tuple[float, str, dict[str, Any] | None, np.ndarray]] = [(100.0, "(none)", None, np.arange(n))]
+    a = f[TAG] == "a"
+    for s in map(float, sels):
+        m, m2 = math.ceil(n * s / 100), math.ceil(n * min(2 * s, 100) / 100)
+        dates = np.char.rstrip(f["date"], "Z").astype("datetime64[s]")
+        tiers = [f"t{t:g}" for t in TIERS if t <= s]
+        out += [(s, FIELD, {"must": [{"key": FIELD, "range": {"lt": _limit(s)}}]}, np.flatnonzero(f[FIELD] < _limit(s))),
+                (s, "date", {"must": [{"key": "date", "range": {"lt": _date(m)}}]},
+                 np.flatnonzero(dates < np.datetime64(_date(m)[:-1]))),
+                (s, "tier", {"must": [{"key": "tier", "match": {"any": tiers}}]}, np.flatnonzero(np.isin(f["tier"], tiers)))]
+        if 2 * s <= 100:
+            out += [(s, f"{FIELD} AND {TAG}", {"must": [{"key": FIELD, "range": {"lt": _limit(2 * s)}},
+                                                        {"key": TAG, "match": {"value": "a"}}]},
+                     np.flatnonzero((f[FIELD] < _limit(2 * s)) & a)),
+                    (s, f"date AND {TAG}", {"must": [{"key": "date", "range": {"lt": _date(m2)}},
+                                                     {"key": TAG, "match": {"value": "a"}}]},
+                     np.flatnonzero((dates < np.datetime64(_date(m2)[:-1])) & a))]
     return out
 
 
-def _write_source(ds: BenchDataset, buckets: np.ndarray, tags: np.ndarray, path: Path) -> None:
+def _write_source(ds: BenchDataset, fields: dict[str, np.ndarray], path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -145,7 +188,7 @@ def _write_source(ds: BenchDataset, buckets: np.ndarray, tags: np.ndarray, path:
     vec = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(ds.corpus, np.float32).ravel()),
                                             ds.corpus.shape[1])
     pq.write_table(pa.table({"id": ids, "vector": vec.cast(pa.list_(pa.float32())),
-                             FIELD: buckets, TAG: tags.tolist()}), path)
+                             **{k: v if k == FIELD else v.tolist() for k, v in fields.items()}}), path)
 
 
 def _build(recipe: str, source: Path, folder: Path, metric: str) -> Path:
@@ -199,9 +242,11 @@ def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
     from slimvec.index.folder import open_index
 
     cfg = runner.cfg  # a slimvec.benchmarks.runner.BenchConfig (not imported: runner imports this)
-    buckets, tags = bucket_field(len(ds.corpus), cfg.seed), tag_field(len(ds.corpus), cfg.seed + 1)
+    n = len(ds.corpus)
+    fields = {FIELD: bucket_field(n, cfg.seed), TAG: tag_field(n, cfg.seed + 1),
+              "date": date_field(n, cfg.seed + 2), "tier": tier_field(n, cfg.seed + 3)}
     source = root / "filtered-source.parquet"
-    _write_source(ds, buckets, tags, source)
+    _write_source(ds, fields, source)
     recipes = [REFERENCE_RECIPE] + [r for r in _recipes(cfg, ds.metric) if r != REFERENCE_RECIPE]
     rows: list[Row] = []
     with ExitStack() as stack:
@@ -212,15 +257,15 @@ def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
             stack.callback(shutil.rmtree, folder, ignore_errors=True)
             try:
                 idx = stack.enter_context(open_index(_build(recipe, source, folder, ds.metric)))
-                idx.create_payload_index(FIELD, "integer")
-                idx.create_payload_index(TAG, "keyword")
+                for field, kind in KINDS.items():
+                    idx.create_payload_index(field, kind)
                 opened[recipe] = idx
             except Exception as exc:  # noqa: BLE001 - recorded and reported, the run goes on
                 runner._skip(ds, f"filtered {recipe}", exc)
             runner.progress(None, 1)
         convert = {r: _rows_of(idx, len(ds.corpus)) for r, idx in opened.items()}
-        for sel, fields, flt, match in _filters(list(cfg.filtered), buckets, tags):
-            rows += _measure_filter(cfg, ds, opened, convert, (sel, fields, flt, match))
+        for spec in _filters(list(cfg.filtered), fields):
+            rows += _measure_filter(cfg, ds, opened, convert, spec)
     source.unlink(missing_ok=True)
     return rows
 
@@ -232,7 +277,7 @@ def _recipes(cfg: Any, metric: str) -> list[str]:
 
 
 def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert: dict[str, Any],
-                    spec: tuple[float, str, dict[str, Any], np.ndarray]) -> list[Row]:
+                    spec: tuple[float, str, dict[str, Any] | None, np.ndarray]) -> list[Row]:
     """One filter on every open recipe: recall and path each, then latency side by side."""
     from slimvec.connectors.qdrant_filter import to_qdrant_edge
     from slimvec.index.lifecycle import resolve_filter
@@ -261,7 +306,8 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
         row.neighbor_recall_at_k = filtered_recall(found, truth, k)
         row.selectivity, row.filter_matches, row.filter_fields = float(sel), int(len(match)), fields
         # the path the planner took (Index.last_filter_plan), recorded by the search itself
-        row.filter_path = "native" if reference else (idx.last_filter_plan or {}).get("path")
+        row.filter_path = "native" if reference else "unfiltered" if flt is None else (
+            idx.last_filter_plan or {}).get("path")
         rows.append(row)
         searches.append(lambda i, search=search: search(ds.queries[i:i + 1]))
         log.info("filtered %s, %s at %s %%: recall %.3f, %s", recipe, fields, sel,

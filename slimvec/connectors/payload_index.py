@@ -5,7 +5,8 @@ One :class:`FieldIndex` per declared field keeps, per id, the values :func:`slim
 reads and whether :class:`~slimvec.filters.IsEmpty` is false; from them it builds (on the first
 query after a change) value -> sorted ids for strings, integers and booleans (typed, as
 :class:`~slimvec.filters.Match` compares), one sorted (value, id) array of the numbers for
-ranges, and the ids holding ``null``. Every answer is exactly what :meth:`Filter.matches` says:
+ranges, and the ids holding ``null``; the strings that read as datetimes, sorted, at the first
+datetime range. Every answer is exactly what :meth:`Filter.matches` says:
 the tests compare the two after inserts, payload updates, deletes and reopen on every store.
 
 The index lives in the :class:`~slimvec.connectors.payloads.PayloadTable` that holds the
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from slimvec.filter_syntax import datetime_micros
 from slimvec.filters import Filter, HasId, IsEmpty, IsNull, Match, Range, field_values
 
 __all__ = ["FieldIndex", "PayloadIndex"]
@@ -54,6 +56,15 @@ def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _ids(values: Iterable[int]) -> np.ndarray:
     return np.unique(np.fromiter(values, dtype=np.int64))
+
+
+def _sorted_numbers(values: np.ndarray, ids: list[int]) -> dict[str, Any]:
+    """``values`` (of ``ids``) sorted, and by id each one's rank among them (Range tests per id)."""
+    order = np.argsort(values, kind="stable")
+    num_i = np.asarray(ids, dtype=np.int64)[order]
+    by_id = np.argsort(num_i, kind="stable")
+    return {"num_v": values[order], "num_i": num_i, "single": len(ids) == len(set(ids)),
+            "by_id_i": num_i[by_id], "by_id_rank": by_id}
 
 
 class FieldIndex:
@@ -128,21 +139,27 @@ class FieldIndex:
                 for v in self._vals(i):
                     if isinstance(v, int) and not isinstance(v, bool):
                         keyed.setdefault(("i", v), []).append(i)
-        num_v = np.asarray(nums, dtype=np.float64)
-        order = np.argsort(num_v, kind="stable")
         self._built = {
+            **_sorted_numbers(np.asarray(nums, dtype=np.float64), num_ids),
             "keyed": {t: np.unique(np.asarray(ids, dtype=np.int64)) for t, ids in keyed.items()},
-            "num_v": num_v[order], "num_i": np.asarray(num_ids, dtype=np.int64)[order],
             "nulls": _ids(nulls), "nonnull": _ids(i for i in self.values if any(v is not None for v in self._vals(i))),
             "nonempty": _ids(i for i, st in self.values.items() if st is not None) if self._top else _ids(self.nonempty),
             "exact": exact, "ints_by_num": exact and not floats,
-            "single": len(num_ids) == len(set(num_ids)),  # at most one number per id
         }
-        # single-valued: each id's rank among the sorted numbers, by id (Range tests per id)
-        by_id = np.argsort(self._built["num_i"], kind="stable")
-        self._built["by_id_i"] = self._built["num_i"][by_id]
-        self._built["by_id_rank"] = by_id
         return self._built
+
+    def numbers(self, r: Range | None = None) -> dict[str, Any]:
+        """The sorted numbers a range reads: the field's numbers, or for a datetime range its
+        strings read as datetimes (microseconds, UTC; built at the first one)."""
+        s = self._structures()
+        if r is None or not r.datetime:
+            return s
+        if "dates" not in s:
+            pairs = [(m, i) for i in self.values for v in self._vals(i)
+                     if isinstance(v, str) and (m := datetime_micros(v)) is not None]
+            s["dates"] = _sorted_numbers(np.asarray([m for m, _ in pairs], dtype=np.int64),
+                                         [i for _, i in pairs])
+        return dict(s["dates"], exact=True)
 
     def _int_span(self, t: tuple[str, Any] | None) -> tuple[int, int] | None:
         """Positions ``[lo, hi)`` of the integer ``t`` among the sorted numbers where integer
@@ -176,9 +193,10 @@ class FieldIndex:
             return _member(self.key_ids(t), ids)
         return self._ranked(ids, *span)
 
-    def _ranked(self, ids: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        """Which of ``ids`` have their (single) number at a position in ``[lo, hi)``."""
-        s = self._structures()
+    def _ranked(self, ids: np.ndarray, lo: int, hi: int, r: Range | None = None) -> np.ndarray:
+        """Which of ``ids`` have their (single) number (of :meth:`numbers`) at a position in
+        ``[lo, hi)``."""
+        s = self.numbers(r)
         if not len(s["by_id_i"]):
             return np.zeros(len(ids), dtype=bool)
         at = np.minimum(np.searchsorted(s["by_id_i"], ids), len(s["by_id_i"]) - 1)
@@ -201,7 +219,7 @@ class FieldIndex:
     def _bounds(self, r: Range) -> tuple[int, int] | tuple[None, None]:
         """Positions ``[lo, hi)`` of the sorted numbers in ``r``; (None, None) when float64
         cannot compare this field (or a bound) exactly."""
-        s = self._structures()
+        s = self.numbers(r)
         bounds = [b for b in (r.gt, r.gte, r.lt, r.lte) if b is not None]
         if not s["exact"] or any(isinstance(b, int) and abs(b) > _EXACT_INT for b in bounds):
             return None, None
@@ -219,7 +237,7 @@ class FieldIndex:
 
     def range(self, r: Range) -> np.ndarray | None:
         """Ids with a number in ``r``; None when float64 cannot compare this field exactly."""
-        s = self._structures()
+        s = self.numbers(r)
         lo, hi = self._bounds(r)
         if lo is None or hi is None:
             return None
@@ -341,8 +359,8 @@ class PayloadIndex:
             return self.test(c, ids, fallback)
         f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
         lo, hi = f._bounds(c) if f is not None and isinstance(c, Range) else (None, None)
-        if f is not None and lo is not None and hi is not None and f._structures()["single"]:
-            return f._ranked(ids, lo, hi)  # an id's number is in the range when its rank is
+        if f is not None and lo is not None and hi is not None and f.numbers(c)["single"]:
+            return f._ranked(ids, lo, hi, c)  # an id's number is in the range when its rank is
         if f is not None and isinstance(c, Match) and c.kind != "except":
             return np.logical_or.reduce([f.has_key(_typed(t), ids) for t in c.values]
                                         or [np.zeros(len(ids), dtype=bool)])

@@ -215,6 +215,8 @@ class _Builder:
 
     def range(self, c: Range) -> str:
         def bounds(value: str) -> str:
+            if c.datetime:  # the PayloadTable's function: Qdrant's datetime forms, in microseconds
+                value = f"slimvec_datetime({value})"
             out = []
             for name, op in (("gt", ">"), ("gte", ">="), ("lt", "<"), ("lte", "<=")):
                 bound = getattr(c, name)
@@ -225,7 +227,7 @@ class _Builder:
                     out.append(f"{value} {op} ?")
             return " AND ".join(out) or "1"
 
-        numeric = "{kind} IN ('integer', 'real')"
+        numeric = "{kind} = 'text'" if c.datetime else "{kind} IN ('integer', 'real')"
         parts = _parts(c.key)
         if None not in parts:
             path = json_path(parts)

@@ -20,6 +20,12 @@ log = logging.getLogger(__name__)
 __all__ = ["PayloadTable", "PayloadTableStore", "scan_filter", "select_filter"]
 
 
+def _datetime_micros(value: Any) -> int | None:
+    from slimvec.filter_syntax import datetime_micros
+
+    return datetime_micros(value) if isinstance(value, str) else None
+
+
 class PayloadTable:
     """id -> JSON payload, in ``payloads.sqlite`` next to an index file (WAL mode)."""
 
@@ -28,6 +34,8 @@ class PayloadTable:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # a datetime range's SQL (slimvec.connectors.payload_sql) reads strings the way Qdrant does
+        self._db.create_function("slimvec_datetime", 1, _datetime_micros, deterministic=True)
         self._db.execute("CREATE TABLE IF NOT EXISTS payloads (id INTEGER PRIMARY KEY, doc TEXT)")
         self._db.commit()
         self._has_deleted: bool | None = None
@@ -267,7 +275,7 @@ def _hint_unindexed(table: PayloadTable, flt: Any, mem: Any) -> None:
     for key in sorted(flt.keys() - set(mem.fields if mem is not None else ()) - table.unindexed):
         table.unindexed.add(key)
         log.info("Filters on payload field %r read the SQLite payload table (slow at many "
-                 "matches): declare a payload index, --payload-index %s:keyword|integer|float|bool "
+                 "matches): declare a payload index, --payload-index %s:keyword|integer|float|bool|datetime "
                  "(or Index.create_payload_index).", key, key)
 
 

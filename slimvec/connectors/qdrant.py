@@ -406,11 +406,12 @@ class QdrantStore(VectorStore):
         return len(known)
 
     def create_payload_index(self, field: str, kind: str) -> bool:
-        """Qdrant's ``create_payload_index`` (``kind``: keyword, integer, float or bool)."""
+        """Qdrant's ``create_payload_index`` (``kind``: keyword, integer, float, bool or datetime)."""
         _, models = _client_models()
         client = self._require()
         schema = {"keyword": models.PayloadSchemaType.KEYWORD, "integer": models.PayloadSchemaType.INTEGER,
-                  "float": models.PayloadSchemaType.FLOAT, "bool": models.PayloadSchemaType.BOOL}[kind]
+                  "float": models.PayloadSchemaType.FLOAT, "bool": models.PayloadSchemaType.BOOL,
+                  "datetime": models.PayloadSchemaType.DATETIME}[kind]
         self._retry("create payload index", lambda: client.create_payload_index(
             self.options["collection"], field_name=field, field_schema=schema, wait=True))
         return True

@@ -455,14 +455,15 @@ class QdrantEdgeStore(VectorStore):
         return len(known)
 
     def create_payload_index(self, field: str, kind: str) -> bool:
-        """Qdrant's ``create_field_index`` (``kind``: keyword, integer, float or bool) on the key
+        """Qdrant's ``create_field_index`` (``kind``: keyword, integer, float, bool or datetime) on the key
         ``field`` as filters name it (:func:`slimvec.filter_syntax.qdrant_key`)."""
         from slimvec.filter_syntax import check_key, qdrant_key
 
         field = qdrant_key(check_key(field, "payload index field"))
         q = _edge()
         schema = {"keyword": q.PayloadSchemaType.Keyword, "integer": q.PayloadSchemaType.Integer,
-                  "float": q.PayloadSchemaType.Float, "bool": q.PayloadSchemaType.Bool}[kind]
+                  "float": q.PayloadSchemaType.Float, "bool": q.PayloadSchemaType.Bool,
+                  "datetime": q.PayloadSchemaType.Datetime}[kind]
         self._require().update(q.UpdateOperation.create_field_index(field, schema))
         return True
 

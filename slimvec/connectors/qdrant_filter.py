@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from slimvec.filter_syntax import qdrant_key
+from slimvec.filter_syntax import iso_utc, qdrant_key
 from slimvec.filters import Condition, Filter, HasId, IsEmpty, IsNull, Match, Range
 
 __all__ = ["edge_native", "to_qdrant_client", "to_qdrant_edge"]
@@ -26,6 +26,12 @@ _EXACT_FLOAT = 1 << 53
 def _point_ids(ids: Any) -> list[Any]:
     """The ids of a ``has_id`` that can be point ids (0 <= id < 2**64); others match nothing."""
     return sorted(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 64)
+
+
+def _bounds(c: Range, show: Any = None) -> dict[str, Any]:
+    """The range's bounds by name (``show``: how a datetime's microseconds go out)."""
+    return {k: (v if show is None else show(v)) for k in ("gt", "gte", "lt", "lte")
+            if (v := getattr(c, k)) is not None}
 
 
 def edge_native(flt: Filter | None, indexed: Collection[str] = ()) -> bool:
@@ -40,7 +46,7 @@ def edge_native(flt: Filter | None, indexed: Collection[str] = ()) -> bool:
     for c in flt.conditions():
         if isinstance(c, Match) and any(isinstance(v, bool) for v in c.values):
             return False
-        if isinstance(c, Range) and any(b is not None and abs(b) >= _EXACT_FLOAT
+        if isinstance(c, Range) and not c.datetime and any(b is not None and abs(b) >= _EXACT_FLOAT
                                         for b in (c.gt, c.gte, c.lt, c.lte)):
             return False
         if indexed and isinstance(c, (Range, IsNull, IsEmpty, Match)) and not (
@@ -66,7 +72,8 @@ def to_qdrant_edge(flt: Filter | None, q: Any = None) -> Any:
         if isinstance(c, IsEmpty):
             return q.IsEmptyCondition(qdrant_key(c.key))
         if isinstance(c, Range):
-            return q.FieldCondition(qdrant_key(c.key), range=q.RangeFloat(gte=c.gte, gt=c.gt, lte=c.lte, lt=c.lt))
+            kind, bounds = (q.RangeDateTime, _bounds(c, iso_utc)) if c.datetime else (q.RangeFloat, _bounds(c))
+            return q.FieldCondition(qdrant_key(c.key), range=kind(**bounds))
         match = {"value": lambda: q.MatchValue(c.values[0]), "any": lambda: q.MatchAny(list(c.values)),
                  "except": lambda: q.MatchExcept(list(c.values))}[c.kind]()
         return q.FieldCondition(qdrant_key(c.key), match=match)
@@ -93,7 +100,8 @@ def to_qdrant_client(flt: Filter | None) -> Any:
         if isinstance(c, IsEmpty):
             return m.IsEmptyCondition(is_empty=m.PayloadField(key=key))
         if isinstance(c, Range):
-            return m.FieldCondition(key=key, range=m.Range(gt=c.gt, gte=c.gte, lt=c.lt, lte=c.lte))
+            kind, bounds = (m.DatetimeRange, _bounds(c, iso_utc)) if c.datetime else (m.Range, _bounds(c))
+            return m.FieldCondition(key=key, range=kind(**bounds))
         if c.kind == "value":
             match: Any = m.MatchValue(value=c.values[0])
         elif c.kind == "any":

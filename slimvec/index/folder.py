@@ -332,7 +332,7 @@ class Index:
         return scroll_page(self, limit, offset, resolve_filter(self, filter, user_ids))
 
     def create_payload_index(self, field: str, kind: str) -> bool:
-        """Declare payload ``field`` indexed as ``kind`` (keyword, integer, float, bool): recorded
+        """Declare payload ``field`` indexed as ``kind`` (keyword, integer, float, bool, datetime): recorded
         in the manifest (``payload_index``) and built where the store has payload indexes
         (Qdrant: its planner and filtered search use it); returns whether the store built one."""
         from slimvec.index.lifecycle import Mutation, declare_payload_index

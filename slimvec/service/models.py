@@ -39,7 +39,7 @@ class CreateIndex(_Strict):
     sample_vectors: list[list[float]] | None = None
     sample_texts: list[str] | None = None
     payload_index: list[str] | None = Field(
-        None, max_length=100, description="FIELD:keyword|integer|float|bool payload fields to "
+        None, max_length=100, description="FIELD:keyword|integer|float|bool|datetime payload fields to "
         "index (as slimvec ingest --payload-index); built when the reducer is fitted")
 
 

@@ -15,8 +15,11 @@ from slimvec.connectors.payloads import PayloadTable, scan_filter, select_filter
 from slimvec.filters import Filter, parse_filter
 from tests.connectors.stores import fast_specs
 
-FIELDS = ("lang", "year", "score", "flag", "tags")
-VALUES = {"lang": ["en", "de", "fr", 1, None], "year": [2019, 2020, 2021, 2020.0, 2022.5, True, None],
+FIELDS = ("lang", "year", "score", "flag", "tags", "when")
+#: datetimes in the forms Qdrant reads (equal instants spelt differently), and strings that are not
+DATES = ["2024-05-01", "2024-05-01T00:00:00Z", "2024-05-01 02:00:00+02:00", "2024-05-01T12:30:00.25Z",
+         "2024-05-02 00:00", "2023-12-31T23:59:59.999999-01:00", "2024-05-1", "tomorrow"]
+VALUES = {"when": [*DATES, 1714521600, None], "lang": ["en", "de", "fr", 1, None], "year": [2019, 2020, 2021, 2020.0, 2022.5, True, None],
           "score": [0.1, 0.5, 0.9, 3, -1, None], "flag": [True, False, 0, 1, None],
           "tags": ["a", "b", "c", 7, None]}
 
@@ -51,6 +54,8 @@ def _condition(rng: random.Random, ids: list[int], depth: int = 0) -> dict:
         return {"key": key, "match": {kind: rng.sample(same, min(len(same), rng.randrange(1, 3)))}}
     if r < 0.7:
         bounds = rng.sample(["gt", "gte", "lt", "lte"], rng.randrange(1, 3))
+        if key == "when" and rng.random() < 0.7:  # a datetime range
+            return {"key": key, "range": {b: rng.choice(DATES[:6]) for b in bounds}}
         return {"key": key, "range": {b: rng.choice([0, 0.5, 2020, 2021.5, -1]) for b in bounds}}
     if r < 0.8:
         return {"is_null": {"key": key}}
@@ -72,7 +77,7 @@ def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
     table = PayloadTable(tmp_path / "payloads.sqlite")
     ids = list(range(1, 400))
     table.put(ids[:300], [_payload(rng) for _ in ids[:300]])  # ids 300.. have no payload row
-    for f in ("lang", "year", "score", "flag", "tags"):
+    for f in FIELDS:
         table.create_index(f)
     table.commit()
     assert table.indexed_fields() == sorted(FIELDS)
@@ -156,6 +161,7 @@ PROBES = [parse_filter(f) for f in (
     {"should": [{"key": "tags", "match": {"any": ["a", "c"]}}], "must_not": [{"key": "lang", "match": {"value": "de"}}]},
     {"must": [{"is_empty": {"key": "tags"}}, {"key": "year", "range": {"gt": 2019}}]},
     {"must": [{"key": "lang", "match": {"except": ["en"]}}]},
+    {"must": [{"key": "when", "range": {"gte": "2024-05-01T06:00:00+02:00", "lt": "2024-05-03"}}]},
 )]
 
 
@@ -180,7 +186,8 @@ def typed_rows(seed: int, n: int) -> list[dict]:
     out = []
     for _ in range(n):
         p = {"lang": rng.choice(["en", "de", "fr"]), "year": rng.choice([2019, 2020, 2021, 2022]),
-             "tags": rng.sample(["a", "b", "c"], rng.randrange(0, 3))}
+             "tags": rng.sample(["a", "b", "c"], rng.randrange(0, 3)),
+             "when": f"2024-05-0{rng.randrange(1, 5)}T{rng.randrange(24):02d}:00:00Z"}
         out.append({k: v for k, v in p.items() if rng.random() < 0.85})
     return out
 
@@ -190,7 +197,7 @@ def test_store_filters_agree_with_payloads_after_writes_and_reopen(spec, minilm_
     vecs = np.ascontiguousarray(minilm_vectors[:300])
     ids = np.arange(300, dtype=np.int64) * 31 + 5
     s = make_store(spec, tmp_path / "s").create(vecs.shape[1], "cosine")
-    for f, kind in (("lang", "keyword"), ("year", "float"), ("tags", "keyword")):
+    for f, kind in (("lang", "keyword"), ("year", "float"), ("tags", "keyword"), ("when", "datetime")):
         s.create_payload_index(f, kind)
     s.upsert(ids[:200], vecs[:200], typed_rows(1, 200))
     s.finalize()

@@ -27,8 +27,8 @@ s = make_store(spec, folder).open()
 n = 0
 while True:
     ids = np.arange(n * 20, n * 20 + 20, dtype=np.int64) % 400 + 1000
-    s.upsert(ids, vecs[:20] + n * 1e-3, [{"lang": ["en", "de"][(n + j) % 2], "year": 2000 + n}
-                                        for j in range(20)])
+    s.upsert(ids, vecs[:20] + n * 1e-3, [{"lang": ["en", "de"][(n + j) % 2], "year": 2000 + n,
+                                         "when": f"2024-05-0{1 + (n + j) % 4}T00:00:00Z"} for j in range(20)])
     s.set_payload(ids[:5], {"tags": ["a"] if n % 2 else []})
     s.delete(ids[15:])
     if n % 3 == 0:
@@ -45,7 +45,7 @@ def test_kill_9_during_writes_leaves_an_index_that_agrees(spec, minilm_vectors, 
     vecs = np.ascontiguousarray(minilm_vectors[:300])
     np.save(tmp_path / "v.npy", vecs[:20])
     s = make_store(spec, tmp_path / "s").create(vecs.shape[1], "cosine")
-    for f, kind in (("lang", "keyword"), ("year", "integer"), ("tags", "keyword")):
+    for f, kind in (("lang", "keyword"), ("year", "integer"), ("tags", "keyword"), ("when", "datetime")):
         s.create_payload_index(f, kind)
     s.upsert(np.arange(300, dtype=np.int64), vecs, typed_rows(3, 300))
     s.finalize()

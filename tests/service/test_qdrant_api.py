@@ -246,11 +246,15 @@ def _lifecycle(c, X, metadata=None):
     c.create_collection("lc", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE),
                         metadata=metadata)
     c.upsert("lc", points=[m.PointStruct(id=_ids(60)[i], vector=X[i].tolist(),
-                                         payload={"g": i % 3, "s": f"x{i}", "t": [i % 2, 7]})
+                                         payload={"g": i % 3, "s": f"x{i}", "t": [i % 2, 7],
+                                                  "d": f"2024-05-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"})
                            for i in range(60)], wait=True)
     g = lambda v: m.Filter(must=[m.FieldCondition(key="g", match=m.MatchValue(value=v))])  # noqa: E731
     c.create_payload_index("lc", field_name="g", field_schema=m.PayloadSchemaType.INTEGER, wait=True)
-    out = {"count_g1": c.count("lc", count_filter=g(1)).count,
+    c.create_payload_index("lc", field_name="d", field_schema=m.PayloadSchemaType.DATETIME, wait=True)
+    dated = m.Filter(must=[m.FieldCondition(key="d", range=m.DatetimeRange(gte="2024-05-10", lt="2024-05-20T12:00:00+02:00"))])
+    out = {"count_g1": c.count("lc", count_filter=g(1)).count, "count_dated": c.count("lc", count_filter=dated).count,
+           "dated": sorted(str(h.id) for h in c.query_points("lc", query=X[4].tolist(), query_filter=dated, limit=5).points),
            "schema": sorted(c.get_collection("lc").payload_schema)}
     hits = c.query_points("lc", query=X[4].tolist(), query_filter=g(1), limit=5).points
     out["filtered_ok"] = all(h.payload["g"] == 1 for h in hits) and len(hits) == 5
@@ -287,7 +291,7 @@ def test_lifecycle_congruent_with_local_mode(tmp_path, X, fit_after):
         got = _lifecycle(QdrantClient(url=s.url, timeout=60), X,
                          {"slimvec_recipe": RECIPE, "slimvec_fit_after": fit_after})
     # local mode keeps no payload indexes (it warns so): only the server shows the declared one
-    assert got.pop("schema") == ["g"] and ref.pop("schema") == []
+    assert got.pop("schema") == ["d", "g"] and ref.pop("schema") == []
     assert got == ref
     assert got["filtered_ok"] and got["after_ok"] and got["count"] == 38
 

@@ -262,7 +262,7 @@ def delete_payload_keys(served: Any, keys: Sequence[str], ids: Sequence[Any] | N
 
 
 def create_payload_index(served: Any, field: str, kind: str) -> bool:
-    """Build a payload index on ``field`` (keyword, integer, float, bool) through the writer
+    """Build a payload index on ``field`` (keyword, integer, float, bool, datetime) through the writer
     when the index is fitted and its store has payload indexes; returns whether one was built
     (a pending index, or a store without them, filters by scanning the matching ids)."""
     with served.lock:

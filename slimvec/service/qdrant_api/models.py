@@ -155,7 +155,7 @@ def qfilter(spec: Any, scan: Any = None) -> Any:
     """A Qdrant filter with its ``has_id`` values as the ids the points were written with.
 
     A filter using what slimvec's filter language lacks (geo, nested, values_count, full-text,
-    datetime, min_should, has_vector) is refused, unless ``scan`` is given: a callable that
+    min_should, has_vector) is refused, unless ``scan`` is given: a callable that
     evaluates it over the collection's points as Qdrant does and returns the filter selecting
     the matching ids."""
     from slimvec.errors import ConfigError

@@ -472,10 +472,9 @@ class Collections(NamedVectors):
         field, schema = body.get("field_name"), body.get("field_schema")
         if isinstance(schema, dict):
             schema = schema.get("type")
-        if not isinstance(field, str) or schema not in (*_NATIVE, "text", "uuid", "geo", "datetime"):
+        if not isinstance(field, str) or schema not in (*_NATIVE, "text", "uuid", "geo"):
             raise unsupported(f"field index {field!r} of schema {str(schema)[:40]!r}",
-                              f"index a field as one of {', '.join(_NATIVE)}, text, uuid, geo, "
-                              "datetime")
+                              f"index a field as one of {', '.join(_NATIVE)}, text, uuid, geo")
         for served in self.each_index(name) if schema in _NATIVE else ():  # others: recorded
             points.declare_payload_indexes(served, [f"{field}:{schema}"])
         s = self.settings(name)
@@ -493,7 +492,7 @@ class Collections(NamedVectors):
 
 
 #: payload index schemas built by the stores (the others are recorded: filters are exact without)
-_NATIVE = ("keyword", "integer", "float", "bool")
+_NATIVE = ("keyword", "integer", "float", "bool", "datetime")
 
 
 def _done() -> dict[str, Any]:
