@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from slimvec.benchmarks.datasets import from_vectors
-from slimvec.benchmarks.filtered import REFERENCE_LABEL, bucket_field, filtered_recall, filtered_truth, tag_field
+from slimvec.benchmarks.filtered import REFERENCE_LABEL, bucket_field, date_field, filtered_recall, filtered_truth, tag_field, tier_field
 from slimvec.benchmarks.report import render_report
 from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.runner import BenchConfig, run_bench
@@ -58,26 +58,42 @@ def test_truth_is_restricted_to_the_matching_rows(dataset):
     assert filtered_recall(np.stack(truth), truth, 10) == 1.0
 
 
+FIELDS = ("bucket", "date", "tier", "bucket AND tag", "date AND tag")
+
+
+def _expected_matches(fields: str, s: float) -> int:
+    """Counted from the suite's fields independently of its filters (cfg.seed 0: seeds 0..3)."""
+    tags = tag_field(N, seed=1) == "a"
+    if fields in ("date", "tier"):  # dealt to exact shares (s % of 1,000 is whole)
+        return round(N * s / 100)
+    if fields == "date AND tag":
+        first = np.argsort(date_field(N, seed=2))[:round(N * 2 * s / 100)]
+        return int(tags[first].sum())
+    lim = round(s * 10) if fields == "bucket" else round(s * 20)
+    return int(((bucket_field(N) < lim) & (tags | (fields == "bucket"))).sum())
+
+
 def test_rows_carry_selectivity_path_and_reference(filtered_rows):
     got = {(r.store, r.selectivity, r.filter_fields) for r in filtered_rows}
-    assert got == {(s, float(p), f) for s in (REFERENCE_LABEL, DEFAULT_RECIPE, PLAIN) for p in SELECTIVITIES
-                   for f in ("bucket", "bucket AND tag")}
-    buckets, tags = bucket_field(N), tag_field(N, seed=1)
+    stores = (REFERENCE_LABEL, DEFAULT_RECIPE, PLAIN)
+    assert len(set(date_field(N, seed=2))) == N and set(tier_field(N, seed=3)) == {"t0.1", "t1", "t10", "t50", "t100"}
+    assert got == {(s, float(p), f) for s in stores for p in SELECTIVITIES for f in FIELDS} | {
+        (s, 100.0, "(none)") for s in stores}
     for r in filtered_rows:
-        lim = round(r.selectivity * 10) if r.filter_fields == "bucket" else round(r.selectivity * 20)
-        assert r.filter_matches == int(((buckets < lim) & ((tags == "a") | (r.filter_fields == "bucket"))).sum())
+        want = N if r.filter_fields == "(none)" else _expected_matches(r.filter_fields, r.selectivity)
+        assert r.filter_matches == want, (r.filter_fields, r.selectivity)
         assert r.latency_p50_ms is not None and r.latency_p50_ms > 0
         assert r.to_json()["selectivity"] == r.selectivity and r.to_json()["filter_path"] == r.filter_path
     ref = [r for r in filtered_rows if r.store == REFERENCE_LABEL]
     assert {r.filter_path for r in ref} == {"native"} and {r.reducer for r in ref} == {"none"}
     product = {(r.selectivity, r.filter_fields): r for r in filtered_rows if r.store == DEFAULT_RECIPE}
-    assert {r.filter_path for r in product.values()} == {"exact scan"}
+    assert {r.filter_path for r in product.values()} == {"exact scan", "unfiltered"}
     # 500 matches of 384 float16 dimensions are under the 1 MiB scan threshold (issue 37)
-    assert product[50.0, "bucket"].filter_path == "exact scan"
+    assert product[50.0, "bucket"].filter_path == product[50.0, "date"].filter_path == "exact scan"
     plain = {(r.selectivity, r.filter_fields): r.filter_path for r in filtered_rows if r.store == PLAIN}
     # nothing to scan: a broad filter is post-filtered, a narrow one the store's filtered search
     assert plain == {(float(s), f): "post filter" if s == 50 else "store filter"
-                     for s in SELECTIVITIES for f in ("bucket", "bucket AND tag")}
+                     for s in SELECTIVITIES for f in FIELDS} | {(100.0, "(none)"): "unfiltered"}
 
 
 def test_recall_is_against_filtered_truth(filtered_rows):
