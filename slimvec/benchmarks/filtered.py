@@ -7,7 +7,8 @@ selectivity of ``filtered`` (percent of the corpus matching). ``bucket`` is ``ra
 over a random permutation, so ``bucket < 10 * s`` matches ``ceil(n * s / 100)`` documents: exactly
 ``s`` % when ``n`` is a multiple of 1,000. Beside them, Qdrant Edge's own filtered search on the
 full vectors (recipe ``none|qdrant-edge``, the store's search with the filter, no planner) is the
-reference row, labelled ``qdrant-edge (native filter)``. Each selectivity is also measured on a
+reference row, labelled ``qdrant-edge (native filter)``, searched again with the default
+recipe's beam (:data:`EQUAL_BEAM`). Each selectivity is also measured on a
 datetime ``date`` (:func:`date_field`: ``date < D`` matches exactly the first s %) and a keyword
 ``tier`` (:func:`tier_field`: ``tier`` any of the tiers up to s %), and as two conditions:
 ``bucket < 20 * s`` (or the date range of 2 s %) AND the keyword ``tag == "a"`` (:func:`tag_field`,
@@ -57,6 +58,10 @@ TIERS = (0.1, 1.0, 10.0, 50.0, 100.0)
 #: the reference: Qdrant Edge's filtered search on the full vectors, no reduction
 REFERENCE_RECIPE = "none|qdrant-edge"
 REFERENCE_LABEL = "qdrant-edge (native filter)"
+#: the reference searched a second time with the default recipe's beam (its store's own is 64):
+#: the same work per query on both sides
+EQUAL_BEAM = 128
+EQUAL_LABEL = f"qdrant-edge (native filter, ef={EQUAL_BEAM})"
 
 
 def bucket_field(n: int, seed: int = 0) -> np.ndarray:
@@ -264,6 +269,8 @@ def measure_filtered(runner: Any, ds: BenchDataset, root: Path) -> list[Row]:
                 runner._skip(ds, f"filtered {recipe}", exc)
             runner.progress(None, 1)
         convert = {r: _rows_of(idx, len(ds.corpus)) for r, idx in opened.items()}
+        if REFERENCE_RECIPE in opened:  # the same index at the default recipe's beam
+            opened, convert[EQUAL_LABEL] = {EQUAL_LABEL: opened[REFERENCE_RECIPE], **opened}, convert[REFERENCE_RECIPE]
         for spec in _filters(list(cfg.filtered), fields):
             rows += _measure_filter(cfg, ds, opened, convert, spec)
     source.unlink(missing_ok=True)
@@ -288,19 +295,21 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
     truth = filtered_truth(ds.corpus, ds.queries, match, k, ds.query_rows, ds.metric)
     rows, searches = [], []
     for recipe, idx in opened.items():
-        reference = recipe == REFERENCE_RECIPE
+        reference = recipe in (REFERENCE_RECIPE, EQUAL_LABEL)
+        beam = {"ef": EQUAL_BEAM} if recipe == EQUAL_LABEL else {}
         # the reference runs Qdrant's own filter: the store would evaluate a range on an indexed
         # key in Python (its index skips values of another type; this corpus has none)
         parsed = to_qdrant_edge(resolve_filter(idx, flt)) if reference else None
         depth = idx.manifest.rescore.depth if (not reference and idx.manifest.rescore is not None) else None
 
-        def search(q: np.ndarray, idx: Any = idx, parsed: Any = parsed, reference: bool = reference) -> np.ndarray:
-            res = idx.store.search(q, k + 1, filter=parsed) if reference else idx.search(q, k + 1, filter=flt)
+        def search(q: np.ndarray, idx: Any = idx, parsed: Any = parsed, reference: bool = reference,
+                   beam: dict[str, int] = beam) -> np.ndarray:
+            res = idx.store.search(q, k + 1, filter=parsed, **beam) if reference else idx.search(q, k + 1, filter=flt)
             return np.asarray(res.ids)
 
         found = _drop_own(convert[recipe](search(ds.queries)), ds.query_rows, k)
-        row = Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer=recipe.split("|")[0],
-                  dim_out=int(idx.manifest.dim_out), store=REFERENCE_LABEL if reference else recipe,
+        row = Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer="none" if reference else recipe.split("|")[0],
+                  dim_out=int(idx.manifest.dim_out), store=EQUAL_LABEL if beam else REFERENCE_LABEL if reference else recipe,
                   kind="filtered", n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)),
                   k=k, rescore=depth)
         row.neighbor_recall_at_k = filtered_recall(found, truth, k)
@@ -333,7 +342,7 @@ def render_filtered(rows: list[Row], note: str = "") -> list[str]:
         return []
     k = filt[0].k
     body = []
-    for r in sorted(filt, key=lambda r: (r.store != REFERENCE_LABEL, str(r.store), " AND " in str(r.filter_fields),
+    for r in sorted(filt, key=lambda r: (not str(r.store).startswith("qdrant-edge (native"), str(r.store), " AND " in str(r.filter_fields),
                                          -float(r.selectivity or 0))):
         recall = "—" if r.neighbor_recall_at_k is None or math.isnan(r.neighbor_recall_at_k) \
             else f"{r.neighbor_recall_at_k:.3f}{note}"

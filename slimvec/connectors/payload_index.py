@@ -17,6 +17,7 @@ own writes; a commit of another connection (a writer process) makes it rebuild.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -325,10 +326,8 @@ class PayloadIndex:
         if any(s is None for part in shares for s in part):
             return None
         must, should, must_not = ([float(s) for s in part if s is not None] for part in shares)
-        out = float(np.prod(must)) if must else 1.0
-        if should:
-            out *= min(1.0, sum(should))
-        return max(0.0, out * float(np.prod([1.0 - s for s in must_not])))
+        out = math.prod(must) * (min(1.0, sum(should)) if should else 1.0)
+        return max(0.0, out * math.prod(1.0 - s for s in must_not))
 
     def _share(self, c: Any, n_live: int) -> float | None:
         if isinstance(c, Filter):
