@@ -2,7 +2,9 @@
 of building the in-memory payload index from the payload table, as the first filter after open does.
 
 ``make`` writes a payload table of 100,000 rows ``{"bucket": int 0..999, "lang": one of 4, "date":
-int (one per document), "text": 80 characters}`` with ``bucket``, ``lang`` and ``date`` declared.
+int (one per document), "text": 80 characters}`` with ``bucket``, ``lang`` and ``date`` declared
+(``make --datetime``: also ``"when"``, an RFC 3339 string per document, declared, and the filter
+gets a datetime range on it, so the strings are read as datetimes too).
 ``open`` builds the index in this (fresh) process and answers one three-condition filter; it prints
 the wall and CPU seconds and the growth of the process's resident memory. ``--code FILE`` measures
 another version of ``slimvec/connectors/payload_index.py`` on the same table (e.g. a commit's, from
@@ -11,7 +13,7 @@ process, alternating versions: the machine may be shared.
 
 Usage (from the repository root)::
 
-    python benchmarks/payload_index_open.py make /tmp/p100k.sqlite
+    python benchmarks/payload_index_open.py make /tmp/p100k.sqlite [--datetime]
     python benchmarks/payload_index_open.py open /tmp/p100k.sqlite [--code FILE]
 """
 
@@ -33,6 +35,8 @@ N = 100_000
 FIELDS = ("bucket", "lang", "date")
 FILTER = {"must": [{"key": "bucket", "range": {"lt": 500}}, {"key": "lang", "match": {"value": "en"}},
                    {"key": "date", "range": {"gte": 1_700_000_000 + 50_000 * 60}}]}
+#: FILTER and a datetime range (tables made with ``--datetime``)
+FILTER_DT = {"must": [*FILTER["must"], {"key": "when", "range": {"lt": "2024-01-15T00:00:00Z"}}]}
 
 
 def _rss() -> int:
@@ -40,16 +44,19 @@ def _rss() -> int:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS"))
 
 
-def make(path: Path) -> None:
-    """Write the payload table of :data:`N` rows with :data:`FIELDS` declared."""
+def make(path: Path, dates: bool = False) -> None:
+    """Write the payload table of :data:`N` rows with :data:`FIELDS` declared (``dates``: and
+    ``when``)."""
     path.unlink(missing_ok=True)
     table = PayloadTable(path)
     bucket = (np.random.default_rng(0).permutation(N) * 1000) // N
     for start in range(0, N, 10_000):
         ids = list(range(start, min(N, start + 10_000)))
         table.put(ids, [{"bucket": int(bucket[i]), "lang": ["en", "de", "fr", "es"][i % 4],
-                         "date": 1_700_000_000 + i * 60, "text": "x" * 70 + f"{i:010d}"} for i in ids])
-    for field in FIELDS:
+                         "date": 1_700_000_000 + i * 60, "text": "x" * 70 + f"{i:010d}",
+                         **({"when": f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"} if dates else {})}
+                        for i in ids])
+    for field in FIELDS + (("when",) if dates else ()):
         table.create_index(field)
     table.commit()
     table.close()
@@ -66,7 +73,7 @@ def measure(path: Path, code: Path | None) -> dict[str, object]:
         spec.loader.exec_module(other)
         current.PayloadIndex = other.PayloadIndex  # type: ignore[misc]
     table = PayloadTable(path)
-    flt = parse_filter(FILTER)
+    flt = parse_filter(FILTER_DT if "when" in table.indexed_fields() else FILTER)
     gc.collect()
     rss0, wall0, cpu0 = _rss(), time.perf_counter(), time.process_time()
     mem = table.memory_index()
@@ -82,9 +89,10 @@ def main() -> None:
     ap.add_argument("action", choices=["make", "open"])
     ap.add_argument("path", type=Path)
     ap.add_argument("--code", type=Path, default=None, help="Another payload_index.py to measure.")
+    ap.add_argument("--datetime", action="store_true", help="make: add the datetime field 'when'.")
     args = ap.parse_args()
     if args.action == "make":
-        make(args.path)
+        make(args.path, args.datetime)
     else:
         print(json.dumps(measure(args.path, args.code)))
 

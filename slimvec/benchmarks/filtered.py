@@ -328,7 +328,9 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
 
 
 def render_filtered(rows: list[Row], note: str = "") -> list[str]:
-    """Markdown lines of the filtered-search rows: one table, rows by recipe then selectivity.
+    """Markdown lines of the filtered-search rows: one table, rows by recipe then selectivity;
+    ``× ref`` / ``× ef=128``: a row's p50 over the reference's (and the equal-beam reference's)
+    for the same filter.
 
     Parameters
     ----------
@@ -341,15 +343,25 @@ def render_filtered(rows: list[Row], note: str = "") -> list[str]:
     if not filt:
         return []
     k = filt[0].k
+    refs = {(r.store, r.filter_fields, r.selectivity): r.latency_p50_ms for r in filt
+            if r.store in (REFERENCE_LABEL, EQUAL_LABEL)}
+
+    def ratio(r: Row, ref: str) -> str:
+        base = refs.get((ref, r.filter_fields, r.selectivity))
+        if r.store in (REFERENCE_LABEL, EQUAL_LABEL) or not base or r.latency_p50_ms is None:
+            return "—"
+        return f"{r.latency_p50_ms / base:.2f}{note}"
+
     body = []
-    for r in sorted(filt, key=lambda r: (not str(r.store).startswith("qdrant-edge (native"), str(r.store), " AND " in str(r.filter_fields),
-                                         -float(r.selectivity or 0))):
+    for r in sorted(filt, key=lambda r: (not str(r.store).startswith("qdrant-edge (native"), str(r.store),
+                                         " AND " in str(r.filter_fields), -float(r.selectivity or 0))):
         recall = "—" if r.neighbor_recall_at_k is None or math.isnan(r.neighbor_recall_at_k) \
             else f"{r.neighbor_recall_at_k:.3f}{note}"
         p50 = "—" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.2f}{note}"
         label = str(r.store).replace("|", "\\|")  # a recipe's '|' would split the cell
         body.append(f"| {label} | {r.filter_fields or FIELD} | {r.selectivity:g} % | {r.filter_matches} | "
-                    f"{r.filter_path} | {recall} | {p50} |")
+                    f"{r.filter_path} | {recall} | {p50} | {ratio(r, REFERENCE_LABEL)} | {ratio(r, EQUAL_LABEL)} |")
     return ["### Filtered search", "",
-            f"| configuration | filter | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms |",
-            "|---|---|---|---|---|---|---|", *body, ""]
+            f"| configuration | filter | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms "
+            f"| × ref | × ef={EQUAL_BEAM} |",
+            "|---|---|---|---|---|---|---|---|---|", *body, ""]
