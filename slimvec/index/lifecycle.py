@@ -310,15 +310,15 @@ POST_MARGIN = 1.25
 
 
 def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, depth: int | None,
-                  flt: Filter, params: dict[str, Any]) -> SearchResult | None:
+                  flt: Filter, params: dict[str, Any]) -> tuple[SearchResult, np.ndarray] | None:
     """A broad filter (estimated share of matches >= :data:`BROAD_SHARE`, from the in-memory
     payload index, :meth:`~slimvec.connectors.payloads.PayloadTableStore.filter_share`): the store's
     unfiltered search for ``k x depth / share x`` :data:`POST_MARGIN` candidates, each looked up
     in the payload index, the first ``k x depth`` that match re-ranked. None (the planner's other
-    paths) for other filters, and where some query kept fewer than ``k x depth`` of the fetched
-    candidates while documents outside them were left (the estimate was too high, or the
-    query's neighbourhood matches less often than the corpus): what survives is then exactly the
-    approximate top of the matches, as a filtered search with that many candidates gives."""
+    paths) for other filters. Also returns the rows (a bool mask) that kept fewer than ``k x
+    depth`` of the fetched candidates while documents outside them were left (the estimate was
+    too high, or the query's neighbourhood matches less often than the corpus): the planner
+    answers those again by its other paths, so one such query does not send a batch there."""
     store = index.store
     estimate = getattr(store, "filter_share", None)  # stores with in-memory payload indexes
     share = estimate(flt) if estimate is not None else None
@@ -333,32 +333,42 @@ def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, 
     ids = found.ids
     ok = ids >= 0
     ok[ok] = store.filter_test(flt, ids[ok])
-    kept = ok.sum(axis=1)
-    if fetch < n and int(kept.min()) < width:
-        log.debug("broad filter: %d of %d candidates matched, fewer than %d", int(kept.min()), fetch, width)
-        return None
+    short = (ok.sum(axis=1) < width) & (fetch < n)
     out = SearchResult.empty(len(ids), width)
     for row in range(len(ids)):
         cols = np.flatnonzero(ok[row])[:width]
         out.ids[row, :len(cols)], out.scores[row, :len(cols)] = ids[row, cols], found.scores[row, cols]
     index.last_filter_plan = {"path": "post filter", "share": round(float(share), 4), "fetch": fetch,
                               "native": False, "why": f"an estimated {share:.0%} of documents "
-                              f"match: {fetch} nearest unfiltered, the first {width} that match kept"}
-    log.debug("filtered search: post filter (%s)", index.last_filter_plan["why"])
+                              f"match: {fetch} nearest unfiltered, the first {width} that match kept",
+                              "short_queries": int(short.sum())}
+    log.debug("filtered search: post filter (%s; %d queries short)", index.last_filter_plan["why"], int(short.sum()))
     if depth is None:
         out.ids, out.scores = out.ids[:, :k], out.scores[:, :k]
-        return out
-    return index.full_vectors.rerank(vectors, out, k)
+        return out, short
+    return index.full_vectors.rerank(vectors, out, k), short
 
 
 def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
                     depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
-    """The planner: count the matches (the store's own count, or the ids from the in-memory
-    payload index), scan few exactly, else the store's filtered search (+ rescoring). The plan
-    is logged at DEBUG and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
+    """The planner: a broad filter post-filters the unfiltered search (:func:`post_filtered`);
+    else count the matches (the store's own count, or the ids from the in-memory payload index),
+    scan few exactly, else the store's filtered search (+ rescoring). The plan is logged at DEBUG
+    and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
     broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
-    if broad is not None:
-        return broad
+    if broad is None:
+        return _planned(index, vectors, reduced, k, depth, flt, params)
+    out, short = broad
+    if short.any():  # those queries' candidates held too few matches: the other paths answer them
+        plan = index.last_filter_plan
+        rest = _planned(index, vectors[short], reduced[short], k, depth, flt, params)
+        out.ids[short], out.scores[short] = rest.ids, rest.scores
+        index.last_filter_plan = {**plan, "short_path": index.last_filter_plan["path"]}
+    return out
+
+
+def _planned(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
+             depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
     n_allowed, selection = index.store.plan_filter(flt)
     plan = _plan(index, n_allowed, k, depth)
     plan["native"] = not isinstance(selection, np.ndarray)

@@ -349,7 +349,7 @@ def test_broad_filter_is_post_filtered_and_falls_back_where_neighbours_do_not_ma
     candidates looked up in the payload index (``post filter``), with the exact filtered
     neighbours. Where the query's neighbours match far less often than the corpus (here: none of
     the 200 nearest of 400 do), too few candidates survive and the store's filtered search
-    answers instead: still 10 matching results, not the few that survived."""
+    answers those queries instead: still 10 matching results, not the few that survived."""
     folder, vecs, _ = _small_index(minilm_vectors, tmp_path, "none|hnsw")
     vn = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     nearest = np.argsort(-(vn @ vn[0]))[:200]
@@ -359,12 +359,14 @@ def test_broad_filter_is_post_filtered_and_falls_back_where_neighbours_do_not_ma
         idx.set_payload({"near": 1}, ids=[f"doc-{i}" for i in nearest])
         sid = {r["store_id"]: i for i, r in enumerate(idx.get([f"doc-{i}" for i in range(400)]))}
         for flt, keep, path in (({"must": [{"key": "lang", "match": {"value": "en"}}]},
-                                 [i for i in range(400) if i % 3], "post filter"),
+                                 [i for i in range(400) if i % 3], None),
                                 ({"must": [{"key": "near", "match": {"value": 0}}]},
                                  sorted(set(range(400)) - set(nearest.tolist())), "store filter")):
             queries = vecs[:40:4]
             got = idx.search(queries, 10, filter=flt)
-            assert idx.last_filter_plan["path"] == path, idx.last_filter_plan
+            plan = idx.last_filter_plan
+            assert plan["path"] == "post filter" and plan.get("short_path") == path, plan
+            assert (plan["short_queries"] > 0) == (path is not None), plan
             rows = np.vectorize(sid.get)(got.ids)
             assert (got.ids >= 0).all() and np.isin(rows, keep).all()
             truth = [set(np.asarray(keep)[np.argsort(-(vn[keep] @ q))[:10]].tolist()) for q in vn[:40:4]]
