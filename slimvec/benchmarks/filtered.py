@@ -7,8 +7,8 @@ selectivity of ``filtered`` (percent of the corpus matching). ``bucket`` is ``ra
 over a random permutation, so ``bucket < 10 * s`` matches ``ceil(n * s / 100)`` documents: exactly
 ``s`` % when ``n`` is a multiple of 1,000. Beside them, Qdrant Edge's own filtered search on the
 full vectors (recipe ``none|qdrant-edge``, the store's search with the filter, no planner) is the
-reference row, labelled ``qdrant-edge (native filter)``, searched again with the default
-recipe's beam (:data:`EQUAL_BEAM`). Each selectivity is also measured on a
+reference row, labelled ``qdrant-edge (native filter)``, searched at Qdrant's default beam
+(``ef_construct``) and again with the default recipe's (:data:`EQUAL_BEAM`). Each selectivity is also measured on a
 datetime ``date`` (:func:`date_field`: ``date < D`` matches exactly the first s %) and a keyword
 ``tier`` (:func:`tier_field`: ``tier`` any of the tiers up to s %), and as two conditions:
 ``bucket < 20 * s`` (or the date range of 2 s %) AND the keyword ``tag == "a"`` (:func:`tag_field`,
@@ -58,8 +58,9 @@ TIERS = (0.1, 1.0, 10.0, 50.0, 100.0)
 #: the reference: Qdrant Edge's filtered search on the full vectors, no reduction
 REFERENCE_RECIPE = "none|qdrant-edge"
 REFERENCE_LABEL = "qdrant-edge (native filter)"
-#: the reference searched a second time with the default recipe's beam (its store's own is 64):
-#: the same work per query on both sides
+#: the reference runs at Qdrant's own default beam, ``hnsw_ef`` = ``ef_construct`` (Qdrant's
+#: ``HnswGraphConfig::new`` sets ``ef: ef_construct``; slimvec's qdrant-edge store would search
+#: with 64), then a second time with the default recipe's beam: the same work per query
 EQUAL_BEAM = 128
 EQUAL_LABEL = f"qdrant-edge (native filter, ef={EQUAL_BEAM})"
 
@@ -296,7 +297,8 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
     rows, searches = [], []
     for recipe, idx in opened.items():
         reference = recipe in (REFERENCE_RECIPE, EQUAL_LABEL)
-        beam = {"ef": EQUAL_BEAM} if recipe == EQUAL_LABEL else {}
+        beam = {"ef": EQUAL_BEAM if recipe == EQUAL_LABEL else int(idx.store.options["ef_construct"])
+                } if reference else {}
         # the reference runs Qdrant's own filter: the store would evaluate a range on an indexed
         # key in Python (its index skips values of another type; this corpus has none)
         parsed = to_qdrant_edge(resolve_filter(idx, flt)) if reference else None
@@ -309,7 +311,7 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
 
         found = _drop_own(convert[recipe](search(ds.queries)), ds.query_rows, k)
         row = Row(dataset=ds.name, encoder=ds.encoder, dim_in=ds.dim, reducer="none" if reference else recipe.split("|")[0],
-                  dim_out=int(idx.manifest.dim_out), store=EQUAL_LABEL if beam else REFERENCE_LABEL if reference else recipe,
+                  dim_out=int(idx.manifest.dim_out), store=EQUAL_LABEL if recipe == EQUAL_LABEL else REFERENCE_LABEL if reference else recipe,
                   kind="filtered", n_corpus=int(len(ds.corpus)), n_queries=int(len(ds.queries)),
                   k=k, rescore=depth)
         row.neighbor_recall_at_k = filtered_recall(found, truth, k)
