@@ -35,11 +35,11 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 #: a key part Qdrant reads unquoted (its raw_str, restricted to ASCII)
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 
-#: the datetime forms Qdrant reads: RFC 3339, a space for ``T``, fractions of a second, an
-#: offset (``Z``, ``+01``, ``+0100``, ``+01:00``) after the seconds; no offset is UTC; the minutes
-#: or the date alone
-_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?"
-                       r"(?:Z|[+-]\d{2}(?::?\d{2})?)?)?)?")
+#: the datetime forms Qdrant reads (as qdrant-client's local mode mirrors them): RFC 3339, a space
+#: for ``T``, fractions of a second, an offset (``Z``, ``+01``, ``+0100``, ``+01:00``, a space
+#: before it) after the seconds; no offset is UTC; the minutes or the date alone
+_DATETIME = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d+))?"
+                       r"(?: ?(Z|[+-]\d{2}(?::?\d{2})?))?)?)?")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 KEY_HELP = ("A key is a path such as lang, meta.lang, tags[] (every element of the array tags), "
@@ -189,16 +189,24 @@ def check_key(key: Any, path: str) -> str:
 @lru_cache(maxsize=1 << 16)
 def datetime_micros(text: str) -> int | None:
     """Microseconds since 1970-01-01 UTC of a datetime string in a form Qdrant reads
-    (``2024-05-01T12:00:00Z``, ``2024-05-01 12:00:00.5+02:00``, ``2024-05-01 12:00``,
-    ``2024-05-01``; no offset means UTC), else None: what a datetime range compares."""
-    if len(text) > 40 or not _DATETIME.fullmatch(text):
+    (``2024-05-01T12:00:00Z``, ``2024-05-01 12:00:00.5 +02:00``, ``2024-05-01 12:00``,
+    ``2024-05-01``; no offset means UTC; leading spaces, a lowercase ``z`` and `` UTC`` too), else
+    None: what a datetime range compares."""
+    text = text.lstrip()
+    text = text[:-4] + "Z" if text.endswith(" UTC") else text[:-1] + "Z" if text.endswith("z") else text
+    m = _DATETIME.fullmatch(text) if len(text) <= 64 else None
+    if m is None:
         return None
+    year, month, day, hour, minute, second, frac, tz = m.groups()
     try:
-        d = datetime.fromisoformat(text)
+        d = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
+                     int((frac or "")[:6].ljust(6, "0")), tzinfo=UTC)
     except ValueError:  # a month 13, a day 32
         return None
-    delta = (d if d.tzinfo is not None else d.replace(tzinfo=UTC)) - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    offset = 0 if tz in (None, "Z") else (-1 if tz[0] == "-" else 1) * (
+        int(tz[1:3]) * 60 + int(tz[3:].lstrip(":") or 0))
+    delta = d - _EPOCH
+    return (delta.days * 86400 + delta.seconds - offset * 60) * 1_000_000 + delta.microseconds
 
 
 def iso_utc(micros: int) -> str:

@@ -150,3 +150,30 @@ def test_edge_binding_reads_booleans_as_integers() -> None:
     assert q.MatchValue(True).value == 1 and not isinstance(q.MatchValue(True).value, bool)
     assert not edge_native(parse_filter({"must": [{"key": "f", "match": {"value": True}}]}))
     assert edge_native(parse_filter({"must": [{"key": "f", "match": {"value": 1}}]}))
+
+
+def test_datetimes_read_as_qdrant_client_local_mode_reads_them() -> None:
+    """Every format qdrant-client's local mode lists as Qdrant core's (random instants, offsets
+    from -12 to +12 hours, fractions, hour-only offsets, leading spaces, a lowercase z) reads to
+    the same microsecond, and what it refuses is refused (a range then skips the value)."""
+    import random
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from qdrant_client.local import datetime_utils
+
+    from slimvec.filter_syntax import datetime_micros
+
+    rng = random.Random(7)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    texts = ["2021-01-01 00:00:00.000+01", " 2021-01-01T00:00:00z", "2021-01-01 00:00:00 UTC",
+             "2021-01-01T00:00+01:00", "2021-1-1", "2021-02-30", "20210101", "2021-01-01T12", "x"]
+    for fmt in datetime_utils.available_formats:
+        for _ in range(20):
+            dt = datetime(2000, 1, 1) + timedelta(seconds=rng.randrange(10 ** 9), microseconds=rng.randrange(10 ** 6))
+            if "z" in fmt:
+                dt = dt.replace(tzinfo=timezone(timedelta(minutes=15 * rng.randrange(-48, 49))))
+            texts.append(dt.strftime(fmt))
+    for text in texts:
+        ref = datetime_utils.parse(text)
+        want = None if ref is None else (ref - epoch) // timedelta(microseconds=1)
+        assert datetime_micros(text) == want, text
