@@ -167,10 +167,9 @@ def _filters(sels: list[float], f: dict[str, np.ndarray]
     wide)."""
     n = len(f[FIELD])
     out: list[tuple[float, str, dict[str, Any] | None, np.ndarray]] = [(100.0, "(none)", None, np.arange(n))]
-    a = f[TAG] == "a"
+    a, dates = f[TAG] == "a", np.char.rstrip(f["date"], "Z").astype("datetime64[s]")
     for s in map(float, sels):
         m, m2 = math.ceil(n * s / 100), math.ceil(n * min(2 * s, 100) / 100)
-        dates = np.char.rstrip(f["date"], "Z").astype("datetime64[s]")
         tiers = [f"t{t:g}" for t in TIERS if t <= s]
         out += [(s, FIELD, {"must": [{"key": FIELD, "range": {"lt": _limit(s)}}]}, np.flatnonzero(f[FIELD] < _limit(s))),
                 (s, "date", {"must": [{"key": "date", "range": {"lt": _date(m)}}]},

@@ -158,9 +158,9 @@ class FieldIndex:
         if "dates" not in s:
             pairs = [(m, i) for i in self.values for v in self._vals(i)
                      if isinstance(v, str) and (m := datetime_micros(v)) is not None]
-            s["dates"] = _sorted_numbers(np.asarray([m for m, _ in pairs], dtype=np.int64),
-                                         [i for _, i in pairs])
-        return dict(s["dates"], exact=True)
+            s["dates"] = {**_sorted_numbers(np.asarray([m for m, _ in pairs], dtype=np.int64),
+                                            [i for _, i in pairs]), "exact": True}
+        return s["dates"]
 
     def _int_span(self, t: tuple[str, Any] | None) -> tuple[int, int] | None:
         """Positions ``[lo, hi)`` of the integer ``t`` among the sorted numbers where integer
