@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from slimvec.filter_syntax import iso_utc, qdrant_key
+from slimvec.filter_syntax import qdrant_key
 from slimvec.filters import Condition, Filter, HasId, IsEmpty, IsNull, Match, Range
 
 __all__ = ["edge_native", "to_qdrant_client", "to_qdrant_edge"]
@@ -28,10 +28,9 @@ def _point_ids(ids: Any) -> list[Any]:
     return sorted(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 64)
 
 
-def _bounds(c: Range, show: Any = None) -> dict[str, Any]:
-    """The range's bounds by name (``show``: how a datetime's microseconds go out)."""
-    return {k: (v if show is None else show(v)) for k in ("gt", "gte", "lt", "lte")
-            if (v := getattr(c, k)) is not None}
+def _bounds(c: Range) -> dict[str, Any]:
+    """The range's bounds by name, as its JSON writes them (a datetime in RFC 3339)."""
+    return Filter(must=(c,)).to_json()["must"][0]["range"]
 
 
 def edge_native(flt: Filter | None, indexed: Collection[str] = ()) -> bool:
@@ -72,7 +71,7 @@ def to_qdrant_edge(flt: Filter | None, q: Any = None) -> Any:
         if isinstance(c, IsEmpty):
             return q.IsEmptyCondition(qdrant_key(c.key))
         if isinstance(c, Range):
-            kind, bounds = (q.RangeDateTime, _bounds(c, iso_utc)) if c.datetime else (q.RangeFloat, _bounds(c))
+            kind, bounds = (q.RangeDateTime, _bounds(c)) if c.datetime else (q.RangeFloat, _bounds(c))
             return q.FieldCondition(qdrant_key(c.key), range=kind(**bounds))
         match = {"value": lambda: q.MatchValue(c.values[0]), "any": lambda: q.MatchAny(list(c.values)),
                  "except": lambda: q.MatchExcept(list(c.values))}[c.kind]()
@@ -100,7 +99,7 @@ def to_qdrant_client(flt: Filter | None) -> Any:
         if isinstance(c, IsEmpty):
             return m.IsEmptyCondition(is_empty=m.PayloadField(key=key))
         if isinstance(c, Range):
-            kind, bounds = (m.DatetimeRange, _bounds(c, iso_utc)) if c.datetime else (m.Range, _bounds(c))
+            kind, bounds = (m.DatetimeRange, _bounds(c)) if c.datetime else (m.Range, _bounds(c))
             return m.FieldCondition(key=key, range=kind(**bounds))
         if c.kind == "value":
             match: Any = m.MatchValue(value=c.values[0])
