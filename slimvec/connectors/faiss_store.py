@@ -41,6 +41,7 @@ from slimvec.connectors.faiss_build import Float16Build, coded_storage
 from slimvec.connectors.faiss_factory import MAX_STRUCTURE_BYTES, RABITQ_TOKEN, factory_shape, probe_dim
 from slimvec.connectors.faiss_tail import TAIL_FILE, pack_tail, read_tail, tail_limit
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
+from slimvec.connectors.payload_index import positions_of
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
@@ -749,8 +750,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         allowed = (np.asarray(sorted(flt), dtype=np.int64) if isinstance(flt, (set, frozenset))
                    else np.asarray(flt, dtype=np.int64).ravel()
                    if isinstance(flt, (np.ndarray, list, tuple)) else self.filter_ids(flt))
-        at = np.minimum(np.searchsorted(live, allowed), max(len(live) - 1, 0))
-        found = pos[at][live[at] == allowed] if len(live) else pos[:0]
+        found = positions_of(live, pos, allowed)
         mask[found[found >= 0]] = True
         return mask
 

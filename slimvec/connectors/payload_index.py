@@ -26,7 +26,7 @@ import numpy as np
 from slimvec.filter_syntax import datetime_micros
 from slimvec.filters import Filter, HasId, IsEmpty, IsNull, Match, Range, field_values
 
-__all__ = ["FieldIndex", "PayloadIndex"]
+__all__ = ["FieldIndex", "PayloadIndex", "positions_of"]
 
 #: integers beyond this lose precision as float64: a range on such a field is answered by SQL
 _EXACT_INT = 2 ** 53
@@ -46,17 +46,48 @@ def _typed(v: Any) -> tuple[str, Any] | None:
 
 
 def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sorted unique ``a`` ∩ ``b``: the smaller looked up in the larger (no sort of both)."""
+    """Sorted unique ``a`` ∩ ``b``: the smaller looked up in the larger (no sort of both); a
+    larger one that is a run of consecutive ids (the live ids of an index whose ids count
+    up) is a slice of the smaller (two binary searches instead of one per id: 1.75 ms for
+    30,000 ids among 300,000)."""
     small, big = (a, b) if len(a) <= len(b) else (b, a)
     if not len(small) or not len(big):
         return _EMPTY
+    if int(big[-1]) - int(big[0]) == len(big) - 1:
+        return small[np.searchsorted(small, big[0]):np.searchsorted(small, big[-1], side="right")]
     at = np.searchsorted(big, small)
     np.minimum(at, len(big) - 1, out=at)
     return small[big[at] == small]
 
 
+def _unique(a: np.ndarray) -> np.ndarray:
+    """Sorted unique int64 ``a``: a sort and a comparison of neighbours. ``np.unique`` hashes
+    int64 on numpy 2.4: 6.1 against 0.42 ms for 30,000 ids (issue 37, the union of a
+    keyword ``any``)."""
+    a = np.sort(np.asarray(a, dtype=np.int64))
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) > 1 else a
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """Sorted unique union of sorted id arrays."""
+    return parts[0] if len(parts) == 1 else _unique(np.concatenate(parts)) if parts else _EMPTY
+
+
+def positions_of(live: np.ndarray, pos: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``pos`` (a store's position of each of the sorted unique ``live`` ids) of those of ``ids``
+    that are live. Consecutive live ids (an index whose ids count up, nothing deleted) index
+    ``pos`` directly: 0.08 against 1.75 ms for 30,000 ids among 300,000."""
+    if not len(live):
+        return pos[:0]
+    if int(live[-1]) - int(live[0]) == len(live) - 1:
+        rel = ids - live[0]
+        return pos[rel[(rel >= 0) & (rel < len(live))]]
+    at = np.minimum(np.searchsorted(live, ids), len(live) - 1)
+    return pos[at][live[at] == ids]
+
+
 def _ids(values: Iterable[int]) -> np.ndarray:
-    return np.unique(np.fromiter(values, dtype=np.int64))
+    return _unique(np.fromiter(values, dtype=np.int64))
 
 
 def _sorted_numbers(values: np.ndarray, ids: list[int]) -> dict[str, Any]:
@@ -142,7 +173,7 @@ class FieldIndex:
                         keyed.setdefault(("i", v), []).append(i)
         self._built = {
             **_sorted_numbers(np.asarray(nums, dtype=np.float64), num_ids),
-            "keyed": {t: np.unique(np.asarray(ids, dtype=np.int64)) for t, ids in keyed.items()},
+            "keyed": {t: _unique(np.asarray(ids, dtype=np.int64)) for t, ids in keyed.items()},
             "nulls": _ids(nulls), "nonnull": _ids(i for i in self.values if any(v is not None for v in self._vals(i))),
             "nonempty": _ids(i for i, st in self.values.items() if st is not None) if self._top else _ids(self.nonempty),
             "exact": exact, "ints_by_num": exact and not floats,
@@ -180,7 +211,7 @@ class FieldIndex:
         if span is None:
             return s["keyed"].get(t, _EMPTY)
         got = s["num_i"][span[0]:span[1]]
-        return np.sort(got) if s["single"] else np.unique(got)
+        return np.sort(got) if s["single"] else _unique(got)
 
     def key_count(self, t: tuple[str, Any] | None) -> int:
         """How many values equal the typed value ``t`` (ids, for a single-valued field)."""
@@ -208,7 +239,7 @@ class FieldIndex:
         """Ids whose values satisfy ``m`` (Qdrant semantics, as :meth:`Match.test`)."""
         s = self._structures()
         hit = [self.key_ids(_typed(t)) for t in m.values]
-        found = hit[0] if len(hit) == 1 else np.unique(np.concatenate(hit)) if hit else _EMPTY
+        found = _union(hit)
         if m.kind != "except":
             return found
         # except: some non-null value outside the list; ids holding listed values need a look
@@ -244,7 +275,7 @@ class FieldIndex:
             return None
         if hi <= lo:
             return _EMPTY
-        return np.sort(s["num_i"][lo:hi]) if s["single"] else np.unique(s["num_i"][lo:hi])
+        return np.sort(s["num_i"][lo:hi]) if s["single"] else _unique(s["num_i"][lo:hi])
 
 
 class PayloadIndex:
@@ -288,12 +319,12 @@ class PayloadIndex:
             if not len(out):
                 return out
         if flt.should:
-            any_of = np.unique(np.concatenate([self._cond(c, live, fallback) for c in flt.should]))
+            any_of = _union([self._cond(c, live, fallback) for c in flt.should])
             out = any_of if out is None else _intersect(out, any_of)
         if out is None:
             out = live
         if flt.must_not:
-            none_of = np.unique(np.concatenate([self._cond(c, live, fallback) for c in flt.must_not]))
+            none_of = _union([self._cond(c, live, fallback) for c in flt.must_not])
             out = np.setdiff1d(out, none_of, assume_unique=True)
         return out
 
@@ -301,7 +332,7 @@ class PayloadIndex:
         if isinstance(c, Filter):
             return self._filter(c, live, fallback)
         if isinstance(c, HasId):
-            return np.unique(np.asarray([i for i in c.ids if isinstance(i, (int, np.integer))
+            return _unique(np.asarray([i for i in c.ids if isinstance(i, (int, np.integer))
                                          and not isinstance(i, bool)], dtype=np.int64))
         f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
         got: np.ndarray | None = None
@@ -365,7 +396,7 @@ class PayloadIndex:
                                         or [np.zeros(len(ids), dtype=bool)])
         if f is not None and isinstance(c, IsEmpty):
             return ~_member(f._structures()["nonempty"], ids)
-        return _member(self._cond(c, np.unique(ids), fallback), ids)
+        return _member(self._cond(c, _unique(ids), fallback), ids)
 
 
 def _member(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from slimvec.connectors import make_store
+from slimvec.connectors.payload_index import positions_of
 from slimvec.connectors.payloads import PayloadTable, scan_filter, select_filter
 from slimvec.filters import Filter, parse_filter
 from tests.connectors.stores import fast_specs
@@ -111,6 +112,22 @@ def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
     other.close()
     check(100)
     table.close()
+
+
+@pytest.mark.parametrize("holes", [False, True])
+def test_positions_of_maps_live_ids_to_positions(holes):
+    """The id -> position lookup of a filtered FAISS search: consecutive live ids index directly,
+    others by binary search; ids that are not live (below, above, in a hole) are left out."""
+    rng = np.random.default_rng(7)
+    live = np.arange(50, 250, dtype=np.int64)
+    if holes:
+        live = np.sort(rng.choice(live, 120, replace=False))
+    pos = rng.permutation(len(live)).astype(np.int64)
+    pos[::17] = -1  # buffered before training
+    wanted = rng.integers(0, 300, 400).astype(np.int64)
+    by_id = dict(zip(live.tolist(), pos.tolist()))
+    assert positions_of(live, pos, wanted).tolist() == [by_id[i] for i in wanted.tolist() if i in by_id]
+    assert positions_of(live[:0], pos[:0], wanted).tolist() == []
 
 
 def test_share_estimates_broad_filters_from_counts(tmp_path):
