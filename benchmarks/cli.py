@@ -71,6 +71,7 @@ def ceiling_kind(
     no_encoder: bool = typer.Option(False, "--no-encoder", help="Measure the ingest without the model call instead: vectors looked up from a precomputed matrix behind the encoder's interface, texts from --corpus, per store (default, faiss, hnsw, qdrant-edge) and --threads."),
     corpus: Path = typer.Option(REAL_CORPUS, "--corpus", help="With --no-encoder: JSONL texts (python scripts/make_real_corpus.py)."),
     threads: list[int] = typer.Option([], "--threads", callback=int_range(1), help="With --no-encoder: cores (affinity, OpenMP and torch threads) per run (repeatable) [default: 1 and 2]."),
+    recipe: str | None = typer.Option(None, "--recipe", help="With --no-encoder: the recipe of the store 'default' [default: the default recipe]."),
     out: Path | None = OUT, markdown: Path | None = MARKDOWN,
 ) -> None:
     """Each store's ingest against the best encoder-only run of the same texts, re-run before it;
@@ -83,7 +84,7 @@ def ceiling_kind(
         from benchmarks.kinds.ingest import measure_pipeline, pipeline_markdown
 
         result = measure_pipeline(corpus, docs, store or ["default", "faiss", "hnsw", "qdrant-edge"],
-                                  threads or [1, 2], reducer)
+                                  threads or [1, 2], reducer, recipe)
         if markdown:
             markdown.write_text(pipeline_markdown(result), encoding="utf-8")
         _emit("ingest-pipeline", result, machine, out)

@@ -227,13 +227,14 @@ class MatrixEncoder:
 
 def measure_pipeline(corpus: Path, docs: int = 200_000,
                      stores: Sequence[str] = ("default", "faiss", "hnsw", "qdrant-edge"),
-                     threads: Sequence[int] = (1, 2), reducer: str = "pca:96") -> dict[str, Any]:
+                     threads: Sequence[int] = (1, 2), reducer: str = "pca:96",
+                     recipe: str | None = None) -> dict[str, Any]:
     """docs/s of ``slimvec ingest`` without the model call (:class:`MatrixEncoder`), per store and
     thread count.
 
     Each run is confined to ``n`` cores (CPU affinity) with ``n`` FAISS OpenMP threads and ``n``
     torch threads, and timed whole (sampling pass, fit, stream, commits, calibration). The store
-    ``default`` is the default recipe; the others get ``reducer``. Others' load is sampled before
+    ``default`` is the default recipe (or ``recipe``); the others get ``reducer``. Others' load is sampled before
     each run (:func:`~slimvec.indexer.encoder.busy_cores`).
 
     Returns
@@ -249,6 +250,7 @@ def measure_pipeline(corpus: Path, docs: int = 200_000,
 
     from slimvec.indexer.encoder import busy_cores
     from slimvec.indexer.pipeline import IngestOptions, ingest
+    from slimvec.recipe import DEFAULT_RECIPE
 
     texts = []
     with open(corpus, encoding="utf-8") as fh:
@@ -266,6 +268,8 @@ def measure_pipeline(corpus: Path, docs: int = 200_000,
         for store in stores:
             for n in threads:
                 opts = IngestOptions(progress=False, threads=n, encoder_instance=encoder)
+                if recipe is not None:
+                    opts = replace(opts, default_recipe=recipe)
                 if store != "default":
                     opts = replace(opts, reducer=reducer, store=store, default_recipe=None)
                 others = busy_cores(1.0)
@@ -286,13 +290,14 @@ def measure_pipeline(corpus: Path, docs: int = 200_000,
                              "cpu_seconds": round(cpu, 2),
                              "others_cores": None if others is None else round(others, 2)})
                 log.info("pipeline %s", rows[-1])
-    return {"documents": len(texts), "reducer": reducer, "rows": rows}
+    return {"documents": len(texts), "reducer": reducer, "recipe": recipe or DEFAULT_RECIPE, "rows": rows}
 
 
 def pipeline_markdown(result: dict[str, Any]) -> str:
     """The Markdown table of :func:`measure_pipeline`'s result."""
     lines = [f"{result['documents']:,} real-text documents, the model call removed "
-             f"(`MatrixEncoder`); stores other than `default` with {result['reducer']}.", "",
+             f"(`MatrixEncoder`); `default` is {result.get('recipe', 'the default recipe')}, the other stores "
+             f"have {result['reducer']}.", "",
              "| store | threads | seconds | docs/s | CPU s | docs per CPU s | others' cores busy |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:

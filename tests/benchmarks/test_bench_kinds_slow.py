@@ -61,6 +61,20 @@ def test_ingest_ceiling_kind_on_a_tiny_corpus(tmp_path):
     assert row["ratio"] == pytest.approx(row["ingest_docs_per_s"] / row["ceiling_docs_per_s"], rel=0.05)  # rates are rounded
 
 
+def test_pipeline_kind_takes_the_recipe_of_the_default_store(tmp_path):
+    corpus = _tiny_corpus(tmp_path / "c.jsonl", 300)
+    recipe = "none|faiss:HNSW16,SQ4,ef=128,efc=64|rescore=auto,keep_full=float16"
+    res = _run("ingest-ceiling", "--no-encoder", "--corpus", str(corpus), "--docs", "300", "--store", "default",
+               "--threads", "1", "--recipe", recipe, "--out", str(tmp_path / "p.json"),
+               "--markdown", str(tmp_path / "p.md"))
+    assert res.exit_code == 0, res.output
+    result = _record(tmp_path / "p.json", "ingest-pipeline")
+    (row,) = result["rows"]
+    assert result["recipe"] == recipe and result["documents"] == 300
+    assert row["store"] == "default" and row["threads"] == 1 and row["docs_per_s"] > 0
+    assert recipe in (tmp_path / "p.md").read_text()
+
+
 def test_sizing_kind_fits_and_checks_a_store_at_tiny_sizes(tmp_path):
     res = _run("sizing", "--store", "hnsw:threads=1", "--size", "200", "--size", "400", "--dim", "8",
                "--dim", "16", "--big", "1000", "--no-ram", "--out", str(tmp_path / "s.json"),
