@@ -333,7 +333,7 @@ class PayloadIndex:
             return self._filter(c, live, fallback)
         if isinstance(c, HasId):
             return _unique(np.asarray([i for i in c.ids if isinstance(i, (int, np.integer))
-                                         and not isinstance(i, bool)], dtype=np.int64))
+                                       and not isinstance(i, bool)], dtype=np.int64))
         f = self.fields.get(getattr(c, "key", None))  # type: ignore[arg-type]
         got: np.ndarray | None = None
         if f is not None and isinstance(c, Match):

@@ -71,8 +71,8 @@ def to_qdrant_edge(flt: Filter | None, q: Any = None) -> Any:
         if isinstance(c, IsEmpty):
             return q.IsEmptyCondition(qdrant_key(c.key))
         if isinstance(c, Range):
-            kind, bounds = (q.RangeDateTime, _bounds(c)) if c.datetime else (q.RangeFloat, _bounds(c))
-            return q.FieldCondition(qdrant_key(c.key), range=kind(**bounds))
+            kind = q.RangeDateTime if c.datetime else q.RangeFloat
+            return q.FieldCondition(qdrant_key(c.key), range=kind(**_bounds(c)))
         match = {"value": lambda: q.MatchValue(c.values[0]), "any": lambda: q.MatchAny(list(c.values)),
                  "except": lambda: q.MatchExcept(list(c.values))}[c.kind]()
         return q.FieldCondition(qdrant_key(c.key), match=match)
@@ -99,8 +99,8 @@ def to_qdrant_client(flt: Filter | None) -> Any:
         if isinstance(c, IsEmpty):
             return m.IsEmptyCondition(is_empty=m.PayloadField(key=key))
         if isinstance(c, Range):
-            kind, bounds = (m.DatetimeRange, _bounds(c)) if c.datetime else (m.Range, _bounds(c))
-            return m.FieldCondition(key=key, range=kind(**bounds))
+            kind = m.DatetimeRange if c.datetime else m.Range
+            return m.FieldCondition(key=key, range=kind(**_bounds(c)))
         if c.kind == "value":
             match: Any = m.MatchValue(value=c.values[0])
         elif c.kind == "any":
