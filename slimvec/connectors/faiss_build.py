@@ -16,10 +16,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Float16Build", "coded_storage"]
+__all__ = ["Float16Build", "add_with_threads", "coded_storage"]
 
 #: vectors re-encoded per step when the recipe's codes are written (bounds the float32 copy)
 ENCODE_CHUNK = 65_536
+
+
+def add_with_threads(index: Any, vecs: Any, threads: int) -> None:
+    """``index.add(vecs)`` with ``threads`` OpenMP threads, for the graph thread that inserts
+    beside the writer (:meth:`~slimvec.connectors.faiss_store.FaissStore._insert_queued`): an
+    OpenMP thread count is per thread and a new thread starts at every core, so the writer's own
+    count is passed along (under one core's affinity the ingest's graph ran two threads, issue 36)."""
+    import faiss
+
+    faiss.omp_set_num_threads(int(threads))
+    index.add(vecs)
 
 
 def coded_storage(index: Any) -> Any | None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from slimvec.connectors import faiss_factory as ff
 from slimvec.connectors.base import SearchResult, VectorStore
-from slimvec.connectors.faiss_build import Float16Build, coded_storage
+from slimvec.connectors.faiss_build import Float16Build, add_with_threads, coded_storage
 from slimvec.connectors.faiss_factory import MAX_STRUCTURE_BYTES, RABITQ_TOKEN, factory_shape, probe_dim
 from slimvec.connectors.faiss_tail import TAIL_FILE, pack_tail, read_tail, tail_limit
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
@@ -566,7 +566,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             return
         if self._graph_pool is None:
             self._graph_pool = ThreadPoolExecutor(1, thread_name_prefix="slimvec-graph")
-        self._inflight = self._graph_pool.submit(index.add, vecs)
+        self._inflight = self._graph_pool.submit(add_with_threads, index, vecs, _faiss().omp_get_max_threads())
 
     def _reconstruct(self, position: int) -> np.ndarray:
         try:

@@ -99,6 +99,29 @@ def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vecto
     again.close()
 
 
+def test_graph_thread_inserts_with_the_writers_openmp_threads(tmp_path):
+    """The graph insertion beside the writer runs with the writer's OpenMP thread count: a new
+    thread starts at every core, so ``ingest-ceiling --threads 1`` ran the graph on two threads."""
+    import faiss
+
+    from slimvec.connectors.faiss_store import GRAPH_ADD_BATCH, FaissStore
+
+    before = faiss.omp_get_max_threads()
+    wanted = before + 1  # differs from what a fresh thread starts with, on any machine
+    X = np.random.default_rng(3).standard_normal((GRAPH_ADD_BATCH, 16)).astype(np.float32)
+    store = FaissStore(str(tmp_path / "s"), factory="HNSW16").create(16)
+    try:
+        faiss.omp_set_num_threads(wanted)
+        store.upsert(np.arange(len(X)), X)
+        assert store._inflight is not None  # inserted beside the writer
+        store._graph_done()
+        assert store._graph_pool.submit(faiss.omp_get_max_threads).result() == wanted
+        assert store.count() == len(X) and store.search(X[:1], 1).ids[0, 0] == 0
+    finally:
+        faiss.omp_set_num_threads(before)
+        store.close()
+
+
 def test_faiss_queue_trained_at_first_search_answers_it(tmp_path):
     """A quantized graph trained by its first search (fewer vectors than ``train_size``) inserts
     what it trained on before searching: a served collection fitted after 100 points answered
