@@ -55,3 +55,35 @@ def test_dead_writer_thread_is_reopened_and_keeps_acknowledged_rows(tmp_path):
         assert reg.get("d").info()["count"] == 20
     finally:
         reg.close_all()
+
+
+def test_a_search_during_a_reader_switch_waits_instead_of_409(tmp_path):
+    """A rebuild's start swaps the writer for a read-only index under ``served.lock``; on a
+    Qdrant store there is a moment with no open index (its writer must close first). A search in
+    that moment waited for nothing and answered 409 (a CI failure of
+    ``test_rebuild_job_serves_searches_until_the_swap``); it waits for the lock now."""
+    import threading
+
+    X = np.random.default_rng(6).standard_normal((64, 16)).astype(np.float32)
+    reg = Registry(tmp_path, Encoders(1.0, 8))
+    try:
+        served, _ = reg.create("d", IndexSpecIn(reducer="rp:4", encoder=None), sample=X)
+        got: list[object] = []
+        with served.lock:  # what _serve_read_only holds while the writer closes
+            index, served.index = served.index, None
+            t = threading.Thread(target=lambda: got.append(_ready_or_error(served)))
+            t.start()
+            t.join(0.3)
+            assert t.is_alive() and not got  # waiting, not refused
+            served.index = index
+        t.join(30)
+        assert got == [index]
+    finally:
+        reg.close_all()
+
+
+def _ready_or_error(served) -> object:
+    try:
+        return served.ready_index()
+    except Exception as exc:  # noqa: BLE001 - the test reports what it got
+        return exc

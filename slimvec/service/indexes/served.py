@@ -178,6 +178,9 @@ class ServedIndex(PendingRows):
         w = self.writer
         if self.state == IndexState.READY and w is not None and w.dead is not None:
             raise w.dead_error()  # its store is closed until the supervisor reopens it
+        if self.state == IndexState.READY and self.index is None:
+            with self.lock:  # a switch of readers (a rebuild's start) holds it: wait, not 409
+                pass
         if self.state == IndexState.READY and self.index is not None:
             return self.index
         if self.state == IndexState.BUSY and self.reader is not None:

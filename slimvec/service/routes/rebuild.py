@@ -109,7 +109,7 @@ def _serve_read_only(served: Any) -> None:
     """Serve searches from the index opened read-only and close the writer (its lock too, so
     the rebuild can read the index under a shared lock; writes answer 503 meanwhile). A store
     read without a lock (FAISS, hnswlib) is opened before the writer closes: searches never see
-    a gap; a Qdrant store only after (searches answer 409 for that moment)."""
+    a gap; a Qdrant store only after (searches wait on ``served.lock`` for that moment)."""
     from slimvec.connectors import store_class
     from slimvec.index.folder import open_index
 
