@@ -11,8 +11,8 @@ import pytest
 
 from slimvec.benchmarks.datasets import from_vectors
 from slimvec.benchmarks.filtered import (
-    EQUAL_LABEL,
     REFERENCE_LABEL,
+    REFERENCES,
     bucket_field,
     date_field,
     filtered_recall,
@@ -84,7 +84,7 @@ def _expected_matches(fields: str, s: float) -> int:
 
 def test_rows_carry_selectivity_path_and_reference(filtered_rows):
     got = {(r.store, r.selectivity, r.filter_fields) for r in filtered_rows}
-    stores = (REFERENCE_LABEL, EQUAL_LABEL, DEFAULT_RECIPE, PLAIN)
+    stores = (*REFERENCES, DEFAULT_RECIPE, PLAIN)
     assert len(set(date_field(N, seed=2))) == N and set(tier_field(N, seed=3)) == {"t0.1", "t1", "t10", "t50", "t100"}
     assert got == {(s, float(p), f) for s in stores for p in SELECTIVITIES for f in FIELDS} | {
         (s, 100.0, "(none)") for s in stores}
@@ -93,7 +93,7 @@ def test_rows_carry_selectivity_path_and_reference(filtered_rows):
         assert r.filter_matches == want, (r.filter_fields, r.selectivity)
         assert r.latency_p50_ms is not None and r.latency_p50_ms > 0
         assert r.to_json()["selectivity"] == r.selectivity and r.to_json()["filter_path"] == r.filter_path
-    ref = [r for r in filtered_rows if r.store in (REFERENCE_LABEL, EQUAL_LABEL)]
+    ref = [r for r in filtered_rows if r.store in REFERENCES]
     assert {r.filter_path for r in ref} == {"native"} and {r.reducer for r in ref} == {"none"}
     product = {(r.selectivity, r.filter_fields): r for r in filtered_rows if r.store == DEFAULT_RECIPE}
     assert {r.filter_path for r in product.values()} == {"exact scan", "unfiltered"}
