@@ -155,10 +155,10 @@ class CommitLoop:
                         "only reduced vectors; send their full vectors too (VectorBatch.full), or "
                         "ingest into an index without --keep-full.")
                 batch = _with_bad_full_rows_marked(batch, dim)
-                self._target.stage(batch.ids, batch.full)
+                self._target.stage(batch.ids, batch.full, batch.check_norms)
             reducer, dim = Prereduced(), int(manifest.dim_out)
         elif isinstance(self._target, KeepFullStore):
-            self._target.stage(batch.ids, batch.vectors)
+            self._target.stage(batch.ids, batch.vectors, batch.check_norms)
         write_batch(batch, self._target, reducer, dim, self._rejects, self.summary, self.strict)
         n = len(batch.ids) + sum(not r.kept for r in batch.rejects)
         self.summary.rows += n
@@ -274,7 +274,7 @@ def _with_bad_full_rows_marked(batch: VectorBatch, dim_in: int) -> VectorBatch:
     if len(full) != n:
         raise ConfigError(f"a reduced batch of {n} rows came with {len(full)} full vectors; the "
                           "producer must send one full vector per row.")
-    good, _, _ = split_bad_vectors(full, dim_in, None, batch.source)
+    good, _, _ = split_bad_vectors(full, dim_in, None, batch.source, norms=batch.check_norms)
     vectors = np.array(batch.vectors, dtype=np.float32)  # a copy: the producer's array is kept
     vectors[~good] = np.nan
     return replace(batch, vectors=vectors)

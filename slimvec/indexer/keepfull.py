@@ -96,9 +96,10 @@ class KeepFullStore:
         self.store, self.full, self.dim, self.source = store, full, dim, source
         self._staged: dict[int, np.ndarray] = {}
 
-    def stage(self, ids: np.ndarray, vectors: Any) -> None:
-        """Remember the full vectors of the batch about to be written (bad rows are skipped)."""
-        good, vecs, _ = split_bad_vectors(vectors, self.dim, None, self.source)
+    def stage(self, ids: np.ndarray, vectors: Any, norms: bool = True) -> None:
+        """Remember the full vectors of the batch about to be written (bad rows are skipped, by
+        the batch's own checks: ``norms`` as :attr:`VectorBatch.check_norms`)."""
+        good, vecs, _ = split_bad_vectors(vectors, self.dim, None, self.source, norms=norms)
         self._staged = dict(zip(np.asarray(ids)[good].tolist(), vecs))
 
     def upsert(self, ids: Any, vectors: np.ndarray, payloads: Any = None) -> None:

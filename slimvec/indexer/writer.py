@@ -99,6 +99,9 @@ class VectorBatch:
     full : ndarray of float32, shape (n, dim_in), optional
         With ``reduced``: the full vectors of the same rows, which an index that keeps full
         vectors (``--keep-full``) needs and refuses the batch without.
+    check_norms : bool
+        Reject rows whose norm is far from the batch's (a file producer's check for corrupt
+        rows); off for the rows a caller gives (the service, ``LocalIndex``).
     """
 
     ids: np.ndarray
@@ -111,6 +114,7 @@ class VectorBatch:
     source: str = ""
     reduced: bool = False
     full: np.ndarray | None = None
+    check_norms: bool = True
 
 
 def strict_error(rej: Reject) -> ConfigError:
@@ -147,7 +151,8 @@ def write_batch(batch: VectorBatch, store: Any, reducer: Any, dim_in: int, rejec
             rows = [rows[i] for i in keep_rows] if rows is not None else keep_rows.tolist()
             lines = [lines[i] for i in keep_rows] if lines is not None else None
     if len(ids):
-        good, vectors, bad = split_bad_vectors(vectors, dim_in, rows, batch.source, lines)
+        good, vectors, bad = split_bad_vectors(vectors, dim_in, rows, batch.source, lines,
+                                               batch.check_norms)
         if bad:
             rejects.extend(bad)
             ids = ids[good]

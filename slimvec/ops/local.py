@@ -58,7 +58,7 @@ class LocalIndex(Index):
         from slimvec.indexer.builder import IndexBuilder
 
         batch = VectorBatch(doc_ids(ids, int(self.manifest.id_rule)), vecs, payloads,
-                            rejects + changed, 0, rows, [None] * len(rows), "add")
+                            rejects + changed, 0, rows, [None] * len(rows), "add", check_norms=False)
         self.close()
         try:
             with IndexBuilder.open_writer(self.folder, trust_store=self.trust_store) as w:

@@ -144,7 +144,7 @@ def _count_tokens(encoder: Any, texts: list[str]) -> list[int]:
 
 
 def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source: str,
-                      lines: Sequence[int | None] | None = None
+                      lines: Sequence[int | None] | None = None, norms: bool = True
                       ) -> tuple[np.ndarray, np.ndarray, list[Reject]]:
     """Check vectors row by row.
 
@@ -158,6 +158,10 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
         Source row / line of each vector (default: position in the batch).
     source : str
         Source name for the rejects.
+    norms : bool
+        Also reject finite rows whose norm is far from the batch's (:func:`norm_outliers`):
+        a check for corrupt rows of a file, which an API leaves off (whether a vector is
+        accepted must not depend on the others sent with it; Qdrant takes any finite vector).
 
     Returns
     -------
@@ -178,11 +182,11 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
             good[i] = False
             rejects.append(Reject(source, rows[i], lines[i], "vector", "NaN or inf in vector",
                                   _vec_snippet(arr[i])))
-        far, norms, median = _norm_check(arr, finite)
+        far, lengths, median = _norm_check(arr, finite) if norms else (finite & False, np.zeros(len(arr)), 0.0)
         for i in np.flatnonzero(far):
             good[i] = False
             rejects.append(Reject(source, rows[i], lines[i], "vector",
-                                  f"vector norm {norms[i]:.3g} is over {NORM_FACTOR:g}x away from "
+                                  f"vector norm {lengths[i]:.3g} is over {NORM_FACTOR:g}x away from "
                                   f"the batch's median norm {median:.3g}: likely corrupt",
                                   _vec_snippet(arr[i])))
         return good, np.ascontiguousarray(arr[good]), rejects

@@ -3,7 +3,8 @@ than a file: checked when they arrive, so the answer lists the rejects and the w
 them: the shared text check of the ingest readers
 (:func:`slimvec.sources.readers.text_problem`), the shared payload check
 (:func:`slimvec.sources.rowcheck.check_payload`) and the shared vector check
-(:func:`slimvec.sources.checks.split_bad_vectors`)."""
+(:func:`slimvec.sources.checks.split_bad_vectors`, without the batch-relative norm check: any
+finite vector of the right dimension is taken, as Qdrant takes it)."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def check_vectors(items: list[dict[str, Any]], dim: int, source: str
             payloads[i] = p
     rows = sorted(payloads)
     ok, clean, bad = split_bad_vectors([items[i].get("vector") or [] for i in rows], dim, rows,
-                                       source)
+                                       source, norms=False)
     good = [i for i, g in zip(rows, ok) if g]
     rejects = sorted(rejects + bad, key=lambda r: r.row)
     return good, clean, rejects, [payloads[i] for i in good], changed

@@ -488,7 +488,7 @@ def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:
     if len(batches) == 1:
         b = batches[0]
         return VectorBatch(b.ids, b.vectors, b.payloads, b.rejects, next_row, b.rows, b.lines,
-                           b.source)
+                           b.source, check_norms=False)
     vecs = [np.asarray(b.vectors, dtype=np.float32) for b in batches if len(b.ids)]
     dim = vecs[0].shape[1] if vecs else 0
     return VectorBatch(
@@ -497,4 +497,5 @@ def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:
         [p for b in batches for p in b.payloads],
         [r for b in batches for r in b.rejects], next_row,
         [r for b in batches for r in (b.rows or [0] * len(b.ids))],
-        [ln for b in batches for ln in (b.lines or [None] * len(b.ids))], SERVICE_INPUT)
+        [ln for b in batches for ln in (b.lines or [None] * len(b.ids))], SERVICE_INPUT,
+        check_norms=False)
