@@ -37,8 +37,10 @@ from typing import IO, Any
 
 from slimvec.errors import ConfigError, PersistenceError, SlimvecError
 from slimvec.index.locking import IndexLock
+from slimvec.index.manifest import MANIFEST
 from slimvec.ops import snapshot_pin as pin
 from slimvec.ops.snapshot_pin import SNAPSHOT_FILE, RestoreLimits
+from slimvec.persistence import fsync_dir
 
 __all__ = ["restore", "verify_archive", "ArchiveError", "UnsignedArchiveError", "IndexProbeError",
            "RestoreLimits"]
@@ -373,7 +375,7 @@ def _target_state(target: Path, force: bool) -> bool:
 
 def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
             force: bool = False, progress: Callable[[int, int], None] | None = None,
-            trust_unsigned: bool = False, limits: RestoreLimits | None = None) -> Path:
+            trust_unsigned: bool = False, limits: RestoreLimits | None = None, nested: str | None = None) -> Path:
     """Restore a snapshot into ``index_dir`` (see the module docstring).
 
     Parameters
@@ -391,6 +393,8 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
         other check, and the check in a child process, still runs).
     limits : RestoreLimits, optional
         Size and ratio caps (default :meth:`RestoreLimits.from_env`).
+    nested : str, optional
+        Index folders at ``nested/*/`` of the archive (a collection's), each probed too.
 
     Returns
     -------
@@ -424,8 +428,10 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
     try:
         tmp.mkdir()
         _extract(archive, tmp, meta, progress, limits)
+        inner = sorted(p.parent for p in (tmp / nested).glob(f"*/{MANIFEST}")) if nested else []
         try:  # in a child process: a store file that crashes the engine must not crash us
-            probe_index(tmp)
+            for folder in [tmp, *inner]:
+                probe_index(folder)
         except ProbeFailed as exc:
             reason = exc.reason.replace(str(tmp), str(target))
             raise IndexProbeError(f"{archive}: the restored index {reason}; nothing was "
@@ -455,11 +461,7 @@ def _swap(tmp: Path, target: Path, force: bool) -> None:
                     os.rename(old, target)
                     raise
                 os.rename(old, tmp)  # deleted with the temporary folder
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(target.parent)
 
 
 def _exchange(a: Path, b: Path) -> bool:

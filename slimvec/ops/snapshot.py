@@ -50,12 +50,13 @@ from slimvec.index.locking import CommitGuard, IndexLock
 from slimvec.index.manifest import MANIFEST, Manifest
 from slimvec.ops.snapshot_pin import SNAPSHOT_FILE, SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_VERSION, copy_pinned, pin, sign_meta, snapshot_key
 
-__all__ = ["snapshot", "restore", "SnapshotInfo", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
+__all__ = ["snapshot", "restore", "stage_index", "SnapshotInfo", "SNAPSHOT_FILE", "SNAPSHOT_FORMAT",
            "SNAPSHOT_FORMAT_VERSION", "archive_mode", "verify_archive"]
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+Extra = Callable[[Path], dict[str, tuple[int, str]]]  # stage -> {name: (size, sha256)}
 
 
 @dataclass
@@ -145,7 +146,7 @@ def _sha(path: Path) -> str:
 # ---------------------------------------------------------------------- snapshot
 def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str], *,
              hold: Any = None, progress: Progress | None = None, overwrite: bool = False,
-             timeout: float = 60.0) -> SnapshotInfo:
+             timeout: float = 60.0, extra: Extra | None = None) -> SnapshotInfo:
     """Write a consistent snapshot of an index folder to one archive (see the module docstring).
 
     Parameters
@@ -164,6 +165,10 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
         Replace an existing ``out_file`` (refused otherwise).
     timeout : float
         Seconds to wait for a running commit to end.
+    extra : callable, optional
+        ``extra(stage)`` copies more files into the staging folder once the index is staged
+        (a Qdrant collection's other stores, under a folder of its own) and returns their
+        ``{relative name: (size, sha256)}``: they are listed, checksummed and signed with it.
 
     Returns
     -------
@@ -178,7 +183,6 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
     PersistenceError
         Not an index, a link inside it, or a damaged file.
     """
-    from slimvec.connectors import store_class
     from slimvec.index.folder import external_store
 
     folder, out = Path(index_dir), Path(out_file)
@@ -192,15 +196,15 @@ def snapshot(index_dir: str | os.PathLike[str], out_file: str | os.PathLike[str]
     if external_store(folder, m0) is not None:
         raise ConfigError(f"{folder}: its store {m0.store!r} lies outside the index folder, so a "
                           "folder snapshot cannot hold it; snapshot that store with its own tools.")
-    in_place = not store_class(m0.store).snapshot_files
     key = snapshot_key(create=True)
     _remove_dead_leftovers(out)
     stage = out.parent / f".{out.name}.partial-{os.getpid()}"
     tmp = out.parent / f".{out.name}.{os.getpid()}.tmp"
     try:
         stage.mkdir()
-        sums, m = _stage(folder, stage, in_place, hold, timeout)
-        _fix_store_sums(m, stage, sums)
+        sums, m = stage_index(folder, stage, hold, timeout)
+        if extra is not None:
+            sums.update(extra(stage))
         meta = _meta(m, sums, stage)
         if key is not None:
             sign_meta(meta, key)
@@ -237,6 +241,18 @@ def _remove_dead_leftovers(out: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+def stage_index(folder: Path, stage: Path, hold: Any = None, timeout: float = 60.0
+                ) -> tuple[dict[str, tuple[int, str]], Manifest]:
+    """Copy index ``folder`` at its last commit into ``stage`` (see the module docstring for
+    how a writer is held); returns ``({relative name: (size, sha256)}, manifest)``."""
+    from slimvec.connectors import store_class
+
+    in_place = not store_class(Manifest.read(folder).store).snapshot_files
+    sums, m = _stage(folder, stage, in_place, hold, timeout)
+    _fix_store_sums(m, stage, sums)
+    return sums, m
 
 
 def _stage(folder: Path, stage: Path, in_place: bool, hold: Any,
@@ -372,7 +388,7 @@ def _fsync_dir(path: Path) -> None:
 
 def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], *,
             force: bool = False, progress: Progress | None = None, trust_unsigned: bool = False,
-            limits: Any = None) -> Path:
+            limits: Any = None, nested: str | None = None) -> Path:
     """Restore a snapshot into ``index_dir``: :func:`slimvec.ops.restore.restore` (origin,
     every member name, type, size and checksum checked before anything is written; the restored
     index is opened and searched in a child process, then renamed into place; ``force`` replaces
@@ -381,7 +397,7 @@ def restore(archive: str | os.PathLike[str], index_dir: str | os.PathLike[str], 
     from slimvec.ops.restore import restore as _restore
 
     return _restore(archive, index_dir, force=force, progress=progress,
-                    trust_unsigned=trust_unsigned, limits=limits)
+                    trust_unsigned=trust_unsigned, limits=limits, nested=nested)
 
 
 def verify_archive(archive: str | os.PathLike[str], *, trust_unsigned: bool = False,

@@ -497,5 +497,4 @@ def _merge(batches: list[VectorBatch], next_row: int) -> VectorBatch:
         [p for b in batches for p in b.payloads],
         [r for b in batches for r in b.rejects], next_row,
         [r for b in batches for r in (b.rows or [0] * len(b.ids))],
-        [ln for b in batches for ln in (b.lines or [None] * len(b.ids))], SERVICE_INPUT,
-        check_norms=False)
+        [ln for b in batches for ln in (b.lines or [None] * len(b.ids))], SERVICE_INPUT, check_norms=False)

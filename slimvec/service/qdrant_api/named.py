@@ -9,13 +9,12 @@ flagged :data:`NO_VECTOR` (a service key: never shown, never found by a search).
 holds the points that have its vector, with the same payload, so a filtered search ``using`` a
 name runs in that index's own store. An upsert writes each name's index and the home last (and
 deletes the point from the indexes of the names it lacks: Qdrant's upsert replaces the point);
-payload changes and deletes go to every index, the home last; count, scroll and retrieve read the
-home. An unnamed collection is the one vector named ``""`` (its index is ``NAME``).
+payload changes and deletes go to every index, the home last (:mod:`.writes`, one journaled
+operation over them all); count, scroll and retrieve read the home. An unnamed collection is the one vector named ``""`` (its index is ``NAME``).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -33,13 +32,12 @@ from slimvec.service.qdrant_api.models import (
     qdrant_id,
     qfilter,
     select_payload,
-    selector,
     unsupported,
 )
 from slimvec.service.qdrant_api.sparse import SparseShards, check_side, edge_query
 from slimvec.sources.rowcheck import RowProblem, check_payload
 
-__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
+__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "fill_limit", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
            "index_name", "vector_selection"]
 
 #: the payload flag of a home row whose point has no first vector (in ``points.SERVICE_KEYS``)
@@ -193,6 +191,24 @@ def read_vectors(served: Any, distance: str, sids: list[int]) -> dict[int, list[
     return dict(zip(have, X.tolist()))
 
 
+def fill_limit(home: Any, search: Callable[[int], list[tuple[int, Any]]], k: int,
+               most: int = 65_536) -> list[tuple[int, Any]]:
+    """The ``k`` best ``(store id, score)`` hits of ``search(k)`` whose point the collection's
+    home index holds: a store searched apart from the home (a named vector's index, the side
+    shard) asks for more hits while some fall on points the home lacks (a write still under way
+    there), so a query never comes back short for them."""
+    want = k
+    while True:
+        hits = search(want)
+        view = home.pending_view()
+        sids = [int(s) for s, _ in hits]
+        pays = view.payloads(sids) if view is not None else home.ready_index().payloads(sids)
+        kept = [h for h, p in zip(hits, pays) if p is not None]
+        if len(kept) >= k or len(hits) < want or want >= most:
+            return kept[:k]
+        want = min(most, want * 2)
+
+
 def records_of(served: Any, ids: list[Any] | None, flt: Any) -> list[dict[str, Any]]:
     """The records (``points.get``'s) of ``ids``, or of every point matching ``flt``."""
     if ids is not None:
@@ -259,104 +275,11 @@ class NamedVectors:
             out.append(rec)
         return out
 
-    def write_points(self, name: str, rows: list[tuple[Any, dict[str, Any], dict[str, Any]]],
-                     wait: bool, whole: bool = True, only: str | None = None) -> dict[str, Any]:
-        """Write checked ``(id, vectors, payload)`` rows: each name's index, the home last.
-        ``whole`` (an upsert): a point replaces what it was, so the home gets a flagged zero
-        vector for a point without the first vector, and the other indexes lose the points
-        without theirs; otherwise (``update_vectors``) only the given vectors are written.
-        ``only``: write that name's index alone."""
-        s = self.settings(name)
-        cfg = vector_configs(s)
-        home = next(iter(cfg))
-        sp = exposed(s)[1]
-        if sp and only is None:  # first: the home, written last, makes a point visible
-            self.sparse.write(name, [(doc_id(pid), {k: v[k] for k in sp if k in v})
-                                     for pid, v, _ in rows], whole)
-            rows = [(pid, {k: x for k, x in v.items() if k not in sp}, pay) for pid, v, pay in rows]
-        if whole and not s.get("holes") and any(home not in v for _, v, _ in rows):
-            s["holes"] = True  # from now on the home's searches leave out the flagged rows
-            self._save(name, s)
-        source = f"{name}:qdrant:{uuid.uuid4().hex[:12]}"
-        pending = False
-        for vname in [only] if only is not None else list(cfg)[1:] + [home]:
-            served = self.vindex(name, vname)[0]
-            items = [{"id": pid, "vector": v[vname], "payload": pay} for pid, v, pay in rows
-                     if vname in v]
-            lacking = [pid for pid, v, _ in rows if vname not in v] if whole else []
-            if lacking and vname == home:
-                zero = [0.0] * int(cfg[home]["size"])
-                items += [{"id": pid, "vector": zero, "payload": {**pay, NO_VECTOR: True}}
-                          for pid, v, pay in rows if home not in v]
-            elif lacking:
-                gone = [r["id"] for r in points.get(served, lacking) if r is not None]
-                if gone:
-                    points.delete(served, ids=gone)
-            if not items:
-                continue
-            with self.st.slots:
-                result, fut = served.add_vectors(items, source)
-            if result.rejected:  # checked before: only a store-level refusal can reach this
-                raise QdrantError(400, f"Bad request: {len(result.rejected)} point(s) refused: "
-                                       f"{result.rejected[:3]}")
-            if fut is not None and wait:
-                fut.result()
-            pending = pending or fut is not None
-        return {"operation_id": 0, "status": "acknowledged" if pending and not wait else "completed"}
-
-    def update_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
-        """``PUT /collections/NAME/points/vectors``: new vectors of existing points (their other
-        vectors and payloads kept); an unknown id is a 404, as Qdrant's."""
-        check_fields(body, ("points", "update_filter"), "update vectors")
-        rows = body.get("points")
-        if not isinstance(rows, list) or not all(isinstance(p, dict) for p in rows):
-            raise QdrantError(400, "Bad request: send {\"points\": [{\"id\", \"vector\"}, ...]}.")
-        s = self.settings(name)
-        cfg, sp = exposed(s)
-        olds = points.get(self.served(name), [point_id(p.get("id")) for p in rows])
-        flt = qfilter(body.get("update_filter"), self.scan(name))
-        out = []
-        for p, old in zip(rows, olds):
-            if old is None:
-                raise QdrantError(404, f"Not found: No point with id {p.get('id')} found")
-            pid, vecs, _ = check_point(cfg, p.get("id"), p.get("vector"), None, sp)
-            if flt is None or flt.matches(pid, old["payload"]):
-                out.append((pid, vecs, old["payload"]))
-        return self.write_points(name, out, wait, whole=False)
-
-    def delete_vectors(self, name: str, body: dict[str, Any], wait: bool) -> dict[str, Any]:
-        """``POST /collections/NAME/points/vectors/delete``: remove the ``vector`` names of the
-        selected points (the points, their payloads and other vectors stay)."""
-        check_fields(body, ("points", "filter", "vector"), "delete vectors")
-        ids, flt = selector(body, self.scan(name))
-        s = self.settings(name)
-        cfg, sp = exposed(s)
-        names = body.get("vector")
-        if not isinstance(names, list) or not names:
-            raise QdrantError(400, "Bad request: 'vector' must be a list of vector names.")
-        for vname in dict.fromkeys(names):
-            _known({**cfg, **sp}, vname)
-            if vname in sp:
-                self.sparse.delete(name, self.store_ids(name, ids, flt), [vname])
-                continue
-            if vname != next(iter(cfg)):
-                points.delete(self.vindex(name, vname)[0], ids=ids, filter=flt)
-                continue
-            recs = records_of(self.served(name), ids, flt)
-            self.write_points(name, [(r["id"], {}, r["payload"]) for r in recs], wait,
-                              only=vname)
-        return {"operation_id": 0, "status": "completed"}
-
     def store_ids(self, name: str, ids: list[Any] | None, flt: Any) -> list[int]:
         """The store ids of ``ids``, or of the points of collection ``name`` matching ``flt``."""
         if ids is not None:
             return [doc_id(i) for i in ids]
         return [r["store_id"] for r in records_of(self.served(name), None, flt)]
-
-    def delete_sparse(self, name: str, ids: list[Any] | None, flt: Any) -> None:
-        """Remove the selected points' sparse vectors (before the home loses the points)."""
-        if exposed(self.settings(name))[1]:
-            self.sparse.delete(name, self.store_ids(name, ids, flt))
 
     def sparse_query(self, name: str, body: dict[str, Any], limit: int, offset: int
                      ) -> list[tuple[int, float]]:
@@ -386,8 +309,8 @@ class NamedVectors:
         flt = qfilter(body.get("filter"), self.scan(name))
         allowed = None if flt is None else self.store_ids(name, None, flt)
         mine = [doc_id(point_id(x)) for x in named] if src == name else []  # examples excluded
-        hits = self.sparse.search(name, query, limit + offset, allowed, mine,
-                                  body.get("score_threshold"))
+        hits = fill_limit(self.served(name), lambda k: self.sparse.search(
+            name, query, k, allowed, mine, body.get("score_threshold")), limit + offset)
         return hits[offset:]
 
     def _lookup(self, name: str, using: str, lookup: Any) -> tuple[str, str]:

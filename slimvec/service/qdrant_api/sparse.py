@@ -6,8 +6,8 @@ scored as Qdrant scores it (the dot product over the shared indices, exact, with
 computed over the points that have the vector). The shard holds the vectors only, under the
 points' store ids; ids, payloads and filters stay in the collection's home index, so a filtered
 sparse search asks the home for the matching ids first. Edge writes each update to its WAL before
-answering, so a written sparse vector survives a kill -9; an upsert writes the shard before the
-dense indexes and the home, and reads go through the home, so a point is seen whole or not at all.
+answering; a write of the collection is one journaled operation over the shard and the indexes
+(:mod:`.journal`), so a point is whole or absent after a kill -9.
 """
 
 from __future__ import annotations
@@ -282,6 +282,20 @@ class SparseShards:
             if shard is not None:
                 shard.close()
             shutil.rmtree(self._path(name), ignore_errors=True)
+
+    def copy(self, name: str, dest: Path) -> None:
+        """Copy collection ``name``'s shard folder to ``dest`` (closed meanwhile, so its files
+        are at rest; reopened on next use)."""
+        with self._lock:
+            shard = self._open.pop(name, None)
+            if shard is not None:
+                shard.close()
+            shutil.copytree(self._path(name), dest)
+
+    def place(self, name: str, src: Path) -> None:
+        """Make the shard folder ``src`` (a restored copy) collection ``name``'s."""
+        with self._lock:
+            src.rename(self._path(name))
 
     def close(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
+from slimvec.service.qdrant_api.collection_snapshot import NESTED, snapshot_parts, unpack
 from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
+from slimvec.service.qdrant_api.journal import Journal
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -34,7 +37,6 @@ from slimvec.service.qdrant_api.models import (
     qdrant_id,
     qfilter,
     query_vector,
-    selector,
     unsupported,
 )
 from slimvec.service.qdrant_api.named import (
@@ -42,12 +44,14 @@ from slimvec.service.qdrant_api.named import (
     NamedVectors,
     check_point,
     exposed,
+    fill_limit,
     index_name,
     parse_vectors_config,
-    records_of,
+    vector_configs,
     without_holes,
 )
 from slimvec.service.qdrant_api.sparse import SparseShards, parse_sparse_config, split_multi
+from slimvec.service.qdrant_api.writes import CollectionWrites
 
 __all__ = ["Collections", "QDRANT_DIR"]
 
@@ -60,25 +64,54 @@ QDRANT_DIR = ".qdrant"
 UNINDEXED_BYTES = 10_000 * 1024
 
 
-class Collections(NamedVectors):
-    """The Qdrant view of a service's registry (named vectors: :mod:`.named`).
+class Collections(CollectionWrites, NamedVectors):
+    """The Qdrant view of a service's registry (named vectors: :mod:`.named`; writes, one
+    journaled commit over all of a point's stores: :mod:`.writes`).
 
     Parameters
     ----------
     state : object
-        The app's shared state (``registry``, ``config``, ``slots``).
+        The app's shared state (``registry``, ``config``, ``slots``); the collections become
+        its ``collections`` and their journal recovery one of its ``on_start`` steps.
     """
 
     def __init__(self, state: Any) -> None:
         self.st = state
         self.root: Path = Path(state.config.root)
         self.sparse = SparseShards(self.root / QDRANT_DIR)
+        self.journal = Journal(self.root / QDRANT_DIR)
+        state.collections = self  # a native delete, snapshot or restore takes a collection whole
+        state.on_start.append(self.recover)  # before the first request: a crash's records
+
+    NESTED = NESTED
+
+    def snapshot_parts(self, name: str) -> Any:
+        """:func:`.collection_snapshot.snapshot_parts` of collection ``name``."""
+        return snapshot_parts(self, name)
+
+    def unpack(self, name: str, target: Path) -> None:
+        """:func:`.collection_snapshot.unpack` into collection ``name``."""
+        unpack(self, name, target)
+
+    def recover(self) -> None:
+        """Apply again the journal records a crash left, in every collection (at start-up,
+        before any request is answered)."""
+        folder = self.root / QDRANT_DIR
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            name = path.stem
+            if name in self.st.registry.names() and self.journal.records(name):
+                with self.journal.locked(name):
+                    self.journal.replay(name, partial(self.apply, name))
 
     # ------------------------------------------------------------------ settings
     def _settings_path(self, name: str) -> Path:
         from slimvec.service.indexes.names import check_name
 
         return self.root / QDRANT_DIR / f"{check_name(name)}.json"
+
+    def has_settings(self, name: str) -> bool:
+        """Whether index ``name`` is a collection made through the Qdrant API."""
+        return self._settings_path(name).is_file()
 
     def settings(self, name: str) -> dict[str, Any]:
         """The Qdrant settings of collection ``name`` (a native index: Cosine, its dimension)."""
@@ -163,6 +196,7 @@ class Collections(NamedVectors):
                 served.spec.save(served.pending_dir / SERVICE_SPEC)
         (size, distance, _o), named = next(iter(vectors.values())), list(vectors) != [""]
         self.sparse.drop(name)  # one left by a collection of this name deleted in a crash
+        self.journal.forget(name)
         if sparse or multi:
             self.sparse.create(name, {**sparse, **multi})
         self._save(name, {"size": size, "distance": distance, "metadata": body.get("metadata"),
@@ -176,9 +210,13 @@ class Collections(NamedVectors):
         """``DELETE /collections/NAME`` (Qdrant answers ``false`` for an unknown one)."""
         if SEP in name or name not in self.st.registry.names():
             return False
+        self.journal.forget(name)
         self.sparse.drop(name)
-        for served in self.each_index(name):  # the home last
-            self.st.registry.delete(served.name)
+        cfg = vector_configs(self.settings(name))
+        names = self.st.registry.names()
+        for vname in list(cfg)[1:] + [next(iter(cfg))]:  # the home last; a crash mid-way: again
+            if (iname := index_name(name, cfg, vname)) in names:
+                self.st.registry.delete(iname)
         self._settings_path(name).unlink(missing_ok=True)
         return True
 
@@ -341,7 +379,13 @@ class Collections(NamedVectors):
         if k == 0:
             return {"points": []}
         distance = vspec["distance"]
-        sids, scores = self._search(index, vec, k, flt, body.get("params"), vspec["size"])
+        if index is served:
+            sids, scores = self._search(index, vec, k, flt, body.get("params"), vspec["size"])
+        else:  # a named vector's index: hits on points the home lacks are not counted
+            got = fill_limit(served, lambda n: [
+                (i, s) for i, s in zip(*self._search(index, vec, n, flt, body.get("params"),
+                                                     vspec["size"])) if i >= 0], k)
+            sids, scores = [i for i, _ in got], [s for _, s in got]
         threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
         if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
@@ -405,62 +449,6 @@ class Collections(NamedVectors):
         view = served.pending_view()
         pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
         return qdrant_id((pay or {}).get(SOURCE_ID))
-
-    def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /collections/NAME/points/delete``: ``{"points": [ids]}`` or ``{"filter"}``."""
-        check_fields(body, ("points", "filter"), "delete points")
-        ids, flt = selector(body, self.scan(name))
-        self.delete_sparse(name, ids, flt)
-        for served in self.each_index(name):  # the home last
-            points.delete(served, ids=ids, filter=flt)
-        return _done()
-
-    def set_payload(self, name: str, body: dict[str, Any], overwrite: bool) -> dict[str, Any]:
-        """``POST`` (merge) / ``PUT`` (overwrite) ``/collections/NAME/points/payload``; with
-        ``key`` the payload is set at that JSON path of each point (Qdrant's path rules, as
-        qdrant-client's local mode applies them). Every index of the collection, the home last."""
-        check_fields(body, ("payload", "points", "filter", "key"), "set payload")
-        ids, flt = selector(body, self.scan(name))
-        indexes = self.each_index(name)
-        if body.get("key") is None:
-            for served in indexes:
-                points.set_payload(served, body.get("payload") or {}, ids=ids, filter=flt,
-                                   overwrite=overwrite)
-            return _done()
-        from copy import deepcopy
-
-        from qdrant_client.local.json_path_parser import parse_json_path
-        from qdrant_client.local.payload_value_setter import set_value_by_key
-
-        try:
-            keys = parse_json_path(body["key"])
-        except (ValueError, TypeError) as exc:
-            raise QdrantError(400, f"Bad request: key {body['key']!r} is not a payload path ({exc}).") from None
-        for rec in records_of(indexes[-1], ids, flt):
-            new = deepcopy(rec["payload"])
-            set_value_by_key(payload=new, keys=keys, value=deepcopy(body.get("payload") or {}))
-            for served in indexes:
-                points.set_payload(served, new, ids=[rec["id"]], overwrite=True)
-        return _done()
-
-    def delete_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /collections/NAME/points/payload/delete``: remove ``keys``."""
-        check_fields(body, ("keys", "points", "filter"), "delete payload")
-        ids, flt = selector(body, self.scan(name))
-        keys = body.get("keys")
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise QdrantError(400, "Bad request: 'keys' must be a list of payload keys.")
-        for served in self.each_index(name):
-            points.delete_payload_keys(served, keys, ids=ids, filter=flt)
-        return _done()
-
-    def clear_payload(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /collections/NAME/points/payload/clear``: an empty payload."""
-        check_fields(body, ("points", "filter"), "clear payload")
-        ids, flt = selector(body, self.scan(name))
-        for served in self.each_index(name):
-            points.set_payload(served, {}, ids=ids, filter=flt, overwrite=True)
-        return _done()
 
     def create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``PUT /collections/NAME/index``: the field's schema is recorded and shown in the

@@ -81,8 +81,9 @@ def indexes_router(st: ServiceState, read: Any, write: Any) -> APIRouter:
 
     @r.delete("/indexes/{name}", dependencies=[write], response_model=DeletedIndex)
     def delete_index(name: str) -> dict[str, Any]:
-        """Close the index and delete its folder."""
-        st.registry.delete(name)
+        """Close the index and delete its folder (the home of a Qdrant collection: the whole
+        collection, every vector's index, its side shard, settings and journal)."""
+        st.delete_index(name)
         return {"deleted": name}
 
     return r

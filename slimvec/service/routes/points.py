@@ -64,20 +64,20 @@ def points_router(state: Any, read: Any, write: Any) -> APIRouter:
     def delete(name: str, body: SelectIn) -> dict[str, Any]:
         """Delete documents by ids or filter; answered once the deletion is committed."""
         with state.slots:
-            return {"deleted": points.delete(state.registry.get(name), body.ids, body.filter)}
+            return {"deleted": points.delete(state.writable(name), body.ids, body.filter)}
 
     @r.post("/indexes/{name}/payload", dependencies=[write], response_model=UpdatedOut)
     def set_payload(name: str, body: PayloadIn) -> dict[str, Any]:
         """Set (merge) or overwrite payload fields by ids or filter, without re-encoding."""
         with state.slots:
-            return {"updated": points.set_payload(state.registry.get(name), body.fields, body.ids,
+            return {"updated": points.set_payload(state.writable(name), body.fields, body.ids,
                                                   body.filter, body.overwrite)}
 
     @r.post("/indexes/{name}/payload/delete", dependencies=[write], response_model=UpdatedOut)
     def delete_keys(name: str, body: DeleteKeysIn) -> dict[str, Any]:
         """Remove payload keys by ids or filter."""
         with state.slots:
-            return {"updated": points.delete_payload_keys(state.registry.get(name), body.keys,
+            return {"updated": points.delete_payload_keys(state.writable(name), body.keys,
                                                           body.ids, body.filter)}
 
     @r.post("/indexes/{name}/get", dependencies=[read], response_model=DocumentsOut)

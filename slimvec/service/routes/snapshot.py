@@ -62,6 +62,27 @@ def _file_name(name: str) -> str:
     return name
 
 
+def _collection_parts(state: Any, name: str) -> Any:
+    """The snapshot stager of a Qdrant collection's other parts (a context: the collection held
+    still meanwhile), or a context giving ``None``."""
+    from contextlib import nullcontext
+
+    cols = state.collections
+    return nullcontext(None) if cols is None else cols.snapshot_parts(name)
+
+
+def _restore_whole(state: Any, name: str, archive: Path, target: Path, body: RestoreIn) -> None:
+    """Restore ``archive`` into ``target``; a Qdrant collection's snapshot brings back its other
+    parts too (its named vectors' indexes, each checked in a child process, its side shard)."""
+    from slimvec.ops.snapshot import restore
+
+    cols = state.collections
+    restore(archive, target, force=body.force, trust_unsigned=body.trust_unsigned,
+            nested=cols.NESTED if cols is not None else None)
+    if cols is not None:
+        cols.unpack(name, target)
+
+
 def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
     """The snapshot routes over the service's shared state (``state.registry``,
     ``state.config.root``); ``write`` / ``read`` are the auth dependencies."""
@@ -81,8 +102,9 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
         file = _file_name(body.file if body and body.file else f"{name}-{stamp}.tar.gz")
         folder.mkdir(exist_ok=True)
         writer = served.writer
-        info = snapshot(served.folder, folder / file,
-                        hold=writer.lock if writer is not None else None)
+        with _collection_parts(state, name) as extra:  # a Qdrant collection: all of it
+            info = snapshot(served.folder, folder / file,
+                            hold=writer.lock if writer is not None else None, extra=extra)
         return {"snapshot": file, "index": name, "count": info.count, "files": info.files,
                 "bytes": info.bytes, "archive_bytes": info.archive_bytes, "sha256": info.sha256}
 
@@ -107,7 +129,6 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
         paths outside the index refused, and the index opened and searched in a child process
         first (an index that crashes it is refused, 422, and listed as ``failed``); ``force``
         replaces an existing index."""
-        from slimvec.ops.snapshot import restore
         from slimvec.service.indexes.registry import ConflictError, NotFound
 
         archive = folder / _file_name(body.snapshot)
@@ -127,7 +148,7 @@ def snapshot_router(state: Any, write: Any, read: Any) -> APIRouter:
         state.registry.suspend(name, "a restore")
         crashed = None
         try:
-            restore(archive, target, force=body.force, trust_unsigned=body.trust_unsigned)
+            _restore_whole(state, name, archive, target, body)
         except ArchiveError as exc:  # the named file is bad input (422), not a server fault
             message = str(exc).replace(str(archive), body.snapshot)
             crashed = message if isinstance(exc, IndexProbeError) else None

@@ -25,7 +25,7 @@ def write_router(st: ServiceState, write: Any) -> APIRouter:
 
     def _write(name: str, rows: list[dict[str, Any]], kind: str, wait: bool) -> WriteOut:
         check_batch(len(rows), st.config.max_batch, kind)
-        served = st.registry.get(name)
+        served = st.writable(name)
         source = f"{name}:{kind}:{uuid.uuid4().hex[:12]}"
         with st.slots:
             add = served.add_documents if kind == "documents" else served.add_vectors
