@@ -102,16 +102,20 @@ class Journal:
         return out
 
     def write(self, name: str, op: dict[str, Any],
-              apply: Callable[[dict[str, Any]], list[Future[Any]]]) -> list[Future[Any]]:
+              apply: Callable[[dict[str, Any]], list[Future[Any]]], record: bool = True
+              ) -> list[Future[Any]]:
         """Record ``op`` durably, then ``apply`` it (returning the futures of the commits it
         queued); the record leaves once they and every earlier record's are done. Call under
         :meth:`locked`. A failure while applying leaves the record, applied again by
-        :meth:`replay` (at the next write of the collection, or at the next start)."""
+        :meth:`replay` (at the next write of the collection, or at the next start). Without
+        ``record`` (a collection in one store, whose commit is the point's) nothing is written,
+        and the commits are still tracked for :meth:`drain`."""
         self.replay(name, apply)
         folder = self.path(name)
-        folder.mkdir(parents=True, exist_ok=True)
-        seq = max((int(p.stem) for p in folder.glob("*.json")), default=0) + 1
-        _write_durable(folder / f"{seq:012d}.json", op)
+        seq = max((int(p.stem) for p in folder.glob("*.json")), default=0) + 1 if record else 0
+        if record:
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_durable(folder / f"{seq:012d}.json", op)
         futs = apply(op)
         with self._guard:
             self._open.setdefault(name, []).append((seq, futs))

@@ -23,7 +23,7 @@ from typing import Any
 from slimvec.ids import doc_id
 from slimvec.service.indexes import points
 from slimvec.service.limits import MAX_IDS, check_size
-from slimvec.service.qdrant_api.journal import Journal
+from slimvec.service.qdrant_api.journal import Journal, multi_store
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, point_id, qfilter, selector
 from slimvec.service.qdrant_api.named import NO_VECTOR, check_point, exposed, records_of, vector_configs
 from slimvec.service.qdrant_api.sparse import SparseShards
@@ -62,10 +62,12 @@ class CollectionWrites:
 
     # ------------------------------------------------------------------ requests
     def commit(self, name: str, op: dict[str, Any], wait: bool) -> dict[str, Any]:
-        """Record and apply ``op`` on collection ``name`` (under its write lock)."""
+        """Record and apply ``op`` on collection ``name`` (under its write lock); a collection
+        kept in one store (its home alone) needs no journal: that store's commit is the point's."""
         self.served(name)
         with self.journal.locked(name):
-            return _status(self.journal.write(name, op, lambda o: self.apply(name, o)), wait)
+            return _status(self.journal.write(name, op, lambda o: self.apply(name, o),
+                                              record=multi_store(self.settings(name))), wait)
 
     def write_points(self, name: str, rows: list[Row], wait: bool, whole: bool = True) -> dict[str, Any]:
         """Write checked ``(id, vectors, payload)`` rows (``whole``: an upsert)."""
