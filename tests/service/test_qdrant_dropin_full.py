@@ -5,6 +5,7 @@ collection config echoed back, query / search groups and dense MMR."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 
@@ -82,3 +83,60 @@ def test_counts_after_every_write_as_local_mode(client, X, fit_after, n):
         op(local, name)
         op(client, name)
         assert _counts(client, name) == _counts(local, name), what
+
+
+RECIPES = {"pending": {"slimvec_fit_after": 1000}, "faiss": {"slimvec_fit_after": 20},
+           "edge": {"slimvec_fit_after": 20, "slimvec_recipe": "none|qdrant-edge|keep_full=float32"}}
+
+
+@pytest.mark.parametrize("kind", list(RECIPES))
+def test_blank_payload_key_as_local_mode(client, X, kind):
+    """Issue 53 item 2 (qdrant-client's ``test_set_payload_with_key``): the blank key is spelled
+    ``'""'`` in a filter and selects the points whose payload has key ``""``; a bare ``""`` (as a
+    filter key or ``set_payload(key=)``) is refused, as by Qdrant."""
+    name, local = f"blank-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE),
+                            metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={"": "xc" if i % 3 else "y"})
+                        for i in range(30)], wait=True)
+        blank = m.Filter(must=[m.FieldCondition(key='""', match=m.MatchValue(value="xc"))])
+        c.set_payload(name, {"": "bbb"}, points=blank, wait=True)
+    for c in (local, client):
+        with pytest.raises((UnexpectedResponse, ValueError)):
+            c.set_payload(name, {"": "bbb"}, points=[1], key="", wait=True)
+        with pytest.raises((UnexpectedResponse, ValueError)):
+            c.count(name, count_filter=m.Filter(must=[m.FieldCondition(key="", match=m.MatchValue(value="y"))]))
+    assert ({p.id: p.payload for p in client.scroll(name, limit=100)[0]}
+            == {p.id: p.payload for p in local.scroll(name, limit=100)[0]})
+    assert client.count(name, count_filter=blank).count == 0
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_order_by_and_sample_served(client, srv, X, kind):
+    """Issue 53 item 2: ``OrderByQuery`` (ascending, descending, ``start_from``, a list value
+    once per value) and ``SampleQuery`` were refused as "Not existing vector name ''"; now served
+    as local mode does, on an unnamed and a named collection."""
+    local = QdrantClient(":memory:")
+    for vectors, suffix in ((m.VectorParams(size=DIM, distance=m.Distance.DOT), "u"),
+                            ({"text": m.VectorParams(size=DIM, distance=m.Distance.DOT)}, "n")):
+        name = f"order-{kind}-{suffix}"
+        for c, meta in ((local, None), (client, RECIPES[kind])):
+            c.create_collection(name, vectors_config=vectors, metadata=meta)
+            c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist() if suffix == "u" else {"text": X[i].tolist()},
+                                          payload={"v": (i * 7) % 11, "l": [i, 100 - i], "odd": i % 2})
+                            for i in range(40)], wait=True)
+        odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=1))])
+        for order_by, flt in (("v", None), (m.OrderBy(key="v", direction=m.Direction.DESC), odd),
+                              (m.OrderBy(key="l", start_from=50), None),
+                              (m.OrderBy(key="v", direction=m.Direction.DESC, start_from=4), odd)):
+            want, got = (c.query_points(name, query=m.OrderByQuery(order_by=order_by), query_filter=flt,
+                                        limit=15, with_payload=True).points for c in (local, client))
+            # equal values: local mode keeps insertion order, slimvec store-id order; both are ties
+            assert [(p.order_value, p.payload) for p in got] == [(p.order_value, p.payload) for p in want]
+        got = client.query_points(name, query=m.SampleQuery(sample=m.Sample.RANDOM), query_filter=odd,
+                                  limit=8, with_payload=True).points
+        assert len({p.id for p in got}) == 8 and all(p.payload["odd"] == 1 and p.score == 1.0 for p in got)
+    r = httpx.post(f"{srv.url}/collections/{name}/points/query",
+                   json={"query": {"order_by": {"key": 5}}})
+    assert r.status_code == 400 and "order_by" in r.json()["status"]["error"]

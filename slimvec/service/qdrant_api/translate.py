@@ -23,6 +23,7 @@ from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
 from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
+from slimvec.service.qdrant_api.kinds import special_query
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -318,6 +319,8 @@ class Collections(NamedVectors):
         served, limit, offset = self.served(name), count_arg(body, "limit", 10), count_arg(body, "offset", 0)
         if body.get("prefetch"):  # fused or re-scored candidates (examples.py)
             return prefetch_query(self, name, body, limit, offset)
+        if (special := special_query(self, name, body, limit, offset)) is not None:  # kinds.py
+            return special
         if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
             recs, _ = points.scroll(served, limit + offset, None,
                                     qfilter(body.get("filter"), self.scan(name)))
@@ -336,21 +339,18 @@ class Collections(NamedVectors):
         flt = qfilter(body.get("filter"), self.scan(name))
         if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
             flt = without_holes(flt)
-        vec = query_vector(body.get("query"))
-        k = limit + offset
+        vec, k = query_vector(body.get("query")), limit + offset
         if k == 0:
             return {"points": []}
         distance = vspec["distance"]
         sids, scores = self._search(index, vec, k, flt, body.get("params"), vspec["size"])
-        threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
-        if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
+        if (threshold := body.get("score_threshold")) is not None:  # Euclid's: a distance, an upper bound
             pairs = [(i, s) for i, s in pairs
                      if (s <= threshold if distance == "Euclid" else s >= threshold)]
         pairs = pairs[offset:]
-        hits = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
-                             body.get("with_vector", False), [s for _, s in pairs])
-        return {"points": hits}
+        return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                                        body.get("with_vector", False), [s for _, s in pairs])}
 
     def _search(self, served: Any, vec: list[Any], k: int, flt: Any, params: Any, size: int
                 ) -> tuple[list[int], list[float | None]]:
