@@ -140,3 +140,23 @@ def test_order_by_and_sample_served(client, srv, X, kind):
     r = httpx.post(f"{srv.url}/collections/{name}/points/query",
                    json={"query": {"order_by": {"key": 5}}})
     assert r.status_code == 400 and "order_by" in r.json()["status"]["error"]
+
+
+def test_collection_config_echoed_back(client):
+    """Issue 53 item 3 (langchain-qdrant's own tests): a collection created with
+    ``{"": VectorParams}`` comes back in that named form (as local mode's and a Qdrant server's),
+    one created with a bare ``VectorParams`` unnamed; ``optimizers_config`` comes back as sent (a
+    Qdrant server merges it over its defaults; local mode drops it) and is patched like Qdrant's."""
+    local = QdrantClient(":memory:")
+    named = {"": m.VectorParams(size=DIM, distance=m.Distance.COSINE)}
+    for c in (local, client):
+        c.create_collection("echo", vectors_config=named,
+                            optimizers_config=m.OptimizersConfigDiff(memmap_threshold=1000, indexing_threshold=0))
+        c.create_collection("bare", vectors_config=named[""])
+    got, want = client.get_collection("echo").config, local.get_collection("echo").config
+    assert got.params.vectors == want.params.vectors == named
+    assert client.get_collection("bare").config.params.vectors == local.get_collection("bare").config.params.vectors
+    assert (got.optimizer_config.memmap_threshold, got.optimizer_config.indexing_threshold) == (1000, 0)
+    client.update_collection("echo", optimizers_config=m.OptimizersConfigDiff(memmap_threshold=2000))
+    assert client.get_collection("echo").config.optimizer_config.memmap_threshold == 2000
+    assert "optimizers_config" in " ".join(w.message for w in client.get_collection("echo").warnings)

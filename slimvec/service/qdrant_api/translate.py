@@ -21,7 +21,7 @@ from slimvec.ids import doc_id, doc_ids
 from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
-from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
+from slimvec.service.qdrant_api.collection import NAMED_FORM, conditional, optimizers, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
 from slimvec.service.qdrant_api.kinds import special_query
 from slimvec.service.qdrant_api.models import (
@@ -206,16 +206,16 @@ class Collections(NamedVectors):
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
-            params=m.CollectionParams(vectors=vparams.get("", vparams), **params, sparse_vectors={
+            params=m.CollectionParams(vectors=vparams if opts.get(NAMED_FORM) else vparams.get("", vparams), **params, sparse_vectors={
                 v: m.SparseVectorParams(**p) for v, p in (s.get("sparse_vectors") or {}).items()} or None),
             hnsw_config=m.HnswConfig(**hnsw),
             quantization_config=None if quant is None else m.ScalarQuantization(**quant),
-            optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
+            optimizer_config=optimizers(opts),
             wal_config=opts.get("wal_config") and m.WalConfig(**{"wal_capacity_mb": 32,
                                                                  "wal_segments_ahead": 0,
                                                                  **opts["wal_config"]}),
             metadata=s.get("metadata"))
-        ignored = sorted(k for k in opts if k != "vectors") + sorted(opts.get("vectors", {}))
+        ignored = sorted(k for k in opts if k not in ("vectors", NAMED_FORM)) + sorted(opts.get("vectors", {}))
         warnings = [m.CollectionWarning(message=what)] + ([m.CollectionWarning(
             message=f"accepted and recorded, not built by (the recipe decides): {', '.join(ignored)}"
         )] if ignored else [])
