@@ -160,3 +160,50 @@ def test_collection_config_echoed_back(client):
     client.update_collection("echo", optimizers_config=m.OptimizersConfigDiff(memmap_threshold=2000))
     assert client.get_collection("echo").config.optimizer_config.memmap_threshold == 2000
     assert "optimizers_config" in " ".join(w.message for w in client.get_collection("echo").warnings)
+
+
+def _group_view(res):
+    return [(g.id, [(h.id, h.payload) for h in g.hits], g.lookup and (g.lookup.id, g.lookup.payload))
+            for g in res.groups]
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_query_groups_as_local_mode(client, srv, X, kind):
+    """Issue 53 item 4 (Haystack's ``group_by`` retrievers): ``query_points_groups`` and
+    ``points/search/groups`` group the query's points by a payload value (a list value in each
+    of its groups, a float one in none), ``group_size`` hits each, ``with_lookup`` from another
+    collection, as local mode; exact search (``exact=True``) so the order is local mode's. A
+    group key on 6 of 120 points makes the request's ``k`` grow past its first 64."""
+    name, local = f"groups-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE), metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={
+            "g": i % 7, "tags": ["a", "b"] if i % 5 == 0 else f"t{i % 4}", "f": 0.5, "k": str(i % 3),
+            **({"rare": i // 40} if i % 20 == 0 else {})})
+            for i in range(120)], wait=True)
+        c.create_collection(f"{name}-look", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.DOT))
+        c.upsert(f"{name}-look", [m.PointStruct(id=i, vector=X[i].tolist(), payload={"about": i}) for i in range(4)],
+                 wait=True)
+    exact = m.SearchParams(exact=True)
+    for q in X[200:203]:
+        for args in ({"group_by": "g", "limit": 3, "group_size": 2},
+                     {"group_by": "tags", "limit": 10, "group_size": 5, "with_payload": ["g"]},
+                     {"group_by": "f", "limit": 4},
+                     {"group_by": "rare", "limit": 3, "group_size": 2},  # 6 points: k grows to all
+                     {"group_by": "g", "limit": 7, "group_size": 20, "query_filter": m.Filter(must=[
+                         m.FieldCondition(key="k", match=m.MatchValue(value="1"))])},
+                     {"group_by": "g", "limit": 5, "group_size": 1, "with_lookup": f"{name}-look"}):
+            want, got = (c.query_points_groups(name, query=q.tolist(), **args,
+                                               search_params=exact if c is client else None)
+                         for c in (local, client))
+            assert _group_view(got) == _group_view(want), args
+            assert [h.score for g in got.groups for h in g.hits] == pytest.approx(
+                [h.score for g in want.groups for h in g.hits], abs=1e-5)
+        want = local._client.collections[name].search_groups(q.tolist(), group_by="k", limit=2, group_size=4)
+        r = httpx.post(f"{srv.url}/collections/{name}/points/search/groups",
+                       json={"vector": q.tolist(), "group_by": "k", "limit": 2, "group_size": 4,
+                             "params": {"exact": True}, "with_payload": True})
+        got = m.GroupsResult.model_validate(r.json()["result"])
+        assert _group_view(got) == _group_view(want)
+    r = httpx.post(f"{srv.url}/collections/{name}/points/query/groups", json={"query": X[0].tolist()})
+    assert r.status_code == 400 and "group_by" in r.json()["status"]["error"]
