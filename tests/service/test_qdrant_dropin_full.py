@@ -207,3 +207,48 @@ def test_query_groups_as_local_mode(client, srv, X, kind):
         assert _group_view(got) == _group_view(want)
     r = httpx.post(f"{srv.url}/collections/{name}/points/query/groups", json={"query": X[0].tolist()})
     assert r.status_code == 400 and "group_by" in r.json()["status"]["error"]
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss", "edge"])
+def test_dense_mmr_as_local_mode(client, X, kind):
+    """Issue 53 item 5: ``{"nearest": vec, "mmr": {...}}`` re-ranks the ``candidates_limit``
+    nearest points by local mode's rule over the kept full vectors: the same ids in the same
+    order, the same scores (the query's), with a filter, an offset and every distance."""
+    local = QdrantClient(":memory:")
+    for distance in (m.Distance.COSINE, m.Distance.DOT, m.Distance.EUCLID):
+        name = f"mmr-{kind}-{distance.value.lower()}"
+        for c, meta in ((local, None), (client, RECIPES[kind])):
+            c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=distance), metadata=meta)
+            c.upsert(name, _points(X, range(150)), wait=True)
+        for q in X[300:303]:
+            for mmr, extra in ((m.Mmr(), {}), (m.Mmr(diversity=0.9, candidates_limit=40), {"offset": 2}),
+                               (m.Mmr(diversity=0.0, candidates_limit=30), {}),
+                               (m.Mmr(diversity=0.3, candidates_limit=50), {"query_filter": m.Filter(must=[
+                                   m.FieldCondition(key="odd", match=m.MatchValue(value=1))])})):
+                want, got = (c.query_points(name, query=m.NearestQuery(nearest=q.tolist(), mmr=mmr), limit=6,
+                                            with_payload=True, **extra).points for c in (local, client))
+                assert [p.id for p in got] == [p.id for p in want], (distance, mmr, extra)
+                assert [p.score for p in got] == pytest.approx([p.score for p in want], abs=1e-4)
+    with pytest.raises(UnexpectedResponse) as exc:
+        client.query_points(name, query=m.NearestQuery(nearest=X[0].tolist(), mmr=m.Mmr(diversity=2)))
+    assert exc.value.status_code == 400 and "diversity" in exc.value.content.decode()
+
+
+def test_langchain_max_marginal_relevance_search(srv, encoder):
+    """LangChain's ``QdrantVectorStore.max_marginal_relevance_search`` (it sends a NearestQuery
+    with ``mmr``) against ``slimvec serve`` returns local mode's documents, in its order."""
+    pytest.importorskip("langchain_qdrant")
+    from langchain_qdrant import QdrantVectorStore
+
+    from tests.conftest import bundled_sentences
+    from tests.service.test_langchain_qdrant import SlimvecEmbeddings
+
+    texts = bundled_sentences(80)
+    emb = SlimvecEmbeddings(encoder)
+    stores = [QdrantVectorStore.from_texts(texts, emb, metadatas=[{"row": i} for i in range(80)],
+                                           collection_name="lc-mmr", **where)
+              for where in ({"location": ":memory:"}, {"url": srv.url, "timeout": 120})]
+    for i in (0, 11, 42):
+        want, got = (s.max_marginal_relevance_search(texts[i], k=5, fetch_k=20, lambda_mult=0.4) for s in stores)
+        assert [d.metadata["row"] for d in got] == [d.metadata["row"] for d in want]
+        assert len({d.page_content for d in got}) == 5
