@@ -17,7 +17,7 @@ import numpy as np
 from slimvec.ids import doc_id
 from slimvec.service.limits import check_size
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, point_id, qfilter
-from slimvec.service.qdrant_api.named import read_vectors, records_of
+from slimvec.service.qdrant_api.named import exposed, read_vectors, records_of
 
 __all__ = ["special_query", "MAX_SCAN"]
 
@@ -33,8 +33,8 @@ def special_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset
         return None
     if set(q) == {"order_by"} or set(q) == {"sample"}:
         return _payload_query(cols, name, body, q, limit, offset)
-    if "mmr" in q and "nearest" in q:
-        return _mmr_query(cols, name, body, q, limit, offset)
+    if "mmr" in q and "nearest" in q and (body.get("using") or "") not in exposed(cols.settings(name))[1]:
+        return _mmr_query(cols, name, body, q, limit, offset)  # sparse and multivectors: sparse.py
     return None
 
 
