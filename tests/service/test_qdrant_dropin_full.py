@@ -252,3 +252,20 @@ def test_langchain_max_marginal_relevance_search(srv, encoder):
         want, got = (s.max_marginal_relevance_search(texts[i], k=5, fetch_k=20, lambda_mult=0.4) for s in stores)
         assert [d.metadata["row"] for d in got] == [d.metadata["row"] for d in want]
         assert len({d.page_content for d in got}) == 5
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_facets_as_local_mode(client, X, kind):
+    """Facets (left for later by issue 53, small enough): counts per value at a key (a list
+    counted once per distinct value, True apart from 1, floats left out), filtered, limited, by
+    count then value, as local mode's."""
+    name, local = f"facet-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE), metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={
+            "v": [i % 3, i % 3, "x" if i % 4 else True][: 1 + i % 3], "odd": i % 2, "f": 0.5,
+            "n": {"w": f"w{i % 5}"}}) for i in range(60)], wait=True)
+    odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=1))])
+    for key, flt, limit in (("v", None, 10), ("v", odd, 2), ("n.w", None, 3), ("f", None, 10), ("none", odd, 5)):
+        want, got = (c.facet(name, key, facet_filter=flt, limit=limit, exact=True).hits for c in (local, client))
+        assert [(h.value, type(h.value), h.count) for h in got] == [(h.value, type(h.value), h.count) for h in want]

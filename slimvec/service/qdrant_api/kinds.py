@@ -1,7 +1,8 @@
 """Query kinds beyond a nearest vector (issue 53): ``order_by`` over payload values,
 ``sample: random`` and dense MMR (``{"nearest": vector, "mmr": {...}}``), each as qdrant-client's
 local mode serves it (``local_collection.py`` ``_scroll_by_value``, ``_sample_randomly``,
-``_search_with_mmr``), whose helpers are used here so the rules are the same.
+``_search_with_mmr``), whose helpers are used here so the rules are the same; and facets
+(``facet``, a route of its own).
 
 ``order_by`` and ``sample`` read the matching points' payloads (at most :data:`MAX_SCAN` points:
 Qdrant too orders only by an indexed field); MMR re-ranks the ``candidates_limit`` nearest points
@@ -19,7 +20,7 @@ from slimvec.service.limits import check_size
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, point_id, qfilter
 from slimvec.service.qdrant_api.named import exposed, read_vectors, records_of
 
-__all__ = ["special_query", "MAX_SCAN"]
+__all__ = ["special_query", "facet", "MAX_SCAN"]
 
 #: the most points an ``order_by`` or ``sample`` query reads (all of a collection's payloads)
 MAX_SCAN = 100_000
@@ -131,3 +132,32 @@ def _mmr_query(cols: Any, name: str, body: dict[str, Any], q: dict[str, Any], li
             break
         selected.append(swap_remove(pending, last_argmax(scores)))
     return {"points": [found[i] for i in selected][offset:]}
+
+
+def facet(cols: Any, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /collections/NAME/facet``: how many matching points have each value at ``key``
+    (a point counted once per distinct value; strings, integers and booleans, UUID strings
+    hyphenated), by count descending then value, as local mode's ``facet`` (always exact)."""
+    from qdrant_client.local.payload_value_extractor import parse_uuid, value_by_key
+
+    from slimvec.service.qdrant_api.models import count_arg
+
+    check_fields(body, ("key", "limit", "filter", "exact"), "facet")
+    key = body.get("key")
+    if not isinstance(key, str) or not key:
+        raise QdrantError(400, f"Bad request: facet key must be a payload key, got {key!r}.")
+    served = cols.served(name)
+    check_size(cols.count_all(served), MAX_SCAN, "The points a facet reads", "filter first.")
+    kinds = (bool, int, str)  # a value's position is its type's tag: True and 1 stay apart
+    counts: dict[tuple[int, Any], int] = {}
+    for rec in records_of(served, None, qfilter(body.get("filter"), cols.scan(name))):
+        seen = set()
+        for v in value_by_key(rec["payload"], key) or ():
+            if type(v) not in kinds:
+                continue
+            v = str(u) if isinstance(v, str) and (u := parse_uuid(v)) else v
+            seen.add((kinds.index(type(v)), v))
+        for tv in seen:
+            counts[tv] = counts.get(tv, 0) + 1
+    top = sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:count_arg(body, "limit", 10)]
+    return {"hits": [{"value": v, "count": n} for (_t, v), n in top]}

@@ -23,6 +23,7 @@ from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.limits import check_batch
 from slimvec.service.qdrant_api.collection import update_collection
 from slimvec.service.qdrant_api.groups import query_groups, search_groups
+from slimvec.service.qdrant_api.kinds import facet
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.qdrant_api.named import SEP
 from slimvec.service.qdrant_api.translate import Collections
@@ -276,7 +277,7 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
 
 
 def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
-    """The query-group routes (``groups.py``), then every other Qdrant path's refusal (declared
+    """The query-group and facet routes (``groups.py``, ``kinds.py``), then every other Qdrant path's refusal (declared
     last: its catch-all paths would shadow any route after them)."""
 
     @r.post("/collections/{name}/points/query/groups", dependencies=[read])
@@ -288,6 +289,11 @@ def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
     def search_points_groups(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
         t0 = time.perf_counter()
         return envelope(search_groups(cols, name, body), t0)
+
+    @r.post("/collections/{name}/facet", dependencies=[read])
+    def facet_counts(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(facet(cols, name, body), t0)
 
     _unsupported_rest(r, read)
 
