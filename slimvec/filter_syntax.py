@@ -68,7 +68,8 @@ def key_path(key: str) -> tuple[PathItem, ...]:
     i, n, want_name = 0, len(key), True
     while want_name or i < n:
         if want_name:
-            if i < n and key[i] == '"':
+            quoted = i < n and key[i] == '"'  # '""' is the blank key, as Qdrant's
+            if quoted:
                 j = key.find('"', i + 1)
                 if j < 0:
                     raise ValueError("a quote is not closed")
@@ -78,7 +79,7 @@ def key_path(key: str) -> tuple[PathItem, ...]:
                 while j < n and key[j] not in '.[]"\\':
                     j += 1
                 part, i = key[i:j], j
-            if not part:
+            if not part and not quoted:
                 raise ValueError("a part is empty" if i >= n or key[i] == "." else
                                  f"{key[i]!r} at character {i + 1} cannot start a part")
             if "\\" in part:

@@ -196,6 +196,7 @@ class PendingSearch:
             if all(p >= 0 for p in pos):
                 old_vecs = self._vecs[np.asarray(pos, dtype=np.int64)] if pos else None
         self._rows, self._sids, self._latest, self._vecs = [], [], {}, None
+        self._records, self._unit = None, None  # append([]) keeps the caches: drop them here
         self.append([{k: v for k, v in r.items() if k != "store_id"} for r in records])
         self._vecs = old_vecs if records else None
 

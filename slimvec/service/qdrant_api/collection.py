@@ -18,7 +18,7 @@ from typing import Any
 
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, unsupported
 
-__all__ = ["CREATE_FIELDS", "METRICS", "parse_vectors", "kept_recipe", "recorded", "store_config",
+__all__ = ["CREATE_FIELDS", "METRICS", "NAMED_FORM", "optimizers", "parse_vectors", "kept_recipe", "recorded", "store_config",
            "search_params", "qdrant_score", "update_collection", "conditional"]
 
 #: the create fields accepted (``vectors`` and ``metadata`` are read, the rest recorded)
@@ -103,7 +103,26 @@ def recorded(body: dict[str, Any], vector_opts: dict[str, Any]) -> dict[str, Any
            if k not in ("vectors", "metadata", "sparse_vectors", "timeout") and v is not None}
     if vector_opts:
         out["vectors"] = vector_opts
+    vectors = body.get("vectors")
+    if isinstance(vectors, dict) and list(vectors) == [""]:  # the unnamed vector, named form
+        out[NAMED_FORM] = True
     return out
+
+
+#: the option recording that the one unnamed vector was sent as ``{"": VectorParams}`` (LangChain
+#: does): shown back in that form, as Qdrant does
+NAMED_FORM = "vectors_named"
+
+
+def optimizers(opts: dict[str, Any]) -> Any:
+    """``optimizer_config`` of a collection's info: the ``optimizers_config`` sent at creation
+    (and patched since) over the two fields Qdrant always answers; recorded, not built by."""
+    from qdrant_client.http import models as m
+
+    sent = {k: v for k, v in (opts.get("optimizers_config") or {}).items() if v is not None}
+    if not isinstance(sent.get("max_optimization_threads", 0), int):  # "auto": no number
+        sent.pop("max_optimization_threads")
+    return m.OptimizersConfig(**{"default_segment_number": 1, "flush_interval_sec": 5, **sent})
 
 
 def store_config(store: str, rescore: Any, keep_full: str | None) -> tuple[dict[str, Any],

@@ -184,7 +184,8 @@ def selector(body: dict[str, Any], scan: Any = None) -> tuple[list[Any] | None, 
         return [point_id(x) for x in sel], None
     if body.get("filter") is None:
         raise QdrantError(400, "Bad request: send 'points' (ids) or 'filter'.")
-    return None, qfilter(body["filter"], scan)
+    # an empty filter ``{}`` selects every point, as Qdrant's (slimvec's parser reads it as none)
+    return None, qfilter(body["filter"] or {"must": []}, scan)
 
 
 def dim_of(served: Any) -> int:

@@ -22,6 +22,8 @@ from starlette.exceptions import HTTPException
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.limits import check_batch
 from slimvec.service.qdrant_api.collection import update_collection
+from slimvec.service.qdrant_api.groups import query_groups, search_groups
+from slimvec.service.qdrant_api.kinds import facet
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.qdrant_api.named import SEP
 from slimvec.service.qdrant_api.translate import Collections
@@ -230,7 +232,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.delete_index(name, field), t0)
 
-    _unsupported_rest(r, read)
+    _groups_then_the_rest(r, cols, read)
     return r
 
 
@@ -272,6 +274,28 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
     if method == "set_payload":
         return cols.set_payload(name, body, overwrite=bool(overwrite))
     return dict(getattr(cols, method)(name, body))
+
+
+def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
+    """The query-group and facet routes (``groups.py``, ``kinds.py``), then every other Qdrant path's refusal (declared
+    last: its catch-all paths would shadow any route after them)."""
+
+    @r.post("/collections/{name}/points/query/groups", dependencies=[read])
+    def query_points_groups(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(query_groups(cols, name, body), t0)
+
+    @r.post("/collections/{name}/points/search/groups", dependencies=[read])
+    def search_points_groups(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(search_groups(cols, name, body), t0)
+
+    @r.post("/collections/{name}/facet", dependencies=[read])
+    def facet_counts(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(facet(cols, name, body), t0)
+
+    _unsupported_rest(r, read)
 
 
 def _unsupported_rest(r: APIRouter, read: Any) -> None:

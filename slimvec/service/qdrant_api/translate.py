@@ -22,10 +22,11 @@ from slimvec.ids import doc_id, doc_ids
 from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
-from slimvec.service.qdrant_api.collection import conditional, qdrant_score, search_params, store_config
+from slimvec.service.qdrant_api.collection import NAMED_FORM, conditional, optimizers, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.collection_snapshot import NESTED, snapshot_parts, unpack
 from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
 from slimvec.service.qdrant_api.journal import Journal
+from slimvec.service.qdrant_api.kinds import special_query
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -243,16 +244,16 @@ class Collections(CollectionWrites, NamedVectors):
         params = {k: opts[k] for k in ("shard_number", "replication_factor", "on_disk_payload",
                                        "write_consistency_factor", "sharding_method") if k in opts}
         config = m.CollectionConfig(
-            params=m.CollectionParams(vectors=vparams.get("", vparams), **params, sparse_vectors={
+            params=m.CollectionParams(vectors=vparams if opts.get(NAMED_FORM) else vparams.get("", vparams), **params, sparse_vectors={
                 v: m.SparseVectorParams(**p) for v, p in (s.get("sparse_vectors") or {}).items()} or None),
             hnsw_config=m.HnswConfig(**hnsw),
             quantization_config=None if quant is None else m.ScalarQuantization(**quant),
-            optimizer_config=m.OptimizersConfig(default_segment_number=1, flush_interval_sec=5),
+            optimizer_config=optimizers(opts),
             wal_config=opts.get("wal_config") and m.WalConfig(**{"wal_capacity_mb": 32,
                                                                  "wal_segments_ahead": 0,
                                                                  **opts["wal_config"]}),
             metadata=s.get("metadata"))
-        ignored = sorted(k for k in opts if k != "vectors") + sorted(opts.get("vectors", {}))
+        ignored = sorted(k for k in opts if k not in ("vectors", NAMED_FORM)) + sorted(opts.get("vectors", {}))
         warnings = [m.CollectionWarning(message=what)] + ([m.CollectionWarning(
             message=f"accepted and recorded, not built by (the recipe decides): {', '.join(ignored)}"
         )] if ignored else [])
@@ -356,6 +357,8 @@ class Collections(CollectionWrites, NamedVectors):
         served, limit, offset = self.served(name), count_arg(body, "limit", 10), count_arg(body, "offset", 0)
         if body.get("prefetch"):  # fused or re-scored candidates (examples.py)
             return prefetch_query(self, name, body, limit, offset)
+        if (special := special_query(self, name, body, limit, offset)) is not None:  # kinds.py
+            return special
         if body.get("query") is None and limit + offset > 0:  # Qdrant: the first points, score 1
             recs, _ = points.scroll(served, limit + offset, None,
                                     qfilter(body.get("filter"), self.scan(name)))
@@ -374,8 +377,7 @@ class Collections(CollectionWrites, NamedVectors):
         flt = qfilter(body.get("filter"), self.scan(name))
         if index is served and self.settings(name).get("holes"):  # leave out the flagged rows
             flt = without_holes(flt)
-        vec = query_vector(body.get("query"))
-        k = limit + offset
+        vec, k = query_vector(body.get("query")), limit + offset
         if k == 0:
             return {"points": []}
         distance = vspec["distance"]
@@ -386,15 +388,13 @@ class Collections(CollectionWrites, NamedVectors):
                 (i, s) for i, s in zip(*self._search(index, vec, n, flt, body.get("params"),
                                                      vspec["size"])) if i >= 0], k)
             sids, scores = [i for i, _ in got], [s for _, s in got]
-        threshold = body.get("score_threshold")
         pairs = [(i, qdrant_score(distance, s)) for i, s in zip(sids, scores) if i >= 0 and s is not None]
-        if threshold is not None:  # Euclid's scores are distances: the threshold is an upper bound
+        if (threshold := body.get("score_threshold")) is not None:  # Euclid's: a distance, an upper bound
             pairs = [(i, s) for i, s in pairs
                      if (s <= threshold if distance == "Euclid" else s >= threshold)]
         pairs = pairs[offset:]
-        hits = self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
-                             body.get("with_vector", False), [s for _, s in pairs])
-        return {"points": hits}
+        return {"points": self._records(served, [i for i, _ in pairs], body.get("with_payload", False),
+                                        body.get("with_vector", False), [s for _, s in pairs])}
 
     def _search(self, served: Any, vec: list[Any], k: int, flt: Any, params: Any, size: int
                 ) -> tuple[list[int], list[float | None]]:

@@ -1,0 +1,271 @@
+"""Issue 53: a fuller Qdrant drop-in against a real ``slimvec serve`` through qdrant-client over
+REST, each result compared with qdrant-client's local mode (``QdrantClient(":memory:")``): counts
+after every kind of write (deleting every point included), the query kinds refused by name, the
+collection config echoed back, query / search groups and dense MMR."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.service.server import Server
+
+qdrant_client = pytest.importorskip("qdrant_client")
+from qdrant_client import QdrantClient  # noqa: E402
+from qdrant_client import models as m  # noqa: E402
+from qdrant_client.http.exceptions import UnexpectedResponse  # noqa: E402
+
+DIM = 8
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qfull") / "root"
+    root.mkdir()
+    with Server(root) as s:  # the default recipe (faiss:HNSW16,SQ4, re-ranked)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(srv):
+    c = QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def X():
+    return np.random.default_rng(53).standard_normal((400, DIM)).astype(np.float32)
+
+
+def _points(X, ids, **extra):
+    return [m.PointStruct(id=int(i), vector=X[i].tolist(), payload={"i": int(i), "odd": int(i) % 2, **extra})
+            for i in ids]
+
+
+def _counts(c, name):
+    odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=1))])
+    ids = sorted(p.id for p in c.scroll(name, limit=1000)[0])
+    return (c.count(name, exact=True).count, c.count(name, count_filter=odd, exact=True).count,
+            c.get_collection(name).points_count, ids)
+
+
+def _everything(X, n):
+    every, odd = m.FilterSelector(filter=m.Filter()), m.Filter(must=[m.FieldCondition(
+        key="odd", match=m.MatchValue(value=1))])
+    return [
+        ("upsert", lambda c, name: c.upsert(name, _points(X, range(n)), wait=True)),
+        ("delete ids", lambda c, name: c.delete(name, m.PointIdsList(points=[0, 1, 2]), wait=True)),
+        ("delete filter", lambda c, name: c.delete(name, m.FilterSelector(filter=m.Filter(must=[
+            m.FieldCondition(key="i", range=m.Range(lt=10))])), wait=True)),
+        ("set payload", lambda c, name: c.set_payload(name, {"odd": 1}, points=[10, 12], wait=True)),
+        ("overwrite payload", lambda c, name: c.overwrite_payload(name, {"x": 1}, points=[11], wait=True)),
+        ("clear payload", lambda c, name: c.clear_payload(name, m.FilterSelector(filter=odd), wait=True)),
+        ("delete all ids", lambda c, name: c.delete(name, m.PointIdsList(points=list(range(n))), wait=True)),
+        ("upsert after delete-all", lambda c, name: c.upsert(name, _points(X, range(5)), wait=True)),
+        ("delete all, empty filter", lambda c, name: c.delete(name, every, wait=True)),
+        ("upsert again", lambda c, name: c.upsert(name, _points(X, range(3, 9)), wait=True)),
+    ]
+
+
+@pytest.mark.parametrize(("fit_after", "n"), [(1000, 30), (50, 120)], ids=["pending", "fitted"])
+def test_counts_after_every_write_as_local_mode(client, X, fit_after, n):
+    """Issue 53 item 1: deleting every point (by ids, or by the empty filter haystack sends) left
+    a collection still collecting its fit sample counting the points from before (a stale cache
+    of the pending rows), and the empty filter was refused; counts, filtered counts,
+    ``points_count`` and the scrolled ids match local mode's after every operation."""
+    name, local = f"counts-{fit_after}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, {"slimvec_fit_after": fit_after})):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE),
+                            metadata=meta)
+    for what, op in _everything(X, n):
+        op(local, name)
+        op(client, name)
+        assert _counts(client, name) == _counts(local, name), what
+
+
+RECIPES = {"pending": {"slimvec_fit_after": 1000}, "faiss": {"slimvec_fit_after": 20},
+           "edge": {"slimvec_fit_after": 20, "slimvec_recipe": "none|qdrant-edge|keep_full=float32"}}
+
+
+@pytest.mark.parametrize("kind", list(RECIPES))
+def test_blank_payload_key_as_local_mode(client, X, kind):
+    """Issue 53 item 2 (qdrant-client's ``test_set_payload_with_key``): the blank key is spelled
+    ``'""'`` in a filter and selects the points whose payload has key ``""``; a bare ``""`` (as a
+    filter key or ``set_payload(key=)``) is refused, as by Qdrant."""
+    name, local = f"blank-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE),
+                            metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={"": "xc" if i % 3 else "y"})
+                        for i in range(30)], wait=True)
+        blank = m.Filter(must=[m.FieldCondition(key='""', match=m.MatchValue(value="xc"))])
+        c.set_payload(name, {"": "bbb"}, points=blank, wait=True)
+    for c in (local, client):
+        with pytest.raises((UnexpectedResponse, ValueError)):
+            c.set_payload(name, {"": "bbb"}, points=[1], key="", wait=True)
+        with pytest.raises((UnexpectedResponse, ValueError)):
+            c.count(name, count_filter=m.Filter(must=[m.FieldCondition(key="", match=m.MatchValue(value="y"))]))
+    assert ({p.id: p.payload for p in client.scroll(name, limit=100)[0]}
+            == {p.id: p.payload for p in local.scroll(name, limit=100)[0]})
+    assert client.count(name, count_filter=blank).count == 0
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_order_by_and_sample_served(client, srv, X, kind):
+    """Issue 53 item 2: ``OrderByQuery`` (ascending, descending, ``start_from``, a list value
+    once per value) and ``SampleQuery`` were refused as "Not existing vector name ''"; now served
+    as local mode does, on an unnamed and a named collection."""
+    local = QdrantClient(":memory:")
+    for vectors, suffix in ((m.VectorParams(size=DIM, distance=m.Distance.DOT), "u"),
+                            ({"text": m.VectorParams(size=DIM, distance=m.Distance.DOT)}, "n")):
+        name = f"order-{kind}-{suffix}"
+        for c, meta in ((local, None), (client, RECIPES[kind])):
+            c.create_collection(name, vectors_config=vectors, metadata=meta)
+            c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist() if suffix == "u" else {"text": X[i].tolist()},
+                                          payload={"v": (i * 7) % 11, "l": [i, 100 - i], "odd": i % 2})
+                            for i in range(40)], wait=True)
+        odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=1))])
+        for order_by, flt in (("v", None), (m.OrderBy(key="v", direction=m.Direction.DESC), odd),
+                              (m.OrderBy(key="l", start_from=50), None),
+                              (m.OrderBy(key="v", direction=m.Direction.DESC, start_from=4), odd)):
+            want, got = (c.query_points(name, query=m.OrderByQuery(order_by=order_by), query_filter=flt,
+                                        limit=15, with_payload=True).points for c in (local, client))
+            # equal values: local mode keeps insertion order, slimvec store-id order; both are ties
+            assert [(p.order_value, p.payload) for p in got] == [(p.order_value, p.payload) for p in want]
+        got = client.query_points(name, query=m.SampleQuery(sample=m.Sample.RANDOM), query_filter=odd,
+                                  limit=8, with_payload=True).points
+        assert len({p.id for p in got}) == 8 and all(p.payload["odd"] == 1 and p.score == 1.0 for p in got)
+    r = httpx.post(f"{srv.url}/collections/{name}/points/query",
+                   json={"query": {"order_by": {"key": 5}}})
+    assert r.status_code == 400 and "order_by" in r.json()["status"]["error"]
+
+
+def test_collection_config_echoed_back(client):
+    """Issue 53 item 3 (langchain-qdrant's own tests): a collection created with
+    ``{"": VectorParams}`` comes back in that named form (as local mode's and a Qdrant server's),
+    one created with a bare ``VectorParams`` unnamed; ``optimizers_config`` comes back as sent (a
+    Qdrant server merges it over its defaults; local mode drops it) and is patched like Qdrant's."""
+    local = QdrantClient(":memory:")
+    named = {"": m.VectorParams(size=DIM, distance=m.Distance.COSINE)}
+    for c in (local, client):
+        c.create_collection("echo", vectors_config=named,
+                            optimizers_config=m.OptimizersConfigDiff(memmap_threshold=1000, indexing_threshold=0))
+        c.create_collection("bare", vectors_config=named[""])
+    got, want = client.get_collection("echo").config, local.get_collection("echo").config
+    assert got.params.vectors == want.params.vectors == named
+    assert client.get_collection("bare").config.params.vectors == local.get_collection("bare").config.params.vectors
+    assert (got.optimizer_config.memmap_threshold, got.optimizer_config.indexing_threshold) == (1000, 0)
+    client.update_collection("echo", optimizers_config=m.OptimizersConfigDiff(memmap_threshold=2000))
+    assert client.get_collection("echo").config.optimizer_config.memmap_threshold == 2000
+    assert "optimizers_config" in " ".join(w.message for w in client.get_collection("echo").warnings)
+
+
+def _group_view(res):
+    return [(g.id, [(h.id, h.payload) for h in g.hits], g.lookup and (g.lookup.id, g.lookup.payload))
+            for g in res.groups]
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_query_groups_as_local_mode(client, srv, X, kind):
+    """Issue 53 item 4 (Haystack's ``group_by`` retrievers): ``query_points_groups`` and
+    ``points/search/groups`` group the query's points by a payload value (a list value in each
+    of its groups, a float one in none), ``group_size`` hits each, ``with_lookup`` from another
+    collection, as local mode; exact search (``exact=True``) so the order is local mode's. A
+    group key on 6 of 120 points makes the request's ``k`` grow past its first 64."""
+    name, local = f"groups-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE), metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={
+            "g": i % 7, "tags": ["a", "b"] if i % 5 == 0 else f"t{i % 4}", "f": 0.5, "k": str(i % 3),
+            **({"rare": i // 40} if i % 20 == 0 else {})})
+            for i in range(120)], wait=True)
+        c.create_collection(f"{name}-look", vectors_config=m.VectorParams(size=DIM, distance=m.Distance.DOT))
+        c.upsert(f"{name}-look", [m.PointStruct(id=i, vector=X[i].tolist(), payload={"about": i}) for i in range(4)],
+                 wait=True)
+    exact = m.SearchParams(exact=True)
+    for q in X[200:203]:
+        for args in ({"group_by": "g", "limit": 3, "group_size": 2},
+                     {"group_by": "tags", "limit": 10, "group_size": 5, "with_payload": ["g"]},
+                     {"group_by": "f", "limit": 4},
+                     {"group_by": "rare", "limit": 3, "group_size": 2},  # 6 points: k grows to all
+                     {"group_by": "g", "limit": 7, "group_size": 20, "query_filter": m.Filter(must=[
+                         m.FieldCondition(key="k", match=m.MatchValue(value="1"))])},
+                     {"group_by": "g", "limit": 5, "group_size": 1, "with_lookup": f"{name}-look"}):
+            want, got = (c.query_points_groups(name, query=q.tolist(), **args,
+                                               search_params=exact if c is client else None)
+                         for c in (local, client))
+            assert _group_view(got) == _group_view(want), args
+            assert [h.score for g in got.groups for h in g.hits] == pytest.approx(
+                [h.score for g in want.groups for h in g.hits], abs=1e-5)
+        want = local._client.collections[name].search_groups(q.tolist(), group_by="k", limit=2, group_size=4)
+        r = httpx.post(f"{srv.url}/collections/{name}/points/search/groups",
+                       json={"vector": q.tolist(), "group_by": "k", "limit": 2, "group_size": 4,
+                             "params": {"exact": True}, "with_payload": True})
+        got = m.GroupsResult.model_validate(r.json()["result"])
+        assert _group_view(got) == _group_view(want)
+    r = httpx.post(f"{srv.url}/collections/{name}/points/query/groups", json={"query": X[0].tolist()})
+    assert r.status_code == 400 and "group_by" in r.json()["status"]["error"]
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss", "edge"])
+def test_dense_mmr_as_local_mode(client, X, kind):
+    """Issue 53 item 5: ``{"nearest": vec, "mmr": {...}}`` re-ranks the ``candidates_limit``
+    nearest points by local mode's rule over the kept full vectors: the same ids in the same
+    order, the same scores (the query's), with a filter, an offset and every distance."""
+    local = QdrantClient(":memory:")
+    for distance in (m.Distance.COSINE, m.Distance.DOT, m.Distance.EUCLID):
+        name = f"mmr-{kind}-{distance.value.lower()}"
+        for c, meta in ((local, None), (client, RECIPES[kind])):
+            c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=distance), metadata=meta)
+            c.upsert(name, _points(X, range(150)), wait=True)
+        for q in X[300:303]:
+            for mmr, extra in ((m.Mmr(), {}), (m.Mmr(diversity=0.9, candidates_limit=40), {"offset": 2}),
+                               (m.Mmr(diversity=0.0, candidates_limit=30), {}),
+                               (m.Mmr(diversity=0.3, candidates_limit=50), {"query_filter": m.Filter(must=[
+                                   m.FieldCondition(key="odd", match=m.MatchValue(value=1))])})):
+                want, got = (c.query_points(name, query=m.NearestQuery(nearest=q.tolist(), mmr=mmr), limit=6,
+                                            with_payload=True, **extra).points for c in (local, client))
+                assert [p.id for p in got] == [p.id for p in want], (distance, mmr, extra)
+                assert [p.score for p in got] == pytest.approx([p.score for p in want], abs=1e-4)
+    with pytest.raises(UnexpectedResponse) as exc:
+        client.query_points(name, query=m.NearestQuery(nearest=X[0].tolist(), mmr=m.Mmr(diversity=2)))
+    assert exc.value.status_code == 400 and "diversity" in exc.value.content.decode()
+
+
+def test_langchain_max_marginal_relevance_search(srv, encoder):
+    """LangChain's ``QdrantVectorStore.max_marginal_relevance_search`` (it sends a NearestQuery
+    with ``mmr``) against ``slimvec serve`` returns local mode's documents, in its order."""
+    pytest.importorskip("langchain_qdrant")
+    from langchain_qdrant import QdrantVectorStore
+
+    from tests.conftest import bundled_sentences
+    from tests.service.test_langchain_qdrant import SlimvecEmbeddings
+
+    texts = bundled_sentences(80)
+    emb = SlimvecEmbeddings(encoder)
+    stores = [QdrantVectorStore.from_texts(texts, emb, metadatas=[{"row": i} for i in range(80)],
+                                           collection_name="lc-mmr", **where)
+              for where in ({"location": ":memory:"}, {"url": srv.url, "timeout": 120})]
+    for i in (0, 11, 42):
+        want, got = (s.max_marginal_relevance_search(texts[i], k=5, fetch_k=20, lambda_mult=0.4) for s in stores)
+        assert [d.metadata["row"] for d in got] == [d.metadata["row"] for d in want]
+        assert len({d.page_content for d in got}) == 5
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_facets_as_local_mode(client, X, kind):
+    """Facets (left for later by issue 53, small enough): counts per value at a key (a list
+    counted once per distinct value, True apart from 1, floats left out), filtered, limited, by
+    count then value, as local mode's."""
+    name, local = f"facet-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE), metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={
+            "v": [i % 3, i % 3, "x" if i % 4 else True][: 1 + i % 3], "odd": i % 2, "f": 0.5,
+            "n": {"w": f"w{i % 5}"}}) for i in range(60)], wait=True)
+    odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=1))])
+    for key, flt, limit in (("v", None, 10), ("v", odd, 2), ("n.w", None, 3), ("f", None, 10), ("none", odd, 5)):
+        want, got = (c.facet(name, key, facet_filter=flt, limit=limit, exact=True).hits for c in (local, client))
+        assert [(h.value, type(h.value), h.count) for h in got] == [(h.value, type(h.value), h.count) for h in want]
