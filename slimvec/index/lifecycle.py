@@ -240,9 +240,13 @@ def exact_threshold(n_total: int, k: int, depth: int, row_bytes: int = 768) -> i
 
 
 def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> SearchResult:
-    """Exact k nearest among ``allowed`` store ids by the kept full vectors."""
+    """Exact k nearest among ``allowed`` store ids by the kept full vectors (a side file:
+    :meth:`~slimvec.connectors.fullvectors.FullVectors.scan`, scored by FAISS; kept in the store:
+    fetched from it and scored here)."""
     full = index.full_vectors
     n = len(vectors)
+    if full is not None:
+        return full.scan(vectors, allowed, k)
     out = SearchResult.empty(n, k)
     if not len(allowed):
         return out
@@ -254,9 +258,9 @@ def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> 
     best_i = np.full((n, 0), -1, dtype=np.int64)
     for lo in range(0, len(allowed), 8192):
         chunk = allowed[lo:lo + 8192]
-        vecs, found = full.get(chunk) if full is not None else index.store.get_full(chunk.tolist())
+        vecs, found = index.store.get_full(chunk.tolist())
         vecs, chunk = vecs[found], chunk[found]
-        if metric == "cosine" and full is None:
+        if metric == "cosine":
             vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         scores = (-((q[:, None, :] - vecs[None]) ** 2).sum(-1) if metric == "l2" else q @ vecs.T)
         best_s = np.concatenate([best_s, scores.astype(np.float32)], axis=1)
