@@ -419,17 +419,23 @@ class FullVectors:
         if not found.all():
             wanted, pos = wanted[found], pos[found]
         rows = srows[pos]
-        flat, buf = self._scan_tools()
+        flat, buf, faiss = self._scan_tools()
         scores, labels = [], []
-        for lo in range(0, len(rows), _SCAN_BLOCK):
-            block = buf[:min(_SCAN_BLOCK, len(rows) - lo)]
-            np.take(mm, rows[lo:lo + len(block)], axis=0, out=block)
+        threads = faiss.omp_get_max_threads()  # this thread's OpenMP setting (libgomp keeps one a thread)
+        if len(q) == 1:  # one query is one thread's work: a team of idle threads costs ms on a busy machine
+            faiss.omp_set_num_threads(1)
+        try:
+            for lo in range(0, len(rows), _SCAN_BLOCK):
+                block = buf[:min(_SCAN_BLOCK, len(rows) - lo)]
+                np.take(mm, rows[lo:lo + len(block)], axis=0, out=block)
+                flat.reset()
+                flat.add_sa_codes(block.view(np.uint8))
+                dist, pos_in = flat.search(q, min(k, len(block)))
+                scores.append(-dist if self.metric == "l2" else dist)
+                labels.append(np.where(pos_in >= 0, wanted[lo + pos_in], -1))
+        finally:
             flat.reset()
-            flat.add_sa_codes(block.view(np.uint8))
-            dist, pos_in = flat.search(q, min(k, len(block)))
-            scores.append(-dist if self.metric == "l2" else dist)
-            labels.append(np.where(pos_in >= 0, wanted[lo + pos_in], -1))
-        flat.reset()
+            faiss.omp_set_num_threads(threads)
         s, i = (scores[0], labels[0]) if len(scores) == 1 else _top(np.hstack(scores), np.hstack(labels), k)
         if s.shape[1] == k and i.min() >= 0:  # the usual case: k found for every query
             return SearchResult(i, s)
@@ -437,8 +443,9 @@ class FullVectors:
         out.scores[:, :s.shape[1]] = np.where(i >= 0, s, np.float32(-np.inf))
         return out
 
-    def _scan_tools(self) -> tuple[Any, np.ndarray]:
-        """This thread's flat FAISS index and gather buffer (made once: see :data:`_SCAN_BLOCK`)."""
+    def _scan_tools(self) -> tuple[Any, np.ndarray, Any]:
+        """This thread's flat FAISS index and gather buffer (made once: see :data:`_SCAN_BLOCK`),
+        and the faiss module."""
         tools = getattr(self._scratch, "tools", None)
         if tools is None:
             import faiss
@@ -446,8 +453,8 @@ class FullVectors:
             metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT
             flat = (faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_fp16, metric)
                     if self.dtype == "float16" else faiss.IndexFlat(self.dim, metric))
-            tools = self._scratch.tools = (flat, np.empty((_SCAN_BLOCK, self.dim), dtype=self.dtype))
-        return tools  # type: ignore[no-any-return]
+            tools = self._scratch.tools = (flat, np.empty((_SCAN_BLOCK, self.dim), dtype=self.dtype), faiss)
+        return tools
 
     def size_bytes(self) -> int:
         """Allocated bytes on disk."""
