@@ -268,6 +268,7 @@ def search_profile_kind(
     before_depth: int | None = typer.Option(None, "--before-depth", help="Rescoring depth of the before path."),
     breakdown: bool = typer.Option(False, "--breakdown", help="Per-stage p50 and a cProfile instead."),
     pool: bool = typer.Option(False, "--pool", help="The engine's search pool against one search thread."),
+    python: bool = typer.Option(False, "--python", help="Per query, the Python around FAISS's native calls, unfiltered and filtered."),
     out: Path | None = typer.Option(None, "--out", help="Write the comparison as JSON here."),
 ) -> None:
     """Where the default recipe's single-query search spends its time; before / after a commit."""
@@ -278,7 +279,7 @@ def search_profile_kind(
                         ("--before-depth", before_depth), ("--out", out)):
         if value is not None:
             argv += [flag, str(value)]
-    argv += ["--breakdown"] * breakdown + ["--pool"] * pool
+    argv += ["--breakdown"] * breakdown + ["--pool"] * pool + ["--python"] * python
     main(argv)
 
 
