@@ -22,6 +22,7 @@ the full vectors re-rank.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -384,16 +385,18 @@ def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int
     the costs estimated from the index's recorded ones (``estimate_us``, :mod:`.search_costs`)
     and the time this search took a query (``actual_us``)."""
     t0 = time.perf_counter()
-    broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
-    if broad is None:
-        out = _planned(index, vectors, reduced, k, depth, flt, params)
-    else:
-        out, short = broad
-        if short.any():  # those queries' candidates held too few matches: the other paths answer them
-            plan = index.last_filter_plan
-            rest = _planned(index, vectors[short], reduced[short], k, depth, flt, params)
-            out.ids[short], out.scores[short] = rest.ids, rest.scores
-            index.last_filter_plan = {**plan, "short_path": index.last_filter_plan["path"]}
+    table = getattr(index.store, "_payloads", None)  # FAISS / hnswlib: one version check a search
+    with table.one_read() if hasattr(table, "one_read") else contextlib.nullcontext():
+        broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
+        if broad is None:
+            out = _planned(index, vectors, reduced, k, depth, flt, params)
+        else:
+            out, short = broad
+            if short.any():  # those queries' candidates held too few matches: the other paths answer them
+                plan = index.last_filter_plan
+                rest = _planned(index, vectors[short], reduced[short], k, depth, flt, params)
+                out.ids[short], out.scores[short] = rest.ids, rest.scores
+                index.last_filter_plan = {**plan, "short_path": index.last_filter_plan["path"]}
     index.last_filter_plan["actual_us"] = round((time.perf_counter() - t0) * 1e6 / max(len(vectors), 1), 1)
     return out
 
