@@ -385,8 +385,8 @@ def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int
     the costs estimated from the index's recorded ones (``estimate_us``, :mod:`.search_costs`)
     and the time this search took a query (``actual_us``)."""
     t0 = time.perf_counter()
-    table = getattr(index.store, "_payloads", None)  # FAISS / hnswlib: one version check a search
-    with table.one_read() if hasattr(table, "one_read") else contextlib.nullcontext():
+    one_read = getattr(getattr(index.store, "_payloads", None), "one_read", None)  # FAISS / hnswlib
+    with one_read() if one_read is not None else contextlib.nullcontext():  # one version check a search
         broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
         if broad is None:
             out = _planned(index, vectors, reduced, k, depth, flt, params)
