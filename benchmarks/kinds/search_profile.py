@@ -13,6 +13,8 @@ recipe (``pca:96|qdrant-edge|rescore=auto,keep_full=float16``, depth calibrated 
 - ``--python``: per query, the time of ``Index.search`` outside FAISS's native calls (the
   Python around them: checks, the planner, the id map, the filter test) on the default recipe
   with the filtered suite's ``bucket`` payload, unfiltered and at 50 / 10 / 1 / 0.1 % (issue 51);
+- ``--scan-before COMMIT``: the exact scan of a filtered search at ``COMMIT`` against today's,
+  alternated on the same index (issue 51 item 1);
 - the comparison (default): p50 and neighbour recall@10 (against exact search on the full
   vectors) of ``Index.search`` on the default recipe, of ``none|hnsw``, and of the *before* path:
   the store and full-vector modules of ``--before`` (a git commit) loaded beside today's in this
@@ -228,15 +230,18 @@ def main(argv: list[str] | None = None) -> None:
                     help="the engine's search pool against one search thread, on copies of the shard")
     ap.add_argument("--python", action="store_true",
                     help="per query, the Python around FAISS's native calls, unfiltered and filtered")
+    ap.add_argument("--scan-before", metavar="COMMIT",
+                    help="the exact scan of COMMIT against today's, alternated, at 20 / 200 / 2,000 / 20,000 matches")
     ap.add_argument("--out", type=Path, help="write the comparison as JSON here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.python:
+    if args.python or args.scan_before:
         queries = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
         with open_index(build_filtered(args.data, args.n, args.work)) as idx:
             print(f"{args.n:,} vectors, {len(queries)} queries, {idx.manifest.recipe}; planner costs "
                   f"{idx.info()['filter_planner']}")
-            rows = python_share(idx, queries, [50, 10, 1, 0.1])
+            rows = (scan_comparison(idx, queries, args.scan_before, [20, 200, 2000, 20000]) if args.scan_before
+                    else python_share(idx, queries, [50, 10, 1, 0.1]))
         if args.out:
             args.out.write_text(json.dumps({"n": args.n, "queries": len(queries), "rows": rows}, indent=1))
         return
@@ -373,4 +378,41 @@ def python_share(idx: Any, queries: np.ndarray, selectivities: list[float]) -> l
                   f"Python around it {rows[-1]['python_p50_us']:.0f} us")
     finally:
         restore()
+    return rows
+
+
+def scan_comparison(idx: Any, queries: np.ndarray, commit: str, counts: list[int]) -> list[dict[str, Any]]:
+    """The exact scan of ``commit`` (its ``slimvec/index/lifecycle.py`` loaded beside today's)
+    against today's on the same open index, over ``counts`` random live ids, alternated query by
+    query: p50 each, the ratio, and whether every query got the same ids (issue 51 item 1)."""
+    from slimvec.index.lifecycle import exact_scan
+
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:slimvec/index/lifecycle.py"],
+                         check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "_before_lifecycle.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("_before_lifecycle", path)
+    assert spec is not None and spec.loader is not None
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    live = idx.full_vectors.ids()
+    rng = np.random.default_rng(1)
+    rows = []
+    for m in counts:
+        allowed = np.sort(rng.choice(live, min(m, len(live)), replace=False))
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        same = 0
+        for q in queries:
+            got = []
+            for name, fn in (("before", old.exact_scan), ("after", exact_scan)):
+                t0 = time.perf_counter()
+                got.append(fn(idx, q[None, :], allowed, 10))
+                times[name].append(time.perf_counter() - t0)
+            same += int(np.array_equal(got[0].ids, got[1].ids))
+        b, a = (float(np.median(times[k]) * 1e6) for k in ("before", "after"))
+        rows.append({"matches": len(allowed), "before_p50_us": round(b, 1), "after_p50_us": round(a, 1),
+                     "ratio": round(b / a, 2), "same_ids": same, "queries": len(queries)})
+        print(f"{len(allowed):>7,} matches: before p50 {b:,.0f} us ({b / len(allowed):.3f} us a vector), "
+              f"after {a:,.0f} us ({a / len(allowed):.3f}), before / after {b / a:.1f}x, "
+              f"same ids on {same} / {len(queries)} queries")
     return rows
