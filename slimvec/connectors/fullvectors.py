@@ -25,7 +25,6 @@ live rows to a new folder (the index swaps its manifest to it).
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,9 @@ _RERANK_BLOCK = 1 << 24
 #: block stays in cache, and a fresh allocation per query page-faults: 2,000 rows took 3.8 ms
 #: through a new buffer against 0.2 ms through a reused one, issue 51)
 _SCAN_BLOCK = 1024
+#: idle scan buffers kept per store (one is 768 KiB of float16 MiniLM rows): a service's thread
+#: pool does not keep one per thread
+_SCAN_POOL = 4
 _SIGN32 = np.int32(-(2 ** 31))
 _HALF_BIAS = np.float32(2.0 ** 112)
 
@@ -129,7 +131,7 @@ class FullVectors:
         self._map: np.ndarray | None = None
         self._sorted_ids: np.ndarray | None = None
         self._sorted_rows: np.ndarray | None = None
-        self._scratch = threading.local()  # per thread: the exact scan's buffer and flat index
+        self._scan_pool: list[tuple[Any, np.ndarray]] = []  # idle (flat index, buffer) pairs of the exact scan
 
     # -------------------------------------------------------------- lifecycle
     @classmethod
@@ -394,7 +396,7 @@ class FullVectors:
         """Exact ``k`` nearest among ``ids`` by their full vectors, scored by FAISS.
 
         The rows of ``ids`` are gathered from the memory-mapped file, :data:`_SCAN_BLOCK` at a
-        time, into a buffer reused by the thread, which becomes the codes of a flat FAISS index
+        time, into a reused buffer (a small pool), which becomes the codes of a flat FAISS index
         (float16 rows: a ``QT_fp16`` scalar quantizer, which widens them in its SIMD kernel;
         float32 rows: ``IndexFlat``), searched once per block. Scores are those of
         :meth:`rerank` (cosine / inner product, or negated squared L2) up to float32 rounding;
@@ -419,7 +421,9 @@ class FullVectors:
         if not found.all():
             wanted, pos = wanted[found], pos[found]
         rows = srows[pos]
-        flat, buf, faiss = self._scan_tools()
+        import faiss
+
+        flat, buf = self._scan_pool.pop() if self._scan_pool else self._new_scan_tools(faiss)
         scores, labels = [], []
         threads = faiss.omp_get_max_threads()  # this thread's OpenMP setting (libgomp keeps one a thread)
         if len(q) == 1:  # one query is one thread's work: a team of idle threads costs ms on a busy machine
@@ -436,6 +440,8 @@ class FullVectors:
         finally:
             flat.reset()
             faiss.omp_set_num_threads(threads)
+            if len(self._scan_pool) < _SCAN_POOL:  # list pop / append: atomic under the GIL
+                self._scan_pool.append((flat, buf))
         s, i = (scores[0], labels[0]) if len(scores) == 1 else _top(np.hstack(scores), np.hstack(labels), k)
         if s.shape[1] == k and i.min() >= 0:  # the usual case: k found for every query
             return SearchResult(i, s)
@@ -443,18 +449,14 @@ class FullVectors:
         out.scores[:, :s.shape[1]] = np.where(i >= 0, s, np.float32(-np.inf))
         return out
 
-    def _scan_tools(self) -> tuple[Any, np.ndarray, Any]:
-        """This thread's flat FAISS index and gather buffer (made once: see :data:`_SCAN_BLOCK`),
-        and the faiss module."""
-        tools = getattr(self._scratch, "tools", None)
-        if tools is None:
-            import faiss
-
-            metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT
-            flat = (faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_fp16, metric)
-                    if self.dtype == "float16" else faiss.IndexFlat(self.dim, metric))
-            tools = self._scratch.tools = (flat, np.empty((_SCAN_BLOCK, self.dim), dtype=self.dtype), faiss)
-        return tools
+    def _new_scan_tools(self, faiss: Any) -> tuple[Any, np.ndarray]:
+        """A flat FAISS index over this store's rows and a gather buffer of :data:`_SCAN_BLOCK`
+        rows: made once, then kept in a small pool (one a concurrent scan, at most
+        :data:`_SCAN_POOL` idle), so a query allocates neither."""
+        metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        flat = (faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_fp16, metric)
+                if self.dtype == "float16" else faiss.IndexFlat(self.dim, metric))
+        return flat, np.empty((_SCAN_BLOCK, self.dim), dtype=self.dtype)
 
     def size_bytes(self) -> int:
         """Allocated bytes on disk."""

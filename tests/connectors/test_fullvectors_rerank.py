@@ -131,3 +131,23 @@ def test_scan_gives_what_reranking_every_allowed_id_gives(tmp_path, monkeypatch,
             np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-5)
     assert full.scan(q[:1], np.array([], dtype=np.int64), 5).ids.tolist() == [[-1] * 5]
     full.close()
+
+
+def test_concurrent_scans_each_get_their_own_buffer(tmp_path, monkeypatch):
+    """Scans from several threads at once (a service's pool) never share a gather buffer: each
+    gets what it gets alone, and no more than ``_SCAN_POOL`` buffers stay afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(fullvectors, "_SCAN_BLOCK", 16)  # many blocks a scan: interleavings
+    rng = np.random.default_rng(5)
+    full = FullVectors.create(tmp_path / "f", 24, dtype="float16", metric="cosine")
+    full.append(np.arange(2000), rng.standard_normal((2000, 24)).astype(np.float32))
+    full.commit()
+    qs = rng.standard_normal((40, 24)).astype(np.float32)
+    allowed = [np.sort(rng.choice(2000, 300, replace=False)) for _ in qs]
+    alone = [full.scan(q[None], a, 10).ids.tolist() for q, a in zip(qs, allowed)]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda i: full.scan(qs[i][None], allowed[i], 10).ids.tolist(), range(40)))
+    assert together == alone
+    assert len(full._scan_pool) <= fullvectors._SCAN_POOL
+    full.close()
