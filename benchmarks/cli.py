@@ -268,6 +268,8 @@ def search_profile_kind(
     before_depth: int | None = typer.Option(None, "--before-depth", help="Rescoring depth of the before path."),
     breakdown: bool = typer.Option(False, "--breakdown", help="Per-stage p50 and a cProfile instead."),
     pool: bool = typer.Option(False, "--pool", help="The engine's search pool against one search thread."),
+    python: bool = typer.Option(False, "--python", help="Per query, the Python around FAISS's native calls, unfiltered and filtered."),
+    scan_before: str | None = typer.Option(None, "--scan-before", help="Git commit whose exact scan to compare with, alternated."),
     out: Path | None = typer.Option(None, "--out", help="Write the comparison as JSON here."),
 ) -> None:
     """Where the default recipe's single-query search spends its time; before / after a commit."""
@@ -275,10 +277,10 @@ def search_profile_kind(
 
     argv = ["--data", str(data), "--queries", str(queries), "--n", str(n), "--n-queries", str(n_queries)]
     for flag, value in (("--work", work), ("--before", before), ("--before-index", before_index),
-                        ("--before-depth", before_depth), ("--out", out)):
+                        ("--before-depth", before_depth), ("--scan-before", scan_before), ("--out", out)):
         if value is not None:
             argv += [flag, str(value)]
-    argv += ["--breakdown"] * breakdown + ["--pool"] * pool
+    argv += ["--breakdown"] * breakdown + ["--pool"] * pool + ["--python"] * python
     main(argv)
 
 

@@ -10,6 +10,11 @@ recipe (``pca:96|qdrant-edge|rescore=auto,keep_full=float16``, depth calibrated 
   default search pool against one search thread (``search_threads=1``);
 - ``--breakdown``: p50 of each stage of ``Index.search`` (reduce, store fetch of ``k x R``
   candidates, re-rank from the float16 side file) and a cProfile of 300 searches;
+- ``--python``: per query, the time of ``Index.search`` outside FAISS's native calls (the
+  Python around them: checks, the planner, the id map, the filter test) on the default recipe
+  with the filtered suite's ``bucket`` payload, unfiltered and at 50 / 10 / 1 / 0.1 % (issue 51);
+- ``--scan-before COMMIT``: the exact scan of a filtered search at ``COMMIT`` against today's,
+  alternated on the same index (issue 51 item 1);
 - the comparison (default): p50 and neighbour recall@10 (against exact search on the full
   vectors) of ``Index.search`` on the default recipe, of ``none|hnsw``, and of the *before* path:
   the store and full-vector modules of ``--before`` (a git commit) loaded beside today's in this
@@ -223,9 +228,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--breakdown", action="store_true", help="per-stage p50 and a cProfile instead")
     ap.add_argument("--pool", action="store_true",
                     help="the engine's search pool against one search thread, on copies of the shard")
+    ap.add_argument("--python", action="store_true",
+                    help="per query, the Python around FAISS's native calls, unfiltered and filtered")
+    ap.add_argument("--scan-before", metavar="COMMIT",
+                    help="the exact scan of COMMIT against today's, alternated, at 20 / 200 / 2,000 / 20,000 matches")
     ap.add_argument("--out", type=Path, help="write the comparison as JSON here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.python or args.scan_before:
+        queries = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
+        with open_index(build_filtered(args.data, args.n, args.work)) as idx:
+            print(f"{args.n:,} vectors, {len(queries)} queries, {idx.manifest.recipe}; planner costs "
+                  f"{idx.info()['filter_planner']}")
+            rows = (scan_comparison(idx, queries, args.scan_before, [20, 200, 2000, 20000]) if args.scan_before
+                    else python_share(idx, queries, [50, 10, 1, 0.1]))
+        if args.out:
+            args.out.write_text(json.dumps({"n": args.n, "queries": len(queries), "rows": rows}, indent=1))
+        return
     folders = build(args.data, args.n, args.work)
     queries = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
     truth = truth_of(np.load(args.work / f"corpus-{args.n}.npy"), queries)
@@ -269,3 +288,131 @@ def main(argv: list[str] | None = None) -> None:
                                             "before_depth": runs_depth,
                                             "depth": rescore.depth, "rounds": rounds}, indent=1))
 
+
+
+def build_filtered(data: Path, n: int, work: Path) -> Path:
+    """The default recipe over the first ``n`` rows of ``data`` with the filtered suite's integer
+    payload ``bucket`` (:func:`slimvec.benchmarks.filtered.bucket_field`) indexed (reused)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from slimvec.benchmarks.filtered import bucket_field
+    from slimvec.index.folder import open_index
+    from slimvec.migrate import MigrateOptions, migrate
+
+    folder = work / f"filtered-{n}"
+    if (folder / "manifest.json").exists():
+        return folder
+    work.mkdir(parents=True, exist_ok=True)
+    x = np.ascontiguousarray(np.load(data, mmap_mode="r")[:n], dtype=np.float32)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1]).cast(pa.list_(pa.float32()))
+    src = work / f"filtered-{n}.parquet"
+    pq.write_table(pa.table({"id": np.arange(1, n + 1), "vector": vec, "bucket": bucket_field(n)}), src)
+    migrate(f"parquet:{src}", folder, MigrateOptions(progress=False, recipe=DEFAULT_FILTERED))
+    with open_index(folder) as idx:
+        idx.create_payload_index("bucket", "integer")
+    src.unlink()
+    return folder
+
+
+#: the recipe ``--python`` profiles (the default recipe: FAISS, so FAISS calls are the native ones)
+DEFAULT_FILTERED = "none|faiss:HNSW16,SQ4,ef=128,efc=200|rescore=auto,keep_full=float16"
+
+
+def _native_timer() -> tuple[list[float], Callable[[], None]]:
+    """Wrap every FAISS class's ``search`` and ``add_sa_codes`` (the native calls of the default
+    recipe's paths: the graph, the selector search, the exact scan's flat index) and ``np.take``
+    (the gathers of kept rows: memory, not Python) so that the time spent inside them adds up in
+    the returned one-item list; the callable unwraps them."""
+    import functools
+
+    import faiss
+
+    spent = [0.0]
+    undo = []
+    targets = [(cls, name) for cls in {c for c in vars(faiss).values() if isinstance(c, type)}
+               for name in ("search", "add_sa_codes")] + [(np, "take")]
+    for cls, name in targets:
+        fn = cls.__dict__.get(name)
+        if fn is not None:
+            @functools.wraps(fn)
+            def timed(*a: Any, _fn: Any = fn, **kw: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return _fn(*a, **kw)
+                finally:
+                    spent[0] += time.perf_counter() - t0
+            setattr(cls, name, timed)
+            undo.append((cls, name, fn))
+
+    def restore() -> None:
+        for cls, name, fn in undo:
+            setattr(cls, name, fn)
+    return spent, restore
+
+
+def python_share(idx: Any, queries: np.ndarray, selectivities: list[float]) -> list[dict[str, Any]]:
+    """Per query, one thread: the wall time of ``Index.search`` (from a vector, k=10), the time
+    inside FAISS's native calls, and the rest, the Python around them; medians, unfiltered and at
+    each selectivity (``bucket < 10 * s`` matches ``s`` % of the documents), with the plan taken."""
+    spent, restore = _native_timer()
+    rows = []
+    try:
+        for sel in [None, *selectivities]:
+            flt = None if sel is None else {"must": [{"key": "bucket", "range": {"lt": int(round(10 * sel))}}]}
+            idx.search(queries[:5], 10, filter=flt)  # warm: first-use loads and caches
+            wall, native = [], []
+            for q in queries:
+                spent[0] = 0.0
+                t0 = time.perf_counter()
+                idx.search(q[None, :], 10, filter=flt)
+                wall.append(time.perf_counter() - t0)
+                native.append(spent[0])
+            w, nat = np.array(wall) * 1e6, np.array(native) * 1e6
+            plan = "unfiltered" if sel is None else (idx.last_filter_plan or {}).get("path")
+            rows.append({"selectivity": sel, "path": plan, "wall_p50_us": round(float(np.median(w)), 1),
+                         "native_p50_us": round(float(np.median(nat)), 1),
+                         "python_p50_us": round(float(np.median(w - nat)), 1)})
+            print(f"{'unfiltered' if sel is None else f'{sel:g} %':>10} ({plan}): Index.search p50 "
+                  f"{rows[-1]['wall_p50_us']:.0f} us, inside FAISS {rows[-1]['native_p50_us']:.0f} us, "
+                  f"Python around it {rows[-1]['python_p50_us']:.0f} us")
+    finally:
+        restore()
+    return rows
+
+
+def scan_comparison(idx: Any, queries: np.ndarray, commit: str, counts: list[int]) -> list[dict[str, Any]]:
+    """The exact scan of ``commit`` (its ``slimvec/index/lifecycle.py`` loaded beside today's)
+    against today's on the same open index, over ``counts`` random live ids, alternated query by
+    query: p50 each, the ratio, and whether every query got the same ids (issue 51 item 1)."""
+    from slimvec.index.lifecycle import exact_scan
+
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:slimvec/index/lifecycle.py"],
+                         check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "_before_lifecycle.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("_before_lifecycle", path)
+    assert spec is not None and spec.loader is not None
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    live = idx.full_vectors.ids()
+    rng = np.random.default_rng(1)
+    rows = []
+    for m in counts:
+        allowed = np.sort(rng.choice(live, min(m, len(live)), replace=False))
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        same = 0
+        for q in queries:
+            got = []
+            for name, fn in (("before", old.exact_scan), ("after", exact_scan)):
+                t0 = time.perf_counter()
+                got.append(fn(idx, q[None, :], allowed, 10))
+                times[name].append(time.perf_counter() - t0)
+            same += int(np.array_equal(got[0].ids, got[1].ids))
+        b, a = (float(np.median(times[k]) * 1e6) for k in ("before", "after"))
+        rows.append({"matches": len(allowed), "before_p50_us": round(b, 1), "after_p50_us": round(a, 1),
+                     "ratio": round(b / a, 2), "same_ids": same, "queries": len(queries)})
+        print(f"{len(allowed):>7,} matches: before p50 {b:,.0f} us ({b / len(allowed):.3f} us a vector), "
+              f"after {a:,.0f} us ({a / len(allowed):.3f}), before / after {b / a:.1f}x, "
+              f"same ids on {same} / {len(queries)} queries")
+    return rows

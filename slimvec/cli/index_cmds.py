@@ -252,7 +252,7 @@ def search(
                                  if key not in ("text", "source_id")}}
                     for i, s, p in zip(ids, res.scores[qi], payloads)]
             out.append({"query": q, "hits": hits, "score": space, "rescore": depth,
-                        "timings_ms": timings})
+                        "timings_ms": timings, "filter_plan": idx.last_filter_plan})
     if json_out:
         typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return

@@ -300,9 +300,8 @@ class VectorStore(abc.ABC):
     def search(self, queries: np.ndarray, k: int, filter: Any = None, **params: Any) -> SearchResult:
         """k nearest stored vectors of each query (see module docstring for conventions).
 
-        The checks every store shares run here (open, search parameters known and in range,
-        queries of the store's dimension, ``k`` a count, capped at the size above
-        :data:`MAX_PADDED_K`; ``k = 0`` gives an empty (n, 0) result), then :meth:`_search`.
+        The checks every store shares run here (open, search parameters known and in range, queries of
+        the store's dimension, ``k`` a count, capped above :data:`MAX_PADDED_K`; ``k = 0``: an empty (n, 0)), then :meth:`_search`.
 
         Parameters
         ----------
@@ -329,7 +328,8 @@ class VectorStore(abc.ABC):
 
     def _check_search_params(self, params: Mapping[str, Any]) -> None:
         """Refuse unknown or out-of-range search parameters (the store's option rules)."""
-        check_options(self.name, dict(params), dict(self.option_defaults), self.option_rules)
+        if params:  # none given (most searches): nothing to check, no dictionaries built per query
+            check_options(self.name, dict(params), dict(self.option_defaults), self.option_rules)
 
     @abc.abstractmethod
     def _search(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:

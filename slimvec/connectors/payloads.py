@@ -8,6 +8,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,11 @@ def _datetime_micros(value: Any) -> int | None:
     return datetime_micros(value) if isinstance(value, str) else None
 
 
+class _Pin(threading.local):
+    depth = 0
+    checked = False
+
+
 class PayloadTable:
     """id -> JSON payload, in ``payloads.sqlite`` next to an index file (WAL mode)."""
 
@@ -42,6 +48,7 @@ class PayloadTable:
         #: the in-memory payload index (issue 37), built at the first filter, then kept current
         self._mem: Any = None
         self._mem_version = -1
+        self._pin = _Pin()  # per thread: inside one_read, and whether the version was checked
         #: fields filters read that have no payload index (reported by ``info``)
         self.unindexed: set[str] = set()
 
@@ -172,6 +179,20 @@ class PayloadTable:
                 out.append(field)
         return sorted(out)
 
+    @contextmanager
+    def one_read(self) -> Iterator[None]:
+        """Within the block (one search, on this thread), :meth:`memory_index` checks once whether
+        another connection committed: a filtered search asks it two to four times (the share
+        estimate, the count, the per-candidate test), each a ``PRAGMA data_version`` (issue 51)."""
+        pin = self._pin
+        pin.depth += 1
+        if pin.depth == 1:
+            pin.checked = False
+        try:
+            yield
+        finally:
+            pin.depth -= 1
+
     def memory_index(self) -> Any:
         """The in-memory payload index of the declared fields
         (:class:`~slimvec.connectors.payload_index.PayloadIndex`), or None when none is declared.
@@ -182,8 +203,12 @@ class PayloadTable:
         """
         from slimvec.connectors.payload_index import PayloadIndex
 
+        pin = self._pin
+        if pin.depth and pin.checked and self._mem is not None:  # checked already in this search
+            return self._mem if self._mem.fields else None
         with self._lock:
             version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        pin.checked = bool(pin.depth)
         if self._mem is not None and version == self._mem_version:
             return self._mem if self._mem.fields else None
         fields = self.indexed_fields()

@@ -383,11 +383,15 @@ class Index:
 
     def _filter_info(self) -> dict[str, Any]:
         """Declared payload indexes, the fields held in memory, the fields filters read without
-        an index (slow: declare them with ``--payload-index``) and the last filtered search's plan."""
-        from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY
+        an index (slow: declare them with ``--payload-index``), the planner's recorded costs and
+        the last filtered search's plan."""
+        from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY, scan_limit
+        from slimvec.index.search_costs import planner_info
 
         table = getattr(self.store, "_payloads", None)  # FAISS / hnswlib: the payload table's
+        depth = self.manifest.rescore.depth if self.manifest.rescore is not None else None
         return {"payload_indexes": dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {}),
+                "filter_planner": planner_info(self.manifest.search_costs, scan_limit(self, 10, depth)),
                 "payload_indexes_in_memory": table.indexed_fields() if table is not None else [],
                 "filter_fields_unindexed": sorted(table.unindexed) if table is not None else [],
                 "last_filter_plan": self.last_filter_plan}

@@ -22,9 +22,11 @@ the full vectors re-rank.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -42,7 +44,7 @@ from slimvec.ids import doc_id
 log = logging.getLogger(__name__)
 
 __all__ = ["Mutation", "compact_full", "parse_payload_indexes", "PAYLOAD_INDEX_KINDS", "declare_payload_index", "store_ids", "resolve_filter", "exact_threshold", "filter_path", "filtered_search", "post_filtered",
-           "exact_scan", "records", "scroll_page", "COMPACT_RATIO"]
+           "exact_scan", "scan_limit", "records", "scroll_page", "COMPACT_RATIO"]
 
 #: tombstones (FAISS positions, full-vector rows) over live rows past which a mutation compacts
 COMPACT_RATIO = 0.2
@@ -225,24 +227,35 @@ def target_ids(index: Any, ids: Any, flt: Any, user_ids: bool) -> np.ndarray:
 EXACT_SCAN_BYTES = 1 << 20
 
 
-def exact_threshold(n_total: int, k: int, depth: int, row_bytes: int = 768) -> int:
+def exact_threshold(n_total: int, k: int, depth: int, row_bytes: int = 768, costs: Any = None) -> int:
     """Most matching documents a filtered search scans exactly instead of searching the graph.
 
-    ``max(4 * k * depth, n_total // 100, EXACT_SCAN_BYTES // row_bytes, 256)``: below ``4 * k *
+    With ``costs`` (the index's recorded :class:`~slimvec.index.search_costs.SearchCosts`): where
+    the estimated exact scan stops being cheaper than the graph search
+    (:func:`~slimvec.index.search_costs.cost_scan_limit`), at least ``k``. Without (an index built
+    before them): ``max(4 * k * depth, n_total // 100, EXACT_SCAN_BYTES // row_bytes, 256)``: below ``4 * k *
     depth`` matches, a graph search would rescore about a quarter or more of them anyway; an
     exact scan of 1 % of the index's full vectors costs about what one HNSW search does, and up
     to :data:`EXACT_SCAN_BYTES` of kept rows (``row_bytes`` each) are cheaper to gather and score
     than a filtered graph search (Qdrant's planner switches to a plain scan below its
     ``full_scan_threshold``, also counted in bytes of vectors, for the same reason).
     """
+    if costs is not None:
+        from slimvec.index.search_costs import cost_scan_limit
+
+        return max(cost_scan_limit(costs, int(n_total)), int(k))
     return max(4 * int(k) * max(int(depth), 1), int(n_total) // 100,
                EXACT_SCAN_BYTES // max(int(row_bytes), 1), 256)
 
 
 def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> SearchResult:
-    """Exact k nearest among ``allowed`` store ids by the kept full vectors."""
+    """Exact k nearest among ``allowed`` store ids by the kept full vectors (a side file:
+    :meth:`~slimvec.connectors.fullvectors.FullVectors.scan`, scored by FAISS; kept in the store:
+    fetched from it and scored here)."""
     full = index.full_vectors
     n = len(vectors)
+    if full is not None:
+        return full.scan(vectors, allowed, k)
     out = SearchResult.empty(n, k)
     if not len(allowed):
         return out
@@ -254,9 +267,9 @@ def exact_scan(index: Any, vectors: np.ndarray, allowed: np.ndarray, k: int) -> 
     best_i = np.full((n, 0), -1, dtype=np.int64)
     for lo in range(0, len(allowed), 8192):
         chunk = allowed[lo:lo + 8192]
-        vecs, found = full.get(chunk) if full is not None else index.store.get_full(chunk.tolist())
+        vecs, found = index.store.get_full(chunk.tolist())
         vecs, chunk = vecs[found], chunk[found]
-        if metric == "cosine" and full is None:
+        if metric == "cosine":
             vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         scores = (-((q[:, None, :] - vecs[None]) ** 2).sum(-1) if metric == "l2" else q @ vecs.T)
         best_s = np.concatenate([best_s, scores.astype(np.float32)], axis=1)
@@ -279,26 +292,38 @@ def filter_path(index: Any, n_allowed: int, k: int, depth: int | None) -> str:
     return _plan(index, n_allowed, k, depth)["path"]
 
 
-def _scan_limit(index: Any, k: int, depth: int | None) -> int | None:
-    """The most matches the planner scans exactly (:func:`exact_threshold`); None: no kept full
-    vectors to scan."""
+def scan_limit(index: Any, k: int, depth: int | None) -> int | None:
+    """The most matches the planner scans exactly (:func:`exact_threshold`, from the costs the
+    index recorded at build when it has them); None: no kept full vectors to scan."""
     full = index.manifest.full
     if index.full_vectors is None and not (full is not None and full.in_store):
         return None
     row_bytes = int(index.dim_in) * (2 if full is not None and full.dtype == "float16" else 4)
-    return exact_threshold(index.store.count(), k, depth or 1, row_bytes)
+    costs = index.manifest.search_costs if index.full_vectors is not None else None
+    return exact_threshold(index.store.count(), k, depth or 1, row_bytes, costs)
+
+
+def _estimates(index: Any, n_allowed: int) -> dict[str, float] | None:
+    """The recorded costs' estimate of each path for ``n_allowed`` matches (us), or None."""
+    costs = index.manifest.search_costs
+    if costs is None:
+        return None
+    n = index.store.count()
+    return {"exact scan": round(costs.scan_us(n_allowed), 1),
+            "graph": round(costs.graph_search_us(n_allowed, n), 1)}
 
 
 def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
-    limit = _scan_limit(index, k, depth)
+    limit = scan_limit(index, k, depth)
     if limit is None:
         return {"path": "store filter", "matches": n_allowed, "threshold": None,
                 "why": "no kept full vectors to scan"}
+    est = {"estimate_us": _estimates(index, n_allowed)}
     if n_allowed <= limit:
-        return {"path": "exact scan", "matches": n_allowed, "threshold": limit,
+        return {"path": "exact scan", "matches": n_allowed, "threshold": limit, **est,
                 "why": f"{n_allowed} matches <= {limit}: scanning their full vectors is exact "
                        "and cheaper than a filtered graph search"}
-    return {"path": "store filter", "matches": n_allowed, "threshold": limit,
+    return {"path": "store filter", "matches": n_allowed, "threshold": limit, **est,
             "why": f"{n_allowed} matches > {limit}: the store's filtered search"}
 
 
@@ -325,7 +350,7 @@ def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, 
     full = index.manifest.full
     if share is None or share < BROAD_SHARE or (full is not None and full.in_store):
         return None
-    width, n, limit = k * int(depth or 1), store.count(), _scan_limit(index, k, depth)
+    width, n, limit = k * int(depth or 1), store.count(), scan_limit(index, k, depth)
     if limit is not None and share * n <= limit:  # few enough to scan exactly
         return None
     fetch = min(n, int(np.ceil((width * POST_MARGIN + 10) / share)))
@@ -339,7 +364,9 @@ def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, 
         cols = np.flatnonzero(ok[row])[:width]
         out.ids[row, :len(cols)], out.scores[row, :len(cols)] = ids[row, cols], found.scores[row, cols]
     index.last_filter_plan = {"path": "post filter", "share": round(float(share), 4), "fetch": fetch,
-                              "native": False, "why": f"an estimated {share:.0%} of documents "
+                              "native": False, "threshold": limit,
+                              "estimate_us": _estimates(index, int(share * n)),
+                              "why": f"an estimated {share:.0%} of documents "
                               f"match: {fetch} nearest unfiltered, the first {width} that match kept",
                               "short_queries": int(short.sum())}
     log.debug("filtered search: post filter (%s; %d queries short)", index.last_filter_plan["why"], int(short.sum()))
@@ -354,16 +381,23 @@ def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int
     """The planner: a broad filter post-filters the unfiltered search (:func:`post_filtered`);
     else count the matches (the store's own count, or the ids from the in-memory payload index),
     scan few exactly, else the store's filtered search (+ rescoring). The plan is logged at DEBUG
-    and kept as ``index.last_filter_plan`` (``info()`` shows it)."""
-    broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
-    if broad is None:
-        return _planned(index, vectors, reduced, k, depth, flt, params)
-    out, short = broad
-    if short.any():  # those queries' candidates held too few matches: the other paths answer them
-        plan = index.last_filter_plan
-        rest = _planned(index, vectors[short], reduced[short], k, depth, flt, params)
-        out.ids[short], out.scores[short] = rest.ids, rest.scores
-        index.last_filter_plan = {**plan, "short_path": index.last_filter_plan["path"]}
+    and kept as ``index.last_filter_plan`` (``info()`` and ``search --json`` show it): the path,
+    the costs estimated from the index's recorded ones (``estimate_us``, :mod:`.search_costs`)
+    and the time this search took a query (``actual_us``)."""
+    t0 = time.perf_counter()
+    one_read = getattr(getattr(index.store, "_payloads", None), "one_read", None)  # FAISS / hnswlib
+    with one_read() if one_read is not None else contextlib.nullcontext():  # one version check a search
+        broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
+        if broad is None:
+            out = _planned(index, vectors, reduced, k, depth, flt, params)
+        else:
+            out, short = broad
+            if short.any():  # those queries' candidates held too few matches: the other paths answer them
+                plan = index.last_filter_plan
+                rest = _planned(index, vectors[short], reduced[short], k, depth, flt, params)
+                out.ids[short], out.scores[short] = rest.ids, rest.scores
+                index.last_filter_plan = {**plan, "short_path": index.last_filter_plan["path"]}
+    index.last_filter_plan["actual_us"] = round((time.perf_counter() - t0) * 1e6 / max(len(vectors), 1), 1)
     return out
 
 

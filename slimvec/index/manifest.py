@@ -31,6 +31,7 @@ from typing import Any
 
 from slimvec.buildspec import METRICS, check_encoding
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.index.search_costs import SearchCosts
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,7 @@ class Manifest:
     encoding: dict[str, str] = field(default_factory=dict)  #: :attr:`BuildSpec.encoding`
     #: default rescoring depth of searches (fixed by the recipe or calibrated); None: no rescoring
     rescore: RescoreInfo | None = None
+    search_costs: SearchCosts | None = None  #: the filtered planner's costs, measured at build (issue 51)
     versions: dict[str, str] = field(default_factory=dict)
     format: str = INDEX_FORMAT
     format_version: int = INDEX_FORMAT_VERSION
@@ -329,7 +331,7 @@ class Manifest:
             full=FullInfo.from_json(path, raw.get("full")),
             progress=Progress.from_json(path, raw.get("progress")),
             recipe=_recipe(path, raw.get("recipe")), encoding=check_encoding(raw.get("encoding"), path),
-            rescore=RescoreInfo.from_json(path, raw.get("rescore")),
+            rescore=RescoreInfo.from_json(path, raw.get("rescore")), search_costs=SearchCosts.from_json(path, raw.get("search_costs")),
             versions=c("versions", (dict,), default={}),
             format_version=INDEX_FORMAT_VERSION,
         )
@@ -412,8 +414,7 @@ class Manifest:
 
 #: precisions of ``full.dtype`` (slimvec.connectors.fullvectors.FULL_DTYPES)
 FULL_DTYPES = ("float32", "float16")
-#: how source ids became store ids (slimvec.ids: rule 1 before issue 12, rule 2 since)
-ID_RULES = (1, 2)
+ID_RULES = (1, 2)  #: how source ids became store ids (slimvec.ids: rule 1 before issue 12, rule 2 since)
 #: keys shown by ``slimvec info`` and written into messages: no terminal control characters
 _PRINTED = ("encoder", "encoder_name", "reducer", "store", "metric", "created", "updated",
             "text_column", "id_column", "recipe")
@@ -434,9 +435,8 @@ def _one_of(path: Path, key: str, value: Any, allowed: tuple[Any, ...]) -> None:
 def _check_ranges(path: Path, m: Manifest) -> None:
     """Values every reader relies on, beyond their types (issue 23: hand-edited fields such as a
     negative count or a control character in a spec were shown by ``slimvec info`` unchecked)."""
-    _at_least(path, "dim_in", m.dim_in, 1)
-    _at_least(path, "dim_out", m.dim_out, 1)
-    _at_least(path, "count", m.count, 0)
+    for key, low in (("dim_in", 1), ("dim_out", 1), ("count", 0)):
+        _at_least(path, key, getattr(m, key), low)
     _one_of(path, "metric", m.metric, METRICS)
     _one_of(path, "id_rule", m.id_rule, ID_RULES)
     for key in _PRINTED:

@@ -17,6 +17,7 @@ import numpy as np
 from slimvec.errors import ConfigError
 from slimvec.index.calibration_queries import CALIBRATION_QUERIES_FILE, load_calibration_queries, save_calibration_queries
 from slimvec.index.manifest import Manifest
+from slimvec.index.search_costs import measure_search_costs
 from slimvec.indexer.calibrate import rescore_for_recipe
 from slimvec.indexer.keepfull import KeepFullStore
 from slimvec.persistence import sha256_file
@@ -100,6 +101,9 @@ class DepthCalibration:
             if rescore.reached is False:
                 self.say(f"warning: rescore=auto {rescore.status}")
         m.rescore = rescore
+        full = self._target.full if isinstance(self._target, KeepFullStore) else None
+        if rescore is not None and full is not None:  # the filtered planner's costs (issue 51)
+            m.search_costs = measure_search_costs(self.store, self.reducer, full, rescore.depth)
         if write:
             m.write(self.folder)
         return True

@@ -104,3 +104,50 @@ def test_a_single_query_reranks_as_the_block_path_does(tmp_path, dtype, metric):
     padded = SearchResult(np.array([[1000, -1, 1001]]), np.zeros((1, 3), dtype=np.float32))
     assert full.rerank(q, padded, 3).ids[0, 2] == -1  # padding still sorts last (block path)
     full.close()
+
+
+@pytest.mark.parametrize("metric,dtype", [("cosine", "float16"), ("ip", "float32"), ("l2", "float16"),
+                                          ("l2", "float32")])
+@pytest.mark.parametrize("block", [None, 7])
+def test_scan_gives_what_reranking_every_allowed_id_gives(tmp_path, monkeypatch, metric, dtype, block):
+    """The exact scan (FAISS over gathered rows, issue 51) against :meth:`rerank` of all the
+    allowed ids (checked against brute force above): one block and many (``block`` rows each),
+    k above the matches, ids never stored, deleted and re-written, several queries."""
+    if block is not None:
+        monkeypatch.setattr(fullvectors, "_SCAN_BLOCK", block)
+    rng = np.random.default_rng(11)
+    full = FullVectors.create(tmp_path / "f", 24, dtype=dtype, metric=metric)
+    full.append(np.arange(100, 400), rng.standard_normal((300, 24)).astype(np.float32))
+    full.append(np.arange(100, 110), rng.standard_normal((10, 24)).astype(np.float32))  # re-written
+    full.delete(np.arange(110, 115))
+    full.commit()
+    q = rng.standard_normal((3, 24)).astype(np.float32)
+    for allowed in (np.arange(100, 400, 3), np.array([101, 113, 250, 9_999]), np.arange(100, 400)):
+        cand = np.tile(allowed, (3, 1))
+        for k in (1, 10, 120):
+            got = full.scan(q, allowed, k)
+            want = full.rerank(q, SearchResult(cand, np.zeros(cand.shape, np.float32)), k)
+            assert got.ids.shape == (3, k) and got.ids.tolist() == want.ids.tolist(), (allowed[:4], k)
+            np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-5)
+    assert full.scan(q[:1], np.array([], dtype=np.int64), 5).ids.tolist() == [[-1] * 5]
+    full.close()
+
+
+def test_concurrent_scans_each_get_their_own_buffer(tmp_path, monkeypatch):
+    """Scans from several threads at once (a service's pool) never share a gather buffer: each
+    gets what it gets alone, and no more than ``_SCAN_POOL`` buffers stay afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(fullvectors, "_SCAN_BLOCK", 16)  # many blocks a scan: interleavings
+    rng = np.random.default_rng(5)
+    full = FullVectors.create(tmp_path / "f", 24, dtype="float16", metric="cosine")
+    full.append(np.arange(2000), rng.standard_normal((2000, 24)).astype(np.float32))
+    full.commit()
+    qs = rng.standard_normal((40, 24)).astype(np.float32)
+    allowed = [np.sort(rng.choice(2000, 300, replace=False)) for _ in qs]
+    alone = [full.scan(q[None], a, 10).ids.tolist() for q, a in zip(qs, allowed)]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda i: full.scan(qs[i][None], allowed[i], 10).ids.tolist(), range(40)))
+    assert together == alone
+    assert len(full._scan_pool) <= fullvectors._SCAN_POOL
+    full.close()

@@ -230,3 +230,31 @@ def test_store_filters_agree_with_payloads_after_writes_and_reopen(spec, minilm_
     s = make_store(spec, tmp_path / "s").open()
     agree_with_payloads(s)
     s.close()
+
+
+def test_one_read_checks_another_connections_commit_once_per_search(tmp_path):
+    """Inside ``one_read`` (one filtered search, issue 51) the in-memory index is checked against
+    the file once: a commit of another connection in the middle is seen by the next search, and
+    outside the block by the next call, as before."""
+    table = PayloadTable(tmp_path / "payloads.sqlite")
+    table.put([1, 2, 3], [{"lang": "en"}] * 3)
+    table.create_index("lang")
+    table.commit()
+    live = np.asarray([1, 2, 3, 4], dtype=np.int64)
+    fr = parse_filter({"must": [{"key": "lang", "match": {"value": "fr"}}]})
+
+    def commit_elsewhere(i: int) -> None:
+        other = PayloadTable(tmp_path / "payloads.sqlite")  # a writer process beside this reader
+        other.put([i], [{"lang": "fr"}])
+        other.commit()
+        other.close()
+
+    with table.one_read():
+        assert select_filter(table, live, fr).tolist() == []
+        commit_elsewhere(4)
+        with table.one_read():  # nested: still the same search
+            assert select_filter(table, live, fr).tolist() == []
+    assert select_filter(table, live, fr).tolist() == [4]  # the next search sees it
+    commit_elsewhere(1)
+    assert select_filter(table, live, fr).tolist() == [1, 4]  # outside a block: every call checks
+    table.close()
