@@ -87,7 +87,8 @@ def read_blocks(batch: dict[str, Any], batch_size: int, skip: dict[int, list[int
 
 
 class EncodeReduce:
-    """Ray Data actor: encode a block's documents, reduce them, return one 2-D array per block.
+    """Ray Data actor: encode a block's documents, reduce them, return one 2-D array per block,
+    with the actor's node id (``node``) and its seconds on the block (``encode_seconds``).
 
     Parameters
     ----------
@@ -126,7 +127,7 @@ class EncodeReduce:
         self.text_column = text_column
         self.id_rule = id_rule
         self.keep_full = bool(keep_full) and self.reducer is not None
-        self.node = _node_ip()
+        self.node = _node_id()
         self.cache: dict[int, np.ndarray] = {}
         if cache_keys is not None and cache_vectors is not None:
             self.cache = {int(k): cache_vectors[i] for i, k in enumerate(cache_keys)}
@@ -190,11 +191,11 @@ class EncodeReduce:
         return result
 
 
-def _node_ip() -> str:
-    """The IP of the Ray node this actor runs on (how the run's summary names nodes)."""
-    from ray.util import get_node_ip_address
+def _node_id() -> str:
+    """The id of the Ray node this actor runs on (the driver names it by its address)."""
+    import ray
 
-    return str(get_node_ip_address())
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def _ragged(arrays: list[np.ndarray]) -> np.ndarray:

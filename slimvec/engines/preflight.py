@@ -27,7 +27,8 @@ from typing import Any
 from slimvec.engines.runtime import require_ray
 from slimvec.errors import ConfigError
 
-__all__ = ["CAPACITY_ENV", "capacity_wait", "check_nodes_see", "wait_for_capacity", "NodeTimes"]
+__all__ = ["CAPACITY_ENV", "capacity_wait", "check_nodes_see", "wait_for_capacity", "node_address",
+           "NodeTimes"]
 
 log = logging.getLogger(__name__)
 CAPACITY_ENV = "SLIMVEC_RAY_CAPACITY_WAIT"
@@ -58,10 +59,8 @@ def capacity_wait(value: str | None = None) -> float:
     return seconds
 
 
-def stat_paths(paths: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
-    """On a node: ``(node IP, [(path, reason), ...])`` for each path it cannot read."""
-    from ray.util import get_node_ip_address
-
+def stat_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
+    """On a node: ``[(path, reason), ...]`` for each path it cannot read."""
     bad = []
     for path in paths:
         try:
@@ -70,7 +69,7 @@ def stat_paths(paths: Sequence[str]) -> tuple[str, list[tuple[str, str]]]:
                 bad.append((path, "not readable by the Ray worker's user"))
         except OSError as exc:
             bad.append((path, exc.strerror or type(exc).__name__))
-    return get_node_ip_address(), bad
+    return bad
 
 
 def check_nodes_see(paths: Sequence[str], timeout: float = 120.0) -> int:
@@ -100,13 +99,13 @@ def check_nodes_see(paths: Sequence[str], timeout: float = 120.0) -> int:
     for ref in ready:
         node = refs[ref]
         try:
-            ip, bad = ray.get(ref)
+            bad = ray.get(ref)
         except Exception as exc:  # a node that died meanwhile: the run may go on without it
             log.warning("Ray node %s could not run the input check: %s",
                         node["NodeManagerAddress"], exc)
             continue
         answered += 1
-        problems += [f"Ray node {ip} (node id {node['NodeID'][:12]}) cannot see {path}: {why}"
+        problems += [f"Ray node {node['NodeManagerAddress']} (node id {node['NodeID'][:12]}) cannot see {path}: {why}"
                      for path, why in bad]
     if problems:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -157,6 +156,17 @@ def wait_for_capacity(cpus: float, gpus: float, wait_seconds: float, address: st
         "Start a worker node (ray start --address HEAD:PORT --num-cpus N), free the CPUs other "
         "jobs hold, or lower --gpus-per-worker; nothing was written. To wait longer set "
         f"{CAPACITY_ENV}=SECONDS (now {wait_seconds:g}).")
+
+
+def node_address(node_id: str, known: dict[str, str]) -> str:
+    """A node's address as the cluster advertises it (``ray.nodes()``), by its node id;
+    ``known`` caches them (refreshed when a new node reports)."""
+    if not node_id:
+        return "unknown"
+    if node_id not in known:
+        known.update({n["NodeID"]: n["NodeManagerAddress"] for n in require_ray().nodes()})
+        known.setdefault(node_id, node_id[:12])  # asked once, not per block
+    return known[node_id]
 
 
 @dataclass

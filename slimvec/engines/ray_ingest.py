@@ -40,7 +40,8 @@ import numpy as np
 
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
-from slimvec.engines.preflight import NodeTimes, capacity_wait, check_nodes_see, wait_for_capacity
+from slimvec.engines.preflight import (NodeTimes, capacity_wait, check_nodes_see, node_address,
+                                      wait_for_capacity)
 from slimvec.engines.runtime import require_ray, start_ray
 from slimvec.errors import ConfigError
 from slimvec.index.folder import REDUCER_DIR
@@ -293,9 +294,8 @@ class _RayProducer(Producer):
         seen = {(f, k) for f, blocks in self.committed.items() for k in blocks}
         rows_done = start_row
         paths = {f.index: f.spec.path for f in self.files}
-        from ray.util import get_node_ip_address
-
-        driver = get_node_ip_address()
+        known: dict[str, str] = {}
+        driver = node_address(require_ray().get_runtime_context().get_node_id(), known)
         for row in ds.iter_rows():
             key = (int(row["file"]), int(row["block"]))
             if key in seen:  # a retried task delivered a block again
@@ -307,7 +307,7 @@ class _RayProducer(Producer):
             vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
             full = (np.asarray(row["full"], dtype=np.float32).reshape(-1, dim_in)
                     if row.get("full") is not None else None)
-            self.times.encoded(str(row.get("node") or ""), len(vecs),
+            self.times.encoded(node_address(str(row.get("node") or ""), known), len(vecs),
                                float(row.get("encode_seconds") or 0.0))
             t0 = time.perf_counter()
             yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs,

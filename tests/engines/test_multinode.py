@@ -15,6 +15,7 @@ Skipped, saying why, where namespaces cannot be made (not root, no ``ip``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from tests.engines.conftest import write_jsonl
 from tests.engines.netns_cluster import NetnsCluster, why_not
 from tests.engines.test_ray_failures import _committed_blocks
 
+log = logging.getLogger(__name__)
 N, BLOCK = 300, 8
 BLOCKS = -(-N // BLOCK)  # 38 per file
 OPTS = ["--reducer", "rp:32", "--store", "faiss:Flat", "--fit-sample", "32",
@@ -48,6 +50,7 @@ def cluster():
         c.make_network()
         c.start_node("h", cpus=0)
         c.wait_started("h")
+        log.info("network and Ray head up")
         yield c
     finally:
         c.close()
@@ -60,6 +63,7 @@ def workers(cluster):
     cluster.start_node("w1", cpus=1)
     cluster.start_node("w2", cpus=1, hide=cluster.base / "private")
     cluster.wait_started("w1", "w2")
+    log.info("worker nodes up")
     return cluster
 
 
@@ -110,23 +114,26 @@ def test_an_input_a_node_cannot_see_is_named_before_any_work(workers, corpus, tm
     assert not (folder / "manifest.json").exists()
 
 
-def _actor_on(cluster: NetnsCluster, host: str) -> bool:
+def _ready_actor_on(cluster: NetnsCluster, host: str) -> bool:
+    """An encoder actor on ``host`` past its constructor (Ray titles it ``...__init__`` while
+    the model loads, ``...submit`` while it encodes a block)."""
     for pid in cluster.pids(host):
         try:
-            if b"EncodeReduce" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
         except OSError:
             continue
+        if b"EncodeReduce" in title and not title.endswith(b"__init__"):
+            return True
     return False
 
 
 def _run_killing_worker(cluster: NetnsCluster, src: Path, folder: Path, out: Path) -> dict:
-    """A new index from ``src`` on both worker nodes; w1 killed once it encodes and blocks are
-    committed."""
+    """A new index from ``src`` on both worker nodes; w1 killed once blocks are committed and
+    its actor has loaded the model."""
     proc = cluster.driver(_ingest_args(cluster, src, folder, 2), out)
     deadline = time.monotonic() + 180
     while proc.poll() is None and time.monotonic() < deadline:
-        if _committed_blocks(folder) >= 2 and _actor_on(cluster, "w1"):
+        if _committed_blocks(folder) >= 2 and _ready_actor_on(cluster, "w1"):
             break
         time.sleep(0.05)
     at_kill = _committed_blocks(folder)
@@ -172,20 +179,25 @@ def _ids(folder: Path) -> list[str]:
 
 def test_worker_and_driver_killed_mid_run_lose_and_duplicate_nothing(workers, corpus, tmp_path,
                                                                     encoder):
-    folder = tmp_path / "idx"
+    folder, t0 = tmp_path / "idx", time.monotonic()
     first = _run_killing_worker(workers, corpus["a"], folder, tmp_path / "a.json")
+    log.info("new index, w1 killed mid-run: %.1f s; per node %s", time.monotonic() - t0,
+             first["nodes"])
     assert first["count"] == N and first["ingested"] == N and first["rejected"] == 0
     nodes = first["nodes"]
     assert sum(int(n["documents"]) for n in nodes.values()) == N, nodes
     assert nodes[workers.ip("w2")]["encode_seconds"] > 0, nodes
     assert first["encode_seconds"] > 0 and nodes[workers.ip("h")]["write_seconds"] > 0
+    t0 = time.monotonic()
     second = _run_killing_driver(workers, corpus["b"], folder, tmp_path / "b.json")
+    log.info("300 added, driver killed, resumed: %.1f s", time.monotonic() - t0)
     assert second["count"] == 2 * N
     ids = _ids(folder)
     expected = [f"{name}{i}" for name in "ab" for i in range(N)]
     assert len(ids) == 2 * N and sorted(ids) == sorted(expected)  # each exactly once
-    local = tmp_path / "local"
+    local, t0 = tmp_path / "local", time.monotonic()
     _single_process(corpus, local)
+    log.info("single-process ingest of both files: %.1f s", time.monotonic() - t0)
     queries = encoder.encode(bundled_sentences(2 * N + 20)[2 * N:])  # held out
     with open_index(folder) as ray_idx, open_index(local) as one:
         assert ray_idx.count() == one.count() == 2 * N
