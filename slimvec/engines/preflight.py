@@ -22,7 +22,6 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from slimvec.engines.runtime import require_ray
 from slimvec.errors import ConfigError

@@ -40,8 +40,7 @@ import numpy as np
 
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
-from slimvec.engines.preflight import (NodeTimes, capacity_wait, check_nodes_see, node_address,
-                                      wait_for_capacity)
+from slimvec.engines.preflight import NodeTimes, capacity_wait, check_nodes_see, node_address, wait_for_capacity
 from slimvec.engines.runtime import require_ray, start_ray
 from slimvec.errors import ConfigError
 from slimvec.index.folder import REDUCER_DIR

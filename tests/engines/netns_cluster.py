@@ -101,7 +101,7 @@ class NetnsCluster:
                "--temp-dir", str(self.base / f"ray-{host}"), *PORTS]
         ray += (["--head", "--port", "6379", "--include-dashboard=false"] if host == "h"
                 else ["--address", self.address])
-        inner = ray if hide is None else ["sh", "-c", f'mount -t tmpfs tmpfs "$0" && exec "$@"',
+        inner = ray if hide is None else ["sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"',
                                           str(hide), *ray]
         pin = ["taskset", "-c", str(HOSTS[host] - 2)] if host != "h" and shutil.which("taskset") \
             and (os.cpu_count() or 1) >= 2 else []
