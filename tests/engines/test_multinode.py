@@ -45,12 +45,12 @@ def cluster():
     reason = why_not()
     if reason:
         pytest.skip(f"no multi-node Ray test: {reason}")
-    c = NetnsCluster()
+    c, t0 = NetnsCluster(), time.monotonic()
     try:
         c.make_network()
         c.start_node("h", cpus=0)
         c.wait_started("h")
-        log.info("network and Ray head up")
+        log.info("network and Ray head up: %.1f s", time.monotonic() - t0)
         yield c
     finally:
         c.close()
@@ -60,10 +60,11 @@ def cluster():
 def workers(cluster):
     """Both worker nodes; ``w2`` sees ``private/`` empty."""
     (cluster.base / "private").mkdir()
+    t0 = time.monotonic()
     cluster.start_node("w1", cpus=1)
     cluster.start_node("w2", cpus=1, hide=cluster.base / "private")
     cluster.wait_started("w1", "w2")
-    log.info("worker nodes up")
+    log.info("worker nodes up: %.1f s", time.monotonic() - t0)
     return cluster
 
 
@@ -114,29 +115,32 @@ def test_an_input_a_node_cannot_see_is_named_before_any_work(workers, corpus, tm
     assert not (folder / "manifest.json").exists()
 
 
-def _ready_actor_on(cluster: NetnsCluster, host: str) -> bool:
-    """An encoder actor on ``host`` past its constructor (Ray titles it ``...__init__`` while
-    the model loads, ``...submit`` while it encodes a block)."""
+def _encoding_on(cluster: NetnsCluster, host: str) -> bool:
+    """An encoder actor on ``host`` encodes a block now (Ray titles it ``...__init__`` while the
+    model loads, ``...submit`` while it runs a block)."""
     for pid in cluster.pids(host):
         try:
             title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
         except OSError:
             continue
-        if b"EncodeReduce" in title and not title.endswith(b"__init__"):
+        if b"EncodeReduce" in title and title.endswith(b".submit"):
             return True
     return False
 
 
 def _run_killing_worker(cluster: NetnsCluster, src: Path, folder: Path, out: Path) -> dict:
-    """A new index from ``src`` on both worker nodes; w1 killed once blocks are committed and
-    its actor has loaded the model."""
+    """A new index from ``src`` on both worker nodes; w1 killed once blocks are committed, while
+    its actor encodes one (or, if it has not started by half the blocks, then)."""
     proc = cluster.driver(_ingest_args(cluster, src, folder, 2), out)
     deadline = time.monotonic() + 180
     while proc.poll() is None and time.monotonic() < deadline:
-        if _committed_blocks(folder) >= 2 and _ready_actor_on(cluster, "w1"):
+        done = _committed_blocks(folder)
+        if done >= BLOCKS // 2 or (done >= 2 and _encoding_on(cluster, "w1")):
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     at_kill = _committed_blocks(folder)
+    log.info("w1 killed at %d of %d committed blocks, its actor %s", at_kill, BLOCKS,
+             "encoding a block" if _encoding_on(cluster, "w1") else "not encoding")
     assert proc.poll() is None and 2 <= at_kill < BLOCKS, (at_kill, Path(f"{out}.err").read_text()[-3000:])
     cluster.kill_node("w1")
     rc, err = _finish(proc, out)
