@@ -132,15 +132,16 @@ def _run_killing_worker(cluster: NetnsCluster, src: Path, folder: Path, out: Pat
     """A new index from ``src`` on both worker nodes; w1 killed once blocks are committed, while
     its actor encodes one (or, if it has not started by half the blocks, then)."""
     proc = cluster.driver(_ingest_args(cluster, src, folder, 2), out)
-    deadline = time.monotonic() + 180
+    deadline, encoding = time.monotonic() + 180, False
     while proc.poll() is None and time.monotonic() < deadline:
         done = _committed_blocks(folder)
-        if done >= BLOCKS // 2 or (done >= 2 and _encoding_on(cluster, "w1")):
+        encoding = done >= 2 and _encoding_on(cluster, "w1")
+        if encoding or done >= BLOCKS // 2:
             break
         time.sleep(0.02)
     at_kill = _committed_blocks(folder)
     log.info("w1 killed at %d of %d committed blocks, its actor %s", at_kill, BLOCKS,
-             "encoding a block" if _encoding_on(cluster, "w1") else "not encoding")
+             "encoding a block" if encoding else "not encoding one")
     assert proc.poll() is None and 2 <= at_kill < BLOCKS, (at_kill, Path(f"{out}.err").read_text()[-3000:])
     cluster.kill_node("w1")
     rc, err = _finish(proc, out)
