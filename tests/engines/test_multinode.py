@@ -128,29 +128,31 @@ def _encoding_on(cluster: NetnsCluster, host: str) -> bool:
     return False
 
 
-def _run_killing_worker(cluster: NetnsCluster, src: Path, folder: Path, out: Path) -> dict:
-    """A new index from ``src`` on both worker nodes; w1 killed once blocks are committed, while
-    its actor encodes one (or, if it has not started by half the blocks, then)."""
+def _run_killing_worker(cluster: NetnsCluster, src: Path, folder: Path, out: Path
+                        ) -> tuple[dict, str]:
+    """A new index from ``src`` on both worker nodes; once blocks are committed, the node whose
+    actor encodes a block is killed (``w1`` if none does by half the blocks). Returns the
+    summary and the node killed."""
     proc = cluster.driver(_ingest_args(cluster, src, folder, 2), out)
-    deadline, encoding = time.monotonic() + 180, False
-    while proc.poll() is None and time.monotonic() < deadline:
+    deadline, victim = time.monotonic() + 180, None
+    while proc.poll() is None and time.monotonic() < deadline and victim is None:
         done = _committed_blocks(folder)
-        encoding = done >= 2 and _encoding_on(cluster, "w1")
-        if encoding or done >= BLOCKS // 2:
-            break
+        victim = next((h for h in ("w1", "w2") if done >= 2 and _encoding_on(cluster, h)),
+                      "w1" if done >= BLOCKS // 2 else None)
         time.sleep(0.02)
     at_kill = _committed_blocks(folder)
-    log.info("w1 killed at %d of %d committed blocks, its actor %s", at_kill, BLOCKS,
-             "encoding a block" if encoding else "not encoding one")
     assert proc.poll() is None and 2 <= at_kill < BLOCKS, (at_kill, Path(f"{out}.err").read_text()[-3000:])
-    cluster.kill_node("w1")
+    assert victim is not None
+    cluster.kill_node(victim)
+    log.info("%s killed at %d of %d committed blocks", victim, at_kill, BLOCKS)
     rc, err = _finish(proc, out)
     assert rc == 0, err[-3000:]
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()), victim
 
 
 def _run_killing_driver(cluster: NetnsCluster, src: Path, folder: Path, out: Path) -> dict:
-    """``src`` added to the index; the driver killed after 3 commits, the same command rerun."""
+    """``src`` added to the index on the node left; the driver killed after 3 commits, the same
+    command rerun."""
     args = _ingest_args(cluster, src, folder, 1)
     proc = cluster.driver(args, out)
     deadline = time.monotonic() + 180
@@ -185,13 +187,13 @@ def _ids(folder: Path) -> list[str]:
 def test_worker_and_driver_killed_mid_run_lose_and_duplicate_nothing(workers, corpus, tmp_path,
                                                                     encoder):
     folder, t0 = tmp_path / "idx", time.monotonic()
-    first = _run_killing_worker(workers, corpus["a"], folder, tmp_path / "a.json")
-    log.info("new index, w1 killed mid-run: %.1f s; per node %s", time.monotonic() - t0,
-             first["nodes"])
+    first, killed = _run_killing_worker(workers, corpus["a"], folder, tmp_path / "a.json")
+    log.info("new index, %s killed mid-run: %.1f s; per node %s", killed,
+             time.monotonic() - t0, first["nodes"])
     assert first["count"] == N and first["ingested"] == N and first["rejected"] == 0
-    nodes = first["nodes"]
+    nodes, survivor = first["nodes"], workers.ip("w2" if killed == "w1" else "w1")
     assert sum(int(n["documents"]) for n in nodes.values()) == N, nodes
-    assert nodes[workers.ip("w2")]["encode_seconds"] > 0, nodes
+    assert nodes[survivor]["encode_seconds"] > 0, nodes  # the run went on there
     assert first["encode_seconds"] > 0 and nodes[workers.ip("h")]["write_seconds"] > 0
     t0 = time.monotonic()
     second = _run_killing_driver(workers, corpus["b"], folder, tmp_path / "b.json")
