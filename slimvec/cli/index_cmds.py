@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -90,9 +92,12 @@ def ingest(
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
 
-            summary = ray_ingest(str(input), index, opts,
-                                 RayOptions(ray_address, workers, gpus_per_worker),
-                                 notify=lambda msg: console.print(msg))
+            # Ray prints the cluster's error messages (a node lost, a task retried) to stdout:
+            # with --json, stdout holds the summary only, so they go to stderr for the run
+            with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
+                summary = ray_ingest(str(input), index, opts,
+                                     RayOptions(ray_address, workers, gpus_per_worker),
+                                     notify=lambda msg: console.print(msg))
         elif engine == "local":
             summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
         else:

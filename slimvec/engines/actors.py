@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,8 @@ def read_blocks(batch: dict[str, Any], batch_size: int, skip: dict[int, list[int
 
 
 class EncodeReduce:
-    """Ray Data actor: encode a block's documents, reduce them, return one 2-D array per block.
+    """Ray Data actor: encode a block's documents, reduce them, return one 2-D array per block,
+    with the actor's node id (``node``) and its seconds on the block (``encode_seconds``).
 
     Parameters
     ----------
@@ -125,6 +127,7 @@ class EncodeReduce:
         self.text_column = text_column
         self.id_rule = id_rule
         self.keep_full = bool(keep_full) and self.reducer is not None
+        self.node = _node_id()
         self.cache: dict[int, np.ndarray] = {}
         if cache_keys is not None and cache_vectors is not None:
             self.cache = {int(k): cache_vectors[i] for i, k in enumerate(cache_keys)}
@@ -148,8 +151,9 @@ class EncodeReduce:
         from slimvec.sources.checks import truncation_rejects
 
         out: dict[str, list[Any]] = {k: [] for k in ("file", "block", "rows", "ids", "vectors",
-                                                     "payloads", "rejects", "full")}
+                                                     "payloads", "rejects", "full", "seconds")}
         for i in range(len(batch["file"])):
+            t0 = time.perf_counter()
             index = int(batch["file"][i])
             docs = [doc_from_json(d) for d in json.loads(batch["docs"][i])]
             rejects = json.loads(batch["rejects"][i])
@@ -174,14 +178,24 @@ class EncodeReduce:
             out["vectors"].append(np.asarray(vectors, dtype=np.float32))
             out["payloads"].append(json.dumps(payloads, ensure_ascii=False))
             out["rejects"].append(json.dumps(rejects, ensure_ascii=False))
+            out["seconds"].append(time.perf_counter() - t0)  # parse, encode, reduce: this block
         result = {"file": np.array(out["file"]), "block": np.array(out["block"]),
                   "rows": np.array(out["rows"]), "ids": _ragged(out["ids"]),
                   "vectors": _ragged(out["vectors"]),
                   "payloads": np.array(out["payloads"], dtype=object),
-                  "rejects": np.array(out["rejects"], dtype=object)}
+                  "rejects": np.array(out["rejects"], dtype=object),
+                  "node": np.array([self.node] * len(out["file"]), dtype=object),
+                  "encode_seconds": np.array(out["seconds"], dtype=np.float64)}
         if self.keep_full:
             result["full"] = _ragged(out["full"])
         return result
+
+
+def _node_id() -> str:
+    """The id of the Ray node this actor runs on (the driver names it by its address)."""
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def _ragged(arrays: list[np.ndarray]) -> np.ndarray:

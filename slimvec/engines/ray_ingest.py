@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +40,7 @@ import numpy as np
 
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
+from slimvec.engines.preflight import NodeTimes, capacity_wait, check_nodes_see, node_address, wait_for_capacity
 from slimvec.engines.runtime import require_ray, start_ray
 from slimvec.errors import ConfigError
 from slimvec.index.folder import REDUCER_DIR
@@ -49,6 +51,7 @@ from slimvec.indexer.pipeline import add_declared_when_done
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint
 from slimvec.indexer.writer import IngestSummary, VectorBatch
+from slimvec.models import is_default_model
 from slimvec.recipe import apply_default_recipe, apply_recipe
 from slimvec.sources.train_pairs import fit_reducer
 
@@ -74,6 +77,9 @@ class RayOptions:
         CPUs reserved per actor (also its torch threads, rounded).
     local_cpus : int or None
         CPUs of a local runtime (default: ``workers × cpus_per_worker``).
+    capacity_wait : float or None
+        Joining a cluster: seconds to wait for room for one encoder actor before the error that
+        says what is missing (default: ``$SLIMVEC_RAY_CAPACITY_WAIT``, else 300).
     """
 
     address: str | None = None
@@ -81,6 +87,7 @@ class RayOptions:
     gpus_per_worker: float = 0.0
     cpus_per_worker: float = 1.0
     local_cpus: int | None = None
+    capacity_wait: float | None = None
 
 
 def _plan_resume(folder: Path, progress: Progress | None, inputs: list[dict[str, Any]],
@@ -177,7 +184,10 @@ def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: R
                       strict=options.strict, checkpoint_seconds=options.checkpoint_seconds,
                       checkpoint_batches=options.checkpoint_batches) as b:
         # folder checks and the lock come before any Ray work (started in running())
-        summary = b.build(_RayProducer(files, inputs, settings, options, ray_opts))
+        producer = _RayProducer(files, inputs, settings, options, ray_opts)
+        summary = b.build(producer)
+    summary.encode_seconds = producer.times.encode_seconds
+    summary.nodes = producer.times.to_json()
     add_declared_when_done(Path(index_dir), summary, options.payload_index)
     if not summary.already_done:
         log.info("ray engine: %d documents (%d rejected) into %s in %.1fs", summary.ingested,
@@ -197,6 +207,7 @@ class _RayProducer(Producer):
         self.committed: dict[int, set[int]] = {}
         self.keys: np.ndarray | None = None
         self.vectors: np.ndarray | None = None
+        self.times = NodeTimes()
 
     def build_spec(self, b: Target) -> BuildSpec:
         old = b.existing
@@ -231,6 +242,8 @@ class _RayProducer(Producer):
         started = start_ray(ray_opts.address, ray_opts.local_cpus
                             or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
         try:
+            if ray_opts.address:  # a cluster: what its nodes see and hold, before any work
+                _preflight(self.files, spec, ray_opts, b.say)
             yield
         finally:
             if started:
@@ -280,6 +293,8 @@ class _RayProducer(Producer):
         seen = {(f, k) for f, blocks in self.committed.items() for k in blocks}
         rows_done = start_row
         paths = {f.index: f.spec.path for f in self.files}
+        known: dict[str, str] = {}
+        driver = node_address(require_ray().get_runtime_context().get_node_id(), known)
         for row in ds.iter_rows():
             key = (int(row["file"]), int(row["block"]))
             if key in seen:  # a retried task delivered a block again
@@ -291,10 +306,27 @@ class _RayProducer(Producer):
             vecs = np.asarray(row["vectors"], dtype=np.float32).reshape(-1, dim_out)
             full = (np.asarray(row["full"], dtype=np.float32).reshape(-1, dim_in)
                     if row.get("full") is not None else None)
+            self.times.encoded(node_address(str(row.get("node") or ""), known), len(vecs),
+                               float(row.get("encode_seconds") or 0.0))
+            t0 = time.perf_counter()
             yield VectorBatch(np.asarray(row["ids"], dtype=np.int64), vecs,
                               json.loads(row["payloads"]),
                               [reject_from_json(r) for r in json.loads(row["rejects"])],
                               rows_done, source=paths[key[0]], reduced=True, full=full)
+            self.times.wrote(driver, time.perf_counter() - t0)  # the builder's write of it
+
+
+def _preflight(files: list[InputFile], spec: BuildSpec, ray_opts: RayOptions,
+               say: Callable[[str], None]) -> None:
+    """Before any work on a joined cluster: every node sees the inputs and a custom encoder
+    folder; there is room for one encoder actor (a bounded wait)."""
+    paths = [f.spec.path for f in files]
+    if not is_default_model(str(spec.encoder)) and Path(str(spec.encoder)).expanduser().is_dir():
+        paths.append(str(Path(str(spec.encoder)).expanduser().resolve()))
+    check_nodes_see(paths)
+    wait_for_capacity(float(ray_opts.cpus_per_worker), float(ray_opts.gpus_per_worker),
+                      capacity_wait() if ray_opts.capacity_wait is None else ray_opts.capacity_wait,
+                      str(ray_opts.address), say)
 
 
 def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],

@@ -60,6 +60,8 @@ class IngestSummary:
     reject_reasons: dict[str, int] = field(default_factory=dict)
     warning_reasons: dict[str, int] = field(default_factory=dict)
     recipe: str | None = None  # what the index was built with (reducer|store[|options])
+    # --engine ray: {node IP: blocks, documents, encode_seconds, write_seconds} (left out if empty)
+    nodes: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def docs_per_s(self) -> float:
@@ -69,6 +71,8 @@ class IngestSummary:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         out = asdict(self)
+        if not out["nodes"]:
+            del out["nodes"]
         out["docs_per_s"] = round(self.docs_per_s, 1)
         return out
 

@@ -33,6 +33,10 @@ def test_two_workers_match_single_process(ray_runtime, docs_200, tmp_path):
     dist = ray_ingest(str(src), tmp_path / "ray", IngestOptions(**OPTS), RayOptions(workers=2))
     assert dist.ingested == single.ingested == 200
     assert dist.count == single.count == 200
+    # the actors' time, measured per block (it was 0.0); the writer's on the driver
+    assert dist.encode_seconds > 0 and sum(n["documents"] for n in dist.nodes.values()) == 200
+    assert sum(n["write_seconds"] for n in dist.nodes.values()) > 0
+    assert "nodes" in dist.to_json() and "nodes" not in single.to_json()
     # same reducer artifact: fitted once on the same sample, encoded the same way
     a = (tmp_path / "single" / "reducer" / "state.safetensors").read_bytes()
     b = (tmp_path / "ray" / "reducer" / "state.safetensors").read_bytes()
