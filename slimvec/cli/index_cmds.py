@@ -9,10 +9,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from slimvec.buildspec import DEFAULTS, default_recipe
-from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
+from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range, rerun_command
 from slimvec.errors import ConfigError
 
 __all__ = ["ingest", "search", "info", "calibrate"]
@@ -21,6 +22,7 @@ console = Console(stderr=True)
 
 
 def ingest(
+    ctx: typer.Context,
     input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
     reducer: str | None = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
@@ -85,8 +87,8 @@ def ingest(
                           "only the documents that changed).")
     if threads is not None:
         check_positive("--threads", threads)
-    with interrupt_message(index, f"slimvec ingest {input} --index {index}"
-                           + (" --sync" if sync else "")):
+    again = rerun_command(ctx, drop=("rebuild",))  # a resume must not delete what was committed
+    with interrupt_message(index, again):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
 
@@ -103,7 +105,7 @@ def ingest(
         console.print(
             f"[bold yellow]interrupted[/]: committed up to row {summary.next_row:,} of {input} "
             f"({summary.count:,} documents in the index). Resume with the same command: "
-            f"slimvec ingest {input} --index {index}"
+            f"{escape(again)}", soft_wrap=True, highlight=False,  # one line to paste
         )
         raise typer.Exit(130)
     if json_out or summary.already_done:

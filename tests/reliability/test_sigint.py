@@ -9,8 +9,10 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -32,11 +34,16 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
+def test_sigint_stops_at_a_batch_boundary_and_the_printed_command_resumes(tmp_path):
+    corpus = tmp_path / "my corpus.jsonl"  # a space: the printed command must quote it
     rows = make_corpus(corpus, n=500)
+    # columns other than the defaults: a resume command that drops --text-column / --id-column /
+    # --payload-index fails ("column(s) 'text' not found"), issue 52
+    corpus.write_text("".join(json.dumps({"body": r["text"], "key": r["id"], "src": r["source"]})
+                              + "\n" for r in rows), encoding="utf-8")
     index = tmp_path / "idx"
-    cmd = ingest_cmd(corpus, index, "hnsw")
+    cmd = ingest_cmd(corpus, index, "hnsw") + ["--text-column", "body", "--id-column", "key",
+                                                "--payload-index", "src:keyword"]
     cmd[cmd.index("--batch-size") + 1] = "5"  # 100 batches: the run outlives the signal
     cmd[cmd.index("--fit-sample") + 1] = "100"
     cmd[cmd.index("--reducer") + 1] = "rp:16"  # fits in no time (a PCA eigh is seconds here)
@@ -62,7 +69,13 @@ def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path)
     assert 0 < stopped_at < len(rows)  # stopped mid-run, not at the end
     message = _flat(err)
     assert f"committed up to row {stopped_at:,}" in message
-    assert re.search(r"Resume with the same command: slimvec ingest \S*corpus\.jsonl --index", message)
+    printed = re.search(r"Resume with the same command: (slimvec ingest .*)$", err, re.M)
+    assert printed, err[-2000:]
+    again = shlex.split(printed.group(1))
+    assert again[:3] == ["slimvec", "ingest", str(corpus)]
+    for option in ("--text-column body", "--id-column key", "--payload-index src:keyword",
+                   "--reducer rp:16", "--batch-size 5", "--json"):
+        assert option in " ".join(again), f"{option} missing from {printed.group(1)}"
     assert "Traceback" not in err
 
     # the committed state: the index loads, holds exactly the committed rows, record agrees
@@ -72,13 +85,16 @@ def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path)
         first = idx.search([rows[0]["text"]], k=1)
         assert idx.payloads([int(first.ids[0, 0])])[0]["text"] == rows[0]["text"]
 
-    resumed = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    # the printed command, as a user would paste it, finishes the index
+    resumed = subprocess.run([sys.executable, "-m", *again], capture_output=True, text=True,
+                             env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"resuming at row {stopped_at:,} of" in _flat(resumed.stderr)
     again = json.loads(resumed.stdout)
     assert again["resumed_from"] == stopped_at and not again["interrupted"]
     unique = {r["id"]: r["text"] for r in rows}
     with open_index(index) as idx:
+        assert idx.info()["payload_indexes"] == {"src": "keyword"}
         assert idx.store.count() == len(unique)  # nothing lost, nothing duplicated
         picks = random.Random(0).sample(list(unique.values()), 20) + [rows[-1]["text"]]
         res = idx.search(picks, k=5)
