@@ -89,7 +89,8 @@ def rerun_command(ctx: typer.Context, drop: Iterable[str] = ()) -> str:
     ...). Options named in ``drop`` (parameter names, e.g. ``rebuild``: a resume must not delete
     what was committed) are left out.
     """
-    names, outer = [], ctx  # "slimvec ingest", also under ``python -m slimvec``
+    names: list[str] = []
+    outer: Any = ctx  # "slimvec ingest", also under ``python -m slimvec``
     while outer.parent is not None:
         names.insert(0, str(outer.info_name))
         outer = outer.parent

@@ -248,10 +248,8 @@ def search(
         for qi, q in enumerate(query):
             ids = [int(i) for i in res.ids[qi] if i >= 0]
             payloads = idx.payloads(ids)
-            # "id": the user's id, as the table shows it (the one mapping of
-            # SearchResult.source_ids); "store_id": the store's integer id (issue 52)
-            hits = [{"id": user_id(i, p), "store_id": i, "score": float(s),
-                     "text": (p or {}).get("text"),
+            # "id": the user's id, as the table shows it (SearchResult.source_ids); "store_id": the store's
+            hits = [{"id": user_id(i, p), "store_id": i, "score": float(s), "text": (p or {}).get("text"),
                      "payload": {key: v for key, v in (p or {}).items()
                                  if key not in ("text", "source_id")}}
                     for i, s, p in zip(ids, res.scores[qi], payloads)]

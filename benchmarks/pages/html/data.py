@@ -249,9 +249,7 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None,
     The page evaluates ``RAM(N) = Σ resident components max(fixed + fixed_per_dim·d +
     N·(per_vector + per_dim·d), 0) + extra_ram_per_vector·N + reducer_bytes`` exactly like
     :meth:`SizeModel.ram_bytes`, and sorts like ``make_plan``. ``cache``: the folder of size
-    models ``slimvec plan`` keeps (:func:`~slimvec.planner.plan.size_model_cache`), reused, not
-    refitted; ``default_metric``: the first plan metric some candidate has (a ``--vectors`` run
-    has no task recall).
+    models ``slimvec plan`` keeps (:func:`~slimvec.planner.plan.size_model_cache`), reused.
 
     Returns
     -------
@@ -317,10 +315,16 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None,
                 "notes": [n for n in plan.notes if not n.startswith("size models checked")
                           and "is not used for ranking" not in n],
             }
-    measured = [m for m in QUALITY_METRICS if any(c["quality"][m] is not None
-                                                  for b in out["dims"].values() for c in b["candidates"])]
-    out["default_metric"] = measured[0] if measured else QUALITY_METRICS[0]
+    out["default_metric"] = _measured_metric(out["dims"], QUALITY_METRICS)
     return out
+
+
+def _measured_metric(dims: dict[str, Any], metrics: Sequence[str]) -> str:
+    """The first of ``metrics`` some planner candidate has (a ``--vectors`` run: no task recall)."""
+    for m in metrics:
+        if any(c["quality"][m] is not None for b in dims.values() for c in b["candidates"]):
+            return m
+    return metrics[0]
 
 
 # --------------------------------------------------------------------------- the page's data
