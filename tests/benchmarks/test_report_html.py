@@ -329,7 +329,7 @@ def test_planner_of_a_vectors_run(small_run, browser, tmp_path, monkeypatch):
         page.fill("#plan-docs", "100000")
         page.fill("#plan-min", "0.5")
         stores = page.eval_on_selector_all("#plan-table tbody tr", "trs => trs.map(tr => tr.children[4].textContent)")
-        assert "faiss:Flat +rescore=4" in stores, stores
+        assert "faiss:Flat +rescore×4" in stores, stores  # as docs/benchmarks write it
         assert page.eval_on_selector_all("#plan-table tbody tr.fits", "e => e.length") > 0
         notes = page.inner_text("#plan-notes")
         assert "neighbour recall@10 hardly tells these configurations apart (saturated:" in notes, notes

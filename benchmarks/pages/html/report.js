@@ -567,7 +567,7 @@
     shown.forEach((x, j) => {
       const tr = el("tr", { class: x.meets ? "fits" : "nofit", "data-label": x.c.label, "data-ram": String(x.ram), "data-disk": String(x.disk), "data-meets": x.meets ? "1" : "0" });
       const cells = [[String(j + 1), "num"], [x.meets ? "yes" : "no", ""], [x.c.reducer, ""], [String(x.c.dim_out), "num"],
-                     [x.c.store + (x.c.rescore ? (x.c.depth ? ` +rescore=${x.c.depth}` : " +rescore") : ""), ""], [x.q === null ? NULL : x.q.toFixed(3), "num"],
+                     [x.c.store + (x.c.rescore ? (x.c.depth ? ` +rescore×${x.c.depth}` : " +rescore") : ""), ""], [x.q === null ? NULL : x.q.toFixed(3), "num"],
                      [x.c.p50_ms === null || x.c.p50_ms === undefined ? NULL
                        : (x.p50 === null ? `${NULL} (${x.c.p50_ms.toFixed(3)} at n = ${fmt(x.c.p50_n, 0)}, not extrapolated)`
                           : `${x.p50.toFixed(3)} (measured at n = ${fmt(x.c.p50_n, 0)})`), "num"], [humanBytes(x.ram), "num"], [humanBytes(x.disk), "num"],
