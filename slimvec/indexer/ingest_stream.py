@@ -152,13 +152,13 @@ class _Stage:
 
     _END = object()
 
-    def __init__(self, items: Iterator[Any], name: str, stop: threading.Event,
+    def __init__(self, items: Iterator[Any], name: str, stop: threading.Event | None = None,
                  poll: Callable[[], bool] | None = None) -> None:
         import queue
 
         self._items, self._poll = items, poll
         self._queue: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=QUEUE_WINDOWS)
-        self._stop = stop
+        self._stop = stop or threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _put(self, item: Any) -> bool:
