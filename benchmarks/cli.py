@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from slimvec.cli import PlainUsage
 from slimvec.cli.checks import int_range, number_range
 from slimvec.errors import ConfigError
 
@@ -338,4 +339,4 @@ def report_page(
 
 for _name, _command in (("report", report_page), ("pruning", pruning_kind), ("table", table_kind), ("vectors", vectors_kind),
                         ("search-profile", search_profile_kind), ("default-recipe", default_recipe_kind)):
-    app.command(_name)(_command)
+    app.command(_name, cls=PlainUsage)(_command)

@@ -11,12 +11,14 @@ import importlib.util
 import logging
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from slimvec.errors import SlimvecError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "PlainUsage"]
 
 _app = typer.Typer(
     name="slimvec",
@@ -29,6 +31,22 @@ _app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"max_content_width": 120},
 )
+
+class PlainUsage(TyperCommand):
+    """A command whose usage line names its arguments as help texts do (``INPUT``, ``[QUERY]...``):
+    typer wraps a required one in braces (``{input}``), which reads as an unrendered template
+    (issue 52)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # typer vendors the click Context
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces += param.get_usage_pieces(ctx)
+                continue
+            name = str(param.metavar or param.name).upper()
+            pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+        return pieces
+
 
 #: (module, function, command name); an absent module makes every command fail (see _MISSING)
 _COMMANDS = [
@@ -84,7 +102,7 @@ def _register(names: set[str] | None = None) -> None:
         if isinstance(command, typer.Typer):  # a group (bench: the suite run and its measurements)
             _app.add_typer(command, name=name)
             continue
-        _app.command(name)(command)
+        _app.command(name, cls=PlainUsage)(command)
 
 
 def _asked(args: list[str]) -> set[str] | None:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import shlex
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from slimvec.errors import ConfigError
 from slimvec.ranges import check_int, check_number
 
 __all__ = ["check_positive", "check_bench_inputs", "interrupt_message", "int_range", "number_range",
-           "byte_size"]
+           "byte_size", "rerun_command"]
 
 
 def _option_name(param: typer.CallbackParam) -> str:
@@ -77,6 +79,41 @@ def check_bench_inputs(vectors: Path | None) -> None:
         )
 
 
+def rerun_command(ctx: typer.Context, drop: Iterable[str] = ()) -> str:
+    """The running command as the user gave it, shell-quoted: what "resume with the same command"
+    prints.
+
+    Built from the command's context (``ctx``): every argument and every option given on the
+    command line or through the environment, in the command's own order, each value quoted with
+    :mod:`shlex`, so pasting it reruns the same build (``--text-column``, ``--payload-index``,
+    ...). Options named in ``drop`` (parameter names, e.g. ``rebuild``: a resume must not delete
+    what was committed) are left out.
+    """
+    names: list[str] = []
+    outer: Any = ctx  # "slimvec ingest", also under ``python -m slimvec``
+    while outer.parent is not None:
+        names.insert(0, str(outer.info_name))
+        outer = outer.parent
+    words = ["slimvec", *names]
+    for param in ctx.command.params:
+        name = str(param.name)
+        source = ctx.get_parameter_source(name)
+        if name in drop or getattr(source, "name", None) not in ("COMMANDLINE", "ENVIRONMENT"):
+            continue
+        value = ctx.params.get(name)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if param.param_type_name == "argument":
+            words += [str(v) for v in values]
+            continue
+        flag = _option_name(param)  # type: ignore[arg-type]  # an option: the names it reads
+        if getattr(param, "is_flag", False):
+            words.append(flag if value else (getattr(param, "secondary_opts", None) or [flag])[0])
+            continue
+        for v in values:
+            words += [flag, str(v)]
+    return shlex.join(words)
+
+
 @contextmanager
 def interrupt_message(index: Path, command: str) -> Iterator[None]:
     """Turn Ctrl-C outside the commit loop (sampling, encoding, fitting) into a message + exit 130.
@@ -90,11 +127,13 @@ def interrupt_message(index: Path, command: str) -> Iterator[None]:
         from slimvec.index.folder import MANIFEST
 
         console = Console(stderr=True)
+        command = escape(command)
         if (index / MANIFEST).exists():
             console.print(f"[bold yellow]interrupted[/]: work committed to {index} is kept. Resume "
-                          f"with the same command: {command}")
+                          f"with the same command: {command}", soft_wrap=True, highlight=False)
         else:
             console.print(f"[bold yellow]interrupted[/] before the first commit (while sampling, "
                           f"encoding or fitting the reducer): nothing is in the index yet. Start "
-                          f"over with the same command: {command}; or abort: delete {index}.")
+                          f"over with the same command: {command} ; or abort: delete {index}.",
+                          soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None

@@ -11,10 +11,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from slimvec.buildspec import DEFAULTS, default_recipe
-from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range
+from slimvec.cli.checks import check_positive, int_range, interrupt_message, number_range, rerun_command
 from slimvec.errors import ConfigError
 
 __all__ = ["ingest", "search", "info", "calibrate"]
@@ -23,6 +24,7 @@ console = Console(stderr=True)
 
 
 def ingest(
+    ctx: typer.Context,
     input: Path = typer.Argument(..., help="JSONL, CSV, TSV, Parquet or text file (one document per line)."),
     index: Path = typer.Option(..., "--index", help="Index folder (created on first use)."),
     reducer: str | None = typer.Option(None, help=f"Reducer spec for a new index [default: the default recipe {default_recipe()} when none of --reducer, --store, --keep-full, --recipe is given; else {DEFAULTS['reducer']}]."),
@@ -87,8 +89,8 @@ def ingest(
                           "only the documents that changed).")
     if threads is not None:
         check_positive("--threads", threads)
-    with interrupt_message(index, f"slimvec ingest {input} --index {index}"
-                           + (" --sync" if sync else "")):
+    again = rerun_command(ctx, drop=("rebuild",))  # a resume must not delete what was committed
+    with interrupt_message(index, again):
         if engine == "ray":
             from slimvec.engines.ray_ingest import RayOptions, ray_ingest
 
@@ -108,7 +110,7 @@ def ingest(
         console.print(
             f"[bold yellow]interrupted[/]: committed up to row {summary.next_row:,} of {input} "
             f"({summary.count:,} documents in the index). Resume with the same command: "
-            f"slimvec ingest {input} --index {index}"
+            f"{escape(again)}", soft_wrap=True, highlight=False,  # one line to paste
         )
         raise typer.Exit(130)
     if json_out or summary.already_done:
@@ -176,7 +178,7 @@ def search(
     index: Path = typer.Option(..., "--index", help="Index folder."),
     vectors: Path | None = typer.Option(None, "--vectors", help="Query vectors instead of texts: .npy (n, dim) or JSONL (one [0.1, ...] or {\"vector\": [...]} per line), from the index's original encoder (a migrated index without --encoder is searched this way)."),
     k: int = typer.Option(10, "-k", help="Results per query."),
-    json_out: bool = typer.Option(False, "--json", help="Print results as JSON: per query the hits (id, score, source_id, text and the other payload fields), the space the scores were computed in, the rescoring depth used and timings."),
+    json_out: bool = typer.Option(False, "--json", help="Print results as JSON: per query the hits (id: your id, as the table shows it; store_id: the store's integer id; score, text and the other payload fields), the space the scores were computed in, the rescoring depth used and timings."),
     rescore: int | None = typer.Option(None, "--rescore", help="Re-rank k x R candidates with the full vectors kept on disk; 0: no re-ranking (scores then come from the reduced vectors) [default: the depth recorded by the index's recipe (slimvec info shows it as xR), else 0]."),
     trust_store: str | None = typer.Option(None, "--trust-store", help="Open an index whose store lies outside its folder (qdrant:URL, qdrant-edge:PATH): give that store's spec or location; a location written in an index folder is never contacted otherwise."),
     recipe: str | None = typer.Option(None, "--recipe", help="Search as this recipe (string or tuned.json) does: its reducer and store must be the index's; its rescoring depth is used (auto: the depth the index calibrated; no rescore option: no re-ranking). 'none': no re-ranking, like --rescore 0. Not with --rescore."),
@@ -251,8 +253,8 @@ def search(
         for qi, q in enumerate(query):
             ids = [int(i) for i in res.ids[qi] if i >= 0]
             payloads = idx.payloads(ids)
-            hits = [{"id": i, "score": float(s), "text": (p or {}).get("text"),
-                     "source_id": user_id(i, p),  # the one mapping (SearchResult.source_ids)
+            # "id": the user's id, as the table shows it (SearchResult.source_ids); "store_id": the store's
+            hits = [{"id": user_id(i, p), "store_id": i, "score": float(s), "text": (p or {}).get("text"),
                      "payload": {key: v for key, v in (p or {}).items()
                                  if key not in ("text", "source_id")}}
                     for i, s, p in zip(ids, res.scores[qi], payloads)]
@@ -274,7 +276,7 @@ def search(
         table.add_column("id")
         table.add_column("text")
         for rank, hit in enumerate(item["hits"], 1):
-            table.add_row(str(rank), f"{hit['score']:.4f}", str(hit["source_id"]), hit["text"] or "")
+            table.add_row(str(rank), f"{hit['score']:.4f}", str(hit["id"]), hit["text"] or "")
         Console().print(table)
 
 

@@ -47,9 +47,9 @@ from slimvec.index.folder import REDUCER_DIR
 from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
-from slimvec.indexer.pipeline import add_declared_when_done
+from slimvec.indexer.pipeline import add_declared_when_done, row_count
 from slimvec.indexer.produce import Producer, Target, bulk_load
-from slimvec.indexer.progress import ResumePlan, fingerprint
+from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.models import is_default_model
 from slimvec.recipe import apply_default_recipe, apply_recipe
@@ -110,10 +110,11 @@ def _plan_resume(folder: Path, progress: Progress | None, inputs: list[dict[str,
 
 def _actor_args(ray_opts: RayOptions) -> dict[str, Any]:
     ray = require_ray()
+    # Ray Data restarts dead actors and retries their tasks by default (max_restarts and
+    # max_task_retries -1); naming them went through **ray_remote_args, deprecated in Ray 2.60
     return {"compute": ray.data.ActorPoolStrategy(size=int(ray_opts.workers)), "batch_size": 1,
             "num_cpus": float(ray_opts.cpus_per_worker),
-            "num_gpus": float(ray_opts.gpus_per_worker) or None,
-            "max_restarts": -1, "max_task_retries": -1}
+            "num_gpus": float(ray_opts.gpus_per_worker) or None}
 
 
 def _encode_sample(sample: list[tuple[int, Any]], spec: BuildSpec, batch_size: int,
@@ -134,16 +135,21 @@ def _encode_sample(sample: list[tuple[int, Any]], spec: BuildSpec, batch_size: i
     return np.concatenate([parts[k] for k in range(len(chunks))])
 
 
-def _fit_sample(files: list[InputFile], opts: Any, ray_opts: RayOptions, spec: BuildSpec
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """The fit sample encoded on the actor pool: ``(keys, vectors)`` (keys: :func:`sample_key`)."""
-    sample, _rows = sample_documents(files, opts.fit_sample, opts.seed)
+def _fit_sample(files: list[InputFile], opts: Any, ray_opts: RayOptions, spec: BuildSpec,
+                progress: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """The fit sample encoded on the actor pool: ``(keys, vectors, rows read)`` (keys:
+    :func:`sample_key`), with the single-process ingest's progress lines."""
+    task = progress.add_task("sampling input", total=None)
+    sample, rows = sample_documents(files, opts.fit_sample, opts.seed)
+    progress.update(task, total=rows, completed=rows)
     if not sample:
         raise ConfigError(f"{files[0].spec.path} and the other inputs hold no ingestible document: "
                           "nothing to fit the reducer on (check --text-column).")
+    task = progress.add_task(f"encoding fit sample ({len(sample):,})", total=len(sample))
     X = _encode_sample(sample, spec, opts.batch_size, ray_opts, opts.text_column)
+    progress.update(task, completed=len(sample))
     keys = np.array([sample_key(fi, d.row) for fi, d in sample], dtype=np.int64)
-    return keys, X
+    return keys, X, rows
 
 
 def ray_ingest(input_path: str, index_dir: str | Path, options: Any, ray_opts: RayOptions | None = None,
@@ -208,6 +214,7 @@ class _RayProducer(Producer):
         self.keys: np.ndarray | None = None
         self.vectors: np.ndarray | None = None
         self.times = NodeTimes()
+        self.rows: int | None = None  # counted by the fit sample's read, else from metadata
 
     def build_spec(self, b: Target) -> BuildSpec:
         old = b.existing
@@ -244,7 +251,8 @@ class _RayProducer(Producer):
         try:
             if ray_opts.address:  # a cluster: what its nodes see and hold, before any work
                 _preflight(self.files, spec, ray_opts, b.say)
-            yield
+            with progress_bar(self.opts.progress) as self.progress:  # as slimvec ingest's
+                yield
         finally:
             if started:
                 require_ray().shutdown()
@@ -252,7 +260,8 @@ class _RayProducer(Producer):
     def dim_in(self, b: Target) -> int:
         if b.existing is not None:
             return int(b.existing.dim_in)
-        self.keys, self.vectors = _fit_sample(self.files, self.opts, self.ray_opts, self.spec)
+        self.keys, self.vectors, self.rows = _fit_sample(self.files, self.opts, self.ray_opts,
+                                                         self.spec, self.progress)
         return int(self.vectors.shape[1])
 
     def open_spec(self, spec: BuildSpec) -> BuildSpec:
@@ -263,6 +272,7 @@ class _RayProducer(Producer):
         return self.vectors
 
     def fit_reducer(self, reducer: Any, X: np.ndarray) -> None:
+        self.progress.add_task(f"fitting {self.spec.reducer} on {len(X):,} vectors", total=None)
         fit_reducer(reducer, X, None, None, self.opts.batch_size)
 
     def progress_record(self, b: Target, plan: ResumePlan) -> Progress:
@@ -284,6 +294,17 @@ class _RayProducer(Producer):
                                            for k, v in sorted(self.committed.items())}
 
         b.on_commit = on_commit
+        counts = [row_count(f.spec) for f in self.files]  # Parquet: from its metadata
+        total = self.rows if self.rows is not None else (
+            sum(c for c in counts if c is not None) if None not in counts else None)
+        name = Path(self.files[0].spec.path).name if len(self.files) == 1 else \
+            f"{len(self.files)} files"
+        self.task = self.progress.add_task(
+            f"ingesting {name} ({self.ray_opts.workers} Ray workers)", total=total,
+            completed=plan.start_row if total else 0)
+
+    def advance(self, n: int) -> None:
+        self.progress.advance(self.task, n)
 
     def batches(self, b: Target, start_row: int) -> Iterator[VectorBatch]:
         assert b.manifest is not None

@@ -242,6 +242,9 @@ class CommitLoop:
                     break
                 if self.due():
                     self.commit()
+            if stop.requested and not self.summary.interrupted:  # the producer ended early for it
+                self.commit()
+                self.summary.interrupted = True
             if not self.summary.interrupted:
                 self.finish()
         self.summary.rows_read = self._next_row - start

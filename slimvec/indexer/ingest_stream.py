@@ -9,6 +9,7 @@ own. Bounded queues sit between the three (issue 36 item 2). Split out of
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from slimvec.ids import doc_ids
+from slimvec.indexer.interrupt import stop_requested
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.sources.checks import DuplicateTracker, truncation_rejects
 from slimvec.sources.readers import Document, Reject, SourceSpec, iter_batches, stored_payload
@@ -50,14 +52,16 @@ class DocumentStream:
         self.cached, self.tracker, self.summary, self.id_rule = cached, tracker, summary, id_rule
         self.id_field = source.id_column or "id"
 
-    def encode(self, window: list[list[Document]]) -> list[tuple[np.ndarray, list[Reject]]]:
-        """Encode a window of batches in one encoder call; their vectors and truncation
-        warnings, batch by batch."""
+    def encode(self, window: list[list[Document]], halted: Callable[[], bool] | None = None
+               ) -> list[tuple[np.ndarray, list[Reject]]]:
+        """Encode a window of batches (sorted by length, as one encoder call would); their
+        vectors and truncation warnings, batch by batch. ``halted`` is asked between passes
+        (:func:`encode_batch`)."""
         t0 = time.perf_counter()
         truncated = [truncation_rejects(self.encoder, docs, self.source.path,
                                         self.source.text_column) for docs in window]
         flat = [d for docs in window for d in docs]
-        vecs = encode_batch(self.encoder, flat, self.cached)
+        vecs = encode_batch(self.encoder, flat, self.cached, halted)
         self.summary.encode_seconds += time.perf_counter() - t0
         out, lo = [], 0
         for docs, trunc in zip(window, truncated):
@@ -77,10 +81,14 @@ class DocumentStream:
         :data:`ENCODE_WINDOW` documents), the encoder, and the caller, which writes and commits.
         Bounded queues of :data:`QUEUE_WINDOWS` windows between them: the encoder waits only when
         the reader has nothing ready or the writer is that far behind, never for one commit.
+        A stop asked of the commit loop (Ctrl-C) ends the batches at once when the writer is
+        waiting for a window, and the encoder within :data:`STOP_PASSES` passes (issue 52).
         """
         window_docs = encode_window(self.encoder)
-        with _Stage(self._read_windows(start_row, window_docs), "slimvec-read") as read, \
-                _Stage(self._encoded(read), "slimvec-encode") as encoded:
+        halt = threading.Event()  # set when a stage is left: the encoder stops between passes
+        with _Stage(self._read_windows(start_row, window_docs), "slimvec-read", halt) as read, \
+                _Stage(self._encoded(read, halt), "slimvec-encode", halt,
+                       poll=stop_requested) as encoded:
             for done in encoded:
                 yield from _split(done, self.source.path, self.check)
 
@@ -98,15 +106,19 @@ class DocumentStream:
         if window:
             yield window, metas
 
-    def _encoded(self, windows: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any, Any]]:
+    def _encoded(self, windows: Iterable[tuple[Any, Any]], halt: threading.Event
+                 ) -> Iterator[tuple[Any, Any, Any]]:
         for window, metas in windows:
-            yield window, metas, self.encode(window)
+            yield window, metas, self.encode(window, lambda: halt.is_set() or stop_requested())
 
 
 #: documents encoded in one call on a CPU (several batches; each is committed on its own)
 ENCODE_WINDOW = 2048
 #: windows a stage may hold ready for the next (reader -> encoder -> writer)
 QUEUE_WINDOWS = 4
+#: forward passes of a window encoded between two looks at a stop (Ctrl-C): a window of 2,048
+#: long texts took 52 s on a CPU, one pass of 32 takes about a second
+STOP_PASSES = 1
 
 
 def encode_window(encoder: Any) -> int:
@@ -132,19 +144,21 @@ class _Stage:
     """Run an iterator in its own thread, ``QUEUE_WINDOWS`` items ahead of the consumer.
 
     Items come out in order; an exception in the thread is raised in the consumer at the point it
-    happened. Leaving the block (the consumer stopped: an interrupt, an error, the end) stops the
-    thread at its next item and waits for it, so nothing runs on after the writer has gone.
+    happened. Leaving the block (the consumer stopped: an interrupt, an error, the end) sets
+    ``stop`` (shared by the stages of one stream), which stops the thread at its next item, and
+    waits for it, so nothing runs on after the writer has gone. ``poll``: while the consumer
+    waits for an item, the items end as soon as it returns True (a stop was asked).
     """
 
     _END = object()
 
-    def __init__(self, items: Iterator[Any], name: str) -> None:
+    def __init__(self, items: Iterator[Any], name: str, stop: threading.Event | None = None,
+                 poll: Callable[[], bool] | None = None) -> None:
         import queue
-        import threading
 
-        self._items = items
+        self._items, self._poll = items, poll
         self._queue: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=QUEUE_WINDOWS)
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _put(self, item: Any) -> bool:
@@ -172,9 +186,18 @@ class _Stage:
         return self
 
     def __iter__(self) -> Iterator[Any]:
+        import queue
+
         while True:
-            ok, item = self._queue.get()
+            try:
+                ok, item = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                if self._poll is not None and self._poll():
+                    return
+                continue
             if not ok:
+                if isinstance(item, _Halted):
+                    return
                 raise item
             if item is self._END:
                 return
@@ -195,8 +218,23 @@ class _Stage:
             close()
 
 
-def encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray]) -> np.ndarray:
-    """Encode a batch, reusing vectors already computed for the fit sample."""
+class _Halted(Exception):
+    """The encoder stopped between passes: a stop was asked (the consumer ends its items)."""
+
+
+def encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarray],
+                 halted: Callable[[], bool] | None = None) -> np.ndarray:
+    """Encode a batch, reusing vectors already computed for the fit sample.
+
+    With ``halted``, the texts are sorted by length, as the encoder sorts one call's, and
+    encoded :data:`STOP_PASSES` forward passes at a time, asking ``halted`` before each: the
+    same passes, each padded as little, and a stop waits for one pass, not the whole window.
+
+    Raises
+    ------
+    _Halted
+        ``halted()`` said so before the texts were all encoded.
+    """
     out = np.empty((len(docs), encoder.dim), dtype=np.float32)
     if not docs:
         return out
@@ -204,6 +242,16 @@ def encode_batch(encoder: Any, docs: list[Document], cached: dict[int, np.ndarra
     for i, d in enumerate(docs):
         if d.row in cached:
             out[i] = cached.pop(d.row)
-    if todo:
+    if not todo:
+        return out
+    if halted is None:
         out[todo] = encoder.encode([docs[i].text for i in todo])
+        return out
+    step = STOP_PASSES * max(1, int(getattr(encoder, "batch_size", 0) or 32))
+    todo = [todo[j] for j in np.argsort([-len(docs[i].text) for i in todo], kind="stable")]
+    for lo in range(0, len(todo), step):
+        if halted():
+            raise _Halted
+        part = todo[lo:lo + step]
+        out[part] = encoder.encode([docs[i].text for i in part])
     return out

@@ -9,9 +9,19 @@ import threading
 from types import FrameType
 from typing import Any
 
-__all__ = ["StopFlag"]
+__all__ = ["StopFlag", "stop_requested"]
 
 log = logging.getLogger(__name__)
+
+#: the flags of the commit loops running now (signals are the process's: any of them asked)
+_ACTIVE: list[StopFlag] = []
+
+
+def stop_requested() -> bool:
+    """Whether a running commit loop was asked to stop: a producer waiting on work in another
+    thread (the encoder's window) polls it to hand the loop no further batch instead of making
+    it wait for that work (issue 52: Ctrl-C waited 52 s for a window of long texts)."""
+    return any(flag.requested for flag in _ACTIVE)
 
 
 class StopFlag:
@@ -42,9 +52,12 @@ class StopFlag:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         for sig, old in self._old.items():
             signal.signal(sig, old)
         self._old.clear()

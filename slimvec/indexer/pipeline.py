@@ -34,10 +34,10 @@ from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
 from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, strict_error
 from slimvec.recipe import DEFAULT_RECIPE, apply_default_recipe, apply_recipe
 from slimvec.sources.checks import STATE_DB, DuplicateTracker
-from slimvec.sources.readers import Document, Reject, SourceSpec, iter_records
+from slimvec.sources.readers import Document, Reject, SourceSpec, detect_format, iter_records
 from slimvec.sources.train_pairs import fit_reducer
 
-__all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "add_declared_when_done", "reservoir_sample", "REJECTS",
+__all__ = ["IngestOptions", "IngestSummary", "ingest", "ingest_with", "row_count", "add_declared_when_done", "reservoir_sample", "REJECTS",
            "VectorBatch", "DEFAULT_REDUCER", "DEFAULT_STORE"]
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,15 @@ def _progress(enabled: bool, total: int | None, description: str, unit: str = "d
     return progress_bar(enabled, unit)  # rich bar on a terminal, plain lines in a log
 
 
+def row_count(source: SourceSpec) -> int | None:
+    """The input's rows when known before reading them (Parquet: its metadata), else ``None``."""
+    if detect_format(source.path, source.format) != "parquet":
+        return None
+    from slimvec.sources.parquet_payload import parquet_rows
+
+    return parquet_rows(source.path)
+
+
 def _strict_records(records: Iterator[Document | Reject]) -> Iterator[Document | Reject]:
     for rec in records:
         if isinstance(rec, Reject) and not rec.kept:
@@ -178,7 +187,7 @@ def _fit_sample(source: SourceSpec, opts: IngestOptions, encoder: Any, progress:
                 cached: dict[int, np.ndarray]) -> tuple[np.ndarray, int]:
     """Reservoir-sample and encode the fit sample (vectors kept in ``cached`` by row for the
     stream); returns the sample and the input's row count."""
-    task = progress.add_task("sampling input", total=None)
+    task = progress.add_task("sampling input", total=row_count(source))
     records = iter_records(source)
     if opts.strict:
         records = _strict_records(records)
@@ -385,7 +394,7 @@ class _IngestProducer(Producer):
         if self.bulk:
             bulk_load(b)
         b.on_commit = self.tracker.commit
-        total = self.counted[0] if self.counted else None
+        total = self.counted[0] if self.counted else row_count(self.source)  # Parquet: metadata
         self.task = self.progress.add_task(f"ingesting {self.input_path.name}", total=total,
                                            completed=plan.start_row if total else 0)
 

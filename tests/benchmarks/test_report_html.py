@@ -303,6 +303,42 @@ def test_planner_matches_make_plan(small_run, browser, docs, min_quality, budget
                 assert g["p50Text"].startswith(f"{c.p50_at_docs:.3f}")
 
 
+def test_planner_of_a_vectors_run(small_run, browser, tmp_path, monkeypatch):
+    """Issue 52: a ``--vectors`` run has no task metrics. The planner defaults to one it has,
+    keeps the rescoring depth in its store column, reuses the size models ``slimvec plan``
+    cached instead of refitting them, and says plainly what a metric that cannot tell the rows
+    apart means (here none can: every neighbour recall is 1.0)."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("SLIMVEC_CACHE", str(tmp_path / "cache"))
+    rows, meta = load_rows(small_run["results"])
+    rows = [replace(r, task_recall_at_k=None, task_mrr_at_k=None, sts_spearman=None,
+                    neighbor_recall_at_k=1.0) for r in rows]
+    results = write_results(rows, meta, tmp_path / "vectors-run")
+    first = _page_data(render_report_html([results], tmp_path / "a.html", workdir=tmp_path))
+    page_path = render_report_html([results], tmp_path / "b.html", workdir=tmp_path)
+    data = _page_data(page_path)
+    assert not any("reused" in n for n in first["planner"]["dims"]["384"]["notes"])
+    assert any("reused from" in n for n in data["planner"]["dims"]["384"]["notes"]), \
+        data["planner"]["dims"]["384"]["notes"]
+    assert data["planner"]["default_metric"] == "neighbor_recall_at_k"
+    opened = Opened(browser, page_path)
+    try:
+        page = opened.page
+        assert page.eval_on_selector("#plan-metric", "e => e.value") == "neighbor_recall_at_k"
+        page.fill("#plan-docs", "100000")
+        page.fill("#plan-min", "0.5")
+        stores = page.eval_on_selector_all("#plan-table tbody tr", "trs => trs.map(tr => tr.children[4].textContent)")
+        assert "faiss:Flat +rescore×4" in stores, stores  # as docs/benchmarks write it
+        assert page.eval_on_selector_all("#plan-table tbody tr.fits", "e => e.length") > 0
+        notes = page.inner_text("#plan-notes")
+        assert "neighbour recall@10 hardly tells these configurations apart (saturated:" in notes, notes
+        assert "still ranked by it" in notes and "not used for ranking" not in notes, notes
+        assert opened.errors == []
+    finally:
+        opened.close()
+
+
 def test_page_model_is_what_slimvec_plan_fits(small_run, tmp_path):
     """A fresh `slimvec plan` (its own size builds) lands on the page's figures: same order, RAM
     within 1% (the builds are re-measured)."""

@@ -62,7 +62,7 @@ def test_delete_update_get_scroll_compact_and_filtered_search(index):
     res = json.loads(_run("search", "--index", idx, "--vectors", str(index / "q.npy"), "--json", "-k", "5",
                           "--filter", '{"must": [{"key": "lang", "match": {"value": "fr"}}]}'))
     assert all(h["payload"]["lang"] == "fr" for q in res for h in q["hits"]) and len(res[0]["hits"]) == 5
-    assert doc_id("d0", rule=2) not in {h["id"] for q in res for h in q["hits"]}
+    assert doc_id("d0", rule=2) not in {h["store_id"] for q in res for h in q["hits"]}
     assert json.loads(_run("compact", "--index", idx))["compacted"] is True
 
 

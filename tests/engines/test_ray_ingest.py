@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +25,29 @@ def _all_ids(folder: Path, docs: list[dict]) -> set[int]:
     return {doc_id(d["id"]) for d, p in zip(docs, found) if p is not None}
 
 
-def test_two_workers_match_single_process(ray_runtime, docs_200, tmp_path):
+def test_two_workers_match_single_process(ray_runtime, docs_200, tmp_path, capsys, monkeypatch):
     from slimvec.engines.ray_ingest import RayOptions, ray_ingest
     from slimvec.index.manifest import Manifest
 
     src = write_jsonl(tmp_path / "docs.jsonl", docs_200)
     single = ingest(src, tmp_path / "single", IngestOptions(**OPTS))
-    dist = ray_ingest(str(src), tmp_path / "ray", IngestOptions(**OPTS), RayOptions(workers=2))
+    capsys.readouterr()
+    monkeypatch.setenv("SLIMVEC_PROGRESS_SECONDS", "0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist = ray_ingest(str(src), tmp_path / "ray", IngestOptions(**{**OPTS, "progress": True}),
+                          RayOptions(workers=2))
+    # issue 52: the single-process ingest's progress lines (total, ETA), and no deprecation
+    # warning from slimvec's own Ray Data calls
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("progress: ")]
+    assert any(ln.startswith("progress: sampling input") for ln in lines), lines
+    ingesting = [ln for ln in lines if ln.startswith("progress: ingesting docs.jsonl")]
+    assert ingesting and all("/200 docs (" in ln for ln in ingesting), lines
+    assert "done" in ingesting[-1] and "docs/s" in ingesting[-1], lines
+    ours = [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught
+            if "deprecat" in f"{w.category.__name__} {w.message}".lower()
+            and "/slimvec/" in w.filename]
+    assert not ours, ours
     assert dist.ingested == single.ingested == 200
     assert dist.count == single.count == 200
     # the actors' time, measured per block (it was 0.0); the writer's on the driver

@@ -96,8 +96,8 @@ def test_readme_lifecycle_on_the_default_index(index, docs, tmp_path):
     assert rebuilt["full_dtype"] == "float16"  # kept, not grown to float32
     queries = [kept[0]["text"], docs[0]["text"]]  # a kept document and a deleted one
     hits = _json("search", "--index", index, *queries, "-k", "5", "--json")
-    assert hits[0]["hits"][0]["source_id"] == kept[0]["id"]
-    found = {h["source_id"] for q in hits for h in q["hits"]}
+    assert hits[0]["hits"][0]["id"] == kept[0]["id"]
+    found = {h["id"] for q in hits for h in q["hits"]}
     assert not found & set(gone), found & set(gone)
 
 
@@ -121,8 +121,8 @@ def test_search_result_carries_the_users_ids_as_the_cli_and_the_service_do(built
         assert [r["id"] for r in idx.get(ours[0])] == ours[0]
         assert [r["store_id"] for r in idx.get(ours[0])] == res.ids[0].tolist()
     cli = _json("search", "--index", built, *queries, "-k", "5", "--json")
-    assert [[h["source_id"] for h in q["hits"]] for q in cli] == ours
-    assert [[h["id"] for h in q["hits"]] for q in cli] == res.ids.tolist()
+    assert [[h["id"] for h in q["hits"]] for q in cli] == ours  # as idx.get names them
+    assert [[h["store_id"] for h in q["hits"]] for q in cli] == res.ids.tolist()
     root = tmp_path / "root"
     root.mkdir()
     shutil.copytree(built, root / "docs")

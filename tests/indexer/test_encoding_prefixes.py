@@ -75,7 +75,7 @@ def test_a_reopened_index_encodes_queries_with_the_query_prefix(built, encoder):
                                    "--json"])
     assert res.exit_code == 0, res.output
     hits = json.loads(res.stdout)[0]["hits"]
-    assert [h["id"] for h in hits] == by_vector.ids[0].tolist()
+    assert [h["store_id"] for h in hits] == by_vector.ids[0].tolist()
     np.testing.assert_allclose([h["score"] for h in hits], by_vector.scores[0], atol=1e-5)
 
 

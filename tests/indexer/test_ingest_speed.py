@@ -4,6 +4,7 @@ reducer): the staged stream, the FAISS graph's batched insertions, the GPU compa
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,20 @@ def test_stage_keeps_order_raises_in_the_consumer_and_stops_when_left():
         next(iter(stage))
     assert not endless._thread.is_alive()
     assert not any(t.name == "t-endless" for t in threading.enumerate())
+    # a stop asked while the consumer waits (Ctrl-C, issue 52): the items end at the next poll,
+    # not when the slow producer delivers
+    asked, left = threading.Event(), threading.Event()
+
+    def slow():  # as the encoder: a long window, with a look at the stop between its passes
+        yield 0
+        asked.set()
+        left.wait(30)
+        yield 1
+
+    t0 = time.monotonic()
+    with _Stage(slow(), "t-slow", left, poll=asked.is_set) as stage:
+        assert list(stage) == [0]
+    assert time.monotonic() - t0 < 10
 
 
 def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vector(tmp_path):

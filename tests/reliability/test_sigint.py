@@ -9,8 +9,10 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -32,11 +34,16 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
+def test_sigint_stops_at_a_batch_boundary_and_the_printed_command_resumes(tmp_path):
+    corpus = tmp_path / "my corpus.jsonl"  # a space: the printed command must quote it
     rows = make_corpus(corpus, n=500)
+    # columns other than the defaults: a resume command that drops --text-column / --id-column /
+    # --payload-index fails ("column(s) 'text' not found"), issue 52
+    corpus.write_text("".join(json.dumps({"body": r["text"], "key": r["id"], "src": r["source"]})
+                              + "\n" for r in rows), encoding="utf-8")
     index = tmp_path / "idx"
-    cmd = ingest_cmd(corpus, index, "hnsw")
+    cmd = ingest_cmd(corpus, index, "hnsw") + ["--text-column", "body", "--id-column", "key",
+                                                "--payload-index", "src:keyword"]
     cmd[cmd.index("--batch-size") + 1] = "5"  # 100 batches: the run outlives the signal
     cmd[cmd.index("--fit-sample") + 1] = "100"
     cmd[cmd.index("--reducer") + 1] = "rp:16"  # fits in no time (a PCA eigh is seconds here)
@@ -62,7 +69,13 @@ def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path)
     assert 0 < stopped_at < len(rows)  # stopped mid-run, not at the end
     message = _flat(err)
     assert f"committed up to row {stopped_at:,}" in message
-    assert re.search(r"Resume with the same command: slimvec ingest \S*corpus\.jsonl --index", message)
+    printed = re.search(r"Resume with the same command: (slimvec ingest .*)$", err, re.M)
+    assert printed, err[-2000:]
+    again = shlex.split(printed.group(1))
+    assert again[:3] == ["slimvec", "ingest", str(corpus)]
+    for option in ("--text-column body", "--id-column key", "--payload-index src:keyword",
+                   "--reducer rp:16", "--batch-size 5", "--json"):
+        assert option in " ".join(again), f"{option} missing from {printed.group(1)}"
     assert "Traceback" not in err
 
     # the committed state: the index loads, holds exactly the committed rows, record agrees
@@ -72,16 +85,71 @@ def test_sigint_stops_at_a_batch_boundary_and_the_same_command_resumes(tmp_path)
         first = idx.search([rows[0]["text"]], k=1)
         assert idx.payloads([int(first.ids[0, 0])])[0]["text"] == rows[0]["text"]
 
-    resumed = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    # the printed command, as a user would paste it, finishes the index
+    resumed = subprocess.run([sys.executable, "-m", *again], capture_output=True, text=True,
+                             env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"resuming at row {stopped_at:,} of" in _flat(resumed.stderr)
     again = json.loads(resumed.stdout)
     assert again["resumed_from"] == stopped_at and not again["interrupted"]
     unique = {r["id"]: r["text"] for r in rows}
     with open_index(index) as idx:
+        assert idx.info()["payload_indexes"] == {"src": "keyword"}
         assert idx.store.count() == len(unique)  # nothing lost, nothing duplicated
         picks = random.Random(0).sample(list(unique.values()), 20) + [rows[-1]["text"]]
         res = idx.search(picks, k=5)
         for qi, text in enumerate(picks):
             texts = [(p or {}).get("text") for p in idx.payloads([int(i) for i in res.ids[qi]])]
             assert text in texts, f"{text!r} not found after the resume"
+
+
+def test_sigint_while_the_encoder_works_on_long_texts_exits_within_seconds(tmp_path):
+    """Issue 52: Ctrl-C on a Parquet ingest took 52 s to exit: the writer waited for the encoder
+    to finish its whole window (2,048 texts; long ones encode at tens a second on a CPU). Here the
+    first window is short texts, committed batch by batch; the signal comes while the writer waits
+    for the second window, of long texts, which the old code encoded to its end before stopping.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from slimvec.indexer.ingest_stream import ENCODE_WINDOW
+
+    words = " ".join(r["text"] for r in make_corpus(tmp_path / "words.jsonl", n=400)).split()
+    short = [f"note {i}" for i in range(ENCODE_WINDOW)]
+    long = [" ".join(words[(i * 7) % 2000:(i * 7) % 2000 + 220]) + f" {i}" for i in range(1500)]
+    corpus = tmp_path / "tickets.parquet"
+    pq.write_table(pa.table({"id": [f"t{i}" for i in range(len(short) + len(long))],
+                             "text": short + long}), corpus, row_group_size=1000)
+    index = tmp_path / "idx"
+    cmd = [sys.executable, "-m", "slimvec", "ingest", str(corpus), "--index", str(index),
+           "--reducer", "rp:16", "--store", "hnsw", "--fit-sample", "32", "--batch-size", "32",
+           "--checkpoint-batches", "1", "--threads", "1", "--json"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", COLUMNS="200")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while _committed_rows(index) < ENCODE_WINDOW and proc.poll() is None:
+            assert time.monotonic() < deadline, "the short window was not committed in 180 s"
+            time.sleep(0.05)
+        assert proc.poll() is None, "ingest ended before the long texts"
+        time.sleep(0.5)  # the writer now waits for the long window
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    # the old code encoded the 1,500 long texts first: 45 s and more on a quiet 2-core machine;
+    # now one forward pass (32 texts), the commit and the interpreter's exit: 8.6 s measured at a
+    # load average of 12 on 2 cores, 4 s of it the exit's garbage collection
+    assert took < 30, f"exited {took:.1f} s after Ctrl-C"
+    summary = json.loads(out)
+    assert summary["interrupted"] and ENCODE_WINDOW <= summary["next_row"] < len(short) + len(long)
+    assert _committed_rows(index) == summary["next_row"]  # what was written is committed
+    with open_index(index) as idx:
+        assert idx.store.count() == summary["next_row"]
+    assert "Resume with the same command: slimvec ingest" in _flat(err) and "Traceback" not in err

@@ -58,6 +58,25 @@ def test_ingest_into_a_log_prints_plain_progress_lines_and_no_loading_bars(inges
     assert "Loading weights" not in err and "\r" not in err and "━" not in err, err
 
 
+def test_a_parquet_ingest_shows_its_total_and_eta_from_the_metadata(tmp_path):
+    """Issue 52: no fit sample counts the rows here (no reducer to fit), yet the progress has a
+    total, a percentage and an ETA: a Parquet file's row groups give the count up front."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = bundled_sentences(120)
+    src = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}), src,
+                   row_group_size=50)
+    rc, _, err = slimvec(["ingest", str(src), "--index", str(tmp_path / "idx"), "--recipe",
+                          "none|hnsw", "--batch-size", "16"], tmp_path, "parquet",
+                         env={"SLIMVEC_PROGRESS_SECONDS": "0"})
+    assert rc == 0, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("progress: ingesting docs.parquet")]
+    assert lines and all("/120 docs (" in ln for ln in lines), err
+    assert "done" in lines[-1] and any("ETA" in ln for ln in lines), err
+
+
 def test_plain_progress_is_rate_bounded():
     from slimvec.ui import PlainProgress
 

@@ -79,7 +79,7 @@ def test_small_corpus_index_is_searchable(runner, small_index):
     found = runner.invoke(app, ["search", text, "--index", str(folder), "-k", "3", "--json"])
     assert found.exit_code == 0, found.output
     hits = json.loads(found.stdout)[0]["hits"]
-    assert hits[0]["source_id"] == "d7" and abs(hits[0]["score"] - 1.0) < 1e-3
+    assert hits[0]["id"] == "d7" and abs(hits[0]["score"] - 1.0) < 1e-3
 
 
 def test_a_failed_first_build_leaves_no_lock_or_marker(runner, small_docs, tmp_path):
@@ -180,10 +180,10 @@ def test_search_rescore_0_means_no_re_ranking_and_says_which_space(runner, resco
     assert default["rescore"] == 4 and plain["rescore"] == 0
     assert default["score"].startswith("cosine similarity of the full 384-d encoder vectors (float16)")
     assert plain["score"].startswith("cosine similarity of the reduced 16-d vectors (pca:16)")
-    assert default["hits"][0]["source_id"] == "d11" and abs(default["hits"][0]["score"] - 1) < 1e-3
+    assert default["hits"][0]["id"] == "d11" and abs(default["hits"][0]["score"] - 1) < 1e-3
     # the same documents score differently in the two spaces
-    re_ranked = {h["source_id"]: h["score"] for h in default["hits"]}
-    reduced = {h["source_id"]: h["score"] for h in plain["hits"]}
+    re_ranked = {h["id"]: h["score"] for h in default["hits"]}
+    reduced = {h["id"]: h["score"] for h in plain["hits"]}
     shared = [s for s in re_ranked if s in reduced and s != "d11"]
     assert shared and any(abs(re_ranked[s] - reduced[s]) > 1e-3 for s in shared)
     as_none = search_json(runner, folder, "--recipe", "none")
@@ -196,6 +196,8 @@ def test_search_json_has_payload_fields_and_timings(runner, rescored_index):
     item = search_json(runner, folder)
     hit = item["hits"][0]
     assert hit["payload"] == {"id": "d11", "lang": "en", "n": 11}  # every field of the row
+    # the user's id as "id" (what the table shows), the store's as "store_id" (issue 52)
+    assert hit["id"] == "d11" and isinstance(hit["store_id"], int) and "source_id" not in hit
     t = item["timings_ms"]
     assert t["queries"] == 1 and t["total_ms"] >= t["search_ms"] > 0 and t["encode_ms"] > 0
 

@@ -144,12 +144,13 @@ def test_readme_usage_block_runs_as_written(tmp_path):
     hits = json.loads(output("slimvec search", 1))
     assert len(hits) == 1 and len(hits[0]["hits"]) == 10, hits
     first_hit = hits[0]["hits"][0]
-    assert set(first_hit) >= {"id", "score", "source_id", "text", "payload"}, first_hit
-    assert first_hit["source_id"] in (first_hit["payload"].get("id"),
-                                      first_hit["payload"].get("doc_id"))
+    # "id" is the user's id, the one the table shows; "store_id" the store's (issue 52)
+    assert set(first_hit) >= {"id", "store_id", "score", "text", "payload"}, first_hit
+    assert first_hit["id"] in (first_hit["payload"].get("id"), first_hit["payload"].get("doc_id"))
+    assert isinstance(first_hit["store_id"], int) and first_hit["store_id"] != first_hit["id"]
     scores = [h["score"] for h in hits[0]["hits"]]
     assert scores == sorted(scores, reverse=True)
-    assert [h["source_id"] for h in hits[0]["hits"]] == [s for _, s in shown]
+    assert [h["id"] for h in hits[0]["hits"]] == [s for _, s in shown]
     assert "re-ranked" in hits[0]["score"] and hits[0]["rescore"] >= 1, hits[0]
     assert set(hits[0]["timings_ms"]) >= {"encode_ms", "search_ms", "total_ms"}, hits[0]
 

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 #: quality metrics the Pareto plots offer (row field, title; an "at k" title gets ``@k`` of the rows)
 PLOT_METRICS = [("neighbor_recall_at_k", "neighbour recall"), ("task_recall_at_k", "task recall"),
                 ("sts_spearman", "STS Spearman ρ")]
+#: the planner's metrics beyond the plots' (titles, as PLOT_METRICS)
+_PLAN_TITLES = dict(PLOT_METRICS, task_mrr_at_k="task MRR")
 
 #: metrics whose nulls the notes count
 _NOTED = ["task_recall_at_k", "neighbor_recall_at_k", "sts_spearman", "cluster_accuracy",
@@ -235,7 +237,8 @@ def _growth(store: str) -> str:
         return "graph"
 
 
-def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> dict[str, Any]:
+def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None,
+                 cache: str | Path | None = None) -> dict[str, Any]:
     """Size models and candidates of :func:`~slimvec.planner.plan.make_plan`, per encoder dimension.
 
     For each input dimension of the rows, ``make_plan`` is run once (a huge memory budget as a
@@ -245,7 +248,8 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> d
     ``make_plan`` sorts from), with the quality of every plan metric and the worst p50 latency.
     The page evaluates ``RAM(N) = Σ resident components max(fixed + fixed_per_dim·d +
     N·(per_vector + per_dim·d), 0) + extra_ram_per_vector·N + reducer_bytes`` exactly like
-    :meth:`SizeModel.ram_bytes`, and sorts like ``make_plan``.
+    :meth:`SizeModel.ram_bytes`, and sorts like ``make_plan``. ``cache``: the folder of size
+    models ``slimvec plan`` keeps (:func:`~slimvec.planner.plan.size_model_cache`), reused.
 
     Returns
     -------
@@ -257,12 +261,14 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> d
     from slimvec.planner.ranking import ranking_metric
 
     dims = sorted({int(_num(r.dim_in) or 0) for r in rows if _num(r.dim_in)})
-    out: dict[str, Any] = {"metrics": list(QUALITY_METRICS), "payload_bytes": 0, "dims": {}, "errors": {}}
+    out: dict[str, Any] = {"metrics": list(QUALITY_METRICS), "payload_bytes": 0, "dims": {}, "errors": {},
+                           "default_metric": QUALITY_METRICS[0]}
     with tempfile.TemporaryDirectory(prefix="slimvec-report-sizes-", dir=workdir) as tmp:
         for dim in dims:
             at_dim = [r for r in rows if _num(r.dim_in) == dim]
             try:
-                plan = make_plan(1, dim, rows=at_dim, memory_budget=2**60, workdir=tmp, progress=True)
+                plan = make_plan(1, dim, rows=at_dim, memory_budget=2**60, workdir=tmp, progress=True,
+                                 cache=cache)
                 ordered = candidates_from_results(at_dim, dim)
             except SlimvecError as exc:
                 log.warning("report.html planner: no size models for dimension %d: %s", dim, exc)
@@ -305,9 +311,20 @@ def planner_data(rows: Sequence[Row], *, workdir: str | Path | None = None) -> d
                 "flagged": flagged,
                 "checks": [{"store": k.spec, "n": k.n, "dim": k.dim, "predicted_bytes": int(k.predicted),
                             "measured_bytes": k.measured, "error": k.error} for k in plan.checks],
-                "notes": [n for n in plan.notes if not n.startswith("size models checked")],
+                # the page words the ranking metric per chosen metric itself (flagged, ranked_by)
+                "notes": [n for n in plan.notes if not n.startswith("size models checked")
+                          and "is not used for ranking" not in n],
             }
+    out["default_metric"] = _measured_metric(out["dims"], QUALITY_METRICS)
     return out
+
+
+def _measured_metric(dims: dict[str, Any], metrics: Sequence[str]) -> str:
+    """The first of ``metrics`` some planner candidate has (a ``--vectors`` run: no task recall)."""
+    for m in metrics:
+        if any(c["quality"][m] is not None for b in dims.values() for c in b["candidates"]):
+            return m
+    return metrics[0]
 
 
 # --------------------------------------------------------------------------- the page's data
@@ -388,5 +405,11 @@ def build_page_data(sources: Sequence[PageSource], *, planner: bool = True,
         "planner": None,
     }
     if planner:
-        data["planner"] = planner_data(rows, workdir=workdir)  # all rows, as `slimvec plan` reads them
+        from slimvec.planner.plan import size_model_cache
+
+        # all rows, as `slimvec plan` reads them, and the size models it cached
+        data["planner"] = planner_data(rows, workdir=workdir, cache=size_model_cache())
+        data["planner"]["titles"] = {
+            m: title if m == "sts_spearman" else f"{title}@{'k' if k is None else k}"
+            for m, title in _PLAN_TITLES.items()}
     return data

@@ -507,6 +507,7 @@
     if (!Number.isFinite(v)) throw new Error(`${what}: expected a number, got ${JSON.stringify(text)}.`);
     return v;
   }
+  const planTitle = (m) => ((P && P.titles) || {})[m] || metricTitle(m);
   function setupPlanner() {
     const hint = $("planner-hint");
     if (!P || !Object.keys(P.dims).length) {
@@ -521,7 +522,8 @@
     const dimSel = $("plan-dim");
     for (const d of Object.keys(P.dims)) dimSel.append(el("option", { value: d }, d));
     const metricSel2 = $("plan-metric");
-    for (const m of P.metrics) metricSel2.append(el("option", { value: m }, m));
+    for (const m of P.metrics) metricSel2.append(el("option", { value: m }, planTitle(m)));
+    metricSel2.value = P.default_metric || P.metrics[0];  // one the rows measured (--vectors: no task recall)
     for (const id of ["plan-docs", "plan-dim", "plan-budget", "plan-metric", "plan-min", "plan-p50", "plan-fitting"]) {
       $(id).addEventListener("input", runPlanner);
       $(id).addEventListener("change", runPlanner);
@@ -557,7 +559,7 @@
       msg.classList.add("err");
     }
     const head = el("thead"), hr = el("tr");
-    for (const [t, c] of [["#", "num"], ["fits", ""], ["reducer", ""], ["dim", "num"], ["store", ""], [metric, "num"], ["p50 ms at " + fmt(docs, 0), "num"], ["RAM", "num"], ["disk", "num"], ["measured on", ""]])
+    for (const [t, c] of [["#", "num"], ["fits", ""], ["reducer", ""], ["dim", "num"], ["store", ""], [planTitle(metric), "num"], ["p50 ms at " + fmt(docs, 0), "num"], ["RAM", "num"], ["disk", "num"], ["measured on", ""]])
       hr.append(el("th", { class: c }, t));
     head.append(hr); table.append(head);
     const body = el("tbody");
@@ -565,7 +567,7 @@
     shown.forEach((x, j) => {
       const tr = el("tr", { class: x.meets ? "fits" : "nofit", "data-label": x.c.label, "data-ram": String(x.ram), "data-disk": String(x.disk), "data-meets": x.meets ? "1" : "0" });
       const cells = [[String(j + 1), "num"], [x.meets ? "yes" : "no", ""], [x.c.reducer, ""], [String(x.c.dim_out), "num"],
-                     [x.c.store + (x.c.rescore ? " +rescore" : ""), ""], [x.q === null ? NULL : x.q.toFixed(3), "num"],
+                     [x.c.store + (x.c.rescore ? (x.c.depth ? ` +rescore×${x.c.depth}` : " +rescore") : ""), ""], [x.q === null ? NULL : x.q.toFixed(3), "num"],
                      [x.c.p50_ms === null || x.c.p50_ms === undefined ? NULL
                        : (x.p50 === null ? `${NULL} (${x.c.p50_ms.toFixed(3)} at n = ${fmt(x.c.p50_n, 0)}, not extrapolated)`
                           : `${x.p50.toFixed(3)} (measured at n = ${fmt(x.c.p50_n, 0)})`), "num"], [humanBytes(x.ram), "num"], [humanBytes(x.disk), "num"],
@@ -576,7 +578,14 @@
     table.append(body);
     const block = P.dims[dim];
     const ul = el("ul", { class: "notes" });
-    for (const f of (block.flagged || {})[metric] || []) ul.append(el("li", { class: "flag" }, `${f.metric} is not used for ranking: ${f.reason}; ranked by ${(block.ranked_by || {})[metric]}`));
+    const rankedBy = (block.ranked_by || {})[metric] || metric;
+    // benchmarks.ranking.ranking_metric: a metric that cannot tell the rows apart gives way to the
+    // next that can; when none can, the chosen one still ranks (and says so)
+    for (const f of (block.flagged || {})[metric] || [])
+      ul.append(el("li", { class: "flag" }, f.metric === rankedBy
+        ? `${planTitle(f.metric)} hardly tells these configurations apart (${f.reason}) and no other measured metric does better, so they are still ranked by it.`
+        : `${planTitle(f.metric)} does not tell these configurations apart (${f.reason}), so they are ranked by ${planTitle(rankedBy)}`
+          + (f.metric === metric && minQ !== null ? `; the minimum quality still applies to ${planTitle(metric)}.` : ".")));
     for (const n of block.notes) ul.append(el("li", null, n));
     for (const k of block.checks) ul.append(el("li", null, `size model of ${k.store} checked at n=${fmt(k.n, 0)}, dim ${k.dim} (not fitted on): predicted ${humanBytes(k.predicted_bytes)}, measured ${humanBytes(k.measured_bytes)}, error ${(k.error * 100).toFixed(1)}%`));
     notes.append(ul);
