@@ -121,6 +121,7 @@ SLOW_MODULES = (
     "tests/service/test_qdrant_congruence_suite.py",  # issue 38: qdrant-client's suite, ~10 min
     "tests/service/test_index_congruence.py",  # issue 35 item 1: 3 servers, local vs remote, ~30 s
     "tests/service/test_qdrant_sparse.py",  # issue 38: sparse vectors, servers restarted, ~100 s
+    "tests/service/test_qdrant_budget.py",  # issue 48 F5: 20,000 points, a fuzz, a restart, ~110 s
 )
 
 

@@ -269,7 +269,7 @@ def request_cost(cols: Any, name: str, bodies: list[Any]) -> bool:
     filter language lacks is evaluated once per request, over every point). True when the
     request is heavy (it takes one of the collection's ``HeavySlots``)."""
     side = exposed(cols.settings(name))[1]
-    searches, examples, scans = 0, 0, set()
+    searches, examples, scans = 0, 0, set[str]()
 
     def walk(q: Any, depth: int) -> None:
         nonlocal searches, examples

@@ -95,22 +95,8 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     cols = Collections(state)
     r = APIRouter(route_class=QdrantRoute, tags=["qdrant"])
 
-    heavy = HeavySlots(HEAVY_PER_COLLECTION)
-
     def ok(result: Any, t0: float) -> JSONResponse:
         return envelope(result, t0)
-
-    def budgeted(name: str, bodies: list[Any], timeout: int | None, run: Callable[[], Any],
-                 t0: float) -> JSONResponse:
-        """``run()`` (a read of collection ``name``) under the request's deadline (the server's
-        ``query_timeout``, or Qdrant's ``timeout`` parameter when shorter), its budget checked
-        before any work (:func:`request_cost`), in one of the collection's heavy slots when it
-        is heavy (issue 48 F5)."""
-        seconds = state.config.query_timeout if not timeout else min(state.config.query_timeout,
-                                                                     timeout)
-        with request_deadline(seconds):
-            with heavy.take(name) if request_cost(cols, name, bodies) else nullcontext():
-                return ok(run(), t0)
 
     @r.get("/", dependencies=[read])
     def root() -> JSONResponse:
@@ -183,42 +169,6 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.retrieve(name, body), t0)
 
-    @r.post("/collections/{name}/points/query", dependencies=[read])
-    def query(name: str, body: dict[str, Any] = Body(...),
-              timeout: int | None = Query(None, ge=1)) -> JSONResponse:
-        t0 = time.perf_counter()
-        return budgeted(name, [body], timeout, lambda: cols.query(name, body), t0)
-
-    @r.post("/collections/{name}/points/query/batch", dependencies=[read])
-    def query_batch(name: str, body: dict[str, Any] = Body(...),
-                    timeout: int | None = Query(None, ge=1)) -> JSONResponse:
-        t0 = time.perf_counter()
-        searches = body.get("searches")
-        if not isinstance(searches, list):
-            raise QdrantError(400, "Bad request: send {\"searches\": [query, ...]}.")
-        check_batch(len(searches), state.config.max_batch, "searches")
-
-        def run() -> list[Any]:
-            out = []
-            for s in searches:
-                check_deadline()
-                out.append(cols.query(name, s))
-            return out
-
-        return budgeted(name, searches, timeout, run, t0)
-
-    @r.post("/collections/{name}/points/count", dependencies=[read])
-    def count(name: str, body: dict[str, Any] = Body(default_factory=dict),
-              timeout: int | None = Query(None, ge=1)) -> JSONResponse:
-        t0 = time.perf_counter()
-        return budgeted(name, [body or {}], timeout, lambda: cols.count(name, body or {}), t0)
-
-    @r.post("/collections/{name}/points/scroll", dependencies=[read])
-    def scroll(name: str, body: dict[str, Any] = Body(default_factory=dict),
-               timeout: int | None = Query(None, ge=1)) -> JSONResponse:
-        t0 = time.perf_counter()
-        return budgeted(name, [body or {}], timeout, lambda: cols.scroll(name, body or {}), t0)
-
     @r.post("/collections/{name}/points/delete", dependencies=[write])
     def delete_points(name: str, body: dict[str, Any] = Body(...),
                       wait: bool = Query(False)) -> JSONResponse:
@@ -260,8 +210,63 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.delete_index(name, field), t0)
 
+    _query_routes(r, cols, state, read)
     _unsupported_rest(r, read)
     return r
+
+
+def _query_routes(r: APIRouter, cols: Collections, state: Any, read: Any) -> None:
+    """The read routes that may cost a lot (query, query/batch, count, scroll): each under a
+    deadline and a budget (issue 48 F5)."""
+    heavy = HeavySlots(HEAVY_PER_COLLECTION)
+
+    def budgeted(name: str, bodies: list[Any], timeout: int | None, run: Callable[[], Any],
+                 t0: float) -> JSONResponse:
+        """``run()`` (a read of collection ``name``) under the request's deadline (the server's
+        ``query_timeout``, or Qdrant's ``timeout`` parameter when shorter), its budget checked
+        before any work (:func:`request_cost`), in one of the collection's heavy slots when it
+        is heavy (issue 48 F5)."""
+        seconds = state.config.query_timeout if not timeout else min(state.config.query_timeout,
+                                                                     timeout)
+        with request_deadline(seconds):
+            with heavy.take(name) if request_cost(cols, name, bodies) else nullcontext():
+                return envelope(run(), t0)
+
+    @r.post("/collections/{name}/points/query", dependencies=[read])
+    def query(name: str, body: dict[str, Any] = Body(...),
+              timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return budgeted(name, [body], timeout, lambda: cols.query(name, body), t0)
+
+    @r.post("/collections/{name}/points/query/batch", dependencies=[read])
+    def query_batch(name: str, body: dict[str, Any] = Body(...),
+                    timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        searches = body.get("searches")
+        if not isinstance(searches, list):
+            raise QdrantError(400, "Bad request: send {\"searches\": [query, ...]}.")
+        check_batch(len(searches), state.config.max_batch, "searches")
+
+        def run() -> list[Any]:
+            out = []
+            for s in searches:
+                check_deadline()
+                out.append(cols.query(name, s))
+            return out
+
+        return budgeted(name, searches, timeout, run, t0)
+
+    @r.post("/collections/{name}/points/count", dependencies=[read])
+    def count(name: str, body: dict[str, Any] = Body(default_factory=dict),
+              timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return budgeted(name, [body or {}], timeout, lambda: cols.count(name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/scroll", dependencies=[read])
+    def scroll(name: str, body: dict[str, Any] = Body(default_factory=dict),
+               timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return budgeted(name, [body or {}], timeout, lambda: cols.scroll(name, body or {}), t0)
 
 
 def _qdrant_version() -> str:
