@@ -7,9 +7,11 @@ the Query API against a 20,000-point collection."""
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
+from collections import Counter
 
 import httpx
 import numpy as np
@@ -20,6 +22,8 @@ from tests.service.server import Server
 qdrant_client = pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient  # noqa: E402
 from qdrant_client import models as m  # noqa: E402
+
+log = logging.getLogger(__name__)
 
 DIM = 8
 N_BIG = 20_000
@@ -295,6 +299,9 @@ def test_fuzz_query_api_answers_or_refuses_within_its_deadline(srv):
         w.join()
     health.stop.set()
     health.join()
+    log.info("fuzz: %s in %.1f s, slowest %.2f s, /healthz worst %.3f s",
+             dict(Counter(r[0] for r in results)), time.monotonic() - t0,
+             max(r[1] for r in results), health.worst)
     assert len(results) == 60
     assert not [r for r in results if r[0] >= 500], results
     assert not [r for r in results if r[1] > DEADLINE + 2.0], results
