@@ -29,6 +29,7 @@ def serve(
     device: str = typer.Option("auto", "--device", help="Torch device of the encoders: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ..."),
     encode_batch: int | None = typer.Option(None, "--encode-batch", callback=int_range(1), help="Texts per forward pass of a document encoder [default: 32 on a CPU, 256 on CUDA]."),
     cors_origin: list[str] = typer.Option([], "--cors-origin", help="Origin whose browser pages may call the service, e.g. https://app.example (repeatable; none: no CORS headers; never '*')."),
+    query_timeout: float = typer.Option(30.0, "--query-timeout", envvar="SLIMVEC_QUERY_TIMEOUT", callback=number_range(0, low_open=True), help="Seconds a Qdrant query may run before its work stops and it is answered 408."),
     log_level: str = typer.Option("warning", help="uvicorn log level."),
     recipe: str | None = typer.Option(None, "--recipe", help=f"Recipe (string or tuned.json) of new indexes whose request names no recipe, reducer, store or keep_full [default: {default_recipe()}, as slimvec ingest]; 'none': {DEFAULTS['reducer']} on {DEFAULTS['store']} without rescoring."),
 ) -> None:
@@ -51,5 +52,6 @@ def serve(
         read_only_key=ServiceConfig.key_from_env(read_only_key_env), max_body_bytes=max_body_bytes,
         max_batch=max_batch, queue_size=queue_size, batch_wait_ms=batch_wait_ms,
         fit_after=fit_after, allow_dirs=list(allow_dir), allow_stores=list(allow_store), reports=reports, recipe=default_recipe,
-        cors_origins=list(cors_origin), device=device, encode_batch=encode_batch)
+        cors_origins=list(cors_origin), device=device, encode_batch=encode_batch,
+        query_timeout=query_timeout)
     run(config, log_level=log_level)

@@ -93,6 +93,10 @@ class ServiceConfig:
         Recipe of new indexes whose request names none of recipe, reducer, store, keep_full
         (default :data:`slimvec.recipe.DEFAULT_RECIPE`, as ``slimvec ingest``); None: the default
         reducer and store (:data:`slimvec.buildspec.DEFAULTS`) without rescoring.
+    query_timeout : float
+        Seconds a Qdrant query request may run (``--query-timeout``, env
+        ``SLIMVEC_QUERY_TIMEOUT``; a request's own ``timeout`` parameter may ask for less): its
+        work stops at the next check after that and it is answered 408.
     cors_origins : list of str
         Origins (``scheme://host[:port]``) whose browser pages may call the service
         (``--cors-origin``); none: no CORS headers. Never ``*``, never credentials (keys travel
@@ -118,6 +122,7 @@ class ServiceConfig:
     job_checkpoint_seconds: float = 5.0
     recipe: str | None = DEFAULT_RECIPE
     cors_origins: list[str] = field(default_factory=list)
+    query_timeout: float = 30.0
 
     def check(self) -> None:
         """Refuse unsafe or impossible settings with a message saying what to do."""
@@ -139,6 +144,9 @@ class ServiceConfig:
 
         self.allow_stores = [check_allow_entry(s) for s in self.allow_stores]
         self.cors_origins = [check_origin(o) for o in self.cors_origins]
+        if not float(self.query_timeout) > 0:
+            raise ConfigError(f"query_timeout (--query-timeout, SLIMVEC_QUERY_TIMEOUT) must be "
+                              f"a number of seconds above 0, got {self.query_timeout!r}.")
         for name in ("max_body_bytes", "max_batch", "queue_size", "max_query_batch", "fit_after"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)!r}.")

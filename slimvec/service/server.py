@@ -1,5 +1,6 @@
-"""Run the app on uvicorn: SIGTERM / SIGINT stop accepting, finish in-flight requests, commit
-every index (state ``done``), and exit 0."""
+"""Run the app on uvicorn: SIGTERM / SIGINT stop accepting, finish in-flight requests (reads
+stop at their next deadline check, :data:`~slimvec.service.limits.SHUTDOWN`; the rest get
+:data:`GRACE_SECONDS`), commit every index (state ``done``), and exit 0."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ __all__ = ["serve"]
 
 log = logging.getLogger(__name__)
 
+#: how long a stopping server waits for its in-flight requests before it cancels them (issue
+#: 48 F5: a busy server stops within seconds; reads see the stop at once)
+GRACE_SECONDS = 5
+
 
 def serve(config: ServiceConfig, log_level: str = "warning") -> None:
     """Check ``config``, build the app and serve until a stop signal."""
@@ -23,7 +28,7 @@ def serve(config: ServiceConfig, log_level: str = "warning") -> None:
     config.check()
     app = create_app(config)
     uv = uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
-                        timeout_graceful_shutdown=30, access_log=False, lifespan="on")
+                        timeout_graceful_shutdown=GRACE_SECONDS, access_log=False, lifespan="on")
     _Server(uv).run()
 
 
@@ -35,6 +40,9 @@ def _server_class():  # noqa: ANN202 - uvicorn is imported lazily
         service whose indexes are committed exits 0 instead."""
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            from slimvec.service.limits import SHUTDOWN
+
+            SHUTDOWN.set()  # every request deadline is now past: long reads stop
             super().handle_exit(sig, frame)
             if sig == signal.SIGTERM and sig in self._captured_signals:
                 self._captured_signals.remove(sig)

@@ -82,6 +82,7 @@ CASES = [
     (SERVE, ["--queue-size", "0"], ["--queue-size", ">= 1", "got 0"]),
     (SERVE, ["--batch-wait-ms", "nan"], ["--batch-wait-ms", ">= 0", "got nan"]),
     (SERVE, ["--batch-wait-ms", "-1"], ["--batch-wait-ms", ">= 0", "got -1"]),
+    (SERVE, ["--query-timeout", "0"], ["--query-timeout", "> 0", "got 0"]),
 ]
 
 

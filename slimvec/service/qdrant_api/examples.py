@@ -11,17 +11,19 @@ collections of at most :attr:`NamedVectors.MAX_SCAN` points (at the kept precisi
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 
 from slimvec.ids import doc_id
 from slimvec.service.indexes import points
-from slimvec.service.qdrant_api.models import QdrantError, check_fields, point_id, qfilter, unsupported
-from slimvec.service.qdrant_api.named import read_vectors, records_of
+from slimvec.service.limits import MAX_EXAMPLE_WORK, MAX_PREFETCH_DEPTH, MAX_SCAN_WORK, MAX_SEARCHES, check_deadline
+from slimvec.service.qdrant_api.models import QdrantError, check_fields, must_parts, needs_scan, point_id, qfilter, unsupported
+from slimvec.service.qdrant_api.named import exposed, read_vectors, records_of
 from slimvec.service.qdrant_api.sparse import MAX_EXAMPLES
 
-__all__ = ["is_example_query", "example_query"]
+__all__ = ["is_example_query", "example_query", "prefetch_query", "request_cost"]
 
 _KINDS = ("recommend", "discover", "context")
 
@@ -59,6 +61,10 @@ def example_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset
                 raise QdrantError(404, f"Not found: No point with id {x} found (or it has no "
                                        f"vector {using!r})")
             v = np.asarray(got[sid], dtype=np.float64)
+            if len(v) != int(spec["size"]):  # lookup_from a vector of another dimension
+                raise QdrantError(400, f"Wrong input: Vector dimension error: expected dim: "
+                                       f"{spec['size']}, got {len(v)} (point {x} of "
+                                       f"{'lookup_from' if lookup else 'the collection'}).")
         elif isinstance(x, list) and len(x) == int(spec["size"]) and all(
                 isinstance(e, (int, float)) and not isinstance(e, bool) for e in x):
             v = np.asarray(x, dtype=np.float64)
@@ -155,13 +161,21 @@ def _scored(cols: Any, name: str, body: dict[str, Any], index: Any, spec: dict[s
     if not sids or k == 0:
         return {"points": []}
     fn, query = score
-    scores = np.asarray(fn(query, np.asarray([got[s] for s in sids]), m.Distance(spec["distance"])))
+    X, parts = np.asarray([got[s] for s in sids]), []
+    for i in range(0, len(X), _SCORE_ROWS):  # in blocks: the request's deadline is checked between
+        check_deadline()
+        parts.append(np.asarray(fn(query, X[i:i + _SCORE_ROWS], m.Distance(spec["distance"]))))
+    scores = np.concatenate(parts)
     order = np.argsort(-scores, kind="stable")
     threshold = body.get("score_threshold")
     hits = [(sids[i], float(scores[i])) for i in order[:k]
             if threshold is None or scores[i] >= threshold][offset:]
     return {"points": cols._records(home, [s for s, _ in hits], body.get("with_payload", False),
                                     body.get("with_vector", False), [x for _, x in hits])}
+
+
+#: points scored per block by an exact example query (between two deadline checks)
+_SCORE_ROWS = 4096
 
 
 def _both(a: Any, b: Any) -> Any:
@@ -193,6 +207,7 @@ def _prefetch(cols: Any, name: str, p: Any, outer: Any) -> list[Any]:
 
     from slimvec.service.qdrant_api.models import count_arg
 
+    check_deadline()
     if not isinstance(p, dict):
         raise QdrantError(400, "Bad request: a prefetch must be an object.")
     check_fields(p, ("prefetch", "query", "using", "filter", "params", "score_threshold",
@@ -243,3 +258,77 @@ def _merge(cols: Any, name: str, sources: list[list[Any]], body: dict[str, Any],
                             **({} if final else {"with_payload": False, "with_vector": False})})
     return got if final else [m.ScoredPoint(id=x["id"], version=0, score=x["score"])
                               for x in got["points"]]
+
+
+def request_cost(cols: Any, name: str, bodies: list[Any]) -> bool:
+    """Refuse (400), before any work, a query request over its budget (issue 48 F5): more than
+    :data:`~slimvec.service.limits.MAX_SEARCHES` searches (every query of a batch, every
+    prefetch at every depth), prefetches nested deeper than ``MAX_PREFETCH_DEPTH``, more than
+    ``MAX_EXAMPLE_WORK`` example vectors x points scored exactly, or more than
+    ``MAX_SCAN_WORK`` points through the fallback filter (each distinct part that slimvec's
+    filter language lacks is evaluated once per request, over every point). True when the
+    request is heavy (it takes one of the collection's ``HeavySlots``)."""
+    side = exposed(cols.settings(name))[1]
+    searches, examples, scans = 0, 0, set[str]()
+
+    def walk(q: Any, depth: int) -> None:
+        nonlocal searches, examples
+        if not isinstance(q, dict):
+            return  # refused with its reason by the query itself
+        if depth > MAX_PREFETCH_DEPTH:
+            raise QdrantError(400, f"Bad request: prefetches nest more than {MAX_PREFETCH_DEPTH} "
+                                   "deep (MAX_PREFETCH_DEPTH); flatten them.")
+        searches += 1
+        if searches > MAX_SEARCHES:
+            raise QdrantError(400, f"Bad request: the request runs more than {MAX_SEARCHES:,} "
+                                   "searches (every query of a batch and every prefetch at every "
+                                   "depth; the budget MAX_SEARCHES); split it into several "
+                                   "requests.")
+        scans.update(json.dumps(p, sort_keys=True, default=str) for p in must_parts(q.get("filter"))
+                     if needs_scan({"must": [p]}))
+        if (q.get("using") or "") not in side:  # side vectors are scored by Qdrant Edge itself
+            examples += _scored_examples(q.get("query"))
+        pf = q.get("prefetch")
+        for p in pf if isinstance(pf, list) else [pf]:
+            walk(p, depth + 1)
+
+    for body in bodies:
+        walk(body, 0)
+    if not scans and not examples:
+        return searches > 16
+    n = points.count(cols.served(name))
+    if examples * n > MAX_EXAMPLE_WORK:
+        raise QdrantError(400, f"Bad request: {examples:,} example vectors scored exactly against "
+                               f"{n:,} points is {examples * n:,} scores, above the budget of "
+                               f"{MAX_EXAMPLE_WORK:,} a request (MAX_EXAMPLE_WORK); send fewer "
+                               "examples or context pairs, or recommend with strategy "
+                               "average_vector (one search).")
+    if len(scans) * n > MAX_SCAN_WORK:
+        raise QdrantError(400, f"Bad request: {len(scans)} filter condition(s) beyond slimvec's "
+                               "filter language (geo, nested, values_count, full-text, "
+                               f"min_should, has_vector), each evaluated point by point over {n:,} "
+                               f"points, is {len(scans) * n:,} evaluations, above the budget of "
+                               f"{MAX_SCAN_WORK:,} a request (MAX_SCAN_WORK); send fewer distinct "
+                               "ones (an outer filter is evaluated once for all its prefetches) "
+                               "or filter with match / range conditions.")
+    return True
+
+
+def _scored_examples(query: Any) -> int:
+    """Example vectors a dense ``query`` scores exactly against every point (0 when it is
+    searched by one vector)."""
+    if isinstance(query, dict) and set(query) == {"nearest"}:
+        query = query["nearest"]
+    if not isinstance(query, dict) or len(query) != 1:
+        return 0
+    kind, arg = next(iter(query.items()))
+
+    def n(x: Any) -> int:
+        return len(x) if isinstance(x, list) else int(x is not None)
+
+    if kind == "recommend" and isinstance(arg, dict) and arg.get("strategy") in (
+            "best_score", "sum_scores"):
+        return n(arg.get("positive")) + n(arg.get("negative"))
+    if kind == "discover" and isinstance(arg, dict):
+        return 1 + 2 * n(arg.get("context"))
+    return 2 * n(arg) if kind == "context" else 0

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 __all__ = ["QdrantError", "envelope", "error_response", "point_id", "qdrant_id", "unsupported",
            "select_payload", "query_vector", "count_arg", "default_vector",
-           "qfilter", "selector", "dim_of",
+           "qfilter", "needs_scan", "must_parts", "selector", "dim_of",
            "SOURCE_ID", "check_fields"]
 
 #: the payload key where slimvec keeps a point's original id (the service's ``source_id``)
@@ -168,6 +168,31 @@ def qfilter(spec: Any, scan: Any = None) -> Any:
             raise
         return scan(spec, exc)
     return None if flt is None else flt.map_ids(point_id)
+
+
+def needs_scan(spec: Any) -> bool:
+    """Whether filter ``spec`` uses what slimvec's filter language lacks (so :func:`qfilter`
+    hands it to its ``scan``); a filter that is wrong otherwise is refused where it is used."""
+    from slimvec.errors import ConfigError
+    from slimvec.filters import parse_filter
+
+    try:
+        parse_filter(spec)
+    except ConfigError as exc:
+        return "not supported" in str(exc)
+    return False
+
+
+def must_parts(spec: Any) -> list[Any]:
+    """The conditions of a filter that is only a ``must`` (nested ``must``-only filters, as the
+    propagated filters of prefetches, flattened); ``[spec]`` for any other filter, ``[]`` for
+    none. Each part of a ``must`` can be evaluated alone, a fallback one once per request."""
+    if not spec:
+        return []
+    if isinstance(spec, dict) and set(spec) == {"must"}:
+        items = spec["must"] if isinstance(spec["must"], list) else [spec["must"]]
+        return [c for item in items for c in must_parts(item)]
+    return [spec]
 
 
 def selector(body: dict[str, Any], scan: Any = None) -> tuple[list[Any] | None, Any]:

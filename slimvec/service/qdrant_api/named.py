@@ -22,12 +22,14 @@ import numpy as np
 
 from slimvec.ids import doc_id
 from slimvec.service.indexes import points
+from slimvec.service.limits import check_deadline
 from slimvec.service.qdrant_api.collection import parse_vectors
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
     check_fields,
     default_vector,
+    must_parts,
     point_id,
     qdrant_id,
     qfilter,
@@ -216,6 +218,7 @@ def records_of(served: Any, ids: list[Any] | None, flt: Any) -> list[dict[str, A
     recs: list[dict[str, Any]] = []
     start = None
     while True:
+        check_deadline()  # a request's deadline stops a long read between pages
         page, start = points.scroll(served, 1000, start, flt)
         recs += page
         if start is None:
@@ -300,7 +303,9 @@ class NamedVectors:
                 raise QdrantError(404, f"Not found: No point with id {pid} found (or it has "
                                        f"no vector {using!r})")
             v = next(iter(got.values()))
-            return v if isinstance(v, list) else (v["indices"], v["values"])
+            if isinstance(v, list):  # a multivector, maybe of another dimension (lookup_from)
+                return check_side(v, spec, f"point {pid}" + (" of lookup_from" if src != name else ""))
+            return v["indices"], v["values"]
 
         query, named = edge_query(body.get("query"), using, vector_of,
                                   lambda x, where: check_side(x, spec, where))
@@ -338,6 +343,27 @@ class NamedVectors:
         return lambda spec, exc: self._scan(name, spec, exc)
 
     def _scan(self, name: str, spec: Any, exc: Exception) -> Any:
+        """The filter of the ids of collection ``name`` matching ``spec``: each part of a
+        ``must`` alone (the ones slimvec's language has stay native), a part it lacks evaluated
+        once per request (issue 48 F5: an outer filter once for all its prefetches)."""
+        import json
+
+        from slimvec.filters import Filter
+        from slimvec.service.limits import current_deadline
+
+        parts = must_parts(spec)
+        if len(parts) > 1:
+            got = [qfilter({"must": [p]}, self.scan(name)) for p in parts]
+            return Filter(must=tuple(f for f in got if f is not None))
+        deadline, key = current_deadline(), (name, json.dumps(parts, sort_keys=True, default=str))
+        if deadline is not None and key in deadline.scans:
+            return deadline.scans[key]
+        flt = self._evaluate(name, {"must": parts}, exc)
+        if deadline is not None:
+            deadline.scans[key] = flt
+        return flt
+
+    def _evaluate(self, name: str, spec: Any, exc: Exception) -> Any:
         from pydantic import ValidationError
         from qdrant_client.http import models as m
         from qdrant_client.local.payload_filters import check_filter
@@ -355,8 +381,12 @@ class NamedVectors:
                                    f"{self.MAX_SCAN} points evaluates it point by point).")
         recs = records_of(home, None, None)
         has = self._has_vectors(name, [r["store_id"] for r in recs]) if "has_vector" in str(spec) else {}
-        ids = [r["id"] for r in recs
-               if check_filter(model, r["payload"], qdrant_id(r["id"]), has.get(r["store_id"], {}))]
+        ids = []
+        for i, r in enumerate(recs):
+            if i % 1024 == 0:
+                check_deadline()
+            if check_filter(model, r["payload"], qdrant_id(r["id"]), has.get(r["store_id"], {})):
+                ids.append(r["id"])
         return Filter(must=(HasId(frozenset(ids)),))
 
     def _has_vectors(self, name: str, sids: list[int]) -> dict[int, dict[str, bool]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from fastapi import APIRouter, Body, Query, Request
@@ -20,8 +21,9 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
-from slimvec.service.limits import check_batch
+from slimvec.service.limits import HEAVY_PER_COLLECTION, DeadlineExceeded, HeavySlots, check_batch, check_deadline, request_deadline
 from slimvec.service.qdrant_api.collection import update_collection
+from slimvec.service.qdrant_api.examples import request_cost
 from slimvec.service.qdrant_api.groups import query_groups, search_groups
 from slimvec.service.qdrant_api.kinds import facet
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
@@ -40,6 +42,8 @@ def _qdrant_error(exc: Exception) -> tuple[int, str]:
 
     if isinstance(exc, QdrantError):
         return exc.status, exc.message
+    if isinstance(exc, DeadlineExceeded):
+        return exc.status, str(exc)
     if isinstance(exc, HTTPException):  # Starlette's: FastAPI raises it for a body it cannot parse
         return exc.status_code, str(exc.detail)
     if isinstance(exc, RequestValidationError):
@@ -167,30 +171,6 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.retrieve(name, body), t0)
 
-    @r.post("/collections/{name}/points/query", dependencies=[read])
-    def query(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
-        t0 = time.perf_counter()
-        return ok(cols.query(name, body), t0)
-
-    @r.post("/collections/{name}/points/query/batch", dependencies=[read])
-    def query_batch(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
-        t0 = time.perf_counter()
-        searches = body.get("searches")
-        if not isinstance(searches, list):
-            raise QdrantError(400, "Bad request: send {\"searches\": [query, ...]}.")
-        check_batch(len(searches), state.config.max_batch, "searches")
-        return ok([cols.query(name, s) for s in searches], t0)
-
-    @r.post("/collections/{name}/points/count", dependencies=[read])
-    def count(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
-        t0 = time.perf_counter()
-        return ok(cols.count(name, body or {}), t0)
-
-    @r.post("/collections/{name}/points/scroll", dependencies=[read])
-    def scroll(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
-        t0 = time.perf_counter()
-        return ok(cols.scroll(name, body or {}), t0)
-
     @r.post("/collections/{name}/points/delete", dependencies=[write])
     def delete_points(name: str, body: dict[str, Any] = Body(...),
                       wait: bool = Query(False)) -> JSONResponse:
@@ -232,8 +212,63 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.delete_index(name, field), t0)
 
-    _groups_then_the_rest(r, cols, read)
+    _query_routes(r, cols, state, read)
+    _groups_then_the_rest(r, cols, read)  # the unsupported catch-all last
     return r
+
+
+def _query_routes(r: APIRouter, cols: Collections, state: Any, read: Any) -> None:
+    """The read routes that may cost a lot (query, query/batch, count, scroll): each under a
+    deadline and a budget (issue 48 F5)."""
+    heavy = HeavySlots(HEAVY_PER_COLLECTION)
+
+    def budgeted(name: str, bodies: list[Any], timeout: int | None, run: Callable[[], Any],
+                 t0: float) -> JSONResponse:
+        """``run()`` (a read of collection ``name``) under the request's deadline (the server's
+        ``query_timeout``, or Qdrant's ``timeout`` parameter when shorter), its budget checked
+        before any work (:func:`request_cost`), in one of the collection's heavy slots when it
+        is heavy (issue 48 F5)."""
+        seconds = state.config.query_timeout if not timeout else min(state.config.query_timeout,
+                                                                     timeout)
+        with request_deadline(seconds):
+            with heavy.take(name) if request_cost(cols, name, bodies) else nullcontext():
+                return envelope(run(), t0)
+
+    @r.post("/collections/{name}/points/query", dependencies=[read])
+    def query(name: str, body: dict[str, Any] = Body(...),
+              timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return budgeted(name, [body], timeout, lambda: cols.query(name, body), t0)
+
+    @r.post("/collections/{name}/points/query/batch", dependencies=[read])
+    def query_batch(name: str, body: dict[str, Any] = Body(...),
+                    timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        searches = body.get("searches")
+        if not isinstance(searches, list):
+            raise QdrantError(400, "Bad request: send {\"searches\": [query, ...]}.")
+        check_batch(len(searches), state.config.max_batch, "searches")
+
+        def run() -> list[Any]:
+            out = []
+            for s in searches:
+                check_deadline()
+                out.append(cols.query(name, s))
+            return out
+
+        return budgeted(name, searches, timeout, run, t0)
+
+    @r.post("/collections/{name}/points/count", dependencies=[read])
+    def count(name: str, body: dict[str, Any] = Body(default_factory=dict),
+              timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return budgeted(name, [body or {}], timeout, lambda: cols.count(name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/scroll", dependencies=[read])
+    def scroll(name: str, body: dict[str, Any] = Body(default_factory=dict),
+               timeout: int | None = Query(None, ge=1)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return budgeted(name, [body or {}], timeout, lambda: cols.scroll(name, body or {}), t0)
 
 
 def _qdrant_version() -> str:

@@ -25,8 +25,10 @@ def health_router(st: ServiceState, read: Any, auth: Auth) -> APIRouter:
     """The health routes over the service state ``st`` (``/metrics`` behind ``read``)."""
     r = APIRouter(tags=["health"])
 
+    # async: answered on the event loop, never queued behind busy requests in the thread pool
+    # (issue 48 F5); the registry and state reads below take short locks only
     @r.get("/healthz", response_model=HealthOut, response_model_exclude_unset=True)
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:
         """Alive; ``degraded`` (only when there are some) counts the indexes whose writer
         retries a failed commit (the process is alive and reads answer: still 200)."""
         degraded = 0
@@ -38,7 +40,7 @@ def health_router(st: ServiceState, read: Any, auth: Auth) -> APIRouter:
         return {"status": "ok", "degraded": degraded} if degraded else {"status": "ok"}
 
     @r.get("/readyz", response_model=ReadyOut, response_model_exclude_unset=True)
-    def readyz(request: Request) -> JSONResponse:
+    async def readyz(request: Request) -> JSONResponse:
         """Ready: encoders loaded and indexes open (503 until then). Without a key (when keys
         are set) only the counts of indexes by state; with one also the names and why the
         failed ones failed (paths relative to the root, secrets masked)."""
