@@ -58,7 +58,7 @@ def load_texts(corpus: Path | None, limit: int) -> list[str]:
 def encoder_only(texts: list[str], model: str, device: str, batches: list[int]) -> dict[str, float]:
     """Docs/s of one ``Encoder.encode`` over every text per pass size (model loaded and warmed up
     before timing)."""
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     enc = Encoder(model, device=device, batch_size=batches[0])
     enc.encode(texts[:min(512, max(16, len(texts) // 10))])  # warm-up (CUDA kernels, allocator)

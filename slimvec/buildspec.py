@@ -38,7 +38,7 @@ import numpy as np
 from slimvec.errors import ConfigError, PersistenceError
 
 if TYPE_CHECKING:
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
 __all__ = [
     "DEFAULTS",
@@ -330,8 +330,8 @@ class BuildSpec:
 
     def load_encoder(self, device: str = "auto", batch_size: int = 64) -> Encoder:
         """The encoder of this spec's texts, documents and queries: the one place an index's
-        :class:`~slimvec.indexer.encoder.Encoder` is built (model and :attr:`encoding`)."""
-        from slimvec.indexer.encoder import Encoder
+        :class:`~slimvec.encoder.Encoder` is built (model and :attr:`encoding`)."""
+        from slimvec.encoder import Encoder
 
         return Encoder(self.encoder, device=device, batch_size=batch_size,
                        doc_prefix=self.doc_prefix or "", query_prefix=self.query_prefix or "")

@@ -1,6 +1,6 @@
 """Where sentence-encoder models come from: spec -> local folder, offline, quietly.
 
-The one home of model loading that :mod:`slimvec.indexer.encoder` (encoding for ingest, search
+The one home of model loading that :mod:`slimvec.encoder` (encoding for ingest, search
 and bench) and :mod:`slimvec.pruning` (the model to prune, and the pruned format's reload) both
 use; neither imports the other for it.
 

@@ -62,7 +62,7 @@ def bundled_sentences(n: int = 3000) -> list[str]:
 @pytest.fixture(scope="session")
 def encoder():
     """The packaged all-MiniLM-L6-v2 encoder, loaded once."""
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     return Encoder()
 

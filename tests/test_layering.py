@@ -194,3 +194,17 @@ def test_no_module_imports_the_package_root():
     bad = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if p.name != "__init__.py" or p.parent != ROOT
            if any(mod == "slimvec" for mod, _ in _imported_names(ast.parse(p.read_text(encoding="utf-8"))))]
     assert not bad, bad
+
+
+def _edges(src: tuple[str, ...], dst: tuple[str, ...]) -> list[str]:
+    return [f"{m} -> {t}" for m, targets in _import_graph().items() if m.startswith(src)
+            for t in targets if t.startswith(dst)]
+
+
+def test_the_spec_never_imports_the_writer_and_the_writer_never_imports_operations():
+    """Issue 49: ``buildspec.py`` imported ``indexer/encoder.py`` (the encoder lives on the
+    ground floor now, ``slimvec/encoder.py``), and ``indexer/pipeline.py`` imported
+    ``ops/sync.py`` to run a sync from ``ingest`` (a sync is :func:`slimvec.ops.sync.sync`)."""
+    assert _edges(("slimvec.buildspec",), ("slimvec.indexer.",)) == []
+    assert _edges(("slimvec.indexer.",), ("slimvec.ops.",)) == []
+    assert _edges(("slimvec.ops.",), ("slimvec.indexer.",))  # the rule sees the edges it guards

@@ -32,7 +32,7 @@ Encoding is a separate step (not done here). A later run encodes the texts throu
 encoding cache, which keys each text by its hash, so an interrupted run resumes where it stopped::
 
     from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
     enc = Encoder("minilm")
     texts = [row["text"] for row in read_jsonl(out / "corpus.jsonl")]
     X = EncodingCache(default_cache_dir(), enc.fingerprint).encode(enc, texts, chunk=4096)

@@ -63,7 +63,7 @@ def encode_corpus(corpus_dir: Path, data_dir: Path, *, sizes: tuple[int, ...] = 
         Corpus prefixes to write; a size above the corpus is refused. The whole corpus is written
         too, labelled ``all``.
     model : str
-        Encoder name or path (:class:`slimvec.indexer.encoder.Encoder`).
+        Encoder name or path (:class:`slimvec.encoder.Encoder`).
     seed : int
         Seed of the permutation.
     chunk : int
@@ -76,7 +76,7 @@ def encode_corpus(corpus_dir: Path, data_dir: Path, *, sizes: tuple[int, ...] = 
     dict
         The record also written to ``realtext-<model>.json``.
     """
-    from slimvec.indexer.encoder import Encoder, default_encoder_threads, encoder_threads
+    from slimvec.encoder import Encoder, default_encoder_threads, encoder_threads
 
     manifest_path = corpus_dir / "manifest.json"
     if not manifest_path.is_file():

@@ -111,7 +111,7 @@ def fair_peers_vectors(out: Path) -> int:
     missing ones are encoded). Returns the number of vectors.
     """
     from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     texts = list(dict.fromkeys(t for name, limit in FAIR_PEERS_SOURCES for t in _file_sentences(name, limit)))
     encoder = Encoder()

@@ -131,7 +131,7 @@ def minilm_bundled_vectors(cache_dir: str | os.PathLike[str] | None = None) -> n
     cache used: encoded once, then read)."""
     from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
     from slimvec.benchmarks.pairs import load_pairs
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     seen: dict[str, None] = {}
     for path in sorted(DATA.glob("*.tsv")):

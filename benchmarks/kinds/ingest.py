@@ -58,8 +58,8 @@ def measure_ingest(corpus: Path, stores: Sequence[str] = INGEST_STORES, batch_si
         "p50_search_ms"}]}``.
     """
     from benchmarks.corpora.sentences import jsonl_rows
+    from slimvec.encoder import Encoder
     from slimvec.index.folder import open_index
-    from slimvec.indexer.encoder import Encoder
     from slimvec.indexer.pipeline import IngestOptions, ingest
 
     texts = [str(r["text"]) for r in jsonl_rows(corpus)]
@@ -117,7 +117,7 @@ def measure_ceiling(texts: Sequence[str], stores: Sequence[str] = ("qdrant-edge"
     The ceiling is the best of one ``Encoder.encode`` over every text at each batch size in
     ``batches`` and each torch thread count of ``threads`` (default: 1 and every core; length-sorted, so
     batches pad little; model loading excluded). The ingest runs as a user's would, its encoder
-    threads chosen by :func:`slimvec.indexer.encoder.default_encoder_threads` (recorded).
+    threads chosen by :func:`slimvec.encoder.default_encoder_threads` (recorded).
 
     Returns
     -------
@@ -128,7 +128,7 @@ def measure_ceiling(texts: Sequence[str], stores: Sequence[str] = ("qdrant-edge"
     """
     import os
 
-    from slimvec.indexer.encoder import Encoder, default_encoder_threads, encoder_threads
+    from slimvec.encoder import Encoder, default_encoder_threads, encoder_threads
     from slimvec.indexer.pipeline import IngestOptions, ingest
 
     texts = list(texts)
@@ -183,7 +183,7 @@ def ceiling_markdown(result: dict[str, Any]) -> str:
 
 class MatrixEncoder:
     """The ingest's encoder with the model call removed: each text's vector is looked up in a
-    precomputed matrix (one row per corpus text), behind :class:`~slimvec.indexer.encoder.Encoder`'s
+    precomputed matrix (one row per corpus text), behind :class:`~slimvec.encoder.Encoder`'s
     interface (``name``, ``dim``, ``batch_size``, ``max_seq_length``, ``model.tokenizer``,
     ``encode``). The real tokenizer still runs over every text ``encode`` gets (as
     sentence-transformers does before its forward pass, on the CPU even when the model is on a GPU)
@@ -235,7 +235,7 @@ def measure_pipeline(corpus: Path, docs: int = 200_000,
     Each run is confined to ``n`` cores (CPU affinity) with ``n`` FAISS OpenMP threads and ``n``
     torch threads, and timed whole (sampling pass, fit, stream, commits, calibration). The store
     ``default`` is the default recipe (or ``recipe``); the others get ``reducer``. Others' load is sampled before
-    each run (:func:`~slimvec.indexer.encoder.busy_cores`).
+    each run (:func:`~slimvec.encoder.busy_cores`).
 
     Returns
     -------
@@ -248,7 +248,7 @@ def measure_pipeline(corpus: Path, docs: int = 200_000,
 
     import faiss
 
-    from slimvec.indexer.encoder import busy_cores
+    from slimvec.encoder import busy_cores
     from slimvec.indexer.pipeline import IngestOptions, ingest
     from slimvec.recipe import DEFAULT_RECIPE
 

@@ -89,7 +89,7 @@ def _throughput(models: dict[float, Any], texts: list[str], rounds: int, batch_s
 
 def _one_sparsity(base: Any, imp: Any, s: float, structures: str, evaluate: PruningEvaluator,
                   rewind_corpus: list[str], rewind_steps: int, seed: int, tmp: Path) -> tuple[dict, Any]:
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
     from slimvec.pruning.persist import model_bytes, save_pruned_model
     from slimvec.pruning.prune import plan_pruning, prune_model
     from slimvec.pruning.rewind import rewind
@@ -125,7 +125,7 @@ def measure_pruning(sparsities: Sequence[float] = (0, 0.02, 0.05, 0.1, 0.2, 0.3,
     """
     import torch
 
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
     from slimvec.pruning.corpus import read_corpus
     from slimvec.pruning.importance import compute_importance
 

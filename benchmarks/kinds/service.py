@@ -256,7 +256,7 @@ def measure_qdrant_compat(n: int = 5000, nq: int = 200, vectors: np.ndarray | No
 def _minilm(count: int) -> np.ndarray:
     from benchmarks.corpora.sentences import suite_cache_dir
     from slimvec.benchmarks.encoding_cache import EncodingCache
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     enc = Encoder()
     texts = pair_sentences(count, files=("stsb-train.tsv",), collapse=False)

@@ -399,7 +399,7 @@ def pairs_datasets(pairs: Sequence[str | os.PathLike[str]], encoders: Sequence[s
     """
     from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
     from slimvec.benchmarks.pairs import build_corpus, build_train_pairs, load_pairs
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     files = [load_pairs(p, skip_bad_rows=skip_bad_rows) for p in pairs]
     corpus = build_corpus(files, dup_threshold)

@@ -45,7 +45,7 @@ class EncodingCache:
     folder : path-like
         Cache root; the encoder's fingerprint names a sub-folder.
     fingerprint : str
-        :attr:`slimvec.indexer.encoder.Encoder.fingerprint` of the encoder.
+        :attr:`slimvec.encoder.Encoder.fingerprint` of the encoder.
     """
 
     def __init__(self, folder: str | os.PathLike[str], fingerprint: str) -> None:

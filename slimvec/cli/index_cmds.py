@@ -101,7 +101,10 @@ def ingest(
                                      RayOptions(ray_address, workers, gpus_per_worker),
                                      notify=lambda msg: console.print(msg))
         elif engine == "local":
-            summary = run_ingest(input, index, opts, notify=lambda msg: console.print(msg))
+            from slimvec.ops.sync import sync as run_sync
+
+            summary = (run_sync if sync else run_ingest)(input, index, opts,
+                                                         notify=lambda msg: console.print(msg))
         else:
             raise ConfigError(f"--engine {engine!r}: expected 'local' or 'ray'.")
     if json_out:

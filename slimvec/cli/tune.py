@@ -66,7 +66,7 @@ def tune(
     else:
         from slimvec.benchmarks.encoding_cache import EncodingCache, default_cache_dir
         from slimvec.benchmarks.pairs import load_pairs
-        from slimvec.indexer.encoder import Encoder
+        from slimvec.encoder import Encoder
 
         seen: dict[str, None] = {}
         for path in pairs:

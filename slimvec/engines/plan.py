@@ -236,7 +236,7 @@ def measure_cpu_rate(threads: int, n: int = 512, batch_size: int = 64) -> float:
 
     import torch
 
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     data = Path(__file__).resolve().parents[1] / "data" / "sentences.jsonl"
     with open(data, encoding="utf-8") as fh:

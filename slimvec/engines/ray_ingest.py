@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from slimvec.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
 from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.preflight import NodeTimes, capacity_wait, check_nodes_see, node_address, wait_for_capacity
@@ -46,7 +47,6 @@ from slimvec.errors import ConfigError
 from slimvec.index.folder import REDUCER_DIR
 from slimvec.index.manifest import Manifest, Progress
 from slimvec.indexer.builder import BuildSpec, IndexBuilder
-from slimvec.indexer.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
 from slimvec.indexer.pipeline import add_declared_when_done, row_count
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar

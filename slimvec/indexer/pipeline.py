@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from slimvec.encoder import DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch
 from slimvec.errors import ConfigError
 from slimvec.indexer.builder import DEFAULT_REDUCER, DEFAULT_STORE, BuildSpec, IndexBuilder
-from slimvec.indexer.encoder import DEFAULT_ENCODER, default_encoder_threads, encoder_threads, ingest_encode_batch
 from slimvec.indexer.ingest_stream import DocumentStream
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
@@ -90,19 +90,19 @@ class IngestOptions:
         Torch CPU threads of the encoder during the run (restored after); None:
         :func:`default_encoder_threads`.
     sync : bool
-        Make the index equal to the input (:func:`slimvec.ops.sync.sync`): unchanged
+        Make the index equal to the input: run by :func:`slimvec.ops.sync.sync` (unchanged
         documents are not re-encoded, changed ones are, and documents whose id left the input are
-        deleted once everything new is committed. ``ingest`` then returns a ``SyncSummary``.
+        deleted once everything new is committed); ``ingest`` refuses it.
     force : bool
         With ``sync``: delete even when the input had unreadable rows or no document.
     device : str
         Torch device of the encoder (``auto``: CUDA when available, else CPU).
     encode_batch : int or None
-        Texts per forward pass; None: :func:`slimvec.indexer.encoder.ingest_encode_batch` for the
+        Texts per forward pass; None: :func:`slimvec.encoder.ingest_encode_batch` for the
         device (small on a CPU, hundreds on CUDA).
     encoder_instance : object or None
         A loaded encoder used instead of loading ``encoder`` (same interface as
-        :class:`~slimvec.indexer.encoder.Encoder`: ``name``, ``dim``, ``encode``,
+        :class:`~slimvec.encoder.Encoder`: ``name``, ``dim``, ``encode``,
         ``max_seq_length``, ``model.tokenizer``): a caller that keeps one warm, or the encoder-free
         benchmark's (the checkout's ``benchmarks.kinds.ingest``).
     encoding : dict
@@ -264,11 +264,10 @@ def ingest(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str]
         The index folder cannot be written (read-only, full) or its files fail their checks.
     """
     opts = options or IngestOptions()
-    if opts.sync:
-        from slimvec.ops.sync import sync
-
-        return sync(input_path, index_dir, opts, first_ingest=ingest, force=opts.force,
-                    notify=notify, on_batch=on_batch)
+    if opts.sync:  # the writer never deletes: a sync is an operation on the whole index
+        raise ConfigError("IngestOptions(sync=True) is run by slimvec.ops.sync.sync(SRC, INDEX, "
+                          "options), which ingests the changes and deletes what left the file; "
+                          "call that instead.")
     folder = Path(index_dir)
     with IndexBuilder(folder, rebuild=opts.rebuild, notify=notify or log.info, strict=opts.strict,
                       checkpoint_seconds=opts.checkpoint_seconds,

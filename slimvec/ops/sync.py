@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from slimvec.encoder import ingest_encode_batch
 from slimvec.errors import ConfigError
 from slimvec.ids import doc_ids
 from slimvec.index.manifest import MANIFEST, Manifest, Progress
 from slimvec.index.records import RECORDS, RecordTable, content_hash, encoder_identity
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
-from slimvec.indexer.encoder import ingest_encode_batch
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.sources.checks import truncation_rejects
@@ -77,7 +77,7 @@ class SyncSummary(IngestSummary):
 
 
 def sync(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
-         options: Any, *, first_ingest: Callable[..., Any], force: bool = False,
+         options: Any, *, first_ingest: Callable[..., Any] | None = None, force: bool | None = None,
          notify: Callable[[str], None] | None = None,
          on_batch: Callable[[int], None] | None = None,
          on_delete: Callable[[int], None] | None = None) -> SyncSummary:
@@ -94,13 +94,12 @@ def sync(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
         As for :func:`~slimvec.indexer.pipeline.ingest`; ``text_column`` / ``id_column`` must be
         the ones the index was built with (other ids would make every document look new and
         delete the old ones).
-    first_ingest : callable
-        :func:`slimvec.indexer.pipeline.ingest`, which builds the index when there is none yet
-        (passed in: the pipeline calls this module, so this module does not import it). Users
-        call ``pipeline.ingest(SRC, DIR, IngestOptions(sync=True))``.
-    force : bool
+    first_ingest : callable, optional
+        What builds the index when there is none yet (default
+        :func:`slimvec.indexer.pipeline.ingest`).
+    force : bool, optional
         Delete the documents that left the source even when the source had unreadable rows or
-        no document at all.
+        no document at all (default ``options.force``).
     notify : callable, optional
         One-line notices for the user; default: log.
     on_batch : callable, optional
@@ -120,6 +119,11 @@ def sync(input_path: str | os.PathLike[str], index_dir: str | os.PathLike[str],
         Another process is writing the index.
     """
     opts = options
+    force = bool(opts.force) if force is None else force
+    if first_ingest is None:
+        from slimvec.indexer.pipeline import ingest
+
+        first_ingest = ingest
     folder = Path(index_dir)
     say = notify or log.info
     first: IngestSummary | None = None
@@ -231,7 +235,7 @@ class _Sync:
     # ------------------------------------------------------------------ the pass
     def run(self, on_batch: Callable[[int], None] | None,
             on_delete: Callable[[int], None] | None) -> SyncSummary:
-        from slimvec.indexer.encoder import default_encoder_threads, encoder_threads
+        from slimvec.encoder import default_encoder_threads, encoder_threads
 
         source = self._open()
         t0 = time.perf_counter()

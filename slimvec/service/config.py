@@ -79,7 +79,7 @@ class ServiceConfig:
         Torch device of the encoders (``auto``: cuda when available, else cpu).
     encode_batch : int or None
         Texts per forward pass of a document encoder; None: 32 on a CPU, 256 on CUDA
-        (:func:`slimvec.indexer.encoder.ingest_encode_batch`).
+        (:func:`slimvec.encoder.ingest_encode_batch`).
     allow_dirs : list of Path
         Folders whose files a job may ingest (none: jobs are refused).
     allow_stores : list of str

@@ -19,6 +19,7 @@ from slimvec.ids import doc_ids
 from slimvec.index.folder import open_index, read_manifest
 from slimvec.indexer.pipeline import IngestOptions, ingest
 from slimvec.ops.rebuild import rebuild
+from slimvec.ops.sync import sync
 from tests.conftest import bundled_sentences
 
 TEXTS = bundled_sentences(80)
@@ -93,8 +94,7 @@ def test_sync_and_rebuild_keep_the_index_prefixes_and_another_is_refused(built, 
     shutil.copytree(built, folder)
     # a sync without the options: the index's prefixes encode the changed documents
     changed = TEXTS[:59] + [TEXTS[70]]
-    ingest(_jsonl(tmp_path / "v2.jsonl", changed), folder,
-           IngestOptions(sync=True, progress=False))
+    sync(_jsonl(tmp_path / "v2.jsonl", changed), folder, IngestOptions(sync=True, progress=False))
     np.testing.assert_allclose(_stored(folder, ["d59"]), _prefixed(encoder, DOC, [TEXTS[70]]),
                                atol=2e-5)
     with pytest.raises(ConfigError, match="doc_prefix 'passage: ' \\(asked 'query: '\\)"):
@@ -113,7 +113,7 @@ def test_the_direct_text_path_gives_the_models_own_vectors_bit_for_bit(encoder):
     """Issue 36: the encoder tokenizes with the fast tokenizer's backend and runs the model's
     modules itself (no per-text Python of sentence-transformers); the vectors are exactly those of
     ``SentenceTransformer.encode`` for texts that are long (truncated), empty, accented or CJK."""
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     assert encoder._direct is not None  # MiniLM's fast tokenizer passes the probe
     texts = bundled_sentences(300) + ["", "word " * 600, "naïve café " * 40, "日本語のテキスト", " x "]

@@ -10,6 +10,7 @@ from slimvec.errors import ConfigError
 from slimvec.ids import doc_id
 from slimvec.index.records import RECORDS
 from slimvec.indexer.pipeline import IngestOptions, ingest
+from slimvec.ops.sync import sync
 
 N = 60
 STORES = ["qdrant-edge", "hnsw"]
@@ -40,7 +41,7 @@ def test_sync_reencodes_only_what_changed_and_deletes_what_left(tmp_path, senten
     rows = _rows(sentences)
     src = _write(tmp_path / "docs.jsonl", rows)
     index = tmp_path / "idx"
-    first = ingest(src, index, _opts(store))
+    first = sync(src, index, _opts(store))
     assert (first.added, first.updated, first.unchanged, first.deleted) == (N, 0, 0, 0)
     assert first.count == N and (index / RECORDS).is_file()
 
@@ -49,7 +50,7 @@ def test_sync_reencodes_only_what_changed_and_deletes_what_left(tmp_path, senten
     gone = rows.pop(10)
     rows.append({"id": "new-1", "text": "A new document about rivers and boats.", "lang": "en"})
     _write(src, rows)
-    second = ingest(src, index, _opts(store))
+    second = sync(src, index, _opts(store))
     assert (second.added, second.updated, second.unchanged, second.deleted, second.rejected) == (
         1, 2, N - 3, 1, 0), second
     assert second.count == N
@@ -60,7 +61,7 @@ def test_sync_reencodes_only_what_changed_and_deletes_what_left(tmp_path, senten
         assert idx.payloads([int(res.ids[0, 0])])[0]["source_id"] == "d3"
         assert doc_id(gone["id"]) not in set(res.ids[1].tolist())
 
-    third = ingest(src, index, _opts(store))
+    third = sync(src, index, _opts(store))
     assert (third.added, third.updated, third.unchanged, third.deleted) == (0, 0, N, 0)
     assert third.encode_seconds == 0.0  # nothing reached the encoder (the model was not loaded)
 
@@ -69,15 +70,15 @@ def test_a_source_read_with_errors_deletes_nothing_unless_forced(tmp_path, sente
     rows = _rows(sentences)
     src = _write(tmp_path / "docs.jsonl", rows)
     index = tmp_path / "idx"
-    ingest(src, index, _opts("hnsw"))
+    sync(src, index, _opts("hnsw"))
     notes = []
     # the last line cut mid-way (a truncated file) and one document gone from the source
     _write(src, rows[:30] + rows[31:], tail='{"id": "d99", "text": "cut')
-    kept = ingest(src, index, _opts("hnsw"), notify=notes.append)
+    kept = sync(src, index, _opts("hnsw"), notify=notes.append)
     assert (kept.deleted, kept.not_deleted, kept.read_errors) == (0, 1, 1), kept
     assert kept.count == N and _texts(index, ["d30"]) == [rows[30]["text"]]
     assert any("not deleting the 1 document(s)" in n and "--force" in n for n in notes), notes
-    forced = ingest(src, index, _opts("hnsw", force=True))
+    forced = sync(src, index, _opts("hnsw", force=True))
     assert (forced.deleted, forced.not_deleted) == (1, 0) and forced.count == N - 1
     assert _texts(index, ["d30"]) == [None]
 
@@ -86,9 +87,9 @@ def test_an_empty_source_deletes_nothing_unless_forced(tmp_path, sentences):
     rows = _rows(sentences, 20)
     src = _write(tmp_path / "docs.jsonl", rows)
     index = tmp_path / "idx"
-    ingest(src, index, _opts("hnsw"))
+    sync(src, index, _opts("hnsw"))
     empty = _write(tmp_path / "docs.jsonl", [])
-    out = ingest(empty, index, _opts("hnsw"))
+    out = sync(empty, index, _opts("hnsw"))
     assert (out.deleted, out.not_deleted, out.count) == (0, 20, 20)
 
 
@@ -99,7 +100,7 @@ def test_an_index_without_a_record_is_recorded_without_encoding(tmp_path, senten
     plain = IngestOptions(recipe="pca:8|qdrant-edge", fit_sample=40, batch_size=16, progress=False)
     ingest(src, index, plain)
     assert not (index / RECORDS).exists()
-    out = ingest(src, index, _opts("qdrant-edge"))
+    out = sync(src, index, _opts("qdrant-edge"))
     assert (out.unchanged, out.recorded, out.added, out.updated) == (N, N, 0, 0), out
     assert out.encode_seconds == 0.0
 
@@ -110,11 +111,11 @@ def test_a_record_never_hides_a_document_another_writer_changed(tmp_path, senten
     rows = _rows(sentences)
     src = _write(tmp_path / "docs.jsonl", rows)
     index = tmp_path / "idx"
-    ingest(src, index, _opts("hnsw"))
+    sync(src, index, _opts("hnsw"))
     other = _write(tmp_path / "other.jsonl", [{**rows[5], "text": "Someone else's text."}])
     ingest(other, index, IngestOptions(progress=False))
     assert _texts(index, ["d5"]) == ["Someone else's text."]
-    out = ingest(src, index, _opts("hnsw"))
+    out = sync(src, index, _opts("hnsw"))
     assert (out.updated, out.unchanged) == (1, N - 1), out
     assert _texts(index, ["d5"]) == [rows[5]["text"]]
 
@@ -123,10 +124,10 @@ def test_sync_with_other_id_column_is_refused_before_anything_is_written(tmp_pat
     rows = [{"key": f"k{i}", "text": s} for i, s in enumerate(sentences[:30])]
     src = _write(tmp_path / "docs.jsonl", rows)
     index = tmp_path / "idx"
-    ingest(src, index, _opts("hnsw", id_column="key"))
+    sync(src, index, _opts("hnsw", id_column="key"))
     with pytest.raises(ConfigError, match="built reading --id-column 'key'"):
-        ingest(src, index, _opts("hnsw", id_column="text"))
-    again = ingest(src, index, _opts("hnsw"))  # no --id-column: the index's own is used
+        sync(src, index, _opts("hnsw", id_column="text"))
+    again = sync(src, index, _opts("hnsw"))  # no --id-column: the index's own is used
     assert (again.unchanged, again.deleted) == (30, 0)
 
 
@@ -140,10 +141,10 @@ def test_a_synced_delete_leaves_no_full_vector_for_rescoring(tmp_path, sentences
     index = tmp_path / "idx"
     opts = IngestOptions(recipe=f"pca:8|{store}|rescore=4,keep_full=float16", fit_sample=40,
                          batch_size=16, progress=False, sync=True)
-    ingest(src, index, opts)
+    sync(src, index, opts)
     gone = rows.pop(12)
     _write(src, rows)
-    out = ingest(src, index, opts)
+    out = sync(src, index, opts)
     assert (out.deleted, out.unchanged, out.count) == (1, N - 1, N - 1), out
     with slimvec.open(index) as idx:
         res = idx.search([gone["text"]], k=N, rescore=4)
@@ -157,7 +158,7 @@ def test_cli_sync_summary_line_and_json(tmp_path, sentences, capsys):
     rows = _rows(sentences, 30)
     src = _write(tmp_path / "docs.jsonl", rows)
     index = tmp_path / "idx"
-    ingest(src, index, _opts("hnsw"))
+    sync(src, index, _opts("hnsw"))
     _write(src, rows[:-1])
     with pytest.raises(SystemExit) as done:
         main(["ingest", str(src), "--index", str(index), "--sync"])

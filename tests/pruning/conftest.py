@@ -25,7 +25,7 @@ def texts() -> list[str]:
 
 @pytest.fixture(scope="session")
 def _minilm_cpu():
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     return Encoder(device="cpu").model
 

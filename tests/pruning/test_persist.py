@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
+from slimvec.encoder import Encoder
 from slimvec.errors import PersistenceError
-from slimvec.indexer.encoder import Encoder
 from slimvec.pruning.persist import model_bytes, save_pruned_model
 from slimvec.pruning.prune import PruningPlan, prune_model
 

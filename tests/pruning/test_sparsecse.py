@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from typer.testing import CliRunner
 
-from slimvec.indexer.encoder import Encoder
+from slimvec.encoder import Encoder
 from slimvec.pruning.corpus import read_corpus
 from slimvec.pruning.sparsecse import PruneOptions, prune_encoder
 

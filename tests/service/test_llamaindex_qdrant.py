@@ -27,7 +27,7 @@ N = 300
 
 @pytest.fixture(scope="module")
 def nodes():
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
     from tests.conftest import bundled_sentences
 
     texts = list(dict.fromkeys(bundled_sentences(N + 40)))[:N]

@@ -20,7 +20,7 @@ from haystack_integrations.document_stores.qdrant import QdrantDocumentStore  # 
 
 @pytest.fixture(scope="module")
 def docs():
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     rows = (files("slimvec") / "data" / "stsb-dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
     texts = sorted({row.split("\t")[0] for row in rows})[:300]

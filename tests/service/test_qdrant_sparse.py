@@ -256,7 +256,7 @@ def test_mem0_default_store(tmp_path):
     pytest.importorskip("mem0")
     from mem0.vector_stores.qdrant import Qdrant
 
-    from slimvec.indexer.encoder import Encoder
+    from slimvec.encoder import Encoder
 
     texts = ["likes green tea", "works as a nurse", "has a dog named Rex", "lives in Lyon",
              "plays the cello", "is allergic to nuts", "runs marathons", "reads sci-fi"]

@@ -46,7 +46,7 @@ def test_encoder_and_pruning_import_no_private_name_of_each_other():
 
 def test_loading_the_encoder_draws_no_loading_bars(tmp_path):
     err = tmp_path / "stderr.txt"
-    code = ("from slimvec.indexer.encoder import Encoder; from slimvec.pruning.sparsecse import "
+    code = ("from slimvec.encoder import Encoder; from slimvec.pruning.sparsecse import "
             "load_source_model; Encoder(); load_source_model('minilm')")
     with open(err, "w") as fh:
         subprocess.run([sys.executable, "-c", code], stderr=fh, check=True, timeout=240,

@@ -100,7 +100,7 @@ def test_ingest_threads_default_leaves_a_core_and_is_restored(tmp_path):
 
     import torch
 
-    from slimvec.indexer.encoder import default_encoder_threads
+    from slimvec.encoder import default_encoder_threads
     from slimvec.indexer.pipeline import IngestOptions, ingest
     from tests.conftest import bundled_sentences
 

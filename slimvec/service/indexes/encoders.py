@@ -29,7 +29,7 @@ class Encoders:
         key = _key(spec)
         with self._lock:
             if key not in self._enc:
-                from slimvec.indexer.encoder import ingest_encode_batch
+                from slimvec.encoder import ingest_encode_batch
 
                 # the CLI ingest's pass size: on a CPU 32 encoded 3-4 % faster than 64 on
                 # 256-document requests (2 requests at once, one torch thread each, STS-B)

@@ -131,7 +131,7 @@ class Registry:
                sample_texts: list[str] | None = None) -> tuple[ServedIndex, bool]:
         """Create index ``name``; returns it and whether it is new (409 on other specs)."""
         from slimvec.connectors import canonical_store_spec, store_dim_problem
-        from slimvec.indexer.encoder import resolve_model
+        from slimvec.encoder import resolve_model
 
         folder = index_folder(self.root, name)
         self.check_store(spec.store)  # before anything could connect to or write at it
