@@ -21,7 +21,7 @@ pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient  # noqa: E402
 from qdrant_client import models as m  # noqa: E402
 
-N, TRIALS, NEW = 300, 10, 40  # 2 * TRIALS kills: upserts and deletes alternate
+N, TRIALS, NEW = 300, 20, 40  # 2 * TRIALS kills: 20 during upserts, 20 during deletes
 RECIPE = "none|faiss:HNSW16,SQ8|rescore=10,keep_full=float32"
 
 
