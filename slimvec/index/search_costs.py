@@ -146,7 +146,7 @@ def measure_search_costs(store: Any, reducer: Any, full: Any, depth: int, k: int
     queries, _ = full.get(rng.choice(ids, COST_QUERIES, replace=False))
     reduced = reduce_queries(reducer, queries)
     width = int(k) * max(int(depth), 1)
-    some = np.sort(rng.choice(ids, max(width, int(n * COST_SHARE)), replace=False))
+    some = np.sort(rng.choice(ids, min(n, max(width, int(n * COST_SHARE))), replace=False))
 
     def graph(rows: np.ndarray, allowed: np.ndarray | None = None) -> None:
         if allowed is None:

@@ -103,7 +103,10 @@ class DepthCalibration:
         m.rescore = rescore
         full = self._target.full if isinstance(self._target, KeepFullStore) else None
         if rescore is not None and full is not None:  # the filtered planner's costs (issue 51)
-            m.search_costs = measure_search_costs(self.store, self.reducer, full, rescore.depth)
+            try:
+                m.search_costs = measure_search_costs(self.store, self.reducer, full, rescore.depth)
+            except Exception as exc:  # noqa: BLE001 - a timing must never fail the writer
+                self.say(f"warning: search costs not measured ({type(exc).__name__}: {exc})")
         if write:
             m.write(self.folder)
         return True

@@ -36,6 +36,8 @@ __all__ = ["DuplicateTracker", "truncation_rejects", "split_bad_vectors", "dedup
            "norm_outliers", "check_vector_dtype", "check_vector_column", "npy_dtype", "STATE_DB", "NORM_FACTOR"]
 
 NORM_FACTOR = 1e3
+#: the largest norm whose square float32 holds (3.4e38): a longer vector's scores are infinite
+MAX_NORM = 1.8e19
 _MIN_ROWS_FOR_NORMS = 3  # a median of fewer rows says nothing about what is typical
 
 STATE_DB = ".ingest-state.sqlite"
@@ -182,13 +184,16 @@ def split_bad_vectors(vectors: Any, dim: int, rows: Sequence[int] | None, source
             good[i] = False
             rejects.append(Reject(source, rows[i], lines[i], "vector", "NaN or inf in vector",
                                   _vec_snippet(arr[i])))
-        far, lengths, median = _norm_check(arr, finite) if norms else (finite & False, np.zeros(len(arr)), 0.0)
+        far, lengths, median = _norm_check(arr, finite)
+        if not norms:  # only what no score can hold: a squared norm past float32's range
+            far = finite & (lengths > MAX_NORM)
         for i in np.flatnonzero(far):
             good[i] = False
-            rejects.append(Reject(source, rows[i], lines[i], "vector",
-                                  f"vector norm {lengths[i]:.3g} is over {NORM_FACTOR:g}x away from "
-                                  f"the batch's median norm {median:.3g}: likely corrupt",
-                                  _vec_snippet(arr[i])))
+            why = (f"vector norm {lengths[i]:.3g} is over {NORM_FACTOR:g}x away from the batch's "
+                   f"median norm {median:.3g}: likely corrupt" if norms else
+                   f"vector norm {lengths[i]:.3g} is over {MAX_NORM:.3g}: its scores overflow "
+                   "float32; scale the vector down")
+            rejects.append(Reject(source, rows[i], lines[i], "vector", why, _vec_snippet(arr[i])))
         return good, np.ascontiguousarray(arr[good]), rejects
     clean = []
     for i, vec in enumerate(vectors):
