@@ -44,7 +44,7 @@ def plan(
     vectors: Path | None = typer.Option(None, "--vectors", help="Vectors file of your data for a quick sweep."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec for the quick sweep (repeatable) [default: pca at dim/2, dim/4, dim/8]."),
     sample: int = typer.Option(2000, "--sample", callback=int_range(1), help="Rows of --pairs / --vectors used by the quick sweep."),
-    payload_bytes: int = typer.Option(0, "--payload-bytes", callback=int_range(0), help="Mean JSON payload bytes stored per document (ingest stores the text)."),
+    payload_bytes: int = typer.Option(0, "--payload-bytes", callback=int_range(0), help="Mean bytes of each document's payload JSON as ingest stores it: its text, its source_id and its other columns ({\"text\": ..., \"source_id\": ..., \"product\": ...}); 0: none. Payload indexes are counted apart (--payload-index)."),
     top: int = typer.Option(10, "--top", callback=int_range(1), help="Candidates shown."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     engine: str | None = typer.Option(None, "--engine", help="Also plan ingest on this engine (ray): workers, hours, shards, nodes."),
