@@ -385,9 +385,13 @@ class Index:
         """Declared payload indexes, the fields held in memory, the fields filters read without
         an index (slow: declare them with ``--payload-index``) and the last filtered search's plan."""
         from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY
+        from slimvec.planner.payload_sizing import payload_index_bytes
 
         table = getattr(self.store, "_payloads", None)  # FAISS / hnswlib: the payload table's
-        return {"payload_indexes": dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {}),
+        declared = dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {})
+        return {"payload_indexes": declared,  # their RAM from the first filtered search on: plan's model
+                "payload_indexes_ram_predicted": None if table is None or not declared else
+                int(payload_index_bytes(declared, int(self.store.count()))["ram"]),
                 "payload_indexes_in_memory": table.indexed_fields() if table is not None else [],
                 "filter_fields_unindexed": sorted(table.unindexed) if table is not None else [],
                 "last_filter_plan": self.last_filter_plan}

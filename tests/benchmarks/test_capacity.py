@@ -75,3 +75,63 @@ def test_payload_bytes_help_says_what_to_count() -> None:
 
     out = CliRunner().invoke(app, ["plan", "--help"], env={"COLUMNS": "200"}).output
     assert "source_id" in out and "--payload-index" in out
+
+
+# ------------------------------------------------------------------ item 2: payload indexes
+def test_payload_index_model_sums_the_kinds_and_refuses_an_unknown_one() -> None:
+    from slimvec.errors import ConfigError
+    from slimvec.planner.payload_sizing import PAYLOAD_INDEX_BYTES, payload_index_bytes
+
+    got = payload_index_bytes({"product": "keyword", "created_at": "datetime"}, 40_000_000)
+    per = PAYLOAD_INDEX_BYTES["keyword"]["ram_per_point"] + PAYLOAD_INDEX_BYTES["datetime"]["ram_per_point"]
+    assert got["ram"] == pytest.approx(per * 40_000_000, rel=0.01) and got["ram"] > 2**30
+    with pytest.raises(ConfigError, match="keyword, integer, float, bool, datetime"):
+        payload_index_bytes({"x": "text"}, 10)
+
+
+def test_the_shipped_keyword_constants_predict_a_fresh_measurement(tmp_path: Path) -> None:
+    """The real payload table and in-memory index, built over 30,000 rows it was not fitted on."""
+    from slimvec.planner.payload_sizing import measure_fields, payload_index_bytes, sample_values
+
+    rows = [{"product": v, "text": "x"} for v in sample_values("keyword", 30000, seed=5)]
+    got = measure_fields({"product": "keyword"}, rows, workdir=tmp_path)
+    want = payload_index_bytes({"product": "keyword"}, 30000)
+    assert got["ram"] == pytest.approx(want["ram"], rel=0.25)
+    assert got["disk"] == pytest.approx(want["disk"], rel=0.25)
+
+
+def test_plan_adds_payload_indexes_to_payload_table_stores_only(tmp_path: Path) -> None:
+    from slimvec.planner.payload_sizing import payload_index_bytes
+
+    fields = {"product": "keyword", "priority": "integer"}
+    recipes = [parse_recipe(DEFAULT_RECIPE), parse_recipe("none|qdrant-edge")]
+    plain = make_plan(1_000_000, 64, recipes=recipes, workdir=tmp_path)
+    with_idx = make_plan(1_000_000, 64, recipes=recipes, workdir=tmp_path, models=plain.models,
+                         payload_index=fields)
+    want = payload_index_bytes(fields, 1_000_000)
+    after = {c.recipe: c for c in with_idx.candidates}
+    pairs = {a.store.split(":")[0]: (a, after[a.recipe]) for a in plain.candidates}
+    faiss, edge = pairs["faiss"], pairs["qdrant-edge"]
+    assert faiss[1].ram_bytes - faiss[0].ram_bytes == pytest.approx(want["ram"])
+    assert faiss[1].disk_bytes - faiss[0].disk_bytes == pytest.approx(want["disk"])
+    assert edge[1].ram_bytes == edge[0].ram_bytes
+    assert with_idx.to_json()["payload_indexes"]["kinds"] == fields
+    assert any("payload indexes product:keyword" in n for n in with_idx.notes)
+
+
+def test_corpus_profile_measures_stored_payloads_and_refuses_too_few_rows(tmp_path: Path) -> None:
+    import json
+
+    from slimvec.errors import ConfigError
+    from slimvec.planner.corpus import profile_corpus
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": f"ticket {i} about a widget", "priority": i % 5})
+                            + "\n" for i in range(300)))
+    prof = profile_corpus(path, 300)
+    stored = [len(json.dumps({"id": i, "priority": i % 5, "text": f"ticket {i} about a widget",
+                              "source_id": i})) for i in range(300)]
+    assert prof.rows == 300 and abs(prof.payload_bytes - sum(stored) / 300) <= 3
+    assert prof.mean_words == 5
+    with pytest.raises(ConfigError, match="at least 10,000 rows"):
+        profile_corpus(path, 300, {"priority": "integer"}, workdir=tmp_path)

@@ -1,0 +1,45 @@
+"""Issue 52 end to end: ``slimvec plan --payload-index ... --corpus FILE`` (slow tier: real size
+builds and payload tables in child processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from slimvec.planner.payload_sizing import sample_values
+from slimvec.recipe import DEFAULT_RECIPE
+
+FIELDS = ["product:keyword", "created_at:datetime", "priority:integer"]
+
+
+def _plan(*args: str, env_dir: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "SLIMVEC_CACHE": str(env_dir), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "slimvec", "plan", "--dim", "384", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_plan_sizes_payload_indexes_measured_on_the_corpus(tmp_path: Path) -> None:
+    n = 12000
+    rows = zip(sample_values("keyword", n, 1), sample_values("datetime", n, 2), sample_values("integer", n, 3))
+    corpus = tmp_path / "tickets.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"ticket {i}: the widget does not start",
+                                          "product": a, "created_at": b, "priority": c}) + "\n"
+                              for i, (a, b, c) in enumerate(rows)))
+    flags = [x for f in FIELDS for x in ("--payload-index", f)]
+    proc = _plan("--docs", "40000000", "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
+                 "--json", env_dir=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    pidx = data["payload_indexes"]
+    assert pidx["source"] == "measured on --corpus rows"
+    # three indexes of these kinds: hundreds of bytes a point, tens of GiB at 40M (issue 52 row 1)
+    assert 300 < pidx["ram_per_point"] < 2000 and pidx["ram"] > 10 * 2**30
+    assert data["corpus"]["rows"] == n and data["payload_bytes"] == data["corpus"]["payload_bytes"] > 100
+    assert data["candidates"][0]["ram_bytes"] > pidx["ram"]
+    few = _plan("--docs", "1000", "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
+                "--corpus-rows", "500", env_dir=tmp_path / "cache")
+    assert few.returncode != 0 and "at least 10,000 rows" in few.stderr + few.stdout
