@@ -29,6 +29,10 @@ def _p50_cell(c) -> str:
     at = f"n={c.p50_n:,}" if c.p50_n else "n=?"
     if c.p50_at_docs is None:
         return f"— (measured {c.p50_ms:.3f} at {at}; not extrapolated)"
+    if c.points and len({p[1] for p in c.points}) > 1:  # fitted on several sizes (planner.growth)
+        band = "" if c.p50_uncertainty is None else f" ±{c.p50_uncertainty:.0%}"
+        sizes = "/".join(f"{n // 1000:,}k" for n in sorted({p[1] for p in c.points}))
+        return f"{c.p50_at_docs:.3f}{band} (fit on {sizes}{', extrapolated' if c.p50_uncertainty is not None else ''})"
     return f"{c.p50_at_docs:.3f} (measured at {at})"
 
 
@@ -166,6 +170,14 @@ def _print_plan(result, out: Console, metric: str, floor: float | None, top: int
     for k in result.checks:
         checks.add_row(k.spec, f"{k.n:,}", str(k.dim), _human(k.predicted), _human(k.measured), f"{k.error:+.1%}")
     out.print(checks)
+    for form, k in (result.latency_check or {}).items():
+        what = "recall (absolute)" if form == "recall" else f"{form} p50"
+        out.print(f"growth check, {what}: n={k['check_n']:,} predicted from "
+                  f"{', '.join(f'{n:,}' for n in k['fit_n'])} for {k['configs']} configurations: median "
+                  f"error {k['median']:+.3f}, largest {k['max_abs']:.3f}" if form == "recall" else
+                  f"growth check, {what}: n={k['check_n']:,} predicted from "
+                  f"{', '.join(f'{n:,}' for n in k['fit_n'])} for {k['configs']} configurations: median "
+                  f"error {k['median']:+.1%}, largest {k['max_abs']:.1%}", highlight=False, soft_wrap=True)
     if result.payload_indexes:
         p = result.payload_indexes
         out.print(f"payload indexes ({', '.join(f'{f}:{k}' for f, k in p['kinds'].items())}): RAM "
@@ -179,3 +191,6 @@ def _print_plan(result, out: Console, metric: str, floor: float | None, top: int
         if best.p50_ms is not None:
             at = "—" if best.p50_at_docs is None else f"{best.p50_at_docs:.3f} ms"
             out.print(f"p50 at {result.docs:,}: {at} ({best.p50_note})", highlight=False, soft_wrap=True)
+        if best.quality_note:
+            q = "" if best.quality_at_docs is None else f"{best.quality_at_docs:.4f} "
+            out.print(f"quality at {result.docs:,}: {q}({best.quality_note})", highlight=False, soft_wrap=True)

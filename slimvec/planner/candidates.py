@@ -73,6 +73,14 @@ class Candidate:
     p50_n: int | None = None
     p50_at_docs: float | None = None
     p50_note: str = ""
+    #: (dataset family, n, p50, p99, quality) of every row folded in (latency / recall against N)
+    points: list[tuple[str, int, float | None, float | None, float | None]] = field(default_factory=list)
+    p99_at_docs: float | None = None
+    #: relative uncertainty of ``p50_at_docs`` (:func:`slimvec.planner.growth.uncertainty`)
+    p50_uncertainty: float | None = None
+    #: the quality carried to the plan's N (None: measured at one size only), and how
+    quality_at_docs: float | None = None
+    quality_note: str = ""
 
     @property
     def command(self) -> str | None:
@@ -231,6 +239,11 @@ def _add_row(cand: Candidate, row: Row, metric: str) -> None:
     p50 = finite(row.latency_p50_ms)
     if p50 is not None and (cand.p50_ms is None or p50 > cand.p50_ms):  # the slowest dataset
         cand.p50_ms, cand.p50_n = p50, int(finite(row.n_corpus) or 0) or None
+    n = int(finite(row.n_corpus) or 0)
+    if n:
+        from slimvec.planner.growth import family
+
+        cand.points.append((family(str(row.dataset or "?")), n, p50, finite(row.latency_p99_ms), value))
 
 
 def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row] = (),

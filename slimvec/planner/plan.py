@@ -34,7 +34,7 @@ from slimvec.planner.candidates import (
     rows_k,
     sizing_candidates,
 )
-from slimvec.planner.latency import latency_at
+from slimvec.planner.growth import carry, held_out_check
 from slimvec.planner.ranking import rank_key
 from slimvec.planner.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_sizes
 from slimvec.ranges import check_int, check_number
@@ -99,6 +99,8 @@ class Plan:
     #: the payload indexes' predicted RAM / disk at ``docs`` (:func:`~slimvec.planner.
     #: payload_sizing.payload_index_bytes`, with ``kinds``); empty without ``--payload-index``
     payload_indexes: dict[str, Any] = field(default_factory=dict)
+    #: latency / recall growth forms checked on the rows (:func:`~slimvec.planner.growth.held_out_check`)
+    latency_check: dict[str, Any] = field(default_factory=dict)
 
     @property
     def recommendations(self) -> list[Candidate]:
@@ -113,6 +115,8 @@ class Plan:
                     "why_not": c.why_not or None,
                     "p50_ms_measured": c.p50_ms, "p50_measured_at_n": c.p50_n,
                     "p50_ms_at_docs": c.p50_at_docs, "p50_note": c.p50_note,
+                    "p99_ms_at_docs": c.p99_at_docs, "p50_uncertainty": c.p50_uncertainty,
+                    "quality_at_docs": c.quality_at_docs, "quality_note": c.quality_note or None,
                     **({c.rank_metric: c.rank_quality} if c.rank_metric and c.rank_metric != self.metric else {}),
                     self.metric: c.quality, "datasets": c.datasets, "reducer_bytes": c.reducer_bytes,
                     "ram_bytes": int(c.ram_bytes), "disk_bytes": int(c.disk_bytes),
@@ -130,6 +134,7 @@ class Plan:
             "ranked_by": self.ranked_by,
             "flagged_metrics": [f.to_json() for f in self.flagged],
             "payload_indexes": self.payload_indexes or None,
+            "latency_check": self.latency_check or None,
         }
 
 
@@ -201,7 +206,9 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     fitted, checks = _size_models(cands, calibrate_sizes, check_size, payload_bytes, workdir, models,
                                   progress, cache, notes)
     pidx = _payload_indexes(payload_index or {}, payload_index_measured, docs, notes)
+    check = held_out_check(rows)
     for c in cands:
+        carry(c, docs, check)
         _price(c, fitted[c.store], docs, dim, payload_bytes, min_quality, budget, pidx)
     # the one ranking rule (benchmarks.ranking.rank_key): a floor on a metric that cannot
     # discriminate still filters, but ranks nothing: the discriminating metric does, best first
@@ -210,7 +217,8 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
                                       buildable=c.buildable))
     _closing_notes(cands, checks, check_size or 2 * max(calibrate_sizes), docs, notes)
     return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, fitted, notes,
-                ranked_by, flagged, k=rows_k(rows_at_dim(rows, dim)), payload_indexes=pidx)
+                ranked_by, flagged, k=rows_k(rows_at_dim(rows, dim)), payload_indexes=pidx,
+                latency_check=check)
 
 
 def _check_targets(metric: str, min_quality: float | None, memory_budget: int | str | None,
@@ -361,11 +369,11 @@ def _price(c: Candidate, model: SizeModel, docs: int, dim: int, payload_bytes: i
     full_ram, full_disk = c.rescore_bytes_per_vector(dim)
     c.ram_bytes += full_ram * docs
     c.disk_bytes += full_disk * docs
-    ok = min_quality is None or (c.quality is not None and c.quality >= min_quality)
+    q = c.quality_at_docs if c.quality_at_docs is not None else c.quality  # carried to N when it can be
+    ok = min_quality is None or (q is not None and q >= min_quality)
     if budget is not None:
         ok = ok and c.ram_bytes <= budget
     c.meets_target = ok and c.buildable  # nothing is recommended that ingest cannot build
-    c.p50_at_docs, c.p50_note = latency_at(c.store, c.p50_ms, c.p50_n, docs)
 
 
 def _closing_notes(cands: list[Candidate], checks: list[SizeCheck], check_n: int, docs: int,

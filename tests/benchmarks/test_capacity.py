@@ -135,3 +135,60 @@ def test_corpus_profile_measures_stored_payloads_and_refuses_too_few_rows(tmp_pa
     assert prof.mean_words == 5
     with pytest.raises(ConfigError, match="at least 10,000 rows"):
         profile_corpus(path, 300, {"priority": "integer"}, workdir=tmp_path)
+
+
+# ------------------------------------------------------- item 3: latency and recall against N
+SCALE = ("scale-100k", "scale-300k", "scale-1m")
+
+
+@pytest.fixture(scope="module")
+def scale_rows():
+    return [r for run in SCALE for r in load_rows(RESULTS / run / "results.json")[0]]
+
+
+def test_growth_forms_are_checked_on_the_shipped_runs(scale_rows) -> None:
+    """1M predicted from 100k and 300k for every configuration measured at the three sizes."""
+    from slimvec.planner.growth import held_out_check
+
+    check = held_out_check(scale_rows)
+    assert set(check) == {"graph", "linear", "recall"}
+    for form in ("graph", "linear"):
+        assert check[form]["fit_n"] == [100000, 300000] and check[form]["check_n"] == 1000000
+        assert check[form]["configs"] >= 20
+    # what the check found (and the plan prints): a scan's N is within 25 % at worst; a graph's
+    # ln N form under-predicts 1M by about a fifth, so its uncertainty is quoted from that
+    assert check["linear"]["max_abs"] < 0.3 and abs(check["linear"]["median"]) < 0.1
+    assert -0.3 < check["graph"]["median"] < -0.1
+    assert check["recall"]["max_abs"] < 0.06
+
+
+def test_a_graph_is_carried_along_ln_n_and_a_scan_along_n(scale_rows) -> None:
+    from slimvec.planner.growth import carry, held_out_check
+
+    check = held_out_check(scale_rows)
+    fit_rows = [r for r in scale_rows if r.n_corpus in (100000, 300000)]
+    cands = {(c.store, c.depth): c for c in candidates_from_results(fit_rows, 384, (), "neighbor_recall_at_k")
+             if c.reducer == "none"}
+    graph, scan = cands[("faiss:HNSW16,SQ8", 0)], cands[("faiss:IVF1024,PQ32,nprobe=32,train_size=100000", 0)]
+    for c in (graph, scan):
+        carry(c, 1_000_000, check)
+        assert c.p50_uncertainty is not None and "extrapolated to 1,000,000" in c.p50_note
+    measured = {(r.store, r.rescore): r for r in scale_rows if r.n_corpus == 1000000 and r.reducer == "none"}
+    assert scan.p50_at_docs == pytest.approx(measured[(scan.store, None)].latency_p50_ms, rel=0.1)
+    assert graph.p50_at_docs == pytest.approx(measured[(graph.store, None)].latency_p50_ms, rel=0.25)
+    assert graph.quality_at_docs < graph.quality  # recall falls with N, and the plan says so
+    assert "extrapolated" in graph.quality_note
+
+
+def test_a_plan_beyond_the_measured_sizes_carries_latency_and_recall(tmp_path: Path) -> None:
+    """The flat RaBitQ recipe at 40M from the 100k and 300k real-text runs (issue 52 rows 3-5:
+    its p50 grows linearly, seconds a query at 40M)."""
+    rows = [r for run in ("realtext-100k", "realtext-300k") for r in load_rows(RESULTS / run / "results.json")[0]]
+    plan = make_plan(40_000_000, 384, rows=rows, recipes=[parse_recipe("none|faiss:RaBitQ|rescore=auto")],
+                     metric="neighbor_recall_at_k", workdir=tmp_path)
+    (c,) = plan.candidates
+    assert sorted({n for _, n, *_ in c.points}) == [100000, 300000]
+    assert c.p50_at_docs is not None and c.p50_at_docs > 1000  # ms: a scan of 40M codes
+    assert "extrapolated to 40,000,000" in c.p50_note and c.p99_at_docs is not None
+    assert c.quality_at_docs is not None and "extrapolated" in c.quality_note
+    assert plan.to_json()["candidates"][0]["p50_ms_at_docs"] == c.p50_at_docs
