@@ -184,8 +184,7 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         model is there (same sizes, dimensions, payload and library versions) is not re-built;
         new fits are added to it.
     payload_index, payload_index_measured : dict, optional
-        Declared payload indexes (field -> kind) and their constants measured on the user's rows
-        (:mod:`slimvec.planner.payload_sizing`): added to RAM and disk of payload-table stores.
+        Payload indexes (field -> kind) and constants measured on the user's rows (payload_sizing).
 
     Raises
     ------
