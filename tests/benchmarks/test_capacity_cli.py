@@ -43,3 +43,22 @@ def test_plan_sizes_payload_indexes_measured_on_the_corpus(tmp_path: Path) -> No
     few = _plan("--docs", "1000", "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
                 "--corpus-rows", "500", env_dir=tmp_path / "cache")
     assert few.returncode != 0 and "at least 10,000 rows" in few.stderr + few.stdout
+
+
+def test_tune_at_40m_refuses_the_flat_pick_and_keeps_the_default_recipe(minilm_vectors, tmp_path: Path) -> None:
+    """Issue 52 row 5: ``tune --docs 40000000 --min-recall 0.95`` picked the flat
+    ``pca:96|faiss:RaBitQ|rescore=auto``, whose p50 grows linearly: seconds a query at 40M."""
+    from slimvec.planner.tune import DEFAULT_MAX_P50_MS, _is_default_build, default_grid, tune
+
+    grid = default_grid(384, ["pca:96"], ["faiss:RaBitQ"])
+    assert any(_is_default_build(type("C", (), {"recipe": r})()) for r in grid)  # also with --store
+    res = tune(minilm_vectors[:3000], docs=40_000_000, min_recall=0.95, grid=grid, rungs=(800, 2800),
+               n_queries=100, search="halving", workdir=tmp_path)
+    flat = [c for c in res.candidates if c.recipe.store == "faiss:RaBitQ" and c.rung > 0]
+    good = [c for c in flat if c.recall is not None and c.recall >= 0.95]
+    assert good, [(str(c.recipe), c.recall) for c in flat]  # it meets the floor on the sample ...
+    for c in good:  # ... and is refused at the size asked, with the reason
+        assert not c.meets and c.p50_at_docs > DEFAULT_MAX_P50_MS
+        assert f"the {DEFAULT_MAX_P50_MS:g} ms ceiling" in c.note and "linear" in c.note
+    assert res.best is None or res.best.recipe.store != "faiss:RaBitQ"
+    assert res.default is not None and "carried to N" in res.rule
