@@ -129,7 +129,7 @@ def measure_fields(fields: Mapping[str, str], payloads: Sequence[Mapping[str, An
     with tempfile.TemporaryDirectory(prefix="slimvec-pidx-", dir=workdir) as tmp:
         path = Path(tmp) / "payloads.sqlite"
         table = PayloadTable(path)
-        table.put(list(range(1, len(payloads) + 1)), list(payloads))
+        table.put(list(range(1, len(payloads) + 1)), [dict(p) for p in payloads])
         table.commit()
         table.close()
         before = allocated_bytes(tmp)
