@@ -87,13 +87,14 @@ def plan(
     recipes = [resolve_recipe(r) for r in recipe]  # a bad recipe fails before any work
     fields = parse_payload_indexes(payload_index)
     err = Console(stderr=True)
+    rate_source = None
     with tempfile.TemporaryDirectory(prefix="slimvec-plan-") as tmp:
         profile = None
         if corpus is not None:
             from slimvec.planner.corpus import profile_corpus
 
             err.print(f"measuring the first {corpus_rows:,} rows of {corpus} ...")
-            profile = profile_corpus(corpus, corpus_rows, fields, text_column, workdir=tmp)
+            profile = profile_corpus(corpus, corpus_rows, fields, text_column, workdir=tmp, rate_texts=256)
             payload_bytes = payload_bytes or profile.payload_bytes
         rows = None
         if results:
@@ -113,13 +114,17 @@ def plan(
                            payload_index_measured=(profile.payload_index or None) if profile else None)
     if profile is not None:
         result.notes.append(f"--corpus {corpus}: {profile.rows:,} rows measured, payload "
-                            f"{profile.payload_bytes:,} B/document stored, {profile.mean_words:.1f} words/text")
+                            f"{profile.payload_bytes:,} B/document stored; MiniLM encodes "
+                            f"{profile.cpu_rate:,.1f} docs/s per CPU core on {profile.rate_assumes()}: "
+                            "the rate falls with text length")
+        if cpu_rate is None and not gpus_per_worker:  # the engine plan's rate: the user's texts
+            cpu_rate, rate_source = profile.cpu_rate, f"measured on {profile.rate_assumes()}, 1 thread"
     engine_result = None
     if engine:  # the engine model lives in slimvec.engines.plan
         from slimvec.cli.engine_plan import run_engine_plan
 
         engine_result = run_engine_plan(result, engine, workers, gpus_per_worker, cpu_rate, node_ram,
-                                        node_hour_price, replication, err)
+                                        node_hour_price, replication, err, cpu_source=rate_source)
     if json_out:
         data = result.to_json()
         if engine_result is not None:

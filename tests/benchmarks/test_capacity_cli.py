@@ -40,6 +40,9 @@ def test_plan_sizes_payload_indexes_measured_on_the_corpus(tmp_path: Path) -> No
     assert 300 < pidx["ram_per_point"] < 2000 and pidx["ram"] > 10 * 2**30
     assert data["corpus"]["rows"] == n and data["payload_bytes"] == data["corpus"]["payload_bytes"] > 100
     assert data["candidates"][0]["ram_bytes"] > pidx["ram"]
+    # item 5: the encoder's rate on these texts, with the length it assumes
+    assert data["corpus"]["cpu_docs_per_s_per_core"] > 0 and data["corpus"]["rate_texts"] == 256
+    assert 5 < data["corpus"]["mean_tokens"] < 30 and data["corpus"]["mean_words"] == 7
     few = _plan("--docs", "1000", "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
                 "--corpus-rows", "500", env_dir=tmp_path / "cache")
     assert few.returncode != 0 and "at least 10,000 rows" in few.stderr + few.stdout
@@ -62,3 +65,21 @@ def test_tune_at_40m_refuses_the_flat_pick_and_keeps_the_default_recipe(minilm_v
         assert f"the {DEFAULT_MAX_P50_MS:g} ms ceiling" in c.note and "linear" in c.note
     assert res.best is None or res.best.recipe.store != "faiss:RaBitQ"
     assert res.default is not None and "carried to N" in res.rule
+
+
+def test_the_encode_rate_is_measured_on_the_users_texts_and_names_their_length(tmp_path: Path) -> None:
+    """Issue 52 row 2: MiniLM is several times slower on 66-word texts than on 11-word ones."""
+    from slimvec.planner.corpus import profile_corpus
+
+    words = "the widget does not start after the update and support asked for the logs".split()
+    profiles = {}
+    for name, n_words in (("short", 11), ("long", 66)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": " ".join((words * 6)[i % 5:i % 5 + n_words])}) + "\n"
+                                for i in range(128)))
+        profiles[name] = profile_corpus(path, 128, rate_texts=128)
+    short, long = profiles["short"], profiles["long"]
+    assert short.mean_words == 11 and long.mean_words == 66
+    assert long.mean_tokens > 4 * short.mean_tokens
+    assert long.cpu_rate < short.cpu_rate / 2, (short.cpu_rate, long.cpu_rate)
+    assert "mean 66 words" in long.rate_assumes() and "128 texts" in long.rate_assumes()
