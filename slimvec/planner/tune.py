@@ -43,13 +43,11 @@ import numpy as np
 from slimvec.errors import ConfigError
 from slimvec.measure import IndexUnderTest, recall_at_k, time_single
 from slimvec.planner.sizing import rescore_bytes_per_vector
-from slimvec.ranges import check_int, check_number
+from slimvec.planner.tune_rules import DEFAULT_MAX_P50_MS, check_args, judge
 from slimvec.recipe import AUTO_LADDER, DEFAULT_RECIPE, DEFAULT_TARGET, Recipe, parse_recipe
 
 __all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune", "ranking_rule", "DEFAULT_MAX_P50_MS"]
 
-#: the single-query p50 ceiling at ``--docs`` when none is given (ms): an interactive search
-DEFAULT_MAX_P50_MS = 50.0
 
 log = logging.getLogger(__name__)
 
@@ -237,11 +235,15 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None,
 
 
 def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path,
-                   show: bool = False) -> list[str]:
+                   show: bool = False, payload_index: dict[str, str] | None = None) -> list[str]:
+    from slimvec.connectors import store_class
+    from slimvec.connectors.payloads import PayloadTableStore
+    from slimvec.planner.payload_sizing import payload_index_bytes
     from slimvec.planner.sizing import calibrate, sizing_sizes, sizing_spec
     from slimvec.ui import make_progress
 
     notes = []
+    pidx = payload_index_bytes(payload_index, docs) if payload_index else None
     by_store: dict[str, list[TuneCandidate]] = {}
     for c in cands:
         by_store.setdefault(sizing_spec(c.recipe.store), []).append(c)
@@ -264,6 +266,13 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
                 full_ram, full_disk = rescore_bytes_per_vector(dim, c.recipe.keep_full)
                 c.ram_bytes += full_ram * docs
                 c.disk_bytes += full_disk * docs
+            if pidx and issubclass(store_class(spec), PayloadTableStore):
+                c.ram_bytes += pidx["ram"]
+                c.disk_bytes += pidx["disk"]
+    if pidx:
+        notes.append(f"payload indexes {', '.join(f'{f}:{k}' for f, k in (payload_index or {}).items())}: "
+                     f"{pidx['ram'] / 2**20:,.1f} MiB RAM, {pidx['disk'] / 2**20:,.1f} MiB disk at "
+                     f"{docs:,} in every FAISS / hnswlib row ({pidx['source']})")
     notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000 "
                  "vectors (more for stores that train: twice what they need)")
     return notes
@@ -308,61 +317,12 @@ def _measure_group(group: list[TuneCandidate], corpus: np.ndarray, queries: np.n
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _p50_at_docs(c: TuneCandidate, docs: int) -> tuple[float | None, str]:
-    """``c``'s p50 carried from its rungs to ``docs`` (None: a graph measured on one rung), and how."""
-    from slimvec.planner.growth import fit_growth, growth_of
-    from slimvec.planner.latency import latency_at
-
-    form = growth_of(c.recipe.store)
-    fit = fit_growth(c.points, form)
-    if fit is not None:
-        return max(fit.at(docs), float(c.p50_ms or 0.0)), f"{form} growth {fit.describe()}"
-    n, p50 = c.points[-1]
-    return latency_at(c.recipe.store, p50, n, docs)
-
-
-def _judge(c: TuneCandidate, docs: int, min_recall: float | None, ceiling: float) -> None:
-    """``c.meets``: the recall floor at the sample and the p50 ceiling at ``docs`` (refusals noted)."""
-    c.p50_at_docs, how = _p50_at_docs(c, docs)
-    p50 = c.p50_at_docs if c.p50_at_docs is not None else float(c.p50_ms or 0.0)
-    c.meets = (min_recall is None or float(c.recall or 0.0) >= min_recall) and p50 <= ceiling
-    if p50 > ceiling:
-        c.note = f"refused: p50 at {docs:,} is {p50:,.1f} ms > the {ceiling:g} ms ceiling ({how})"
-    elif c.p50_at_docs is None:
-        c.note = f"p50 checked as measured on {c.n_sample:,} ({how})"
-
-
-def _check_args(docs: int, ram_budget: int | None, min_recall: float | None, max_p50_ms: float | None,
-                rungs: Sequence[int], n_queries: int, k: int, seed: int, latency_queries: int,
-                search: str) -> tuple:
-    """The checked arguments of :func:`tune` (see its Raises), in the same order."""
-    docs = check_int("docs (--docs)", docs, low=1)
-    if ram_budget is not None:
-        ram_budget = check_int("ram_budget (--ram-budget, bytes)", ram_budget, low=1)
-    if min_recall is not None:
-        min_recall = check_number("min_recall (--min-recall)", min_recall, low=0, high=1)
-    if max_p50_ms is not None:
-        max_p50_ms = check_number("max_p50_ms (--max-p50-ms)", max_p50_ms, low=0, low_open=True)
-    if not rungs:
-        raise ConfigError("rungs must name at least one sample size, got none.")
-    for r in rungs:
-        check_int("rungs (sample sizes)", r, low=1)
-    n_queries = check_int("n_queries (--queries)", n_queries, low=1)
-    k = check_int("k", k, low=1)
-    seed = check_int("seed (--seed)", seed, low=0)
-    latency_queries = check_int("latency_queries", latency_queries, low=1)
-    if search not in ("halving", "exhaustive", "auto"):
-        raise ConfigError(f"search must be 'halving', 'exhaustive' or 'auto', got {search!r}.")
-    if min_recall is None and ram_budget is None:
-        raise ConfigError("Give a target: --min-recall R and/or --ram-budget SIZE.")
-    return docs, ram_budget, min_recall, max_p50_ms, n_queries, k, seed, latency_queries
-
-
 def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_recall: float | None = None,
          max_p50_ms: float | None = None, grid: Sequence[Recipe] | None = None,
          rungs: Sequence[int] = (2000, 8000, 32000), n_queries: int = 200, k: int = 10, seed: int = 0,
          latency_queries: int = 50, workdir: str | Path | None = None,
-         progress: Callable[[str], None] | None = None, search: str = "halving") -> TuneResult:
+         progress: Callable[[str], None] | None = None, search: str = "halving",
+         payload_index: dict[str, str] | None = None) -> TuneResult:
     """Choose a recipe for ``docs`` vectors like ``vectors`` under the constraints.
 
     Parameters
@@ -381,6 +341,8 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         Candidates (default :func:`default_grid`).
     rungs : list of int
         Corpus sample sizes of the successive-halving rungs (capped at what ``vectors`` holds).
+    payload_index : dict, optional
+        Declared payload indexes (field -> kind): their RAM / disk are added (plan's model).
     search : {"halving", "exhaustive", "auto"}
         ``exhaustive`` measures every candidate within the budget on the largest rung only;
         ``auto`` does so when at least half of those builds train a quantizer (IVF, PQ: their
@@ -398,7 +360,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         ``seed`` >= 0, ``min_recall`` in [0, 1], ``max_p50_ms`` > 0, ``ram_budget`` >= 1 byte; NaN
         refused), no target, or too few vectors: before any size build or search.
     """
-    docs, ram_budget, min_recall, max_p50_ms, n_queries, k, seed, latency_queries = _check_args(
+    docs, ram_budget, min_recall, max_p50_ms, n_queries, k, seed, latency_queries = check_args(
         docs, ram_budget, min_recall, max_p50_ms, rungs, n_queries, k, seed, latency_queries, search)
     ceiling = DEFAULT_MAX_P50_MS if max_p50_ms is None else max_p50_ms
     X = np.asarray(vectors, dtype=np.float32)
@@ -426,7 +388,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="slimvec-tune-"))
     work.mkdir(parents=True, exist_ok=True)
     notes = [f"left out {red} → {store}: {why}" for (red, store), why in sorted(dropped.items())]
-    notes += _predict_sizes(cands, docs, X.shape[1], work, show=progress is not None)
+    notes += _predict_sizes(cands, docs, X.shape[1], work, progress is not None, payload_index)
     alive = [c for c in cands if ram_budget is None or c.ram_bytes <= ram_budget]
     for c in cands:
         if c not in alive:
@@ -464,7 +426,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                 for c in group:
                     c.rung, c.n_sample = rung, n
                     c.points.append((n, float(c.p50_ms or 0.0)))
-                    _judge(c, docs, min_recall, ceiling)
+                    judge(c, docs, min_recall, ceiling)
         alive.sort(key=lambda c: _objective(c, min_recall))
         if rung < len(sizes):  # the default recipe's build goes on too: the pick is compared with it
             kept = _survivors(alive, min_recall, n_scored=len(queries) * k)

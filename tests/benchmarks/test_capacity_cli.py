@@ -56,7 +56,7 @@ def test_tune_at_40m_refuses_the_flat_pick_and_keeps_the_default_recipe(minilm_v
     grid = default_grid(384, ["pca:96"], ["faiss:RaBitQ"])
     assert any(_is_default_build(type("C", (), {"recipe": r})()) for r in grid)  # also with --store
     res = tune(minilm_vectors[:3000], docs=40_000_000, min_recall=0.95, grid=grid, rungs=(800, 2800),
-               n_queries=100, search="halving", workdir=tmp_path)
+               n_queries=100, search="halving", workdir=tmp_path, payload_index={"product": "keyword"})
     flat = [c for c in res.candidates if c.recipe.store == "faiss:RaBitQ" and c.rung > 0]
     good = [c for c in flat if c.recall is not None and c.recall >= 0.95]
     assert good, [(str(c.recipe), c.recall) for c in flat]  # it meets the floor on the sample ...
@@ -65,6 +65,11 @@ def test_tune_at_40m_refuses_the_flat_pick_and_keeps_the_default_recipe(minilm_v
         assert f"the {DEFAULT_MAX_P50_MS:g} ms ceiling" in c.note and "linear" in c.note
     assert res.best is None or res.best.recipe.store != "faiss:RaBitQ"
     assert res.default is not None and "carried to N" in res.rule
+    # item 2: the payload index is priced in tune as in plan and info
+    from slimvec.planner.payload_sizing import payload_index_bytes
+
+    assert res.default.ram_bytes > payload_index_bytes({"product": "keyword"}, 40_000_000)["ram"]
+    assert any(n.startswith("payload indexes product:keyword") for n in res.notes)
 
 
 def test_the_encode_rate_is_measured_on_the_users_texts_and_names_their_length(tmp_path: Path) -> None:
