@@ -90,7 +90,7 @@ SLOW_MODULES = (
     "tests/benchmarks/test_bench.py", "tests/benchmarks/test_plan_cli.py",
     "tests/benchmarks/test_ranking.py", "tests/benchmarks/test_suite.py",
     "tests/benchmarks/test_tune.py", "tests/benchmarks/test_report_html.py",
-    "tests/benchmarks/test_latency.py",
+    "tests/benchmarks/test_latency.py", "tests/benchmarks/test_capacity_cli.py",
     "tests/reliability/test_kill_resume.py", "tests/reliability/test_kill_migrate.py",
     "tests/reliability/test_kill_delete.py", "tests/reliability/test_kill_compact.py",
     "tests/reliability/test_sigint.py", "tests/reliability/test_full_disk.py",

@@ -15,11 +15,11 @@ __all__ = ["run_engine_plan"]
 
 def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float,
                     cpu_rate: float | None, node_ram: str, node_hour_price: float,
-                    replication: int, err: Console) -> EnginePlan:
+                    replication: int, err: Console, cpu_source: str | None = None) -> EnginePlan:
     """Size ingest and serving for the candidates of a ``slimvec plan`` result."""
     from slimvec.planner.plan import parse_bytes
 
-    source = "given with --cpu-rate"
+    source = cpu_source or "given with --cpu-rate"
     cfg = EngineConfig(engine=engine, workers=workers, gpus_per_worker=gpus_per_worker,
                        cpu_docs_per_s_per_core=cpu_rate or 0.0,
                        node_ram_bytes=parse_bytes(node_ram, "--node-ram"),
@@ -33,8 +33,8 @@ def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float
     configs = [(c.label, c.dim_out, c.ram_bytes) for c in plan.candidates]
     result = engine_plan(plan.docs, configs, cfg)
     if source.startswith("measured"):
-        result.inputs.append("the measured rate is the encoder alone on short bundled sentences; a whole "
-                             "ingest (reading, longer texts, store writes) runs slower: take the docs/s "
+        result.inputs.append("the measured rate is the encoder alone on your --corpus texts; a whole "
+                             "ingest (reading, store writes) runs slower: take the docs/s "
                              "`slimvec ingest` prints on a sample of your data and pass --cpu-rate")
     return _agree(plan, result, cfg)
 

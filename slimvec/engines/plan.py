@@ -229,8 +229,10 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
     return plan
 
 
-def measure_cpu_rate(threads: int, n: int = 512, batch_size: int = 64) -> float:
-    """MiniLM docs/s on ``threads`` torch threads, on ``n`` bundled sentences (after a warm-up)."""
+def measure_cpu_rate(threads: int, n: int = 512, batch_size: int = 64,
+                     texts: list[str] | None = None) -> float:
+    """MiniLM docs/s on ``threads`` torch threads, on ``n`` bundled sentences or of ``texts`` (the
+    user's own: the rate falls with text length, issue 52), after a warm-up."""
     import json
     from pathlib import Path
 
@@ -238,9 +240,11 @@ def measure_cpu_rate(threads: int, n: int = 512, batch_size: int = 64) -> float:
 
     from slimvec.encoder import Encoder
 
-    data = Path(__file__).resolve().parents[1] / "data" / "sentences.jsonl"
-    with open(data, encoding="utf-8") as fh:
-        texts = [json.loads(line)["text"] for _, line in zip(range(n), fh)]
+    if texts is None:
+        data = Path(__file__).resolve().parents[1] / "data" / "sentences.jsonl"
+        with open(data, encoding="utf-8") as fh:
+            texts = [json.loads(line)["text"] for _, line in zip(range(n), fh)]
+    texts = list(texts[:n])
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -351,6 +351,7 @@ class Index:
     def info(self) -> dict[str, Any]:
         """Count, dims, specs, bytes on disk, the recipe and the default rescoring depth
         (``rescore_recall``: neighbour recall@10 measured at that depth when ``auto`` calibrated it)."""
+        from slimvec.index.filter_info import filter_info
         from slimvec.index.saved import saved_summary
 
         rescore = self.manifest.rescore
@@ -378,23 +379,8 @@ class Index:
                                       else f"{rescore.n_queries} given queries" if rescore.queries
                                       else f"{rescore.n_queries} corpus vectors"),
             **saved_summary(self, count, store_bytes),  # issue 27 item 4: what was saved
-            **self._filter_info(),
+            **filter_info(self),
         }
-
-    def _filter_info(self) -> dict[str, Any]:
-        """Declared payload indexes, the fields held in memory, the fields filters read without
-        an index (slow: declare them with ``--payload-index``), the planner's recorded costs and
-        the last filtered search's plan."""
-        from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY, scan_limit
-        from slimvec.index.search_costs import planner_info
-
-        table = getattr(self.store, "_payloads", None)  # FAISS / hnswlib: the payload table's
-        depth = self.manifest.rescore.depth if self.manifest.rescore is not None else None
-        return {"payload_indexes": dict(self.manifest.extra.get(PAYLOAD_INDEX_KEY) or {}),
-                "filter_planner": planner_info(self.manifest.search_costs, scan_limit(self, 10, depth)),
-                "payload_indexes_in_memory": table.indexed_fields() if table is not None else [],
-                "filter_fields_unindexed": sorted(table.unindexed) if table is not None else [],
-                "last_filter_plan": self.last_filter_plan}
 
     def close(self) -> None:
         """Release the store (and the reader lock of a Qdrant Edge / local Qdrant index)."""

@@ -48,7 +48,8 @@ class Candidate:
     recipe : str or None
         The recipe this candidate stands for (``slimvec plan --recipe``).
     keep_full : str
-        dtype of the full vectors a rescored candidate keeps on disk.
+        dtype of the full vectors a rescored candidate keeps on disk (the default recipe's
+        float16 unless its recipe names another).
     """
 
     reducer: str
@@ -62,7 +63,7 @@ class Candidate:
     disk_bytes: float = 0.0
     meets_target: bool = False
     recipe: str | None = None
-    keep_full: str = "float32"
+    keep_full: str = "float16"
     depth: int = 0
     rank_quality: float | None = None
     rank_metric: str | None = None
@@ -72,6 +73,14 @@ class Candidate:
     p50_n: int | None = None
     p50_at_docs: float | None = None
     p50_note: str = ""
+    #: (dataset family, n, p50, p99, quality) of every row folded in (latency / recall against N)
+    points: list[tuple[str, int, float | None, float | None, float | None]] = field(default_factory=list)
+    p99_at_docs: float | None = None
+    #: relative uncertainty of ``p50_at_docs`` (:func:`slimvec.planner.growth.uncertainty`)
+    p50_uncertainty: float | None = None
+    #: the quality carried to the plan's N (None: measured at one size only), and how
+    quality_at_docs: float | None = None
+    quality_note: str = ""
 
     @property
     def command(self) -> str | None:
@@ -133,6 +142,30 @@ def _store_matches(row_store: str, wanted: Sequence[str]) -> bool:
     return False
 
 
+def measured_recipe(row: Row) -> Any:
+    """The :class:`~slimvec.recipe.Recipe` a recipe row of ``slimvec bench`` measured (its
+    ``store`` is the recipe string), or None for a plain store row."""
+    from slimvec.recipe import parse_recipe
+
+    text = str(row.store or "")
+    if "|" not in text:
+        return None
+    try:
+        return parse_recipe(text)
+    except ConfigError:
+        return None
+
+
+def row_keep_full(row: Row) -> str:
+    """dtype of the full vectors the recipe built from ``row`` keeps (what its disk is sized
+    with): a recipe row's own ``keep_full``, else the default recipe's (float16: the command the
+    plan prints builds that; bench's plain rows re-ranked from float32, scores within ~1e-3)."""
+    from slimvec.recipe import DEFAULT_KEEP_FULL
+
+    rec = measured_recipe(row)
+    return (rec.keep_full if rec is not None else None) or DEFAULT_KEEP_FULL
+
+
 def _depth(row: Row) -> int:
     """The row's rescoring depth R (0 when not rescored)."""
     rescore = row.rescore
@@ -167,7 +200,7 @@ def candidates_from_results(rows: Sequence[Row], dim: int, stores: Sequence[str]
         raise ConfigError(f"The results were measured with encoder dimension(s) {dims}, not --dim {dim}: "
                           "quality does not carry over between encoders. Pass the matching --dim or "
                           "bench your encoder first.")
-    groups: dict[tuple[str, str, bool, int], Candidate] = {}
+    groups: dict[tuple[str, str, bool, int, str], Candidate] = {}
     skipped_remote: set[str] = set()
     for r in at_dim:
         store_text = str(r.store or "")
@@ -178,12 +211,12 @@ def candidates_from_results(rows: Sequence[Row], dim: int, stores: Sequence[str]
             continue
         if stores and not _store_matches(store_text, stores):
             continue
-        reducer, depth = str(r.reducer or "none"), _depth(r)
-        key = (reducer, store, bool(r.rescore), depth)
+        reducer, depth, keep = str(r.reducer or "none"), _depth(r), row_keep_full(r)
+        key = (reducer, store, bool(r.rescore), depth, keep)
         if key not in groups:
             ok, why = buildable(r)
             groups[key] = Candidate(reducer, int(finite(r.dim_out) or dim), store, bool(r.rescore),
-                                    depth=depth, buildable=ok, why_not=why)
+                                    depth=depth, buildable=ok, why_not=why, keep_full=keep)
         _add_row(groups[key], r, metric)
     if skipped_remote:
         notes.append(f"no local size model for {', '.join(sorted(skipped_remote))}: left out")
@@ -206,6 +239,11 @@ def _add_row(cand: Candidate, row: Row, metric: str) -> None:
     p50 = finite(row.latency_p50_ms)
     if p50 is not None and (cand.p50_ms is None or p50 > cand.p50_ms):  # the slowest dataset
         cand.p50_ms, cand.p50_n = p50, int(finite(row.n_corpus) or 0) or None
+    n = int(finite(row.n_corpus) or 0)
+    if n:
+        from slimvec.planner.growth import family
+
+        cand.points.append((family(str(row.dataset or "?")), n, p50, finite(row.latency_p99_ms), value))
 
 
 def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row] = (),
@@ -228,26 +266,33 @@ def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row]
         cand = Candidate(rec.reducer, rec.dim_out(dim), store, rec.rescore is not None,
                          recipe=str(rec), keep_full=rec.keep_full or "float32")
         wanted = {0} if rec.rescore is None else set(AUTO_LADDER) if rec.auto_rescore else {int(rec.rescore)}
-        by_dataset: dict[str, dict[int, float]] = {}
-        for r in rows_at_dim(rows, dim):
-            if str(r.reducer or "none") != rec.reducer or _sized(r) != store:
-                continue
-            value = finite(r.get(metric))
-            if _depth(r) in wanted and value is not None:
-                by_dataset.setdefault(str(r.dataset or "?"), {})[_depth(r)] = value
+        by_dataset: dict[str, dict[int, Row]] = {}
+        mine = [r for r in rows_at_dim(rows, dim) if str(r.reducer or "none") == rec.reducer
+                and _sized(r) == store]
+        own = [r for r in mine if _same_build(measured_recipe(r), rec)]
+        for r in own or mine:  # the recipe's own rows when there are any (canonical match)
+            if _depth(r) in wanted:
+                by_dataset.setdefault(str(r.dataset or "?"), {})[_depth(r)] = r
             cand.reducer_bytes = max(cand.reducer_bytes, int(finite(r.reducer_bytes) or 0))
-        for dataset, per_depth in by_dataset.items():
-            if rec.auto_rescore:
-                reached = [d for d in sorted(per_depth) if per_depth[d] >= rec.target_recall]
-                value = per_depth[reached[0] if reached else max(per_depth)]
+        for per_depth in by_dataset.values():
+            if rec.auto_rescore:  # the depth calibration picks: it targets neighbour recall
+                reached = [d for d in sorted(per_depth) if float(
+                    finite(per_depth[d].neighbor_recall_at_k) or 0) >= rec.target_recall]
+                picked = per_depth[reached[0] if reached else max(per_depth)]
             else:
-                value = next(iter(per_depth.values()))
-            cand.quality = value if cand.quality is None else min(cand.quality, value)
-            cand.datasets.append(dataset)
-        if rows and cand.quality is None:
+                picked = next(iter(per_depth.values()))
+            _add_row(cand, picked, metric)
+        if rows and not by_dataset:
             notes.append(f"{rec}: no result row measures it (add it with slimvec bench --recipe)")
+        elif cand.quality is None:
+            notes.append(f"{rec}: its result rows do not measure {metric}")
         out.append(cand)
     return out
+
+
+def _same_build(a: Any, b: Any) -> bool:
+    """Two recipes build the same index (reducer, store, kept precision; depth and target aside)."""
+    return a is not None and (a.reducer, a.store, a.keep_full) == (b.reducer, b.store, b.keep_full)
 
 
 def _sized(row: Row) -> str | None:

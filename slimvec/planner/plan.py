@@ -34,7 +34,7 @@ from slimvec.planner.candidates import (
     rows_k,
     sizing_candidates,
 )
-from slimvec.planner.latency import latency_at
+from slimvec.planner.growth import carry, held_out_check
 from slimvec.planner.ranking import rank_key
 from slimvec.planner.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_sizes
 from slimvec.ranges import check_int, check_number
@@ -96,6 +96,11 @@ class Plan:
     ranked_by: str | None = None
     flagged: list[Any] = field(default_factory=list)
     k: int | None = None
+    #: the payload indexes' predicted RAM / disk at ``docs`` (:func:`~slimvec.planner.
+    #: payload_sizing.payload_index_bytes`, with ``kinds``); empty without ``--payload-index``
+    payload_indexes: dict[str, Any] = field(default_factory=dict)
+    #: latency / recall growth forms checked on the rows (:func:`~slimvec.planner.growth.held_out_check`)
+    latency_check: dict[str, Any] = field(default_factory=dict)
 
     @property
     def recommendations(self) -> list[Candidate]:
@@ -110,6 +115,8 @@ class Plan:
                     "why_not": c.why_not or None,
                     "p50_ms_measured": c.p50_ms, "p50_measured_at_n": c.p50_n,
                     "p50_ms_at_docs": c.p50_at_docs, "p50_note": c.p50_note,
+                    "p99_ms_at_docs": c.p99_at_docs, "p50_uncertainty": c.p50_uncertainty,
+                    "quality_at_docs": c.quality_at_docs, "quality_note": c.quality_note or None,
                     **({c.rank_metric: c.rank_quality} if c.rank_metric and c.rank_metric != self.metric else {}),
                     self.metric: c.quality, "datasets": c.datasets, "reducer_bytes": c.reducer_bytes,
                     "ram_bytes": int(c.ram_bytes), "disk_bytes": int(c.disk_bytes),
@@ -126,6 +133,8 @@ class Plan:
             "notes": self.notes,
             "ranked_by": self.ranked_by,
             "flagged_metrics": [f.to_json() for f in self.flagged],
+            "payload_indexes": self.payload_indexes or None,
+            "latency_check": self.latency_check or None,
         }
 
 
@@ -135,7 +144,9 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
               payload_bytes: int = 0, calibrate_sizes: Sequence[int] = (1000, 2000),
               check_size: int | None = None, workdir: str | Path | None = None,
               models: dict[str, SizeModel] | None = None, recipes: Sequence[Any] = (),
-              progress: bool = False, cache: str | Path | None = None) -> Plan:
+              progress: bool = False, cache: str | Path | None = None,
+              payload_index: dict[str, str] | None = None,
+              payload_index_measured: dict[str, float] | None = None) -> Plan:
     """Recommend reducer × store configurations for ``docs`` documents of encoder dimension ``dim``.
 
     Parameters
@@ -172,6 +183,8 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
         A folder of size models fitted by earlier plans (:func:`size_model_cache`): a store whose
         model is there (same sizes, dimensions, payload and library versions) is not re-built;
         new fits are added to it.
+    payload_index, payload_index_measured : dict, optional
+        Payload indexes (field -> kind) and constants measured on the user's rows (payload_sizing).
 
     Raises
     ------
@@ -191,8 +204,11 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
     ranked_by, flagged = _rank_quality(cands, rows, dim, stores, metric, recipes, notes)
     fitted, checks = _size_models(cands, calibrate_sizes, check_size, payload_bytes, workdir, models,
                                   progress, cache, notes)
+    pidx = _payload_indexes(payload_index or {}, payload_index_measured, docs, notes)
+    check = held_out_check(rows)
     for c in cands:
-        _price(c, fitted[c.store], docs, dim, payload_bytes, min_quality, budget)
+        carry(c, docs, check)
+        _price(c, fitted[c.store], docs, dim, payload_bytes, min_quality, budget, pidx)
     # the one ranking rule (benchmarks.ranking.rank_key): a floor on a metric that cannot
     # discriminate still filters, but ranks nothing: the discriminating metric does, best first
     floor = min_quality if ranked_by == metric else None
@@ -200,7 +216,8 @@ def make_plan(docs: int, dim: int, stores: Sequence[str] = (), *,
                                       buildable=c.buildable))
     _closing_notes(cands, checks, check_size or 2 * max(calibrate_sizes), docs, notes)
     return Plan(docs, dim, metric, min_quality, budget, payload_bytes, cands, checks, fitted, notes,
-                ranked_by, flagged, k=rows_k(rows_at_dim(rows, dim)))
+                ranked_by, flagged, k=rows_k(rows_at_dim(rows, dim)), payload_indexes=pidx,
+                latency_check=check)
 
 
 def _check_targets(metric: str, min_quality: float | None, memory_budget: int | str | None,
@@ -321,20 +338,41 @@ def _size_models(cands: list[Candidate], calibrate_sizes: Sequence[int], check_s
     return fitted, checks
 
 
+def _payload_indexes(fields: dict[str, str], measured: dict[str, float] | None, docs: int,
+                     notes: list[str]) -> dict[str, Any]:
+    """The payload indexes' figure at ``docs`` (empty without fields), noted with its source."""
+    from slimvec.planner.payload_sizing import payload_index_bytes
+
+    if not fields:
+        return {}
+    got = {**payload_index_bytes(fields, docs, measured), "kinds": dict(fields)}
+    notes.append(f"payload indexes {', '.join(f'{f}:{k}' for f, k in fields.items())}: "
+                 f"{got['ram_per_point']:.0f} B/point of RAM from the first filtered search on "
+                 f"(FAISS / hnswlib; Qdrant stores keep their own, not modelled), {got['source']}")
+    return got
+
+
 def _price(c: Candidate, model: SizeModel, docs: int, dim: int, payload_bytes: int,
-           min_quality: float | None, budget: int | None) -> None:
+           min_quality: float | None, budget: int | None, pidx: dict[str, Any] | None = None) -> None:
     """Predicted RAM and disk at ``docs`` (the reducer is loaded to transform every query; a
-    rescored candidate adds its full vectors on disk and their ids in RAM), and the target."""
+    rescored candidate adds its full vectors on disk and their ids in RAM; a payload-table store
+    its payload indexes), and the target."""
+    from slimvec.connectors import store_class
+    from slimvec.connectors.payloads import PayloadTableStore
+
     c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
     c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
+    if pidx and issubclass(store_class(c.store), PayloadTableStore):
+        c.ram_bytes += pidx["ram"]
+        c.disk_bytes += pidx["disk"]
     full_ram, full_disk = c.rescore_bytes_per_vector(dim)
     c.ram_bytes += full_ram * docs
     c.disk_bytes += full_disk * docs
-    ok = min_quality is None or (c.quality is not None and c.quality >= min_quality)
+    q = c.quality_at_docs if c.quality_at_docs is not None else c.quality  # carried to N when it can be
+    ok = min_quality is None or (q is not None and q >= min_quality)
     if budget is not None:
         ok = ok and c.ram_bytes <= budget
     c.meets_target = ok and c.buildable  # nothing is recommended that ingest cannot build
-    c.p50_at_docs, c.p50_note = latency_at(c.store, c.p50_ms, c.p50_n, docs)
 
 
 def _closing_notes(cands: list[Candidate], checks: list[SizeCheck], check_n: int, docs: int,

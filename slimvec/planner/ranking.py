@@ -135,7 +135,7 @@ def row_recipe(row: Any) -> str:
     ConfigError
         Not buildable (see :func:`buildable`).
     """
-    from slimvec.recipe import Recipe
+    from slimvec.recipe import Recipe, parse_recipe
 
     ok, why = buildable(row)
     if not ok:
@@ -145,6 +145,9 @@ def row_recipe(row: Any) -> str:
     recipe = _get(row, "recipe")
     if isinstance(recipe, str) and recipe:
         return recipe
+    if "|" in str(_get(row, "store")):  # a recipe row of slimvec bench: its recipe at its depth
+        base = parse_recipe(str(_get(row, "store")))
+        return str(base.with_depth(depth) if depth and base.rescore is not None else base)
     return str(Recipe(str(_get(row, "reducer") or "none"), str(_get(row, "store")), depth))
 
 
@@ -152,7 +155,7 @@ def buildable(row: Any) -> tuple[bool, str]:
     """Can ``slimvec ingest ... --recipe ...`` build this configuration? ``(True, "")`` or
     ``(False, why)``: peer labels that are not stores (``st:binary``), cluster-routed rows,
     reducers without an artifact (UMAP), specs a recipe does not accept."""
-    from slimvec.recipe import Recipe
+    from slimvec.recipe import Recipe, parse_recipe
     from slimvec.reducers import make_reducer
 
     kind = str(_get(row, "kind") or "")
@@ -167,6 +170,8 @@ def buildable(row: Any) -> tuple[bool, str]:
         if reducer != "none" and not getattr(type(make_reducer(reducer)), "persistable", True):
             return False, f"{reducer} cannot be saved (no artifact), so no index can keep it"
         rescore = _get(row, "rescore")
+        if "|" in store:  # a recipe row: its recipe is what ingest builds
+            store = parse_recipe(store).store
         Recipe(reducer, store, int(rescore) if rescore and not isinstance(rescore, bool) else None)
     except (SlimvecError, ValueError, TypeError) as exc:
         return False, f"not a recipe slimvec ingest takes: {exc}"

@@ -82,7 +82,13 @@ def sizing_spec(spec: str) -> str:
     ------
     ConfigError
         A remote ``qdrant`` store (its size lives on a server) or an unknown store.
+    A recipe string (``none|faiss:HNSW16,SQ4,...|rescore=auto``, as recipe rows of ``slimvec
+    bench`` name their store) is sized by its store stage.
     """
+    if "|" in spec:  # a recipe: its store stage (option order does not matter either way)
+        from slimvec.recipe import parse_recipe
+
+        spec = parse_recipe(spec).store
     parsed = parse_store_spec(spec)
     klass = store_class(parsed)
     if not klass.resident_components:

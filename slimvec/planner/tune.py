@@ -18,8 +18,12 @@ user's own vectors:
    to the last rung of a 54-candidate grid and saved nothing.
 
 Objective: with ``min_recall``, the smallest predicted RAM among candidates meeting it (and
-``max_p50_ms``); without it, the best recall within the budget. Latency is measured at the sample
-size, not predicted at N (HNSW search grows about with log N): the table says so.
+``max_p50_ms``); without it, the best recall within the budget. The p50 ceiling is checked at N,
+not at the sample size (issue 52 item 4): each candidate's p50 measured on the rungs is carried to
+N by its store family's growth form (:mod:`slimvec.planner.growth`: a scan linearly, a graph
+along ``a + b ln N`` fitted on two or more rungs; a graph measured on one rung only is checked as
+measured, and says so); without ``max_p50_ms`` the ceiling is :data:`DEFAULT_MAX_P50_MS`. The
+default recipe's build is in every grid, so the pick is always compared with it.
 """
 
 from __future__ import annotations
@@ -39,10 +43,11 @@ import numpy as np
 from slimvec.errors import ConfigError
 from slimvec.measure import IndexUnderTest, recall_at_k, time_single
 from slimvec.planner.sizing import rescore_bytes_per_vector
-from slimvec.ranges import check_int, check_number
+from slimvec.planner.tune_rules import DEFAULT_MAX_P50_MS, check_args, judge
 from slimvec.recipe import AUTO_LADDER, DEFAULT_RECIPE, DEFAULT_TARGET, Recipe, parse_recipe
 
-__all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune", "ranking_rule"]
+__all__ = ["TuneCandidate", "TuneResult", "default_grid", "tune", "ranking_rule", "DEFAULT_MAX_P50_MS"]
+
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,9 @@ class TuneCandidate:
     meets: bool = False
     note: str = ""
     k: int = 10
+    #: (sample size, p50) of every rung it was measured on, and the p50 carried to ``docs``
+    points: list[tuple[int, float]] = field(default_factory=list)
+    p50_at_docs: float | None = None
 
     def row(self) -> dict[str, Any]:
         """A JSON row of the runner-up table (recall named as the bench row's field, with its k)."""
@@ -69,6 +77,7 @@ class TuneCandidate:
                 "disk_bytes": int(self.disk_bytes), "k": self.k,
                 "neighbor_recall_at_k": None if self.recall is None else round(self.recall, 4),
                 "latency_p50_ms": None if self.p50_ms is None else round(self.p50_ms, 4),
+                "latency_p50_ms_at_docs": None if self.p50_at_docs is None else round(self.p50_at_docs, 4),
                 "rung": self.rung, "n_sample": self.n_sample, "meets": self.meets, "note": self.note}
 
 
@@ -150,7 +159,8 @@ def ranking_rule(min_recall: float | None, max_p50_ms: float | None, ram_budget:
     """The rule tune ranks by, in words (:func:`_objective`, one rule with plan and report.md)."""
     last = ("; candidates measured on the largest sample rank before those halved away on "
             "smaller ones")
-    p50 = f" and p50 <= {max_p50_ms:g} ms" if max_p50_ms is not None else ""
+    p50 = (f" and p50 carried to N <= {DEFAULT_MAX_P50_MS if max_p50_ms is None else max_p50_ms:g} ms"
+           + (" (the default ceiling)" if max_p50_ms is None else ""))
     budget = f" within the RAM budget of {_mib(ram_budget)}" if ram_budget is not None else ""
     if min_recall is not None:
         return (f"smallest predicted RAM at N among candidates with neighbor_recall_at_{k} >= "
@@ -173,13 +183,13 @@ def default_grid(dim: int, reducers: Sequence[str] = (), stores: Sequence[str] =
     """Full dimension and PCA at 1/2, 1/4, 1/8 (or ``reducers``) × hnswlib / FAISS HNSW32 / FAISS
     HNSW32,SQ8 / FAISS RaBitQ (or ``stores``) × no rescoring and R = 2, 4, 8, 16, 32, the depths
     ``rescore=auto`` tries (the full dimension rescored only when quantized). Rescored
-    candidates keep the full vectors at the default recipe's precision (float16), and the
-    default grid holds the default recipe's build too, at every depth of its ladder."""
-    grid_is_default = not stores
+    candidates keep the full vectors at the default recipe's precision (float16), and every
+    grid holds the default recipe's build too (also with ``stores`` given: the pick is compared
+    with it), at every depth of its ladder."""
     reducers = list(reducers) or ["none"] + [f"pca:{d}" for d in (dim // 2, dim // 4, dim // 8) if d >= 8]
     stores = list(stores) or list(DEFAULT_STORES)
     builds = [(red, store) for red in reducers for store in stores]
-    if grid_is_default and (_DEFAULT.reducer, _DEFAULT.store) not in builds:
+    if (_DEFAULT.reducer, _DEFAULT.store) not in builds:
         builds.insert(0, (_DEFAULT.reducer, _DEFAULT.store))
     out = []
     for red, store in builds:
@@ -225,11 +235,15 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None,
 
 
 def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path,
-                   show: bool = False) -> list[str]:
+                   show: bool = False, payload_index: dict[str, str] | None = None) -> list[str]:
+    from slimvec.connectors import store_class
+    from slimvec.connectors.payloads import PayloadTableStore
+    from slimvec.planner.payload_sizing import payload_index_bytes
     from slimvec.planner.sizing import calibrate, sizing_sizes, sizing_spec
     from slimvec.ui import make_progress
 
     notes = []
+    pidx = payload_index_bytes(payload_index, docs) if payload_index else None
     by_store: dict[str, list[TuneCandidate]] = {}
     for c in cands:
         by_store.setdefault(sizing_spec(c.recipe.store), []).append(c)
@@ -252,6 +266,13 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
                 full_ram, full_disk = rescore_bytes_per_vector(dim, c.recipe.keep_full)
                 c.ram_bytes += full_ram * docs
                 c.disk_bytes += full_disk * docs
+            if pidx and issubclass(store_class(spec), PayloadTableStore):
+                c.ram_bytes += pidx["ram"]
+                c.disk_bytes += pidx["disk"]
+    if pidx:
+        notes.append(f"payload indexes {', '.join(f'{f}:{k}' for f, k in (payload_index or {}).items())}: "
+                     f"{pidx['ram'] / 2**20:,.1f} MiB RAM, {pidx['disk'] / 2**20:,.1f} MiB disk at "
+                     f"{docs:,} in every FAISS / hnswlib row ({pidx['source']})")
     notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000 "
                  "vectors (more for stores that train: twice what they need)")
     return notes
@@ -300,7 +321,8 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
          max_p50_ms: float | None = None, grid: Sequence[Recipe] | None = None,
          rungs: Sequence[int] = (2000, 8000, 32000), n_queries: int = 200, k: int = 10, seed: int = 0,
          latency_queries: int = 50, workdir: str | Path | None = None,
-         progress: Callable[[str], None] | None = None, search: str = "halving") -> TuneResult:
+         progress: Callable[[str], None] | None = None, search: str = "halving",
+         payload_index: dict[str, str] | None = None) -> TuneResult:
     """Choose a recipe for ``docs`` vectors like ``vectors`` under the constraints.
 
     Parameters
@@ -319,6 +341,8 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         Candidates (default :func:`default_grid`).
     rungs : list of int
         Corpus sample sizes of the successive-halving rungs (capped at what ``vectors`` holds).
+    payload_index : dict, optional
+        Declared payload indexes (field -> kind): their RAM / disk are added (plan's model).
     search : {"halving", "exhaustive", "auto"}
         ``exhaustive`` measures every candidate within the budget on the largest rung only;
         ``auto`` does so when at least half of those builds train a quantizer (IVF, PQ: their
@@ -336,25 +360,9 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
         ``seed`` >= 0, ``min_recall`` in [0, 1], ``max_p50_ms`` > 0, ``ram_budget`` >= 1 byte; NaN
         refused), no target, or too few vectors: before any size build or search.
     """
-    docs = check_int("docs (--docs)", docs, low=1)
-    if ram_budget is not None:
-        ram_budget = check_int("ram_budget (--ram-budget, bytes)", ram_budget, low=1)
-    if min_recall is not None:
-        min_recall = check_number("min_recall (--min-recall)", min_recall, low=0, high=1)
-    if max_p50_ms is not None:
-        max_p50_ms = check_number("max_p50_ms (--max-p50-ms)", max_p50_ms, low=0, low_open=True)
-    if not rungs:
-        raise ConfigError("rungs must name at least one sample size, got none.")
-    for r in rungs:
-        check_int("rungs (sample sizes)", r, low=1)
-    n_queries = check_int("n_queries (--queries)", n_queries, low=1)
-    k = check_int("k", k, low=1)
-    seed = check_int("seed (--seed)", seed, low=0)
-    latency_queries = check_int("latency_queries", latency_queries, low=1)
-    if search not in ("halving", "exhaustive", "auto"):
-        raise ConfigError(f"search must be 'halving', 'exhaustive' or 'auto', got {search!r}.")
-    if min_recall is None and ram_budget is None:
-        raise ConfigError("Give a target: --min-recall R and/or --ram-budget SIZE.")
+    docs, ram_budget, min_recall, max_p50_ms, n_queries, k, seed, latency_queries = check_args(
+        docs, ram_budget, min_recall, max_p50_ms, rungs, n_queries, k, seed, latency_queries, search)
+    ceiling = DEFAULT_MAX_P50_MS if max_p50_ms is None else max_p50_ms
     X = np.asarray(vectors, dtype=np.float32)
     X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
     if len(X) < n_queries + 100:
@@ -380,7 +388,7 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="slimvec-tune-"))
     work.mkdir(parents=True, exist_ok=True)
     notes = [f"left out {red} → {store}: {why}" for (red, store), why in sorted(dropped.items())]
-    notes += _predict_sizes(cands, docs, X.shape[1], work, show=progress is not None)
+    notes += _predict_sizes(cands, docs, X.shape[1], work, progress is not None, payload_index)
     alive = [c for c in cands if ram_budget is None or c.ram_bytes <= ram_budget]
     for c in cands:
         if c not in alive:
@@ -417,8 +425,8 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                 bar.advance(task)
                 for c in group:
                     c.rung, c.n_sample = rung, n
-                    c.meets = ((min_recall is None or c.recall >= min_recall)  # type: ignore[operator]
-                               and (max_p50_ms is None or c.p50_ms <= max_p50_ms))  # type: ignore[operator]
+                    c.points.append((n, float(c.p50_ms or 0.0)))
+                    judge(c, docs, min_recall, ceiling)
         alive.sort(key=lambda c: _objective(c, min_recall))
         if rung < len(sizes):  # the default recipe's build goes on too: the pick is compared with it
             kept = _survivors(alive, min_recall, n_scored=len(queries) * k)
@@ -426,8 +434,10 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
     if workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     notes.append(f"successive halving on {', '.join(f'{s:,}' for s in sizes)} sample vectors, "
-                 f"{n_queries} held-out queries; recall and p50 latency measured at the sample size: "
-                 "recall falls and the rescoring depth needed grows with N (rescore=auto calibrates it)")
+                 f"{n_queries} held-out queries; recall measured at the sample size (it falls and the "
+                 "rescoring depth needed grows with N: rescore=auto calibrates it); p50 carried to "
+                 f"{docs:,} by each store's growth and held under {ceiling:g} ms"
+                 + (" (the default ceiling; --max-p50-ms sets it)" if max_p50_ms is None else ""))
     notes.append(f"{sum(c.rung > 0 for c in cands)} candidates measured in {len(sizes)} rung(s), "
                  f"{time.perf_counter() - started:.0f} s")
     ranked = sorted(cands, key=lambda c: (-c.rung,) + _objective(c, min_recall))

@@ -76,7 +76,8 @@ def test_cli_writes_a_loadable_recipe(minilm_vectors, tmp_path):
     # issue 40 items 5 and 8: the rule is printed and recorded as used; every build shows progress
     rule = "highest neighbor_recall_at_10 within the RAM budget of 1,024.0 MiB"
     assert f"ranking: {rule}" in proc.stderr and data["measured"]["ranked_by"].startswith(rule)
-    assert "progress: size models of 1 store kind(s)" in proc.stderr
+    # issue 52 item 4: the default recipe's build is in the grid with --store given too
+    assert "progress: size models of 2 store kind(s)" in proc.stderr
     assert "progress: rung 1: pca:48 -> hnsw" in proc.stderr and "builds/s" in proc.stderr
     bad = subprocess.run([sys.executable, "-m", "slimvec", "tune", "--docs", "10", "--min-recall", "0.9"],
                          capture_output=True, text=True, timeout=120)
@@ -105,8 +106,9 @@ def test_exhaustive_table_cli(minilm_vectors, tmp_path):
                           capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(table.read_text())
-    # every candidate (2 reducers x no rescoring and R = 2..32) measured once, on the whole sample
-    assert len(rows) == 12 and {r["rung"] for r in rows} == {1}
+    # every candidate (2 reducers x no rescoring and R = 2..32, and the default recipe's build at
+    # its 6 depths: issue 52 item 4) measured once, on the whole sample
+    assert len(rows) == 18 and {r["rung"] for r in rows} == {1}
     assert {r["n_sample"] for r in rows} == {1000}
     assert all(r["neighbor_recall_at_k"] is not None and r["k"] == 10 for r in rows)
 

@@ -340,8 +340,15 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
         assert idx.info()["last_filter_plan"]["native"] == ("qdrant-edge" in recipe)
         if "qdrant-edge" not in recipe:  # FAISS / hnswlib: held in memory
             assert info["payload_indexes_in_memory"] == ["lang", "sel"]
+            # issue 52: their RAM by plan's model (payload_sizing) at the index's count
+            from slimvec.planner.payload_sizing import payload_index_bytes
+
+            assert info["payload_indexes_ram_predicted"] == int(payload_index_bytes(
+                {"sel": "integer", "lang": "keyword"}, info["count"])["ram"]) > 0
             idx.search(queries[:1], 10, filter={"must": [{"key": "other", "match": {"value": 1}}]})
             assert idx.info()["filter_fields_unindexed"] == ["other"]
+        else:  # Qdrant Edge keeps its own payload indexes: not modelled
+            assert info["payload_indexes_ram_predicted"] is None
 
 
 def test_broad_filter_is_post_filtered_and_falls_back_where_neighbours_do_not_match(minilm_vectors, tmp_path):

@@ -1,0 +1,90 @@
+"""Issue 52 end to end: ``slimvec plan --payload-index ... --corpus FILE`` (slow tier: real size
+builds and payload tables in child processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from slimvec.planner.payload_sizing import sample_values
+from slimvec.recipe import DEFAULT_RECIPE
+
+FIELDS = ["product:keyword", "created_at:datetime", "priority:integer"]
+
+
+def _plan(*args: str, env_dir: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "SLIMVEC_CACHE": str(env_dir), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "slimvec", "plan", "--dim", "384", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_plan_sizes_payload_indexes_measured_on_the_corpus(tmp_path: Path) -> None:
+    n = 12000
+    rows = zip(sample_values("keyword", n, 1), sample_values("datetime", n, 2), sample_values("integer", n, 3))
+    corpus = tmp_path / "tickets.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"ticket {i}: the widget does not start",
+                                          "product": a, "created_at": b, "priority": c}) + "\n"
+                              for i, (a, b, c) in enumerate(rows)))
+    flags = [x for f in FIELDS for x in ("--payload-index", f)]
+    proc = _plan("--docs", "40000000", "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
+                 "--json", env_dir=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    pidx = data["payload_indexes"]
+    assert pidx["source"] == "measured on --corpus rows"
+    # three indexes of these kinds: hundreds of bytes a point, tens of GiB at 40M (issue 52 row 1)
+    assert 300 < pidx["ram_per_point"] < 2000 and pidx["ram"] > 10 * 2**30
+    assert data["corpus"]["rows"] == n and data["payload_bytes"] == data["corpus"]["payload_bytes"] > 100
+    assert data["candidates"][0]["ram_bytes"] > pidx["ram"]
+    # item 5: the encoder's rate on these texts, with the length it assumes
+    assert data["corpus"]["cpu_docs_per_s_per_core"] > 0 and data["corpus"]["rate_texts"] == 256
+    assert 5 < data["corpus"]["mean_tokens"] < 30 and data["corpus"]["mean_words"] == 7
+    few = _plan("--docs", "1000", "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
+                "--corpus-rows", "500", env_dir=tmp_path / "cache")
+    assert few.returncode != 0 and "at least 10,000 rows" in few.stderr + few.stdout
+
+
+def test_tune_at_40m_refuses_the_flat_pick_and_keeps_the_default_recipe(minilm_vectors, tmp_path: Path) -> None:
+    """Issue 52 row 5: ``tune --docs 40000000 --min-recall 0.95`` picked the flat
+    ``pca:96|faiss:RaBitQ|rescore=auto``, whose p50 grows linearly: seconds a query at 40M."""
+    from slimvec.planner.tune import DEFAULT_MAX_P50_MS, _is_default_build, default_grid, tune
+
+    grid = default_grid(384, ["pca:96"], ["faiss:RaBitQ"])
+    assert any(_is_default_build(type("C", (), {"recipe": r})()) for r in grid)  # also with --store
+    res = tune(minilm_vectors[:3000], docs=40_000_000, min_recall=0.95, grid=grid, rungs=(800, 2800),
+               n_queries=100, search="halving", workdir=tmp_path, payload_index={"product": "keyword"})
+    flat = [c for c in res.candidates if c.recipe.store == "faiss:RaBitQ" and c.rung > 0]
+    good = [c for c in flat if c.recall is not None and c.recall >= 0.95]
+    assert good, [(str(c.recipe), c.recall) for c in flat]  # it meets the floor on the sample ...
+    for c in good:  # ... and is refused at the size asked, with the reason
+        assert not c.meets and c.p50_at_docs > DEFAULT_MAX_P50_MS
+        assert f"the {DEFAULT_MAX_P50_MS:g} ms ceiling" in c.note and "linear" in c.note
+    assert res.best is None or res.best.recipe.store != "faiss:RaBitQ"
+    assert res.default is not None and "carried to N" in res.rule
+    # item 2: the payload index is priced in tune as in plan and info
+    from slimvec.planner.payload_sizing import payload_index_bytes
+
+    assert res.default.ram_bytes > payload_index_bytes({"product": "keyword"}, 40_000_000)["ram"]
+    assert any(n.startswith("payload indexes product:keyword") for n in res.notes)
+
+
+def test_the_encode_rate_is_measured_on_the_users_texts_and_names_their_length(tmp_path: Path) -> None:
+    """Issue 52 row 2: MiniLM is several times slower on 66-word texts than on 11-word ones."""
+    from slimvec.planner.corpus import profile_corpus
+
+    words = "the widget does not start after the update and support asked for the logs".split()
+    profiles = {}
+    for name, n_words in (("short", 11), ("long", 66)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"text": " ".join((words * 6)[i % 5:i % 5 + n_words])}) + "\n"
+                                for i in range(128)))
+        profiles[name] = profile_corpus(path, 128, rate_texts=128)
+    short, long = profiles["short"], profiles["long"]
+    assert short.mean_words == 11 and long.mean_words == 66
+    assert long.mean_tokens > 4 * short.mean_tokens
+    assert long.cpu_rate < short.cpu_rate / 2, (short.cpu_rate, long.cpu_rate)
+    assert "mean 66 words" in long.rate_assumes() and "128 texts" in long.rate_assumes()
