@@ -32,6 +32,7 @@ import numpy as np
 
 from slimvec.buildspec import PAYLOAD_INDEX_KINDS
 from slimvec.errors import ConfigError
+from slimvec.planner.sizing import RSS_FUNCTION
 
 __all__ = ["PAYLOAD_INDEX_BYTES", "sample_values", "measure_fields", "fit_field", "fit_on_payloads",
            "payload_index_bytes"]
@@ -63,13 +64,7 @@ import json, sys
 import numpy as np
 from slimvec.connectors.payloads import PayloadTable
 from slimvec.filters import parse_filter
-
-def rss():
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+""" + RSS_FUNCTION + r"""
 
 path, fields = sys.argv[1], json.loads(sys.argv[2])
 table = PayloadTable(path)

@@ -41,9 +41,7 @@ from slimvec.errors import ConfigError
 from slimvec.specs import format_spec
 
 __all__ = [
-    "RSS_CHILD_HELPERS",
-    "FEATURES",
-    "FULL_ID_RAM",
+    "RSS_CHILD_HELPERS", "RSS_FUNCTION", "FEATURES", "FULL_ID_RAM",
     "rescore_bytes_per_vector",
     "Measurement",
     "ComponentFit",
@@ -400,17 +398,19 @@ def check_model(model: SizeModel, n: int, dim: int, payload_bytes: int = 0, *,
 
 #: the part of every RSS-measuring child process: ``rss()`` (VmRSS in bytes) and
 #: ``mapped(prefix)`` (resident bytes of each memory-mapped file under ``prefix``, from smaps)
-RSS_CHILD_HELPERS = r"""
-import json, re, sys
-import numpy as np
-import faiss, hnswlib, qdrant_edge  # noqa: F401  (libraries loaded before the baseline)
-
+RSS_FUNCTION = r"""
 def rss():
     with open("/proc/self/status") as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+"""
+RSS_CHILD_HELPERS = r"""
+import json, re, sys
+import numpy as np
+import faiss, hnswlib, qdrant_edge  # noqa: F401  (libraries loaded before the baseline)
+""" + RSS_FUNCTION + r"""
 
 def mapped(prefix):
     files, current = {}, None

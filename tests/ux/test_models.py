@@ -34,11 +34,11 @@ def test_pruning_does_not_import_the_indexer_and_models_imports_neither():
 
 
 def test_encoder_and_pruning_import_no_private_name_of_each_other():
-    files = [SLIMVEC / "indexer" / "encoder.py", SLIMVEC / "models.py",
+    files = [SLIMVEC / "encoder.py", SLIMVEC / "models.py",
              *sorted((SLIMVEC / "pruning").glob("*.py"))]
     for path in files:
         for module, names in _imports(path):
-            if module.startswith(("slimvec.indexer", "slimvec.pruning", "slimvec.models")):
+            if module.startswith(("slimvec.encoder", "slimvec.indexer", "slimvec.pruning", "slimvec.models")):
                 own_package = module.startswith("slimvec.pruning") and path.parent.name == "pruning"
                 private = [n for n in names if n.startswith("_")]
                 assert own_package or not private, f"{path.name} imports {private} from {module}"
