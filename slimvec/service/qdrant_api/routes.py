@@ -68,10 +68,17 @@ class QdrantRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Any]:
         handler = super().get_route_handler()
+        # not resolved (as in Qdrant): a collection's creation, deletion and alias listing
+        resolves = "{name}" in self.path and not self.path.endswith("/aliases") and not (
+            self.path == "/collections/{name}" and self.methods & {"PUT", "DELETE"})
 
         async def route(request: Request) -> Any:
             t0 = time.perf_counter()
             try:
+                if resolves and (name := request.path_params.get("name")) is not None:
+                    cols = getattr(getattr(request.app.state, "slimvec", None), "collections", None)
+                    if cols is not None:  # an alias names its collection in every route
+                        request.path_params["name"] = cols.aliases.resolve(name)
                 return await handler(request)
             except Exception as exc:  # noqa: BLE001 - every error is answered in Qdrant's shape
                 status, message = _qdrant_error(exc)
@@ -113,6 +120,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     @r.put("/collections/{name}", dependencies=[write])
     def create_collection(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
         t0 = time.perf_counter()
+        cols.aliases.refuse_collection_name(name)
         return ok(cols.create(name, body), t0)
 
     @r.get("/collections/{name}", dependencies=[read])
@@ -232,7 +240,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         t0 = time.perf_counter()
         return ok(cols.delete_index(name, field), t0)
 
-    _groups_then_the_rest(r, cols, read)
+    _groups_then_the_rest(r, cols, read, write)
     return r
 
 
@@ -276,8 +284,8 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
     return dict(getattr(cols, method)(name, body))
 
 
-def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
-    """The query-group and facet routes (``groups.py``, ``kinds.py``), then every other Qdrant path's refusal (declared
+def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any, write: Any) -> None:
+    """The query-group, facet and alias routes (``groups.py``, ``kinds.py``, ``aliases.py``), then every other Qdrant path's refusal (declared
     last: its catch-all paths would shadow any route after them)."""
 
     @r.post("/collections/{name}/points/query/groups", dependencies=[read])
@@ -289,6 +297,19 @@ def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
     def search_points_groups(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
         t0 = time.perf_counter()
         return envelope(search_groups(cols, name, body), t0)
+
+    @r.post("/collections/aliases", dependencies=[write])
+    def update_aliases(body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(cols.aliases.apply(body, lambda: [n for n in cols.st.registry.names() if SEP not in n]), t0)
+
+    @r.get("/aliases", dependencies=[read])
+    def all_aliases() -> JSONResponse:
+        return envelope(cols.aliases.listing(), time.perf_counter())
+
+    @r.get("/collections/{name}/aliases", dependencies=[read])
+    def collection_aliases(name: str) -> JSONResponse:
+        return envelope(cols.aliases.listing(name), time.perf_counter())
 
     @r.post("/collections/{name}/facet", dependencies=[read])
     def facet_counts(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
@@ -302,11 +323,6 @@ def _unsupported_rest(r: APIRouter, read: Any) -> None:
     """Every other Qdrant path and method answers Qdrant's error envelope: a 400 naming the
     endpoint (never a silent success), or 404 for a path Qdrant does not have."""
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-
-    @r.get("/aliases", dependencies=[read], include_in_schema=False)
-    @r.get("/collections/{name}/aliases", dependencies=[read], include_in_schema=False)
-    def aliases() -> JSONResponse:  # none can be made here, so every list is empty
-        return envelope({"aliases": []}, time.perf_counter())
 
     @r.api_route("/collections", methods=["POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
     @r.api_route("/collections/{name}", methods=["POST"], include_in_schema=False)
