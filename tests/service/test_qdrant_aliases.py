@@ -103,3 +103,39 @@ def test_aliases_as_local_mode_and_after_a_restart(tmp_path):
             assert cl.delete_collection("pend")
         assert _aliases(c) == _aliases(local) == [("b2", "fit")]
         assert not c.collection_exists("a1")
+
+
+def _same_matrix(c, local, name, **kw):
+    got, want = c.search_matrix_pairs(name, **kw).pairs, local.search_matrix_pairs(name, **kw).pairs
+    assert [(p.a, p.b) for p in got] == [(p.a, p.b) for p in want]
+    np.testing.assert_allclose([p.score for p in got], [p.score for p in want], rtol=1e-4, atol=1e-6)
+    got, want = c.search_matrix_offsets(name, **kw), local.search_matrix_offsets(name, **kw)
+    assert got.ids == want.ids and got.offsets_row == want.offsets_row and got.offsets_col == want.offsets_col
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-4, atol=1e-6)
+    return got
+
+
+def test_search_matrix_as_local_mode(tmp_path):
+    """Pairs and offsets of the whole sample, with a filter and through an alias, as local mode
+    computes them; too large a sample is refused naming the bound."""
+    root, pts = tmp_path / "root", _points()
+    root.mkdir()
+    local = QdrantClient(":memory:")
+    _fill(local, pts)
+    with Server(root) as srv:
+        c = QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
+        _fill(c, pts, server=True)
+        odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=True))])
+        for name in KINDS:
+            got = _same_matrix(c, local, name, sample=N, limit=3)
+            assert len(got.ids) == N and len(got.scores) == 3 * N
+            got = _same_matrix(c, local, name, sample=N, limit=4, query_filter=odd)
+            assert got.ids == list(range(1, N, 2))
+        one = m.Filter(must=[m.HasIdCondition(has_id=[5])])
+        assert _same_matrix(c, local, "fit", sample=10, limit=2, query_filter=one).ids == []
+        for cl in (c, local):
+            cl.update_collection_aliases(change_aliases_operations=[_create("al", "fit")])
+        _same_matrix(c, local, "al", sample=N, limit=2)
+        with pytest.raises(UnexpectedResponse, match="at most 1000") as err:
+            c.search_matrix_pairs("fit", sample=5000, limit=3)
+        assert err.value.status_code == 400

@@ -24,6 +24,7 @@ from slimvec.service.limits import check_batch
 from slimvec.service.qdrant_api.collection import update_collection
 from slimvec.service.qdrant_api.groups import query_groups, search_groups
 from slimvec.service.qdrant_api.kinds import facet
+from slimvec.service.qdrant_api.matrix import matrix_offsets, matrix_pairs
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.qdrant_api.named import SEP
 from slimvec.service.qdrant_api.translate import Collections
@@ -285,7 +286,8 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
 
 
 def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any, write: Any) -> None:
-    """The query-group, facet and alias routes (``groups.py``, ``kinds.py``, ``aliases.py``), then every other Qdrant path's refusal (declared
+    """The query-group, facet, search-matrix and alias routes (``groups.py``, ``kinds.py``,
+    ``matrix.py``, ``aliases.py``), then every other Qdrant path's refusal (declared
     last: its catch-all paths would shadow any route after them)."""
 
     @r.post("/collections/{name}/points/query/groups", dependencies=[read])
@@ -297,6 +299,16 @@ def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any, write: Any
     def search_points_groups(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
         t0 = time.perf_counter()
         return envelope(search_groups(cols, name, body), t0)
+
+    @r.post("/collections/{name}/points/search/matrix/pairs", dependencies=[read])
+    def search_matrix_pairs(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(matrix_pairs(cols, name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/search/matrix/offsets", dependencies=[read])
+    def search_matrix_offsets(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(matrix_offsets(cols, name, body or {}), t0)
 
     @r.post("/collections/aliases", dependencies=[write])
     def update_aliases(body: dict[str, Any] = Body(...)) -> JSONResponse:
