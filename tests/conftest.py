@@ -124,6 +124,7 @@ SLOW_MODULES = (
     "tests/reliability/test_kill_qdrant_points.py",  # issue 48 F3: 20 kill -9 trials of a server
     "tests/service/test_qdrant_whole.py",  # issue 48 F1/F2/F4: a server, snapshots, restores
     "tests/service/test_qdrant_dropin_full.py",  # issue 53: a server, fitted collections, LangChain
+    "tests/service/test_qdrant_aliases.py",  # issue 53: aliases, search matrix; 3 servers, ~20 s
 )
 
 

@@ -71,7 +71,7 @@ class QdrantRoute(APIRoute):
         handler = super().get_route_handler()
         # not resolved (as in Qdrant): a collection's creation, deletion and alias listing
         resolves = "{name}" in self.path and not self.path.endswith("/aliases") and not (
-            self.path == "/collections/{name}" and self.methods & {"PUT", "DELETE"})
+            self.path == "/collections/{name}" and (self.methods or set()) & {"PUT", "DELETE"})
 
         async def route(request: Request) -> Any:
             t0 = time.perf_counter()
@@ -121,7 +121,6 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
     @r.put("/collections/{name}", dependencies=[write])
     def create_collection(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
         t0 = time.perf_counter()
-        cols.aliases.refuse_collection_name(name)
         return ok(cols.create(name, body), t0)
 
     @r.get("/collections/{name}", dependencies=[read])

@@ -163,6 +163,7 @@ class Collections(CollectionWrites, NamedVectors):
         meta = body.get("metadata") or {}
         if name in self.st.registry.names():
             raise QdrantError(409, f"Wrong input: Collection `{name}` already exists!")
+        self.aliases.refuse_collection_name(name)
         if SEP in name:
             raise QdrantError(400, f"Bad request: collection name {name!r}: '{SEP}' joins a "
                                    "collection's name and a vector name here; choose another.")
