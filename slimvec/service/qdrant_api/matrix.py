@@ -3,8 +3,7 @@
 As qdrant-client's local mode computes it: a sample of at most ``sample`` points matching
 ``filter`` that hold vector ``using``, sorted by id (integers first, then UUIDs); for each, its
 ``limit`` nearest among the other sampled points, scored exactly over the kept vectors with the
-vector's distance (Cosine and Dot: higher is closer; Euclid and Manhattan: the distance, lower is
-closer). With fewer than two sampled points the matrix is empty. The sample is bounded by
+vector's distance (Cosine and Dot: higher is closer; Euclid: the distance, lower is closer). With fewer than two sampled points the matrix is empty. The sample is bounded by
 :data:`MAX_SAMPLE` (Qdrant draws the sample at random; here it is the first points in scroll
 order, the same set whenever ``sample`` covers every matching point).
 """
@@ -77,11 +76,9 @@ def _nearest(x: np.ndarray, distance: str, limit: int) -> list[list[tuple[int, f
         x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30)
     if distance in ("Cosine", "Dot"):
         scores, closest_first = x @ x.T, -1.0
-    elif distance == "Euclid":
+    else:  # Euclid (the distances served: Cosine, Dot, Euclid)
         sq = (x * x).sum(1)
         scores, closest_first = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * (x @ x.T), 0)), 1.0
-    else:  # Manhattan, a row at a time (a sample's whole difference tensor is too large)
-        scores, closest_first = np.stack([np.abs(x - row).sum(1) for row in x]), 1.0
     out = []
     for i, row in enumerate(scores):
         order = [j for j in np.argsort(closest_first * row, kind="stable") if j != i][:limit]
