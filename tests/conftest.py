@@ -125,6 +125,7 @@ SLOW_MODULES = (
     "tests/service/test_qdrant_whole.py",  # issue 48 F1/F2/F4: a server, snapshots, restores
     "tests/service/test_qdrant_dropin_full.py",  # issue 53: a server, fitted collections, LangChain
     "tests/service/test_qdrant_budget.py",  # issue 48 F5: 20,000 points, a fuzz, a restart, ~110 s
+    "tests/service/test_qdrant_aliases.py",  # issue 53: aliases, search matrix; 3 servers, ~20 s
 )
 
 

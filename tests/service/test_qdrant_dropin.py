@@ -169,7 +169,9 @@ def test_other_paths_answer_qdrants_envelope(client, srv):
 
     assert client.get_aliases().aliases == []
     assert client.get_collection_aliases("hay" if client.collection_exists("hay") else "x").aliases == []
-    for method, path in (("POST", "/collections/aliases"), ("GET", "/cluster"),
+    r = httpx.post(srv.url + "/collections/aliases", json={})  # served (issue 53): a bad body named
+    assert r.status_code == 400 and '"actions"' in r.json()["status"]["error"]
+    for method, path in (("POST", "/collections/x/shards"), ("GET", "/cluster"),
                          ("POST", "/collections/x/points/recommend"), ("DELETE", "/snapshots/s"),
                          ("PUT", "/collections")):
         r = httpx.request(method, srv.url + path, json={})

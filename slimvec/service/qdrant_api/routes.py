@@ -26,6 +26,7 @@ from slimvec.service.qdrant_api.collection import update_collection
 from slimvec.service.qdrant_api.examples import request_cost
 from slimvec.service.qdrant_api.groups import query_groups, search_groups
 from slimvec.service.qdrant_api.kinds import facet
+from slimvec.service.qdrant_api.matrix import matrix_offsets, matrix_pairs
 from slimvec.service.qdrant_api.models import QdrantError, envelope, error_response, unsupported
 from slimvec.service.qdrant_api.named import SEP
 from slimvec.service.qdrant_api.translate import Collections
@@ -72,10 +73,17 @@ class QdrantRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Any]:
         handler = super().get_route_handler()
+        # not resolved (as in Qdrant): a collection's creation, deletion and alias listing
+        resolves = "{name}" in self.path and not self.path.endswith("/aliases") and not (
+            self.path == "/collections/{name}" and (self.methods or set()) & {"PUT", "DELETE"})
 
         async def route(request: Request) -> Any:
             t0 = time.perf_counter()
             try:
+                if resolves and (name := request.path_params.get("name")) is not None:
+                    cols = getattr(getattr(request.app.state, "slimvec", None), "collections", None)
+                    if cols is not None:  # an alias names its collection in every route
+                        request.path_params["name"] = cols.aliases.resolve(name)
                 return await handler(request)
             except Exception as exc:  # noqa: BLE001 - every error is answered in Qdrant's shape
                 status, message = _qdrant_error(exc)
@@ -213,7 +221,7 @@ def qdrant_router(state: Any, read: Any, write: Any) -> APIRouter:
         return ok(cols.delete_index(name, field), t0)
 
     _query_routes(r, cols, state, read)
-    _groups_then_the_rest(r, cols, read)  # the unsupported catch-all last
+    _groups_then_the_rest(r, cols, read, write)  # the unsupported catch-all last
     return r
 
 
@@ -311,8 +319,9 @@ def _batch_op(cols: Collections, name: str, op: Any, wait: bool) -> dict[str, An
     return dict(getattr(cols, method)(name, body))
 
 
-def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
-    """The query-group and facet routes (``groups.py``, ``kinds.py``), then every other Qdrant path's refusal (declared
+def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any, write: Any) -> None:
+    """The query-group, facet, search-matrix and alias routes (``groups.py``, ``kinds.py``,
+    ``matrix.py``, ``aliases.py``), then every other Qdrant path's refusal (declared
     last: its catch-all paths would shadow any route after them)."""
 
     @r.post("/collections/{name}/points/query/groups", dependencies=[read])
@@ -324,6 +333,29 @@ def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any) -> None:
     def search_points_groups(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
         t0 = time.perf_counter()
         return envelope(search_groups(cols, name, body), t0)
+
+    @r.post("/collections/{name}/points/search/matrix/pairs", dependencies=[read])
+    def search_matrix_pairs(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(matrix_pairs(cols, name, body or {}), t0)
+
+    @r.post("/collections/{name}/points/search/matrix/offsets", dependencies=[read])
+    def search_matrix_offsets(name: str, body: dict[str, Any] = Body(default_factory=dict)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(matrix_offsets(cols, name, body or {}), t0)
+
+    @r.post("/collections/aliases", dependencies=[write])
+    def update_aliases(body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(cols.aliases.apply(body, lambda: [n for n in cols.st.registry.names() if SEP not in n]), t0)
+
+    @r.get("/aliases", dependencies=[read])
+    def all_aliases() -> JSONResponse:
+        return envelope(cols.aliases.listing(), time.perf_counter())
+
+    @r.get("/collections/{name}/aliases", dependencies=[read])
+    def collection_aliases(name: str) -> JSONResponse:
+        return envelope(cols.aliases.listing(name), time.perf_counter())
 
     @r.post("/collections/{name}/facet", dependencies=[read])
     def facet_counts(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
@@ -337,11 +369,6 @@ def _unsupported_rest(r: APIRouter, read: Any) -> None:
     """Every other Qdrant path and method answers Qdrant's error envelope: a 400 naming the
     endpoint (never a silent success), or 404 for a path Qdrant does not have."""
     every = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-
-    @r.get("/aliases", dependencies=[read], include_in_schema=False)
-    @r.get("/collections/{name}/aliases", dependencies=[read], include_in_schema=False)
-    def aliases() -> JSONResponse:  # none can be made here, so every list is empty
-        return envelope({"aliases": []}, time.perf_counter())
 
     @r.api_route("/collections", methods=["POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
     @r.api_route("/collections/{name}", methods=["POST"], include_in_schema=False)

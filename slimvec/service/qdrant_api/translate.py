@@ -22,6 +22,7 @@ from slimvec.ids import doc_id, doc_ids
 from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
+from slimvec.service.qdrant_api.aliases import Aliases
 from slimvec.service.qdrant_api.collection import NAMED_FORM, conditional, optimizers, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.collection_snapshot import NESTED, snapshot_parts, unpack
 from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
@@ -81,6 +82,7 @@ class Collections(CollectionWrites, NamedVectors):
         self.root: Path = Path(state.config.root)
         self.sparse = SparseShards(self.root / QDRANT_DIR)
         self.journal = Journal(self.root / QDRANT_DIR)
+        self.aliases = Aliases(self.root / QDRANT_DIR)  # resolved by routes.QdrantRoute
         state.collections = self  # a native delete, snapshot or restore takes a collection whole
         state.on_start.append(self.recover)  # before the first request: a crash's records
 
@@ -161,6 +163,7 @@ class Collections(CollectionWrites, NamedVectors):
         meta = body.get("metadata") or {}
         if name in self.st.registry.names():
             raise QdrantError(409, f"Wrong input: Collection `{name}` already exists!")
+        self.aliases.refuse_collection_name(name)
         if SEP in name:
             raise QdrantError(400, f"Bad request: collection name {name!r}: '{SEP}' joins a "
                                    "collection's name and a vector name here; choose another.")
@@ -219,6 +222,7 @@ class Collections(CollectionWrites, NamedVectors):
             if (iname := index_name(name, cfg, vname)) in names:
                 self.st.registry.delete(iname)
         self._settings_path(name).unlink(missing_ok=True)
+        self.aliases.drop(name)
         return True
 
     def info(self, name: str) -> dict[str, Any]:
