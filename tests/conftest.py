@@ -118,6 +118,7 @@ SLOW_MODULES = (
     "tests/service/test_qdrant_dropin.py",  # issue 38: a server, fitted Dot/Euclid collections
     "tests/service/test_qdrant_haystack.py",  # issue 38: Haystack's store, MiniLM, a server
     "tests/service/test_llamaindex_qdrant.py",  # issue 38: LlamaIndex's store, MiniLM, a server
+    "tests/service/test_framework_suites.py",  # issue 53: 2 suites x 2 modes, 3 min 43 s loaded
     "tests/service/test_qdrant_congruence_suite.py",  # issue 38: qdrant-client's suite, ~10 min
     "tests/service/test_index_congruence.py",  # issue 35 item 1: 3 servers, local vs remote, ~30 s
     "tests/service/test_qdrant_sparse.py",  # issue 38: sparse vectors, servers restarted, ~100 s

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +66,43 @@ def _summary(junit: Path) -> dict[str, Any]:
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
     reasons: collections.Counter[str] = collections.Counter()
     failed: list[str] = []
+    outcomes: dict[str, str] = {}
+    why: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
         bad = case.find("failure") if case.find("failure") is not None else case.find("error")
         if case.find("skipped") is not None:
-            counts["skipped"] += 1
+            outcomes[name] = "skipped"
         elif bad is not None:
-            counts["failed" if bad.tag == "failure" else "error"] += 1
+            outcomes[name] = "failed" if bad.tag == "failure" else "error"
             failed.append(name)
-            reasons[_reason(bad.get("message") or "", bad.text or "")] += 1
+            why[name] = _reason(bad.get("message") or "", bad.text or "")
+            reasons[why[name]] += 1
         else:
-            counts["passed"] += 1
+            outcomes[name] = "passed"
+        counts[outcomes[name]] += 1
     counts["collected"] = sum(counts.values())
-    return {**counts, "top_reasons": reasons.most_common(25), "failed_tests": failed}
+    return {**counts, "top_reasons": reasons.most_common(25), "failed_tests": failed,
+            "outcomes": outcomes, "reasons": why}
+
+
+def run_pytest(suite: Path, plugin: str, paths: list[str], env: dict[str, str],
+               args: Sequence[str] = (), timeout: float | None = None) -> dict[str, Any]:
+    """Run pytest on ``paths`` of an unedited suite (``suite`` its root and working folder) in a
+    subprocess, this folder's module ``plugin`` loaded beside it; the JUnit summary."""
+    with tempfile.TemporaryDirectory(prefix="suite-run-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        path = os.pathsep.join([str(suite), str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+        cmd = [sys.executable, "-m", "pytest", "-p", plugin, "-p", "no:cacheprovider",
+               "--continue-on-collection-errors", "-q", "--tb=line", "-rN",
+               f"--junitxml={junit}", *args, *paths]
+        t0 = time.monotonic()
+        subprocess.run(cmd, cwd=suite, env={**os.environ, **env, "PYTHONPATH": path},
+                       stdout=subprocess.DEVNULL, check=False, timeout=timeout)
+        elapsed = time.monotonic() - t0
+        if not junit.exists():
+            raise RuntimeError(f"pytest wrote no report for {suite}: {' '.join(cmd)}")
+        return {**_summary(junit), "seconds": round(elapsed, 1)}
 
 
 def _reason(message: str, text: str) -> str:
@@ -106,20 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.service.server import Server
     with tempfile.TemporaryDirectory(prefix="congruence-") as tmp:
-        junit = Path(tmp) / "junit.xml"
         (Path(tmp) / "root").mkdir()
         recipe = ["--recipe", args.recipe] if args.recipe else []
         with Server(Path(tmp) / "root", *recipe, port=args.port, ready_timeout=120):
-            env = {**os.environ, "PYTHONPATH": f"{suite}{os.pathsep}{Path(__file__).parent}",
-                   _PORT_ENV: str(args.port)}
-            cmd = [sys.executable, "-m", "pytest", "-p", "qdrant_congruence", "-p",
-                   "no:cacheprovider", "--continue-on-collection-errors", "-q", "--tb=line", "-rN", f"--junitxml={junit}", args.tests]
-            cmd += ["-k", args.k] if args.k else []
-            t0 = time.monotonic()
-            subprocess.run(cmd, cwd=suite, env=env, stdout=subprocess.DEVNULL, check=False)
-            elapsed = time.monotonic() - t0
-        result = _summary(junit)
-    result.update(seconds=round(elapsed, 1), suite=str(suite))
+            result = run_pytest(suite, "qdrant_congruence", [args.tests],
+                                {_PORT_ENV: str(args.port)}, ["-k", args.k] if args.k else [])
+    result.update(suite=str(suite))
+    elapsed = result["seconds"]
     for reason, n in result["top_reasons"]:
         log.info("%4d  %s", n, reason)
     log.info("passed %d / collected %d (failed %d, errors %d, skipped %d) in %.0f s",

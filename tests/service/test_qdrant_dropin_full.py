@@ -209,6 +209,25 @@ def test_query_groups_as_local_mode(client, srv, X, kind):
     assert r.status_code == 400 and "group_by" in r.json()["status"]["error"]
 
 
+def test_query_groups_widen_prefetches_as_local_mode(client, X):
+    """Haystack's hybrid ``group_by`` (its suite's ``test_query_hybrid_with_group_by_async``):
+    prefetches without a limit fused by RRF, then grouped. Local mode gives each prefetch of a
+    group query the whole collection; with Qdrant's default prefetch limit of 10, 20 groups of 2
+    left the first groups short (4 hits of the 6 asked)."""
+    name, local = "groups-prefetch", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES["pending"])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE), metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector=X[i].tolist(), payload={"g": i % 20})
+                        for i in range(40)], wait=True)
+    exact = m.SearchParams(exact=True)
+    for q in X[300:303]:
+        pre = [m.Prefetch(query=q.tolist(), params=exact), m.Prefetch(query=(-q).tolist(), params=exact)]
+        want, got = (c.query_points_groups(name, prefetch=pre, query=m.FusionQuery(fusion=m.Fusion.RRF),
+                                           group_by="g", limit=3, group_size=2) for c in (local, client))
+        assert [len(g.hits) for g in got.groups] == [2, 2, 2]
+        assert _group_view(got) == _group_view(want)
+
+
 @pytest.mark.parametrize("kind", ["pending", "faiss", "edge"])
 def test_dense_mmr_as_local_mode(client, X, kind):
     """Issue 53 item 5: ``{"nearest": vec, "mmr": {...}}`` re-ranks the ``candidates_limit``

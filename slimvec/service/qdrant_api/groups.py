@@ -6,7 +6,8 @@ payload has at ``group_by`` (a list value puts it in each; a point with a value 
 string nor an integer joins none), ``group_size`` hits per group, the first ``limit`` groups in
 the order they were first met. Local mode ranks the whole collection; here the query asks for an
 increasing ``k`` until the first ``limit`` groups are full or the query has no more points (at
-most :data:`MAX_K`, after which the groups are those of the ``MAX_K`` nearest points).
+most :data:`MAX_K`, after which the groups are those of the ``MAX_K`` nearest points); each
+prefetch asks for up to ``MAX_K`` candidates.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def query_groups(cols: Any, name: str, body: dict[str, Any], default_size: int =
     query = {k: v for k, v in body.items() if k not in _GROUP_FIELDS}
     want = body.get("with_payload", True)
     total = cols.count_all(cols.served(name))
+    if query.get("prefetch") is not None:
+        query["prefetch"] = _widened(query["prefetch"], max(1, min(total, MAX_K)))
     k = min(max(64, 4 * limit * max(size, 1)), total, MAX_K)
     while True:
         found = cols.query(name, {**query, "limit": k, "with_payload": True})["points"] if k else []
@@ -63,6 +66,18 @@ def query_groups(cols: Any, name: str, body: dict[str, Any], default_size: int =
             hit["payload"] = select_payload(hit["payload"] or {}, want)
     _lookup(cols, first, body.get("with_lookup"))
     return {"groups": first}
+
+
+def _widened(prefetch: Any, k: int) -> Any:
+    """The prefetches (nested too) with ``limit`` ``k``: local mode sets every prefetch of a
+    group query to its collection's size: with Qdrant's default of 10 a prefetch would leave
+    groups short that more candidates would fill."""
+    if isinstance(prefetch, list):
+        return [_widened(p, k) for p in prefetch]
+    if not isinstance(prefetch, dict):
+        return prefetch
+    return {**prefetch, "limit": k, **({"prefetch": _widened(prefetch["prefetch"], k)}
+                                       if prefetch.get("prefetch") is not None else {})}
 
 
 def _grouped(found: list[dict[str, Any]], group_by: str, size: int) -> dict[Any, dict[str, Any]]:
