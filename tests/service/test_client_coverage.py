@@ -57,6 +57,7 @@ CLIENT_METHODS: dict[tuple[str, str], str] = {
 OTHER_CLIENTS: dict[str, str] = {
     "/": "the Qdrant-compatible API's root: its clients are qdrant-client and langchain-qdrant",
     "/collections": "the Qdrant-compatible API: its clients are qdrant-client and langchain-qdrant",
+    "/aliases": "the Qdrant-compatible API's alias listing: its client is qdrant-client",
 }
 
 _CLASSES = {"Client": Client, "RemoteIndex": RemoteIndex}
