@@ -89,8 +89,8 @@ def profile_corpus(path: str | Path, rows: int = 2000, payload_index: dict[str, 
     prof = CorpusProfile(str(path), len(texts), round(sum(sizes) / len(sizes)), constants,
                          sum(len(t.split()) for t in (sample or texts)) / len(sample or texts))
     if sample:
+        from slimvec.encoder import Encoder
         from slimvec.engines.plan import measure_cpu_rate
-        from slimvec.indexer.encoder import Encoder
 
         prof.mean_tokens = sum(Encoder().count_tokens(sample)) / len(sample)
         prof.cpu_rate, prof.rate_texts = measure_cpu_rate(1, len(sample), texts=sample), len(sample)

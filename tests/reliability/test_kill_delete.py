@@ -69,6 +69,9 @@ def test_sigkill_during_delete_loses_nothing_and_brings_nothing_back(built, tmp_
                     break
         proc.kill()
         proc.wait(timeout=30)
+        for line in proc.stdout.read().splitlines():  # what it confirmed while we slept
+            kind, n = line.split()
+            done, started = (int(n), started) if kind == "done" else (done, int(n))
         assert done >= 0, proc.stderr.read()[-2000:]
         gone = (done + 1) * BATCH  # confirmed deleted: doc-0 .. doc-{gone-1}
         with slimvec.open(folder) as idx:
