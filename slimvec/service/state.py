@@ -71,7 +71,7 @@ class ServiceState:
     def delete_index(self, name: str) -> None:
         """Delete served index ``name``: a Qdrant collection's home deletes the collection
         whole; the index of one of its named vectors is refused (delete the collection)."""
-        if "~" in name and self.registry.get(name):
+        if "~" in name:
             self.writable(name)
         if self.collections is None or not self.collections.delete(name):
             self.registry.delete(name)

@@ -87,19 +87,24 @@ class Journal:
         with lock:
             yield
 
-    def records(self, name: str) -> list[tuple[Path, dict[str, Any]]]:
-        """The records left in collection ``name``'s journal, oldest first."""
+    def records(self, name: str, skip: frozenset[int] = frozenset()) -> list[tuple[Path, dict[str, Any]]]:
+        """The records left in collection ``name``'s journal, oldest first (those numbered in
+        ``skip`` are not read)."""
         folder = self.path(name)
-        if not folder.is_dir():
-            return []
         out = []
-        for p in sorted(folder.glob("*.json"), key=lambda p: int(p.stem)):
+        for p in sorted(folder.glob("*.json"), key=lambda p: int(p.stem)) if folder.is_dir() else []:
+            if int(p.stem) in skip:
+                continue
             try:
                 out.append((p, json.loads(p.read_text("utf-8"))))
             except (OSError, ValueError):  # a record cut by a crash was never acknowledged
                 log.warning("dropping the unreadable journal record %s", p)
                 p.unlink(missing_ok=True)
         return out
+
+    def names(self) -> list[str]:
+        """The collections with a journal folder."""
+        return sorted(p.name[:-len(_SUFFIX)] for p in self.folder.glob(f"*{_SUFFIX}") if p.is_dir())
 
     def write(self, name: str, op: dict[str, Any],
               apply: Callable[[dict[str, Any]], list[Future[Any]]], record: bool = True
@@ -128,8 +133,8 @@ class Journal:
         """Apply again, in order, the records no write of this process has under way (left by
         a crash or a failed write), wait for their commits and remove them; returns how many."""
         with self._guard:
-            live = {seq for seq, _ in self._open.get(name, [])}
-        left = [(p, op) for p, op in self.records(name) if int(p.stem) not in live]
+            live = frozenset(seq for seq, _ in self._open.get(name, []))
+        left = self.records(name, skip=live)  # a write under way is not read again
         for p, op in left:
             for f in apply(op):
                 f.result()

@@ -37,9 +37,10 @@ from slimvec.service.qdrant_api.models import (
     unsupported,
 )
 from slimvec.service.qdrant_api.sparse import SparseShards, check_side, edge_query
+from slimvec.sources.checks import MAX_NORM
 from slimvec.sources.rowcheck import RowProblem, check_payload
 
-__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "fill_limit", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
+__all__ = ["NO_VECTOR", "SEP", "NamedVectors", "fill_limit", "stored_payloads", "vector_configs", "exposed", "without_holes", "parse_vectors_config",
            "index_name", "vector_selection"]
 
 #: the payload flag of a home row whose point has no first vector (in ``points.SERVICE_KEYS``)
@@ -144,6 +145,9 @@ def _check_vector(raw_id: Any, vname: str, vec: Any, size: int) -> list[Any]:
                                "number.") from None
     if not np.isfinite(arr).all():
         raise QdrantError(400, f"Bad request: {where}: the vector holds NaN or inf.")
+    if float(np.linalg.norm(arr.astype(np.float64))) > MAX_NORM:  # as every store refuses it
+        raise QdrantError(400, f"Bad request: {where}: the vector's norm is over {MAX_NORM:.3g}, "
+                               "so its scores overflow float32; scale it down.")
     return vec
 
 
@@ -193,6 +197,13 @@ def read_vectors(served: Any, distance: str, sids: list[int]) -> dict[int, list[
     return dict(zip(have, X.tolist()))
 
 
+def stored_payloads(served: Any, sids: list[int]) -> list[dict[str, Any] | None]:
+    """The stored payloads of store ids (``None`` where ``served`` holds no such point), from the
+    pending rows or the fitted index."""
+    view = served.pending_view()
+    return view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+
+
 def fill_limit(home: Any, search: Callable[[int], list[tuple[int, Any]]], k: int,
                most: int = 65_536) -> list[tuple[int, Any]]:
     """The ``k`` best ``(store id, score)`` hits of ``search(k)`` whose point the collection's
@@ -202,9 +213,7 @@ def fill_limit(home: Any, search: Callable[[int], list[tuple[int, Any]]], k: int
     want = k
     while True:
         hits = search(want)
-        view = home.pending_view()
-        sids = [int(s) for s, _ in hits]
-        pays = view.payloads(sids) if view is not None else home.ready_index().payloads(sids)
+        pays = stored_payloads(home, [int(s) for s, _ in hits])
         kept = [h for h, p in zip(hits, pays) if p is not None]
         if len(kept) >= k or len(hits) < want or want >= most:
             return kept[:k]
@@ -252,8 +261,7 @@ class NamedVectors:
                  scores: list[float] | None = None) -> list[dict[str, Any]]:
         """Records (or scored points) of store ids from the home index ``served``, in order; ids
         without a stored point dropped; ``with_vector`` names read from their indexes."""
-        view = served.pending_view()
-        pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+        pays = stored_payloads(served, sids)
         keep = [sids[j] for j, p in enumerate(pays) if p is not None]
         s = self.settings(served.name)
         cfg, sp = exposed(s)
@@ -396,8 +404,7 @@ class NamedVectors:
         out: dict[int, dict[str, bool]] = {sid: {} for sid in sids}
         for vname in cfg:
             served = self.vindex(name, vname)[0]
-            view = served.pending_view()
-            pays = view.payloads(sids) if view is not None else served.ready_index().payloads(sids)
+            pays = stored_payloads(served, sids)
             for sid, p in zip(sids, pays):
                 out[sid][vname] = p is not None and not p.get(NO_VECTOR)
         got = self.sparse.read(name, sids, list(sp)) if sp else {}

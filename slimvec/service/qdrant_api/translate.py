@@ -49,6 +49,7 @@ from slimvec.service.qdrant_api.named import (
     fill_limit,
     index_name,
     parse_vectors_config,
+    stored_payloads,
     vector_configs,
     without_holes,
 )
@@ -99,10 +100,8 @@ class Collections(CollectionWrites, NamedVectors):
     def recover(self) -> None:
         """Apply again the journal records a crash left, in every collection (at start-up,
         before any request is answered)."""
-        folder = self.root / QDRANT_DIR
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            name = path.stem
-            if name in self.st.registry.names() and self.journal.records(name):
+        for name in self.journal.names():
+            if name in self.st.registry.names():
                 with self.journal.locked(name):
                     self.journal.replay(name, partial(self.apply, name))
 
@@ -450,9 +449,7 @@ class Collections(CollectionWrites, NamedVectors):
         return {"points": out, "next_page_offset": None if nxt is None else self._qid(served, nxt)}
 
     def _qid(self, served: Any, sid: int) -> Any:
-        view = served.pending_view()
-        pay = (view.payloads([sid]) if view is not None else served.ready_index().payloads([sid]))[0]
-        return qdrant_id((pay or {}).get(SOURCE_ID))
+        return qdrant_id((stored_payloads(served, [sid])[0] or {}).get(SOURCE_ID))
 
     def create_index(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """``PUT /collections/NAME/index``: the field's schema is recorded and shown in the

@@ -71,7 +71,6 @@ class CollectionWrites:
 
     def write_points(self, name: str, rows: list[Row], wait: bool, whole: bool = True) -> dict[str, Any]:
         """Write checked ``(id, vectors, payload)`` rows (``whole``: an upsert)."""
-        self._dry_run(name, rows)
         return self.commit(name, {"op": "write", "rows": [list(r) for r in rows], "whole": whole,
                                   "only": None}, wait)
 
@@ -182,18 +181,6 @@ class CollectionWrites:
                     "rows": rows}
 
         return self._resolved(name, body, make, wait)
-
-    def _dry_run(self, name: str, rows: list[Row]) -> None:
-        """Refuse the request (400, nothing written) when the home index would refuse a row."""
-        from slimvec.sources.given import check_vectors
-
-        cfg = vector_configs(self.settings(name))
-        size = int(next(iter(cfg.values()))["size"])
-        items = [{"id": pid, "vector": [0.0] * size, "payload": pay} for pid, _v, pay in rows]
-        _good, _vecs, rejects, _pays, _changed = check_vectors(items, size, name)
-        if rejects:
-            raise QdrantError(400, f"Bad request: {len(rejects)} point(s) refused, nothing "
-                                   f"written: {[r.to_json() for r in rejects[:3]]}")
 
     # ------------------------------------------------------------------ applying
     def apply(self, name: str, op: dict[str, Any]) -> list[Future[Any]]:
