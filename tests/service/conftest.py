@@ -41,3 +41,22 @@ def shared_server(tmp_path_factory):
     (root / ".reports" / "run1" / "report.html").write_text("<html>bench run1</html>")
     with Server(root, *LIMITS) as srv:
         yield srv
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    """One server for a module's tests over an empty root, with the default recipe
+    (faiss:HNSW16,SQ4, re-ranked)."""
+    root = tmp_path_factory.mktemp("qmodule") / "root"
+    root.mkdir()
+    with Server(root) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(srv):
+    """The real qdrant-client over REST against :func:`srv`."""
+    qdrant_client = pytest.importorskip("qdrant_client")
+    c = qdrant_client.QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
+    yield c
+    c.close()

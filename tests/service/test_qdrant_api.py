@@ -23,21 +23,6 @@ RECIPE = "pca:8|qdrant-edge|rescore=4,keep_full=float32"
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qapi") / "root"
-    root.mkdir()
-    with Server(root) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def client(srv):
-    c = QdrantClient(url=srv.url, timeout=60)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def X():
     rng = np.random.default_rng(7)
     return rng.standard_normal((120, DIM)).astype(np.float32)

@@ -23,21 +23,6 @@ N = 300
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qdropin") / "root"
-    root.mkdir()
-    with Server(root) as s:  # the default recipe (faiss:HNSW16,SQ4, re-ranked)
-        yield s
-
-
-@pytest.fixture(scope="module")
-def client(srv):
-    c = QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def X():
     return np.random.default_rng(11).standard_normal((N, DIM)).astype(np.float32)
 

@@ -9,29 +9,12 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.service.server import Server
-
 qdrant_client = pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient  # noqa: E402
 from qdrant_client import models as m  # noqa: E402
 from qdrant_client.http.exceptions import UnexpectedResponse  # noqa: E402
 
 DIM = 8
-
-
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qfull") / "root"
-    root.mkdir()
-    with Server(root) as s:  # the default recipe (faiss:HNSW16,SQ4, re-ranked)
-        yield s
-
-
-@pytest.fixture(scope="module")
-def client(srv):
-    c = QdrantClient(url=srv.url, timeout=60, prefer_grpc=False)
-    yield c
-    c.close()
 
 
 @pytest.fixture(scope="module")
