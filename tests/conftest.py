@@ -115,6 +115,7 @@ SLOW_MODULES = (
     "tests/service/test_small_collections.py",  # issue 40 item 3 / 39 F4: servers, kill -9 restarts
     "tests/service/test_corrupt_restore.py",  # issue 39 F3: ~40 corrupted restores, a child each
     "tests/reliability/test_kill_payload_index.py",  # issue 37: writer processes killed, 3 stores
+    "tests/reliability/test_kill_graph_round.py",  # writers killed mid-round and mid-chunk write
     "tests/service/test_qdrant_dropin.py",  # issue 38: a server, fitted Dot/Euclid collections
     "tests/service/test_qdrant_haystack.py",  # issue 38: Haystack's store, MiniLM, a server
     "tests/service/test_llamaindex_qdrant.py",  # issue 38: LlamaIndex's store, MiniLM, a server

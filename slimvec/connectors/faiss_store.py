@@ -9,7 +9,10 @@ fast-scan 1 to 8), refused on other factories: outside its range FAISS aborts th
 The FAISS index holds vectors at positions 0..n-1 (``add``); a position -> id array maps them to
 document ids, so every factory gets 64-bit ids the same way. Re-upserting an id with the same
 vector is a no-op; with a changed vector the new one is added and the old position is filtered out
-of results (a tombstone), because graph indexes such as HNSW cannot remove vectors.
+of results (a tombstone), because graph indexes such as HNSW cannot remove vectors. A graph's
+new vectors wait in an appendable segment, searched exactly, until a background round has inserted
+them into a copy of the graph (:mod:`slimvec.connectors.faiss_segments`): no write or read waits
+for an insertion.
 
 Indexes that need training (IVF, PQ) buffer vectors until ``train_size`` arrive or until
 :meth:`FaissStore.finalize`, then train on the buffer and add it.
@@ -28,7 +31,6 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -36,10 +38,10 @@ from typing import Any
 import numpy as np
 
 from slimvec.connectors import faiss_factory as ff
+from slimvec.connectors import faiss_segments as seg
 from slimvec.connectors.base import SearchResult, VectorStore
-from slimvec.connectors.faiss_build import Float16Build, add_with_threads, coded_storage
+from slimvec.connectors.faiss_build import Float16Build, coded_storage
 from slimvec.connectors.faiss_factory import MAX_STRUCTURE_BYTES, RABITQ_TOKEN, factory_shape, probe_dim
-from slimvec.connectors.faiss_tail import TAIL_FILE, pack_tail, read_tail, tail_limit
 from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
 from slimvec.connectors.payload_index import positions_of
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
@@ -179,7 +181,7 @@ class FaissStore(PayloadTableStore, VectorStore):
     default_arg = DEFAULTS["factory"]
     option_defaults, option_rules = DEFAULTS, RULES
     reader = "slimvec.connectors.file_readers:FaissSource"
-    snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, TAIL_FILE, META_FILE, "payloads.sqlite")
+    snapshot_files = (INDEX_FILE, IDS_FILE, PENDING_FILE, seg.TAIL_FILE, META_FILE, "payloads.sqlite")  # + tail-*.npy
     resident_components = frozenset({"index", "ids"})
 
     @classmethod
@@ -313,16 +315,17 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._payloads: PayloadTable | None = None
         self._graph: bool | None = None                # the index is an HNSW graph (see _is_graph)
         self._written = 0                              # vectors in index.faiss as last written whole
-        self._tail: list[np.ndarray] = []              # vectors added since (faiss_tail)
+        self._rows = seg.Appendable(0, 0)              # every vector from position _written on
+        self._saved = 0                                # positions durable: the index file and its chunks
+        self._chunks: dict[str, int] = {}              # chunk files on disk -> the position each ends at
         self._checkpoint = False                       # the next flush writes index.faiss whole
         self._live: tuple[Any, ...] | None = None      # cached _live_view and what it was made of
-        self._queued: list[np.ndarray] = []            # vectors whose graph insertion waits (_add)
-        self.bulk_add = True  # queue graph insertions in batches (issue 36)
+        #: a graph's new vectors wait in the appendable segment (faiss_segments) for a background
+        #: insertion round; off: every write inserts into the graph at once
+        self.bulk_add = True
         self.fp16_build = False  # a bulk load's graph over float16 codes (faiss_build; ingest sets it)
         self._fp16: Float16Build | None = None
-        #: the graph insertion running beside the writer (see :meth:`_insert_queued`), and its thread
-        self._inflight: Future[None] | None = None
-        self._graph_pool: ThreadPoolExecutor | None = None
+        self._builder = seg.GraphBuilder()
 
     # -------------------------------------------------------------- lifecycle
     def create(self, dim: int, metric: str = "cosine") -> FaissStore:
@@ -355,6 +358,7 @@ class FaissStore(PayloadTableStore, VectorStore):
                               f"{self.dim}: {str(exc).strip().splitlines()[-1]}. See the faiss "
                               "index_factory documentation (e.g. HNSW32, Flat, IVF256,PQ16).") from exc
         self._set_search_params()
+        self._rows = seg.Appendable(0, self.dim)
         self._payloads = PayloadTable(folder / "payloads.sqlite")
         write_meta(folder, self.name, self.dim, self.metric, self.options)
         self.flush()
@@ -381,20 +385,21 @@ class FaissStore(PayloadTableStore, VectorStore):
             raise StoreError(f"The FAISS index {folder / INDEX_FILE} holds vectors of {self._index.d} "
                              f"dimensions, but its store records {self.dim}: the file was replaced or "
                              "damaged. Rebuild the index (slimvec ingest/migrate --rebuild).")
-        self._written, self._tail = int(self._index.ntotal), []
-        if (folder / TAIL_FILE).exists():  # vectors committed since the index file was written
-            _, vecs = read_tail(folder / TAIL_FILE, self._written, self.dim)
-            if len(vecs):
-                self._index.add(vecs)
-                self._tail = [vecs]
-        if len(self._ids) > self._index.ntotal:
-            # a flush was interrupted after the ids and before the index: the extra ids belong to
-            # vectors that never reached the index file (the writer re-upserts them on resume)
+        self._written = int(self._index.ntotal)
+        vecs, self._chunks = seg.read_chunks(folder, self._written, self.dim)  # committed since
+        self._rows = seg.Appendable(self._written, self.dim)
+        self._rows.append(vecs)
+        self._saved = self._rows.end
+        if len(vecs) and not self._appends():
+            self._index.add(vecs)  # not a graph: the index takes them at once
+        if len(self._ids) > self._saved:
+            # a flush was interrupted after the ids and before the vectors: the extra ids belong to
+            # vectors that never reached the files (the writer re-upserts them on resume)
             log.info("FAISS store %s: %d ids written ahead of the index by an interrupted flush "
-                     "are dropped", folder, len(self._ids) - self._index.ntotal)
-            self._ids = self._ids[:self._index.ntotal]
-        if len(self._ids) != self._index.ntotal:
-            raise StoreError(f"FAISS store at {folder} is inconsistent: {self._index.ntotal} vectors but "
+                     "are dropped", folder, len(self._ids) - self._saved)
+            self._ids = self._ids[:self._saved]
+        if len(self._ids) != self._saved:
+            raise StoreError(f"FAISS store at {folder} is inconsistent: {self._saved} vectors but "
                              f"{len(self._ids)} ids. Re-ingest into a new index.")
         self._payloads = PayloadTable(folder / "payloads.sqlite")
         # tombstones committed with the payload rows but not yet in ids.npy (a crash between the
@@ -450,23 +455,56 @@ class FaissStore(PayloadTableStore, VectorStore):
             pass
 
     def _require(self):
-        """The open index with every queued graph insertion made (what readers and the commit
-        need); :meth:`_opened_index` leaves the queue as it is."""
-        index = self._opened_index()
-        self._graph_done()
-        if self._queued:
-            self._insert_queued()
-        return index
+        """The open index."""
+        return self._opened_index()
 
-    def _graph_done(self) -> None:
-        """Wait for the graph insertion running beside the writer, if any (its error is raised
-        here, in the writer, before anything reads or writes the index)."""
-        job, self._inflight = self._inflight, None
-        if job is not None:
-            job.result()
+    def _take_round(self) -> None:
+        """Search the graph of a finished insertion round from now on, and start the next round.
+        Called only where an operation begins (a search, an upsert, a flush), so one operation
+        sees one graph."""
+        built = self._builder.take()
+        if built is not None:
+            self._install(built)
+            self._next_round()
+
+    def _appends(self) -> bool:
+        """New vectors wait in the appendable segment for a background round (a CPU graph)."""
+        return self.bulk_add and not self.options.get("gpu") and self._is_graph()
+
+    def _install(self, built: Any) -> None:
+        """Search ``built`` (the graph with a round's vectors) from now on."""
+        self._index = built
+        if self._fp16 is not None:
+            self._fp16.hnsw = _faiss().downcast_index(built)
+        self._set_search_params()
+
+    def _next_round(self) -> None:
+        """Start inserting the appendable segment into a copy of the graph, in the background,
+        once :data:`ROUND_MIN` vectors wait and no round is under way."""
+        index = self._opened_index()
+        if self._builder.busy or self._rows.end - index.ntotal < seg.ROUND_MIN or not self._appends():
+            return
+        if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
+            self._fp16 = Float16Build(index)
+        fresh = self._rows.since(index.ntotal).copy()
+        self._builder.start(index, fresh, _faiss().omp_get_max_threads())
+
+    def drain(self) -> None:
+        """Insert every vector of the appendable segment into the graph now (a round under way is
+        waited for and taken first), with every core: what a finished load and a close do."""
+        index = self._opened_index()
+        built = self._builder.take(wait=True)
+        if built is not None:
+            self._install(built)
+            index = self._index
+        if self._rows.end > index.ntotal and self._appends():
+            if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
+                self._fp16 = Float16Build(index)
+            index.add(self._rows.since(index.ntotal))
 
     def _writable(self):
-        """:meth:`VectorStore.upsert`'s open check: the queue is left to grow (see :meth:`_add`)."""
+        """:meth:`VectorStore.upsert`'s open check."""
+        self._take_round()
         return self._opened_index()
 
     def _opened_index(self):
@@ -511,9 +549,8 @@ class FaissStore(PayloadTableStore, VectorStore):
         return self._pos
 
     def _add(self, ids_arr: np.ndarray, vecs: np.ndarray) -> None:
-        """Give new vectors positions now; an HNSW graph inserts them in batches of
-        :data:`GRAPH_ADD_BATCH` (one ``index.add`` that OpenMP spreads over every core, issue 36
-        item 3), and before any read, flush or close (:meth:`_require`)."""
+        """Give new vectors the next positions: a graph's wait in the appendable segment for a
+        background insertion round (:meth:`_next_round`), any other index takes them at once."""
         index = self._opened_index()
         positions = self._positions()
         new = np.ones(len(ids_arr), dtype=bool)
@@ -521,8 +558,6 @@ class FaissStore(PayloadTableStore, VectorStore):
             old = positions.get(doc)
             if old is None:
                 continue
-            if old >= index.ntotal:  # still queued: insert first, then compare
-                self._insert_queued()
             if np.allclose(self._reconstruct(old), vecs[j], atol=1e-5):
                 new[j] = False  # same document, same vector: nothing to do
             else:
@@ -530,45 +565,23 @@ class FaissStore(PayloadTableStore, VectorStore):
         if not new.any():
             return
         start = len(self._ids)
-        self._queued.append(np.ascontiguousarray(vecs[new], dtype=np.float32))
-        if not self.bulk_add or not self._is_graph():
-            self._insert_queued()
-        elif sum(map(len, self._queued)) >= GRAPH_ADD_BATCH:
-            self._insert_queued(beside=True)
+        added_vecs = np.ascontiguousarray(vecs[new], dtype=np.float32)
+        self._rows.append(added_vecs)
+        if self._appends():
+            self._next_round()
+        else:
+            index.add(added_vecs)
         added = ids_arr[new]
         self._ids = np.concatenate([self._ids, added])
         for offset, doc in enumerate(added.tolist()):
             positions[doc] = start + offset
-        if len(self._stale) > 0.1 * max(index.ntotal, 1):
+        if len(self._stale) > 0.1 * max(len(self._ids), 1):
             log.warning("FAISS store %s: %d of %d vectors are replaced copies; re-ingest into a new "
-                        "index to reclaim space and speed.", self.location, len(self._stale), index.ntotal)
-
-    def _insert_queued(self, beside: bool = False) -> None:
-        """Add the queued vectors to the index in one call (their positions are given already).
-
-        ``beside``: in a thread of the store's own while the writer goes on (FAISS releases the
-        GIL in ``add``; one insertion at a time, the next waits for it). On an H200 with 16 cores
-        the writer spent half its time in HNSW insertions that the reader, the encoder and the
-        payload writes then waited for (issue 36). Every read, flush and close waits for it first
-        (:meth:`_require`), so nothing sees a graph mid-insertion.
-        """
-        if not self._queued:
-            return
-        self._graph_done()
-        vecs = np.concatenate(self._queued) if len(self._queued) > 1 else self._queued[0]
-        self._queued = []
-        index = self._opened_index()
-        if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
-            self._fp16 = Float16Build(index)
-        self._tail.append(vecs)
-        if not beside:
-            index.add(vecs)
-            return
-        if self._graph_pool is None:
-            self._graph_pool = ThreadPoolExecutor(1, thread_name_prefix="slimvec-graph")
-        self._inflight = self._graph_pool.submit(add_with_threads, index, vecs, _faiss().omp_get_max_threads())
+                        "index to reclaim space and speed.", self.location, len(self._stale), len(self._ids))
 
     def _reconstruct(self, position: int) -> np.ndarray:
+        if position >= self._rows.start:
+            return self._rows.row(position)
         try:
             return self._require().reconstruct(int(position))
         except RuntimeError:
@@ -610,11 +623,25 @@ class FaissStore(PayloadTableStore, VectorStore):
         """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
         allowed ids) selects positions with an ``IDSelectorBitmap``. Per-search ``params`` (ef,
         nprobe, qb) hold for this call only: the store's own settings are back afterwards."""
+        self._take_round()
         try:
-            return self._search_with(queries, k, filter, params)
+            return self._with_appended(queries, self._search_with(queries, k, filter, params), filter)
         finally:
             if params:  # _begin_search set them on the index
                 self._set_search_params()
+
+    def _with_appended(self, queries: np.ndarray, out: SearchResult, flt: Any) -> SearchResult:
+        """``out`` (the graph's hits) merged with the exact hits of the appendable segment."""
+        g, n = int(self._opened_index().ntotal), len(self._ids)
+        if n <= g:
+            return out
+        allowed = (self._allowed_mask(flt)[g:] if flt is not None or self._stale
+                   else self._ids[g:] >= 0)
+        scores, rows = seg.exact_top(self._prepare(np.ascontiguousarray(queries, dtype=np.float32)),
+                                 self._rows.since(g), out.ids.shape[1], allowed, self.metric == "l2")
+        ids = np.where(rows >= 0, self._ids[g + np.maximum(rows, 0)], -1)
+        out.ids, out.scores = seg.merge_top(out.ids, out.scores, ids, scores)
+        return out
 
     def _search_with(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
         index = self._require()
@@ -775,7 +802,6 @@ class FaissStore(PayloadTableStore, VectorStore):
             self.options = saved
         if not index.is_trained and self._pending_ids:
             self._train_and_add()
-            self._insert_queued()  # the search reads the graph next: nothing may wait in the queue
         return self._prepare(qs), SearchResult.empty(len(qs), k)
 
     def _search_selected(self, queries: np.ndarray, k: int, flt: Any, params: dict[str, Any]
@@ -789,7 +815,8 @@ class FaissStore(PayloadTableStore, VectorStore):
             return out
         bits = np.packbits(mask.astype(np.uint8), bitorder="little")
         sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
-        ef = _selected_beam(max(int(params.get("ef", self.options["ef"])), kk), int(mask.sum()), index.ntotal)
+        ef = _selected_beam(max(int(params.get("ef", self.options["ef"])), kk),
+                            int(mask[:index.ntotal].sum()), index.ntotal)
         try:
             dist, pos = index.search(qs, kk, params=self._selector_params(sel, ef))
         except RuntimeError:  # an index type without selector support: over-fetch and drop
@@ -818,9 +845,11 @@ class FaissStore(PayloadTableStore, VectorStore):
             fetch = min(index.ntotal, fetch * 4)
 
     def finalize(self) -> None:
-        """Train (if the factory needs it) on what is buffered, then persist."""
+        """Train (if the factory needs it) on what is buffered, insert the appendable segment into
+        the graph, then persist."""
         if not self._require().is_trained:
             self._train_and_add()
+        self.drain()
         if self._fp16 is not None:  # the load is over: calibration and readers search the codes
             self._fp16.finish()
             self._fp16, self.fp16_build = None, False
@@ -828,25 +857,37 @@ class FaissStore(PayloadTableStore, VectorStore):
         self.flush()
 
     def flush(self) -> None:
+        """Commit: the payload rows, the ids, a chunk of the vectors since the last flush, and the
+        graph's file whole when the graph holds more than :func:`tail_limit` vectors beyond it."""
         faiss = _faiss()
-        index = self._require()
+        self._take_round()
+        index = self._opened_index()
         folder = self._folder(self.location)
         assert self._payloads is not None
         self._payloads.commit()
-        cpu = faiss.index_gpu_to_cpu(index) if self.options.get("gpu") else index
-        # ids first: they only ever grow by appending, so a kill between the two renames leaves
-        # ids ahead of the index, which open() cuts back to the index (never the other way round)
+        # ids first: they only ever grow by appending, so a kill between the writes leaves ids
+        # ahead of the vectors, which open() cuts back (never the other way round)
         _save_npy(folder / IDS_FILE, self._ids)
-        added = int(index.ntotal) - self._written
-        if (not self._checkpoint and not self.options.get("gpu") and index.is_trained
-                and (folder / INDEX_FILE).exists() and added <= tail_limit(self._written)):
-            if added:  # the vectors since the last whole write, not the whole index (faiss_tail)
-                _save_npy(folder / TAIL_FILE, pack_tail(self._written, np.concatenate(self._tail)))
-        else:
-            with self._fp16.coded() if self._fp16 else nullcontext(cpu) as coded:
+        if self._rows.end > self._saved:
+            name = seg.write_chunk(folder, self._saved, self._rows.since(self._saved), _save_npy)
+            self._chunks[name] = self._rows.end
+            self._saved = self._rows.end
+        graph = int(index.ntotal)
+        if (self._checkpoint or self.options.get("gpu") or not (folder / INDEX_FILE).exists()
+                or graph - self._written > seg.tail_limit(self._written)):
+            cpu = faiss.index_gpu_to_cpu(index) if self.options.get("gpu") else index
+            with self._builder.lock, self._fp16.coded() if self._fp16 else nullcontext(cpu) as coded:
                 write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(coded, tmp))
-            (folder / TAIL_FILE).unlink(missing_ok=True)
-            self._written, self._tail, self._checkpoint = int(index.ntotal), [], False
+            self._written, self._checkpoint = graph, False
+            self._rows.drop_below(graph)
+            for name in [c for c, end in self._chunks.items() if end <= graph]:
+                (folder / name).unlink(missing_ok=True)
+                del self._chunks[name]
+        if len(self._chunks) > seg.MAX_CHUNKS:  # one chunk of the segment's rows, then the parts go
+            whole = seg.write_chunk(folder, self._written, self._rows.since(self._written), _save_npy)
+            for name in [c for c in self._chunks if c != whole]:
+                (folder / name).unlink(missing_ok=True)
+            self._chunks = {whole: self._rows.end}
         if self._pending_ids:
             ids_arr = np.concatenate(self._pending_ids)
             vecs = np.concatenate(self._pending_vecs).astype(np.float32)
@@ -859,22 +900,16 @@ class FaissStore(PayloadTableStore, VectorStore):
         if self._index is not None:
             try:
                 if getattr(self, "_dirty", True):
-                    self._checkpoint = True  # readers opening it later replay nothing
+                    self.drain()  # readers opening it later find every vector in the graph
+                    self._checkpoint = True
                     self.flush()
             finally:
-                if self._graph_pool is not None:  # flush waited for its insertion
-                    self._graph_pool.shutdown(wait=True)
-                    self._graph_pool = None
-                self._inflight = None
+                self._builder.close()
                 self._index, self._fp16 = None, None
                 if self._payloads is not None:
                     self._payloads.close()
                     self._payloads = None
 
-
-#: vectors an HNSW graph takes in one insertion call while a writer adds (the ingest's batches are
-#: 256): FAISS parallelises one add over its vectors, so a small add cannot use many cores
-GRAPH_ADD_BATCH = 8192
 
 #: most a filtered HNSW search widens its beam (reached at a share of matches of 1/8, or 1/64)
 MAX_BEAM_WIDENING = 8

@@ -89,9 +89,10 @@ def test_stage_keeps_order_raises_in_the_consumer_and_stops_when_left():
 
 
 def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vector(tmp_path):
-    """Issue 36 item 3: an HNSW store queues small upserts and inserts them in one call; any
+    """An HNSW store keeps small upserts in its appendable segment for one large insertion; any
     read, delete or flush sees all of them, and a reopened store has every flushed one."""
-    from slimvec.connectors.faiss_store import GRAPH_ADD_BATCH, FaissStore
+    from slimvec.connectors.faiss_segments import ROUND_MIN
+    from slimvec.connectors.faiss_store import FaissStore
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((1200, 32)).astype(np.float32)
@@ -100,7 +101,7 @@ def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vecto
     assert store.bulk_add  # on by default
     for i in range(0, 1000, 100):
         store.upsert(np.arange(i, i + 100), X[i:i + 100], [{"n": j} for j in range(i, i + 100)])
-    assert 1000 < GRAPH_ADD_BATCH and store._index.ntotal == 0  # queued, not inserted 100 by 100
+    assert 1000 < ROUND_MIN and store._index.ntotal == 0  # appended, not inserted 100 by 100
     assert store.count() == 1000
     res = store.search(X[:1000], 1)
     assert (res.ids[:, 0] == np.arange(1000)).mean() > 0.99
@@ -115,22 +116,24 @@ def test_faiss_graph_inserts_in_large_batches_and_finds_every_acknowledged_vecto
 
 
 def test_graph_thread_inserts_with_the_writers_openmp_threads(tmp_path):
-    """The graph insertion beside the writer runs with the writer's OpenMP thread count: a new
+    """The background insertion round runs with the writer's OpenMP thread count: a new
     thread starts at every core, so ``ingest-ceiling --threads 1`` ran the graph on two threads."""
     import faiss
 
-    from slimvec.connectors.faiss_store import GRAPH_ADD_BATCH, FaissStore
+    from slimvec.connectors.faiss_segments import ROUND_MIN
+    from slimvec.connectors.faiss_store import FaissStore
 
     before = faiss.omp_get_max_threads()
     wanted = before + 1  # differs from what a fresh thread starts with, on any machine
-    X = np.random.default_rng(3).standard_normal((GRAPH_ADD_BATCH, 16)).astype(np.float32)
+    X = np.random.default_rng(3).standard_normal((ROUND_MIN, 16)).astype(np.float32)
     store = FaissStore(str(tmp_path / "s"), factory="HNSW16").create(16)
     try:
         faiss.omp_set_num_threads(wanted)
         store.upsert(np.arange(len(X)), X)
-        assert store._inflight is not None  # inserted beside the writer
-        store._graph_done()
-        assert store._graph_pool.submit(faiss.omp_get_max_threads).result() == wanted
+        assert store._builder.busy  # inserted in the background
+        store.drain()
+        assert store._index.ntotal == len(X)
+        assert store._builder._pool.submit(faiss.omp_get_max_threads).result() == wanted
         assert store.count() == len(X) and store.search(X[:1], 1).ids[0, 0] == 0
     finally:
         faiss.omp_set_num_threads(before)
@@ -198,6 +201,7 @@ def test_bulk_load_builds_the_graph_over_float16_and_writes_the_recipes_codes(tm
         store.create(32)
         store.fp16_build = fp16
         store.upsert(np.arange(2000), X[:2000])
+        store.drain()  # what a background round does, at once
         store.flush()  # a commit in the middle of the load
         assert qtype(store._index) == (faiss.ScalarQuantizer.QT_fp16 if fp16 else
                                        faiss.ScalarQuantizer.QT_4bit)
