@@ -97,6 +97,23 @@ def ceiling_kind(
     _emit("ingest-ceiling", result, machine, out)
 
 
+@app.command("segments")
+def segments_kind(
+    docs: int = typer.Option(200_000, "--docs", callback=int_range(20_001), help="Vectors bulk-loaded."),
+    threads: int = typer.Option(2, "--threads", callback=int_range(1), help="Cores (affinity and OpenMP threads)."),
+    batch: int = typer.Option(256, "--batch", callback=int_range(1), help="Vectors per acknowledged commit."),
+    out: Path | None = OUT, markdown: Path | None = MARKDOWN,
+) -> None:
+    """Acknowledged writes (each found on ack) during a bulk load, against the graph built alone."""
+    from benchmarks.kinds.segments import measure_segments, segments_markdown
+
+    machine = _machine()
+    result = measure_segments(docs, threads, batch)
+    if markdown:
+        markdown.write_text(segments_markdown(result), encoding="utf-8")
+    _emit("segments", result, machine, out)
+
+
 @app.command("rebuild")
 def rebuild_kind(
     docs: Path = typer.Option(DATA / "sentences.jsonl", "--docs", help="JSONL documents."),

@@ -1,8 +1,9 @@
 """A kill -9 in the middle of a FAISS flush must leave a store that opens and resumes.
 
-The FAISS store keeps two files (the index and the position -> id array), each replaced by an atomic
-rename, so a kill can land between the two renames. The ids are written first and only ever grow by
-appending, so the state a kill can leave is "ids ahead of the index", which open() cuts back.
+The FAISS store keeps the position -> id array and the vectors (the index file, and chunk files of
+the vectors added since it was written), each written by an atomic rename, so a kill can land
+between them. The ids are written first and only ever grow by appending, so the state a kill can
+leave is "ids ahead of the vectors", which open() cuts back.
 (tests/reliability/test_kill_migrate.py hit the old order, index first, about one run in four.)
 """
 
@@ -24,10 +25,11 @@ def test_kill_between_ids_and_index_rename_reopens_at_the_index(tmp_path):
     first = _vecs(100, 0)
     store.upsert(np.arange(100), first, [{"i": i} for i in range(100)])
     store.flush()
-    index_before = (folder / INDEX_FILE).read_bytes()
+    before = {p.name for p in folder.glob("tail*.npy")}
     store.upsert(np.arange(100, 150), _vecs(50, 1), [{"i": i} for i in range(100, 150)])
     store.flush()  # the ids rename of this flush happened ...
-    (folder / INDEX_FILE).write_bytes(index_before)  # ... the index rename did not (kill -9)
+    for chunk in {p.name for p in folder.glob("tail*.npy")} - before:
+        (folder / chunk).unlink()  # ... the vectors' chunk did not (kill -9)
     store._index = None  # the killed process never closes
 
     reopened = make_store("faiss:Flat", folder).open()
@@ -64,7 +66,8 @@ def test_flush_writes_ids_before_index(tmp_path):
         store.flush()
     finally:
         fs.write_file_atomic = real_atomic
-    assert order.index(IDS_FILE) < order.index(INDEX_FILE)
+    vectors = [i for i, name in enumerate(order) if name == INDEX_FILE or name.startswith("tail")]
+    assert vectors and order.index(IDS_FILE) < min(vectors)
     store.close()
 
 

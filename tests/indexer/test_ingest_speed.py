@@ -189,7 +189,7 @@ def test_bulk_load_builds_the_graph_over_float16_and_writes_the_recipes_codes(tm
 
     from slimvec.connectors.faiss_store import FaissStore
 
-    X = np.random.default_rng(3).standard_normal((3000, 32)).astype(np.float32)
+    X = np.random.default_rng(3).standard_normal((5000, 32)).astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
 
     def qtype(index):
@@ -200,21 +200,21 @@ def test_bulk_load_builds_the_graph_over_float16_and_writes_the_recipes_codes(tm
         store = FaissStore(str(tmp_path / f"s{fp16}"), factory="HNSW16,SQ4", train_size=1000)
         store.create(32)
         store.fp16_build = fp16
-        store.upsert(np.arange(2000), X[:2000])
-        store.drain()  # what a background round does, at once
+        store.upsert(np.arange(4000), X[:4000])
+        store.drain()  # what a background round does, at once (past half the file: written whole)
         store.flush()  # a commit in the middle of the load
         assert qtype(store._index) == (faiss.ScalarQuantizer.QT_fp16 if fp16 else
                                        faiss.ScalarQuantizer.QT_4bit)
         on_disk = faiss.read_index(str(tmp_path / f"s{fp16}" / "index.faiss"))
-        assert qtype(on_disk) == faiss.ScalarQuantizer.QT_4bit and on_disk.ntotal == 2000
-        store.upsert(np.arange(2000, 3000), X[2000:])
+        assert qtype(on_disk) == faiss.ScalarQuantizer.QT_4bit and on_disk.ntotal == 4000
+        store.upsert(np.arange(4000, 5000), X[4000:])
         store.finalize()
         assert qtype(store._index) == faiss.ScalarQuantizer.QT_4bit and not store.fp16_build
         stores[fp16] = store.search(X, 1).ids[:, 0]
         store.close()
         again = FaissStore(str(tmp_path / f"s{fp16}"), factory="HNSW16,SQ4").open()
-        assert qtype(again._index) == faiss.ScalarQuantizer.QT_4bit and again.count() == 3000
+        assert qtype(again._index) == faiss.ScalarQuantizer.QT_4bit and again.count() == 5000
         assert (again.search(X, 1).ids[:, 0] == stores[fp16]).all()
         again.close()
-    found = {k: (v == np.arange(3000)).mean() for k, v in stores.items()}
+    found = {k: (v == np.arange(5000)).mean() for k, v in stores.items()}
     assert found[True] >= found[False] - 0.01 and found[True] > 0.9, found
