@@ -161,7 +161,7 @@ class RemoteIndex:
     def hits(self, queries: str | Sequence[str] | np.ndarray, k: int = 10,
              rescore: int | None = None, filter: dict[str, Any] | None = None
              ) -> list[list[dict[str, Any]]]:
-        """Per query, the hits with id, score, source id, text and payload."""
+        """Per query, the hits: id (yours, as given at ingest), store_id, score, text and payload."""
         body = _queries(queries)
         body.update(k=k, rescore=rescore, payloads=True, filter=filter)
         return self.client.request("POST", f"/indexes/{self.name}/search", json=body)["hits"]

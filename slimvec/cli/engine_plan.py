@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -15,8 +16,14 @@ __all__ = ["run_engine_plan"]
 
 def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float,
                     cpu_rate: float | None, node_ram: str, node_hour_price: float,
-                    replication: int, err: Console, cpu_source: str | None = None) -> EnginePlan:
-    """Size ingest and serving for the candidates of a ``slimvec plan`` result."""
+                    replication: int, err: Console, cpu_source: str | None = None,
+                    rows: Sequence[Any] = ()) -> EnginePlan:
+    """Size ingest and serving for the candidates of a ``slimvec plan`` result; ``rows`` (the
+    plan's results) scale the writer's rate to N when they time the default recipe's index at
+    two or more sizes (:func:`slimvec.planner.growth.insertion_scale`)."""
+    from slimvec.buildspec import DEFAULTS
+    from slimvec.engines.plan import WRITER_MEASURED_N
+    from slimvec.planner.growth import insertion_scale
     from slimvec.planner.plan import parse_bytes
 
     source = cpu_source or "given with --cpu-rate"
@@ -31,7 +38,8 @@ def run_engine_plan(plan: Any, engine: str, workers: int, gpus_per_worker: float
         err.print("measuring MiniLM docs/s on 1 CPU thread ...")
         cfg.cpu_docs_per_s_per_core, cfg.cpu_source = measure_cpu_rate(1), "measured here now, 1 thread"
     configs = [(c.label, c.dim_out, c.ram_bytes) for c in plan.candidates]
-    result = engine_plan(plan.docs, configs, cfg)
+    scale = insertion_scale(rows, str(DEFAULTS["recipe_store"]), WRITER_MEASURED_N, plan.docs)
+    result = engine_plan(plan.docs, configs, cfg, writer_scale=scale)
     if source.startswith("measured"):
         result.inputs.append("the measured rate is the encoder alone on your --corpus texts; a whole "
                              "ingest (reading, store writes) runs slower: take the docs/s "

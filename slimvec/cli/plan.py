@@ -124,7 +124,8 @@ def plan(
         from slimvec.cli.engine_plan import run_engine_plan
 
         engine_result = run_engine_plan(result, engine, workers, gpus_per_worker, cpu_rate, node_ram,
-                                        node_hour_price, replication, err, cpu_source=rate_source)
+                                        node_hour_price, replication, err, cpu_source=rate_source,
+                                        rows=rows or ())
     if json_out:
         data = result.to_json()
         if engine_result is not None:

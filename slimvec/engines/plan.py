@@ -37,7 +37,7 @@ from slimvec.ranges import check_int, check_number
 
 __all__ = ["EngineConfig", "EngineRow", "EnginePlan", "engine_plan", "check_engine_config", "measure_cpu_rate",
            "GPU_DOCS_PER_S", "GPU_SOURCE", "gpu_rate_file", "measured_gpu_rate", "WRITER_DOCS_PER_S",
-           "writer_rate"]
+           "WRITER_MEASURED_N", "writer_rate"]
 
 #: all-MiniLM-L6-v2 sentences/s on one NVIDIA H200, measured encoder-only (issue 36)
 GPU_DOCS_PER_S = 10_989.0
@@ -156,6 +156,8 @@ def measured_gpu_rate(path: Path | None = None) -> tuple[float, str] | None:
 #: ``slimvec ingest`` of 200,000 real texts, default recipe, the FAISS graph inserted beside the
 #: writer); the plan's rate is capped by it unless this machine recorded its own
 WRITER_DOCS_PER_S = 5_586.0
+#: documents the writer rate was measured over (issue 36's ingest, or this machine's record)
+WRITER_MEASURED_N = 200_000
 
 
 def writer_rate(path: Path | None = None) -> tuple[float, str]:
@@ -179,7 +181,8 @@ def _rate(cfg: EngineConfig) -> tuple[float, str]:
     return per * cfg.workers, f"{cfg.cpu_docs_per_s_per_core:,.1f} docs/s per CPU core ({cfg.cpu_source})"
 
 
-def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: EngineConfig) -> EnginePlan:
+def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: EngineConfig,
+                writer_scale: tuple[float, str] | None = None) -> EnginePlan:
     """Size ingest and serving for ``docs`` documents.
 
     Parameters
@@ -189,6 +192,11 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
         Configurations from the size models; the one with the largest ``dim_out`` is the
         full-precision reference the savings are measured against.
     cfg : EngineConfig
+    writer_scale : (float, str), optional
+        The writer's mean rate over ``docs`` relative to its rate over
+        :data:`WRITER_MEASURED_N` documents, and how it was fitted
+        (:func:`slimvec.planner.growth.insertion_scale`): the graph insertion slows as N grows.
+        Without it the measured rate is applied flat, and the plan says so.
 
     Raises
     ------
@@ -202,6 +210,17 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
         check_number(f"RAM of {label}", ram, low=0)
     rate, rate_note = _rate(cfg)
     ceiling, ceiling_note = writer_rate()
+    if docs <= WRITER_MEASURED_N:
+        growth = ""
+    elif writer_scale is not None:
+        ceiling *= writer_scale[0]
+        growth = (f"; measured over {WRITER_MEASURED_N:,} documents, scaled by {writer_scale[0]:.2f} to "
+                  f"{docs:,} as the graph insertion slows with N ({writer_scale[1]})")
+    else:
+        growth = (f"; measured over {WRITER_MEASURED_N:,} documents and applied flat to {docs:,}: the graph "
+                  "insertion slows as N grows (each insert searches a larger graph, ~ln N), so at this N "
+                  "the writer is slower and the ingest longer than planned; bench the default recipe at "
+                  "two or more sizes and pass --results to scale it")
     encoders, rate = rate, min(rate, ceiling)
     seconds = docs / rate
     plan = EnginePlan(docs, cfg, rate, seconds / 3600, seconds / 3600 * cfg.workers)
@@ -218,7 +237,7 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
         f"encoder rate: {rate_note}; {cfg.workers} worker(s) x "
         + (f"{cfg.gpus_per_worker:g} GPU" if cfg.gpus_per_worker else f"{cfg.cores_per_worker} core(s)")
         + f" = {encoders:,.0f} docs/s",
-        f"one writer: at most {ceiling:,.0f} docs/s ({ceiling_note}); the ingest runs at "
+        f"one writer: at most {ceiling:,.0f} docs/s ({ceiling_note}{growth}); the ingest runs at "
         f"{rate:,.0f} docs/s" + (", the writer's pace" if ceiling < encoders else ""),
         f"node RAM {cfg.node_ram_bytes / 2**30:,.0f} GiB, {cfg.ram_fraction:.0%} usable per shard; "
         f"replication {cfg.replication}; node-hour price {cfg.node_hour_price:g} (730 h/month)",

@@ -18,7 +18,7 @@ from slimvec.errors import ConfigError
 from slimvec.planner.sizing import rescore_bytes_per_vector, sizing_spec
 
 __all__ = ["Candidate", "QUALITY_METRICS", "check_metric_name", "rows_k", "rows_at_dim",
-           "candidates_from_results", "candidates_for_recipes", "sizing_candidates"]
+           "candidates_from_results", "candidates_for_recipes", "sizing_candidates", "row_rescore_bytes"]
 
 #: metrics a plan can target (higher is better): the row fields, measured at the rows' k
 QUALITY_METRICS = ("task_recall_at_k", "neighbor_recall_at_k", "task_mrr_at_k", "sts_spearman")
@@ -164,6 +164,12 @@ def row_keep_full(row: Row) -> str:
 
     rec = measured_recipe(row)
     return (rec.keep_full if rec is not None else None) or DEFAULT_KEEP_FULL
+
+
+def row_rescore_bytes(row: Row, dim: int) -> tuple[int, int]:
+    """(RAM, disk) bytes per vector rescoring adds to the index built from ``row``, as the plan's
+    candidate of that row counts them (its :func:`row_keep_full` dtype); (0, 0) when not rescored."""
+    return rescore_bytes_per_vector(dim, row_keep_full(row)) if row.rescore else (0, 0)
 
 
 def _depth(row: Row) -> int:

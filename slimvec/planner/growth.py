@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GrowthFit", "family", "fit_growth", "held_out_check", "growth_of"]
+__all__ = ["GrowthFit", "family", "fit_growth", "held_out_check", "growth_of", "insertion_scale"]
 
 _SIZE_SUFFIX = re.compile(r"[-_@]?\d+k?$")
 
@@ -172,3 +172,44 @@ def carry(c: Any, docs: int, check: dict[str, Any] | None) -> None:
         qu = uncertainty((check or {}).get("recall"), qfit.sizes, docs) if beyond else None
         c.quality_note = (f"quality {qfit.describe()}" + (f"; extrapolated to {docs:,}" if beyond else "")
                           + ("" if qu is None else f" ±{qu:.3f}"))
+
+
+def insertion_scale(rows: Sequence[Any], store: str, measured_n: int, docs: int
+                    ) -> tuple[float, str] | None:
+    """How much slower than at ``measured_n`` documents a writer inserting into ``store``'s graph
+    runs on average over ``docs``, from the rows' build times (``build_s``; unreduced rows of the
+    same index, search options aside) at two or more sizes of one dataset family.
+
+    The time per inserted vector is fitted as ``t(n) = a + b · ln n`` (each insert searches a
+    graph of n vectors); the mean over an ingest of N is ``a + b · (ln N - 1)``. Returns (mean at
+    ``measured_n`` / mean at ``docs``, at most 1, and how it was fitted), or None without such
+    rows (the caller states the flat assumption instead).
+    """
+    from slimvec.connectors import parse_store_spec
+
+    def index_of(text: str) -> str | None:
+        try:
+            if "|" in text:
+                from slimvec.recipe import parse_recipe
+
+                text = parse_recipe(text).store
+            parsed = parse_store_spec(text)
+        except Exception:  # noqa: BLE001 -- a store this version does not parse is not the one asked for
+            return None
+        return f"{parsed.name}:{parsed.arg}"
+
+    want = index_of(store)
+    by_family: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        n, build = r.get("n_corpus"), r.get("build_s")
+        if (n and build and str(r.get("reducer") or "none") == "none"
+                and index_of(str(r.get("store") or "")) == want):
+            by_family.setdefault(family(str(r.get("dataset") or "")), []).append((int(n), float(build) / int(n)))
+    best = max(by_family.values(), key=lambda pts: len({n for n, _ in pts}), default=[])
+    fit = fit_growth(best, "graph")
+    if fit is None:
+        return None
+    mean_at = lambda n: fit.a + fit.b * (math.log(n) - 1)  # noqa: E731 -- the one formula, twice
+    scale = min(1.0, mean_at(measured_n) / mean_at(docs)) if mean_at(docs) > 0 else 1.0
+    return scale, (f"{want} insertion time per vector {fit.a * 1e3:.4g} + {fit.b * 1e3:.4g}·ln N ms, "
+                   f"fitted on the build times at n = {', '.join(f'{n:,}' for n in fit.sizes)}")

@@ -34,8 +34,8 @@ from slimvec.buildspec import PAYLOAD_INDEX_KINDS
 from slimvec.errors import ConfigError
 from slimvec.planner.sizing import RSS_FUNCTION
 
-__all__ = ["PAYLOAD_INDEX_BYTES", "sample_values", "measure_fields", "fit_field", "fit_on_payloads",
-           "payload_index_bytes"]
+__all__ = ["PAYLOAD_INDEX_BYTES", "sample_values", "measure_fields", "first_search_rss", "fit_field",
+           "fit_on_payloads", "payload_index_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +135,21 @@ def measure_fields(fields: Mapping[str, str], payloads: Sequence[Mapping[str, An
         table.commit()
         table.close()
         disk = allocated_bytes(tmp) - before
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), json.dumps(probes)],
-                              env=env, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise ConfigError(f"Measuring the payload indexes of {', '.join(fields)} failed: "
-                          f"{proc.stderr.strip()[-300:]}")
-    ram = int(json.loads(proc.stdout.strip().splitlines()[-1])["rss_delta"])
+        ram = first_search_rss(path, probes, timeout=timeout)
     return {"n": len(payloads), "disk": int(disk), "ram": ram}
+
+
+def first_search_rss(path: str | Path, probes: Mapping[str, tuple[str, Any]], *, timeout: float = 600) -> int:
+    """VmRSS growth of a fresh process that opens the payload table ``path`` (an index's
+    ``payloads.sqlite``) and runs the first filtered search on each field of ``probes``
+    (field -> (kind, a value to match)): the RAM its payload indexes take once searched."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path), json.dumps(dict(probes))],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise ConfigError(f"Measuring the payload indexes of {', '.join(probes)} failed: "
+                          f"{proc.stderr.strip()[-300:]}")
+    return int(json.loads(proc.stdout.strip().splitlines()[-1])["rss_delta"])
 
 
 def _fit(small: dict[str, int], large: dict[str, int]) -> dict[str, float]:

@@ -119,7 +119,12 @@ class WriteOut(BaseModel):
 
 
 class Hit(BaseModel):
-    id: int
+    """One search hit: ``id`` is the user's id (the id given at ingest, as ``slimvec search
+    --json`` and ``GET .../documents`` name it), ``store_id`` the store's integer id;
+    ``source_id`` repeats ``id`` for clients written before ``id`` named it."""
+
+    id: Id
+    store_id: int
     score: float
     source_id: Id | None = None
     text: str | None = None

@@ -1,14 +1,15 @@
 """Issue 52 end to end: ``slimvec plan --payload-index ... --corpus FILE`` (slow tier: real size
-builds and payload tables in child processes)."""
+builds and payload tables in child processes; the held-out check ingests 10,000 texts, ~2 min)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
-from slimvec.planner.payload_sizing import sample_values
+from slimvec.planner.payload_sizing import first_search_rss, sample_values
 from slimvec.recipe import DEFAULT_RECIPE
 
 FIELDS = ["product:keyword", "created_at:datetime", "priority:integer"]
@@ -88,3 +89,54 @@ def test_the_encode_rate_is_measured_on_the_users_texts_and_names_their_length(t
     assert long.mean_tokens > 4 * short.mean_tokens
     assert long.cpu_rate < short.cpu_rate / 2, (short.cpu_rate, long.cpu_rate)
     assert "mean 66 words" in long.rate_assumes() and "128 texts" in long.rate_assumes()
+
+
+def _slimvec(cmd: str, *args: str, env_dir: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "SLIMVEC_CACHE": str(env_dir)}
+    return subprocess.run([sys.executable, "-m", "slimvec", cmd, *args], capture_output=True, text=True,
+                          env=env, timeout=900)
+
+
+def test_held_out_plan_predicts_disk_and_ram_of_the_real_ingest(tmp_path: Path) -> None:
+    """The Done-when check on a small held-out corpus: 10,000 STS-B training sentences (nothing
+    the size models were fitted on) with three payload indexes; `slimvec plan --corpus` predicts
+    the disk and the RAM (payload indexes included) within 10 % of what `slimvec info` reports
+    after a real `slimvec ingest` of that corpus with the default recipe. (The encode rate is
+    measured by `python -m benchmarks ingest`: a shared machine's rate is no test.)"""
+    import csv
+
+    data = Path(__file__).resolve().parents[2] / "slimvec" / "data" / "stsb-train.tsv"
+    with open(data, encoding="utf-8", newline="") as fh:
+        texts = list(dict.fromkeys(t for row in csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+                                   for t in row[:2]))
+    n = 10_000
+    assert len(texts) >= n
+    pays = zip(sample_values("keyword", n, 7), sample_values("datetime", n, 8), sample_values("integer", n, 9))
+    corpus = tmp_path / "held_out.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"t{i}", "text": t, "product": a, "created_at": b,
+                                          "priority": c}) + "\n"
+                              for i, (t, (a, b, c)) in enumerate(zip(texts, pays))))
+    flags = [x for f in FIELDS for x in ("--payload-index", f)]
+    cache = tmp_path / "cache"
+    planned = _plan("--docs", str(n), "--recipe", DEFAULT_RECIPE, *flags, "--corpus", str(corpus),
+                    "--json", env_dir=cache)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    cand = json.loads(planned.stdout)["candidates"][0]
+    index = tmp_path / "idx"
+    ingest = _slimvec("ingest", str(corpus), "--index", str(index), "--id-column", "id", *flags, env_dir=cache)
+    assert ingest.returncode == 0, ingest.stderr[-2000:]
+    info = json.loads(_slimvec("info", "--index", str(index), "--json", env_dir=cache).stdout)
+    assert info["count"] == n and info["recipe"] and len(info["payload_indexes"]) == 3
+    # the payload indexes' RAM: the RSS growth at the first filtered search on the built table
+    tables = list(index.rglob("payloads.sqlite"))
+    assert len(tables) == 1
+    first = json.loads(corpus.read_text().splitlines()[0])  # probes as plan's measurement takes them
+    pidx_ram = first_search_rss(tables[0], {f: (k, first[f]) for f, k in (x.split(":") for x in FIELDS)})
+    measured_ram = info["ram_bytes"] + pidx_ram
+    got = (cand["disk_bytes"], info["bytes"], cand["ram_bytes"], info["ram_bytes"], pidx_ram)
+    logging.getLogger(__name__).info("held-out plan: disk %d planned / %d measured, RAM %d planned / "
+                                     "%d + %d (payload indexes) measured", *got)
+    assert abs(cand["disk_bytes"] / info["bytes"] - 1) < 0.10, got
+    assert abs(cand["ram_bytes"] / measured_ram - 1) < 0.10, got

@@ -8,6 +8,7 @@ queries; task recall@10 is 1.000 on 15 of 16 rows, 0.998 on the last)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,7 @@ def test_report_html_planner_ranks_like_plan_and_shows_what_rescoring_costs(dev,
     on the dev pairs), carries the command of each candidate, and every rescored row carries the
     RAM (id lookup) and disk (full vectors read) its rescoring adds beyond its plain twin."""
     from benchmarks.pages.html.data import planner_data, row_facets
+    from slimvec.planner.candidates import candidates_from_results
     from slimvec.planner.sizing import rescore_bytes_per_vector
 
     rows, _ = dev
@@ -149,7 +151,12 @@ def test_report_html_planner_ranks_like_plan_and_shows_what_rescoring_costs(dev,
     assert sq8["buildable"] and sq8["command"].endswith("--recipe 'none|faiss:SQ8'")
     rescored = next(r for r in rows if r.store == "st:binary" and r.rescore)
     facets = row_facets(rescored)
-    assert (facets["rescore_ram_per_vector"], facets["rescore_disk_per_vector"]) == rescore_bytes_per_vector(384)
+    # sized as the plan sizes that row's candidate: the float16 full vectors the recipe keeps
+    hnsw = dataclasses.replace(next(r for r in rows if r.store == "faiss:SQ8"), rescore=4)
+    cand = next(c for c in candidates_from_results([hnsw], 384) if c.rescore)
+    assert (row_facets(hnsw)["rescore_ram_per_vector"], row_facets(hnsw)["rescore_disk_per_vector"]) == \
+        cand.rescore_bytes_per_vector(384) == rescore_bytes_per_vector(384, "float16") == (facets[
+            "rescore_ram_per_vector"], 384 * 2 + 8)
     assert facets["rescore_ram_per_vector"] > 0 and facets["build"] is None and "st:binary" in facets["why_not"]
     plain = row_facets(next(r for r in rows if r.store == "faiss:SQ8"))
     assert plain["rescore_ram_per_vector"] == 0 and plain["build"].startswith("slimvec ingest")

@@ -77,3 +77,33 @@ def test_absurd_cluster_numbers_are_config_errors(fields, says):
 def test_plan_needs_documents():
     with pytest.raises(ConfigError, match="docs must be an integer >= 1, got 0"):
         engine_plan(0, CONFIGS, EngineConfig(workers=2, gpus_per_worker=1))
+
+
+def test_the_writer_rate_slows_with_n_or_the_plan_says_it_is_applied_flat(tmp_path, monkeypatch):
+    """The writer's 5,586 docs/s was measured over 200,000 documents; at 40M the graph insertion
+    is slower: scaled by the build times measured at two sizes, else stated as applied flat."""
+    from slimvec.benchmarks.rows import Row
+    from slimvec.buildspec import DEFAULTS
+    from slimvec.engines.plan import WRITER_MEASURED_N
+    from slimvec.planner.growth import insertion_scale
+
+    monkeypatch.setenv("SLIMVEC_CACHE", str(tmp_path))  # no rate recorded on this machine
+    cfg = EngineConfig(workers=4, gpus_per_worker=1)
+    flat = engine_plan(40_000_000, CONFIGS, cfg)
+    assert flat.docs_per_s == WRITER_DOCS_PER_S
+    assert any("applied flat to 40,000,000" in line and "slows as N grows" in line for line in flat.inputs)
+    small = engine_plan(WRITER_MEASURED_N, CONFIGS, cfg)
+    assert not any("applied flat" in line for line in small.inputs)
+    # the default index built at 100k and 300k (240.7 s: bench-results/realtext-300k), one family
+    rows = [Row.from_json({"dataset": f"realtext-minilm-{n // 1000}k", "n_corpus": n, "reducer": "none",
+                           "store": "faiss:HNSW16,SQ4,efc=200", "build_s": s})
+            for n, s in ((100_000, 60.0), (300_000, 240.66))]
+    rows.append(Row.from_json({"dataset": "realtext-minilm-300k", "n_corpus": 300_000, "reducer": "pca:96",
+                               "store": "faiss:HNSW16,SQ4", "build_s": 1.0}))  # another dim: not used
+    scale = insertion_scale(rows, str(DEFAULTS["recipe_store"]), WRITER_MEASURED_N, 40_000_000)
+    assert scale is not None and 0.2 < scale[0] < 0.6 and "n = 100,000, 300,000" in scale[1]
+    grown = engine_plan(40_000_000, CONFIGS, cfg, writer_scale=scale)
+    assert grown.docs_per_s == pytest.approx(WRITER_DOCS_PER_S * scale[0])
+    assert grown.ingest_hours > flat.ingest_hours * 1.5
+    assert any(f"scaled by {scale[0]:.2f} to 40,000,000" in line for line in grown.inputs)
+    assert insertion_scale(rows[1:], str(DEFAULTS["recipe_store"]), WRITER_MEASURED_N, 40_000_000) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 import slimvec
@@ -46,6 +47,14 @@ def test_point_operations(srv, vectors, fit_after):
     assert idx.count() == N and idx.count(en) == N // 3
     for hits in idx.hits(X[:5], k=10, filter=en):
         assert len(hits) == 10 and all(h["payload"]["lang"] == "en" for h in hits)
+        # a hit names both ids as `slimvec search --json` does: id the user's, store_id the store's
+        assert [h["id"] for h in hits] == [h["source_id"] for h in hits] == [_uid(h["payload"]["n"]) for h in hits]
+        assert [h["store_id"] for h in hits] == slimvec.ids.doc_ids([h["id"] for h in hits]).tolist()
+    bare = httpx.post(f"{srv.url}/indexes/{name}/search", json={"vectors": X[:1].tolist(), "k": 3,
+                                                                "payloads": False}).json()
+    top = bare["hits"][0][0]  # without payloads too: the vector's own row, by the user's id
+    assert (top["id"], top["store_id"], top["payload"]) == ("doc-0", bare["ids"][0][0], None)
+    assert top["store_id"] == int(slimvec.ids.doc_id("doc-0"))
     docs = idx.get(["doc-0", 1, "nope"])
     assert [d and d["id"] for d in docs] == ["doc-0", 1, None]
     assert docs[0]["payload"] == {"lang": "en", "n": 0}

@@ -147,13 +147,13 @@ def row_facets(row: Row) -> dict[str, Any]:
         rescoring = "store"
     else:
         rescoring = "none"
+    from slimvec.planner.candidates import row_rescore_bytes
     from slimvec.planner.ranking import buildable, ingest_command
-    from slimvec.planner.sizing import rescore_bytes_per_vector
 
-    # what x R rescoring costs beyond the plain twin's bytes (sizing.rescore_bytes_per_vector):
-    # the id lookup in RAM and the full vectors read from disk
+    # what x R rescoring costs beyond the plain twin's bytes, as `slimvec plan` sizes it: the id
+    # lookup in RAM and the full vectors at the dtype the built recipe keeps, read from disk
     dim_in = _num(row.dim_in)
-    extra_ram, extra_disk = (rescore_bytes_per_vector(int(dim_in), "float32")
+    extra_ram, extra_disk = (row_rescore_bytes(row, int(dim_in))
                              if rescoring.startswith("×") and dim_in else (0, 0))
     ok, why = buildable(row)
     from slimvec.planner.ranking import RERANKED, footing

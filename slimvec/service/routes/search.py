@@ -39,7 +39,7 @@ def search_router(st: ServiceState, read: Any) -> APIRouter:
         hits = []
         for qi, row in enumerate(ids):
             valid = [i for i in row if i >= 0]
-            pays = payloads_of(valid) if body.payloads and valid else [None] * len(valid)
+            pays = payloads_of(valid) if valid else []  # the user's ids are in the payloads
             hits.append([_hit(i, scores[qi][j], p, body.payloads)
                          for j, (i, p) in enumerate(zip(valid, pays))])
         return {"ids": ids, "scores": scores, "hits": hits}
@@ -67,13 +67,17 @@ def search_router(st: ServiceState, read: Any) -> APIRouter:
 
 def _hit(sid: int, score: float | None, payload: dict[str, Any] | None, with_payload: bool
          ) -> dict[str, Any]:
-    """One search hit. ``text`` and ``source_id`` are what the service stored for a document;
-    a vector's own payload may hold those keys with other types, which stay in ``payload``
-    only (they made every search returning the row answer 500)."""
+    """One search hit, its ids named as ``slimvec search --json`` names them: ``id`` the user's
+    (:func:`slimvec.ids.user_id`, the one mapping of ``SearchResult.source_ids`` and the CLI),
+    ``store_id`` the store's; ``source_id`` repeats ``id`` for older clients. ``text`` is what
+    the service stored for a document; a vector's own payload may hold ``text`` or
+    ``source_id`` with other types, which stay in ``payload`` only (they made every search
+    returning the row answer 500). ``payload`` and ``text`` only when ``with_payload``."""
     from slimvec.ids import user_id
 
     p = payload or {}
-    text = p.get("text")  # source_id: the one mapping of SearchResult.source_ids and the CLI
-    return {"id": sid, "score": score, "source_id": None if payload is None else user_id(sid, p),
-            "text": text if isinstance(text, str) else None,
+    uid = user_id(sid, p)
+    text = p.get("text")
+    return {"id": uid, "store_id": sid, "score": score, "source_id": uid,
+            "text": text if isinstance(text, str) and with_payload else None,
             "payload": payload if with_payload else None}
