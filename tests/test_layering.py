@@ -208,3 +208,18 @@ def test_the_spec_never_imports_the_writer_and_the_writer_never_imports_operatio
     assert _edges(("slimvec.buildspec",), ("slimvec.indexer.",)) == []
     assert _edges(("slimvec.indexer.",), ("slimvec.ops.",)) == []
     assert _edges(("slimvec.ops.",), ("slimvec.indexer.",))  # the rule sees the edges it guards
+
+
+#: all HTTP (every service module outside ``service/indexes/``) may import of index/ and indexer/
+HTTP_SEES = ("slimvec.index.base",)
+
+
+def test_http_never_imports_index_or_indexer_internals():
+    """Routes, the Qdrant API and the app reach an index through the service's served indexes,
+    registry and jobs (``service/indexes/``) and the operations (``slimvec.ops``); of index/ and
+    indexer/ they see only the one index face, :class:`~slimvec.index.base.IndexBase`. So the
+    folder's layout, its locks and the writer's options change without touching HTTP."""
+    edges = _edges(("slimvec.service.",), ("slimvec.index.", "slimvec.indexer."))
+    bad = [e for e in edges if not e.startswith("slimvec.service.indexes.") and not e.endswith(HTTP_SEES)]
+    assert not bad and edges, bad  # edges: the rule sees what service/indexes/ imports
+

@@ -17,7 +17,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.ids import doc_ids
-from slimvec.index.folder import Index
+from slimvec.index.folder import Index, open_index
 from slimvec.index.locking import IndexLock
 from slimvec.index.manifest import MANIFEST
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
@@ -171,6 +171,27 @@ class ServedIndex(PendingRows):
                     self._pending_lock = None
                 if self.state != IndexState.BUSY:
                     self.state = IndexState.CLOSED
+
+    def serve_read_only(self) -> None:
+        """Serve searches from the index opened read-only and close the writer (its lock too, so
+        a rebuild can read the index under a shared lock; writes answer 503 meanwhile). A store
+        read without a lock (FAISS, hnswlib) is opened before the writer closes: searches never
+        see a gap; a Qdrant store only after (searches wait on ``self.lock`` for that moment)."""
+        from slimvec.connectors import store_class
+
+        trust = self._trusted_store()
+        with self.lock:
+            store = self.ready_index().manifest.store
+            ro = None if store_class(store).needs_reader_lock(store) else open_index(
+                self.folder, trust_store=trust)
+            writer, self.writer, self.index = self.writer, None, ro
+            try:
+                if writer is not None:
+                    writer.close()  # commits queued writes; the builder closes the store
+            finally:
+                if ro is None:
+                    self.index = open_index(self.folder, trust_store=trust)
+                self.state = IndexState.READY
 
     # ------------------------------------------------------------------ reads
     def ready_index(self) -> Index:
