@@ -223,3 +223,9 @@ def test_http_never_imports_index_or_indexer_internals():
     bad = [e for e in edges if not e.startswith("slimvec.service.indexes.") and not e.endswith(HTTP_SEES)]
     assert not bad and edges, bad  # edges: the rule sees what service/indexes/ imports
 
+
+def test_the_planner_never_imports_the_harness():
+    """The harness ranks and sizes with the planner, which plans from the harness's rows
+    (:mod:`slimvec.planner.rows`): one direction, the harness above."""
+    assert _edges(("slimvec.planner.",), ("slimvec.benchmarks.",)) == []
+    assert _edges(("slimvec.benchmarks.",), ("slimvec.planner.",))  # the rule sees the edges

@@ -406,12 +406,12 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                      "quantizer)")
     if search == "exhaustive":
         sizes = sizes[-1:]
-    from slimvec.benchmarks.metrics import exact_topk
+    from slimvec.measure import exact_knn
     from slimvec.ui import make_progress
 
     for rung, n in enumerate(sizes, start=1):
         corpus = pool[:n]
-        truth = exact_topk(corpus, queries, k)
+        truth = exact_knn(corpus, queries, k, metric="ip")[0]  # X is normalised above
         fit = corpus[: min(n, 20000)]
         groups: dict[tuple[str, str], list[TuneCandidate]] = {}
         for c in alive:

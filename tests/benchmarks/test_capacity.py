@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.rows import load_rows
 from slimvec.planner.candidates import candidates_for_recipes, candidates_from_results
 from slimvec.planner.plan import make_plan
+from slimvec.planner.rows import load_rows
 from slimvec.planner.sizing import sizing_spec
 from slimvec.recipe import DEFAULT_RECIPE, parse_recipe
 
