@@ -96,8 +96,8 @@ class Plan:
     ranked_by: str | None = None
     flagged: list[Any] = field(default_factory=list)
     k: int | None = None
-    #: the payload indexes' predicted RAM / disk at ``docs`` (:func:`~slimvec.planner.
-    #: payload_sizing.payload_index_bytes`, with ``kinds``); empty without ``--payload-index``
+    #: the payload indexes' predicted RAM / disk at ``docs`` (:func:`~slimvec.index.filter_info.
+    #: payload_index_bytes`, with ``kinds``); empty without ``--payload-index``
     payload_indexes: dict[str, Any] = field(default_factory=dict)
     #: latency / recall growth forms checked on the rows (:func:`~slimvec.planner.growth.held_out_check`)
     latency_check: dict[str, Any] = field(default_factory=dict)
@@ -341,7 +341,7 @@ def _size_models(cands: list[Candidate], calibrate_sizes: Sequence[int], check_s
 def _payload_indexes(fields: dict[str, str], measured: dict[str, float] | None, docs: int,
                      notes: list[str]) -> dict[str, Any]:
     """The payload indexes' figure at ``docs`` (empty without fields), noted with its source."""
-    from slimvec.planner.payload_sizing import payload_index_bytes
+    from slimvec.index.filter_info import payload_index_bytes
 
     if not fields:
         return {}

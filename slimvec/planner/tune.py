@@ -238,7 +238,7 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
                    show: bool = False, payload_index: dict[str, str] | None = None) -> list[str]:
     from slimvec.connectors import store_class
     from slimvec.connectors.payloads import PayloadTableStore
-    from slimvec.planner.payload_sizing import payload_index_bytes
+    from slimvec.index.filter_info import payload_index_bytes
     from slimvec.planner.sizing import calibrate, sizing_sizes, sizing_spec
     from slimvec.ui import make_progress
 
