@@ -173,10 +173,9 @@ class ServedIndex(PendingRows):
                     self.state = IndexState.CLOSED
 
     def serve_read_only(self) -> None:
-        """Serve searches from the index opened read-only and close the writer (its lock too, so
-        a rebuild can read the index under a shared lock; writes answer 503 meanwhile). A store
-        read without a lock (FAISS, hnswlib) is opened before the writer closes: searches never
-        see a gap; a Qdrant store only after (searches wait on ``self.lock`` for that moment)."""
+        """Close the writer and its lock (a rebuild reads under a shared lock; writes answer 503
+        meanwhile) and serve searches from the index opened read-only: a store read without a lock
+        (FAISS, hnswlib) opens before the writer closes, a Qdrant store after (searches wait on ``self.lock``)."""
         from slimvec.connectors import store_class
 
         trust = self._trusted_store()
