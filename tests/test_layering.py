@@ -148,8 +148,7 @@ def test_no_store_name_compared_as_a_string_outside_the_connectors():
 
 #: what the connectors sit under (issue 35): a store never knows the pipeline that feeds it
 PIPELINE = ("slimvec.sources", "slimvec.index", "slimvec.indexer", "slimvec.ops", "slimvec.engines", "slimvec.service",
-            "slimvec.cli", "slimvec.benchmarks",
-            "slimvec.migrate", "slimvec.pruning")
+            "slimvec.cli", "slimvec.benchmarks", "slimvec.migrate", "slimvec.pruning")
 
 
 #: the router modules: every module of service/routes/ but the one they share, and the Qdrant API's
@@ -196,19 +195,17 @@ NEVER = [(("slimvec.connectors.",), PIPELINE),  # Document, Reject, fingerprint:
 
 
 def test_no_module_imports_a_floor_above_it():
-    """A store never knows the pipeline that feeds it; the ingest side never imports the harness;
-    the spec never imports the writer, the writer never an operation; the planner never imports
-    the harness (which ranks and sizes with it), nor index/ the planner (which sizes payload
-    indexes with index/'s model)."""
+    """A store never knows the pipeline that feeds it, the ingest side the harness, the spec the
+    writer, the writer an operation, the planner the harness (which ranks and sizes with it), nor
+    index/ the planner (which sizes payload indexes with index/'s model)."""
     assert [e for lower, upper in NEVER for e in _edges(lower, upper)] == []
     assert all(_edges(upper, lower) for lower, upper in NEVER)  # the rules see the edges
 
 
 def test_http_never_imports_index_or_indexer_internals():
     """Routes, the Qdrant API and the app reach an index through ``service/indexes/`` (served
-    indexes, registry, jobs) and ``slimvec.ops``; of index/ and indexer/ they see only the one
-    index face, ``index/base.py`` (IndexBase), so the folder's layout, its locks and the writer's
-    options change without touching HTTP."""
+    indexes, registry, jobs) and ``slimvec.ops``, and see only ``index/base.py`` (IndexBase) of
+    index/ and indexer/: the folder's layout, locks and the writer's options change apart from HTTP."""
     edges = _edges(("slimvec.service.",), ("slimvec.index.", "slimvec.indexer."))
     bad = [e for e in edges if not e.startswith("slimvec.service.indexes.") and not e.endswith(" slimvec.index.base")]
     assert not bad and edges, bad  # edges: the rule sees what service/indexes/ imports

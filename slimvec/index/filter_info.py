@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slimvec.buildspec import PAYLOAD_INDEX_KINDS
 from slimvec.errors import ConfigError
 from slimvec.index.lifecycle import PAYLOAD_INDEX_KEY, scan_limit
 from slimvec.index.search_costs import planner_info
@@ -58,7 +57,7 @@ def payload_index_bytes(fields: Mapping[str, str], docs: int,
     """
     for field, kind in fields.items():
         if kind not in PAYLOAD_INDEX_BYTES:
-            raise ConfigError(f"Payload index {field}:{kind}: expected KIND one of {', '.join(PAYLOAD_INDEX_KINDS)}.")
+            raise ConfigError(f"Payload index {field}:{kind}: expected KIND one of {', '.join(PAYLOAD_INDEX_BYTES)}.")
     if measured is not None:
         c, source = dict(measured), "measured on --corpus rows"
     else:

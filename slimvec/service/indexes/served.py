@@ -181,8 +181,7 @@ class ServedIndex(PendingRows):
         trust = self._trusted_store()
         with self.lock:
             store = self.ready_index().manifest.store
-            ro = None if store_class(store).needs_reader_lock(store) else open_index(
-                self.folder, trust_store=trust)
+            ro = None if store_class(store).needs_reader_lock(store) else open_index(self.folder, trust_store=trust)
             writer, self.writer, self.index = self.writer, None, ro
             try:
                 if writer is not None:

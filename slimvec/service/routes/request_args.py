@@ -48,7 +48,6 @@ def job_options(st: ServiceState, name: str, body: JobIn, **extra: Any) -> dict[
         recipe = str(parse_recipe(body.recipe))
         st.registry.check_store(merge_recipe(recipe, body.reducer, body.store,
                                              option="recipe").store)
-    return dict(reducer=body.reducer, store=body.store, encoder=body.encoder, recipe=recipe,
-                default_recipe=st.config.recipe, text_column=body.text_column,
-                id_column=body.id_column, format=body.format, fit_sample=body.fit_sample,
-                batch_size=body.batch_size, progress=False, **extra)
+    return dict(reducer=body.reducer, store=body.store, encoder=body.encoder, recipe=recipe, default_recipe=st.config.recipe,
+                text_column=body.text_column, id_column=body.id_column, format=body.format,
+                fit_sample=body.fit_sample, batch_size=body.batch_size, progress=False, **extra)
