@@ -348,7 +348,7 @@ def report_page(
     typer.echo(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)", err=True)
     if plots:
         from benchmarks.pages.plots import draw_all
-        from slimvec.benchmarks.rows import load_rows
+        from slimvec.planner.rows import load_rows
 
         drawn = draw_all([r for p in results for r in load_rows(p)[0]], path.parent)
         typer.echo(f"plots: {', '.join(n for n, why in drawn.items() if why is None) or 'none drawn'}", err=True)

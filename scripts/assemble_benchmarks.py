@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from slimvec.benchmarks.analysis import best_per_budget, budget_ladder, by_dataset, config_label, format_value, pareto_front  # noqa: E402
 from slimvec.benchmarks.report import reranked_cell  # noqa: E402
-from slimvec.benchmarks.rows import load_rows, metric_title  # noqa: E402
 from slimvec.planner.ranking import equal_footing  # noqa: E402
+from slimvec.planner.rows import load_rows, metric_title  # noqa: E402
 
 PAGES = ["summary.md", "headline.md", "harness.md", "reducers.md", "learned.md", "rescore.md", "pruning.md",
          "ingest.md", "sizing.md", "services-and-scale.md"]

@@ -18,13 +18,6 @@ def _imports(path: Path):
                 yield alias.name, []
 
 
-def test_the_indexer_does_not_import_the_harness():
-    bad = [f"{p.relative_to(ROOT)}: {mod}" for pkg in ("sources", "index", "indexer", "ops")
-           for p in (ROOT / pkg).rglob("*.py")
-           for mod, _ in _imports(p) if mod.startswith("slimvec.benchmarks")]
-    assert not bad, bad
-
-
 def test_the_package_never_imports_the_checkouts_benchmarks_tree():
     """Issue 35 item 4: measurements, page writers and corpus builders live in the repository's
     benchmarks/ (not installed); the wheel must work without it."""
@@ -155,16 +148,7 @@ def test_no_store_name_compared_as_a_string_outside_the_connectors():
 
 #: what the connectors sit under (issue 35): a store never knows the pipeline that feeds it
 PIPELINE = ("slimvec.sources", "slimvec.index", "slimvec.indexer", "slimvec.ops", "slimvec.engines", "slimvec.service",
-            "slimvec.cli", "slimvec.benchmarks",
-            "slimvec.migrate", "slimvec.pruning")
-
-
-def test_connectors_never_import_the_pipeline():
-    """Issue 35: connectors/reading.py imported ``indexer.sources.Reject`` and
-    ``indexer.progress.fingerprint``; those live in :mod:`slimvec.documents` now."""
-    bad = [f"{m} -> {t}" for m, targets in _import_graph().items() if m.startswith("slimvec.connectors.")
-           for t in targets if t.startswith(PIPELINE)]
-    assert not bad, bad
+            "slimvec.cli", "slimvec.benchmarks", "slimvec.migrate", "slimvec.pruning")
 
 
 #: the router modules: every module of service/routes/ but the one they share, and the Qdrant API's
@@ -201,10 +185,27 @@ def _edges(src: tuple[str, ...], dst: tuple[str, ...]) -> list[str]:
             for t in targets if t.startswith(dst)]
 
 
-def test_the_spec_never_imports_the_writer_and_the_writer_never_imports_operations():
-    """Issue 49: ``buildspec.py`` imported ``indexer/encoder.py`` (the encoder lives on the
-    ground floor now, ``slimvec/encoder.py``), and ``indexer/pipeline.py`` imported
-    ``ops/sync.py`` to run a sync from ``ingest`` (a sync is :func:`slimvec.ops.sync.sync`)."""
-    assert _edges(("slimvec.buildspec",), ("slimvec.indexer.",)) == []
-    assert _edges(("slimvec.indexer.",), ("slimvec.ops.",)) == []
-    assert _edges(("slimvec.ops.",), ("slimvec.indexer.",))  # the rule sees the edges it guards
+#: (lower, upper): no module under ``lower`` imports one under ``upper`` (the other way is allowed)
+NEVER = [(("slimvec.connectors.",), PIPELINE),  # Document, Reject, fingerprint: slimvec/documents.py
+         (("slimvec.sources.", "slimvec.index.", "slimvec.indexer.", "slimvec.ops."), ("slimvec.benchmarks",)),
+         (("slimvec.buildspec",), ("slimvec.indexer.",)),  # the encoder is slimvec/encoder.py
+         (("slimvec.indexer.",), ("slimvec.ops.",)),  # a sync is slimvec.ops.sync.sync, not an ingest option
+         (("slimvec.planner.",), ("slimvec.benchmarks.",)),  # the row type the harness writes: planner/rows.py
+         (("slimvec.index.",), ("slimvec.planner.",))]  # the payload indexes' RAM model: index/filter_info.py
+
+
+def test_no_module_imports_a_floor_above_it():
+    """A store never knows the pipeline that feeds it, the ingest side the harness, the spec the
+    writer, the writer an operation, the planner the harness (which ranks and sizes with it), nor
+    index/ the planner (which sizes payload indexes with index/'s model)."""
+    assert [e for lower, upper in NEVER for e in _edges(lower, upper)] == []
+    assert all(_edges(upper, lower) for lower, upper in NEVER)  # the rules see the edges
+
+
+def test_http_never_imports_index_or_indexer_internals():
+    """Routes, the Qdrant API and the app reach an index through ``service/indexes/`` (served
+    indexes, registry, jobs) and ``slimvec.ops``, and see only ``index/base.py`` (IndexBase) of
+    index/ and indexer/: the folder's layout, locks and the writer's options change apart from HTTP."""
+    edges = _edges(("slimvec.service.",), ("slimvec.index.", "slimvec.indexer."))
+    bad = [e for e in edges if not e.startswith("slimvec.service.indexes.") and not e.endswith(" slimvec.index.base")]
+    assert not bad and edges, bad  # edges: the rule sees what service/indexes/ imports

@@ -124,7 +124,7 @@ def test_index_recipe_rows_measure_the_built_index_with_index_search(data, tmp_p
 def test_two_stage_table_ratios_to_full_hnsw_and_marks_the_goal():
     """scripts/rescore_table.py's table, now a report.md section rendered from rows."""
     from slimvec.benchmarks.rescore_tables import render_two_stage
-    from slimvec.benchmarks.rows import Row
+    from slimvec.planner.rows import Row
 
     def row(reducer, store, R, bpv, p50, recall):
         return Row(dataset="d", reducer=reducer, store=store, kind="reducer", dim_out=8, rescore=R,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.benchmarks.analysis import by_dataset, config_label, num, pareto_front, quality_metric, rescore_suffix, row_k
-from slimvec.benchmarks.rows import Row, metric_title
+from slimvec.planner.rows import Row, metric_title
 
 __all__ = ["PLOTS", "draw_all", "plot_pareto", "plot_latency_vs_dim", "plot_quality_vs_dim"]
 

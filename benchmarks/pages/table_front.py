@@ -24,8 +24,8 @@ from typing import Any
 
 from slimvec.benchmarks.analysis import by_dataset, config_label, short_faiss
 from slimvec.benchmarks.record import quiet_during
-from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.planner.ranking import RERANKED, equal_footing
+from slimvec.planner.rows import Row, load_rows
 
 __all__ = ["RAM_BUDGETS", "row_ram", "reducer_front", "speed_front", "render_headline", "TIE", "SPEED_TARGETS"]
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from slimvec.benchmarks.analysis import by_dataset, format_value, short_faiss
-from slimvec.benchmarks.rows import Row, load_rows
+from slimvec.planner.rows import Row, load_rows
 
 __all__ = ["row_code_bytes", "peers_table", "render_fair_peers", "render_realtext", "SHARED_MACHINE_NOTE"]
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.benchmarks.analysis import config_label, human_bytes
-from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import Row, load_rows
 
 __all__ = ["render_scale", "SIZES"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.rows import load_rows
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import load_rows
 
 __all__ = ["TABLES", "NOTES", "hand_notes", "render_table", "render_sweep", "render_pruning", "render_filtered_page",
            "sweep_load"]
@@ -122,7 +122,7 @@ def render_filtered_page(paths: list[Path], root: Path) -> str:
     """docs/benchmarks/filtered.md from a filtered-suite run's results.json."""
     from benchmarks.pages.filtered_text import filtered_intro, quiet_note
     from slimvec.benchmarks.filtered import render_filtered
-    from slimvec.benchmarks.rows import load_rows
+    from slimvec.planner.rows import load_rows
 
     results = paths[0]
     rows, meta = load_rows(results)

@@ -1,5 +1,5 @@
 """Analysis of benchmark rows shared by the report, the plots and the HTML page: numbers, labels,
-Pareto fronts and budget picks, over :class:`~slimvec.benchmarks.rows.Row` objects (a metric
+Pareto fronts and budget picks, over :class:`~slimvec.planner.rows.Row` objects (a metric
 chosen at run time is read by name through ``row.get``).
 """
 
@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# the row readers live in rows.py (ranking.py reads rows too and analysis imports ranking: one
+# the row readers live in planner/rows.py (ranking.py reads rows too and analysis imports ranking: one
 # home below both, no cycle); imported here for the callers that know them from this module
-from slimvec.benchmarks.rows import Row, budget_ladder, finite, num, row_k
+from slimvec.planner.rows import Row, budget_ladder, finite, num, row_k
 
 __all__ = ["NULL", "num", "format_value", "human_bytes", "config_label", "short_faiss", "rescore_suffix", "pareto_front",
            "budget_ladder", "best_per_budget", "quality_metric", "by_dataset", "row_k", "finite"]

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.rows import Row
+from slimvec.planner.rows import Row
 
 __all__ = ["FIELD", "TAG", "REFERENCE_RECIPE", "REFERENCES", "bucket_field", "date_field", "tag_field", "tier_field",
            "filtered_truth", "filtered_recall", "measure_filtered", "render_filtered"]

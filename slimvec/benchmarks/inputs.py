@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.runner import BenchConfig, Progress, run_bench, write_results
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import Row
 
 __all__ = ["BenchInputs", "bench_to_folder"]
 

@@ -28,8 +28,7 @@ __all__ = [
 
 
 def exact_topk(corpus: np.ndarray, queries: np.ndarray, k: int, *,
-               exclude: np.ndarray | None = None, metric: str = "cosine",
-               block: int = 1024) -> np.ndarray:
+               exclude: np.ndarray | None = None, metric: str = "cosine") -> np.ndarray:
     """Exact ``k`` nearest corpus rows of each query, best first.
 
     Parameters
@@ -41,8 +40,6 @@ def exact_topk(corpus: np.ndarray, queries: np.ndarray, k: int, *,
         A corpus row to leave out of each query's results (the query itself).
     metric : {"cosine", "ip", "l2"}
         ``cosine`` expects normalised vectors (inner product).
-    block : int
-        Unused (kept for callers): :func:`slimvec.measure.exact_knn` blocks queries and corpus.
 
     Returns
     -------

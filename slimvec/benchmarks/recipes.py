@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from slimvec.benchmarks.datasets import BenchDataset
-from slimvec.benchmarks.rows import Row, rerank_of
 from slimvec.measure import time_single
+from slimvec.planner.rows import Row, rerank_of
 from slimvec.planner.sizing import RSS_CHILD_HELPERS
 
 __all__ = ["measure_recipes", "recipe_rows", "serving_memory"]

@@ -11,7 +11,7 @@ A record is one JSON object::
      "result": {...}}                         # the measurement's own figures (documented per kind)
 
 Measurements whose figures are per-configuration recall rows use
-:class:`slimvec.benchmarks.rows.Row` (``slimvec bench --suite``); these records hold figures
+:class:`slimvec.planner.rows.Row` (``slimvec bench --suite``); these records hold figures
 that are not rows of that kind (whole-command wall times, server load, size models).
 """
 

@@ -32,7 +32,7 @@ from slimvec.benchmarks.analysis import (
     rescore_suffix,
     row_k,
 )
-from slimvec.benchmarks.rows import Row, load_rows, metric_title
+from slimvec.planner.rows import Row, load_rows, metric_title
 
 __all__ = [
     "NULL",
@@ -306,7 +306,7 @@ def render_report(rows: Sequence[Row], meta: dict[str, Any] | None = None,
     Parameters
     ----------
     rows : list of Row
-        Result rows (:func:`slimvec.benchmarks.rows.load_rows` reads them from a file).
+        Result rows (:func:`slimvec.planner.rows.load_rows` reads them from a file).
     meta : dict, optional
         Run facts (``command``, ``skipped``...), printed when present.
     plots : dict, optional

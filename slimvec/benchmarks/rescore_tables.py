@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slimvec.benchmarks.rows import Row
+from slimvec.planner.rows import Row
 
 __all__ = ["render_two_stage", "render_recipes"]
 

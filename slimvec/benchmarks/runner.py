@@ -38,10 +38,10 @@ from slimvec.benchmarks.metrics import (
     task_recall_mrr,
     time_single,
 )
-from slimvec.benchmarks.rows import ROW_KEYS, Row, rerank_of, save_rows
 from slimvec.connectors.fullvectors import FullVectors
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.measure import IndexUnderTest
+from slimvec.planner.rows import ROW_KEYS, Row, rerank_of, save_rows
 
 __all__ = ["BenchConfig", "run_bench", "write_results", "ROW_KEYS", "Row"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.benchmarks.rows import Row
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import Row
 
 __all__ = ["quick_sweep"]
 

@@ -70,9 +70,9 @@ def plan(
     (--pairs / --vectors); sizes from store size models fitted on real builds at small sizes,
     whose prediction error at a held-out size is printed with the plan.
     """
-    from slimvec.benchmarks.rows import load_rows
     from slimvec.benchmarks.sweep import quick_sweep
     from slimvec.planner.plan import default_sweep_reducers, make_plan, parse_bytes, size_model_cache
+    from slimvec.planner.rows import load_rows
 
     if min_task_recall is not None and min_neighbor_recall is not None:
         raise ConfigError("Give one quality target: --min-task-recall or --min-neighbor-recall, not both.")
@@ -147,7 +147,7 @@ def plan(
 
 def _print_plan(result, out: Console, metric: str, floor: float | None, top: int) -> None:
     """The plan's tables, its size checks, the payload indexes and the recommendation."""
-    from slimvec.benchmarks.rows import metric_title
+    from slimvec.planner.rows import metric_title
 
     short = metric_title(metric, result.k)
     target = []

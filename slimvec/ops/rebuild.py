@@ -48,7 +48,7 @@ from slimvec.persistence import allocated_bytes, fsync_dir, read_json, write_jso
 from slimvec.sources.checks import norm_outliers
 
 __all__ = ["rebuild", "RebuildSummary", "finish_pending_rebuild", "PHASES",
-           "RebuildInterrupted"]
+           "RebuildInterrupted", "refuse_without_kept"]
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +235,12 @@ def _refuse_leftovers(new_dir: Path, journal: Path) -> None:
                           "delete what it cannot prove it wrote. Move it away and rerun.")
 
 
+def refuse_without_kept(index_dir: Path, manifest: Manifest) -> None:
+    """Raise :class:`ConfigError` saying how to keep full vectors if the index keeps none."""
+    if manifest.full is None:
+        open_kept(index_dir, manifest)  # its refusal
+
+
 def _new_spec(index_dir: Path, old: Manifest, recipe: str) -> IndexSpec:
     """The new index's spec: the recipe's reducer / store / full vectors, the old index's
     encoder, columns and source. Refuses what cannot be rebuilt before anything is written."""
@@ -244,8 +250,7 @@ def _new_spec(index_dir: Path, old: Manifest, recipe: str) -> IndexSpec:
     from slimvec.recipe import merge_recipe, named_keep_full
     from slimvec.reducers import make_reducer
 
-    if old.full is None:
-        open_kept(index_dir, old)  # raises the refusal that says how to keep full vectors
+    refuse_without_kept(index_dir, old)
     if not old.completed:
         raise ConfigError(f"{index_dir} has an unfinished write (state "
                           f"{old.progress.state if old.progress else '?'}); finish it by rerunning "

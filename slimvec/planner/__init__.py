@@ -2,7 +2,7 @@
 candidates (:mod:`.candidates`), latency at another size (:mod:`.latency`), ``slimvec plan``
 (:mod:`.plan`) and ``slimvec tune`` (:mod:`.tune`).
 
-It reads the harness's rows (:mod:`slimvec.benchmarks.rows`) and is what ``report.md``, the
-checkout's ``report.html`` and the Ray engine's plan rank and size with; it is not the harness
-(issue 35 item 4 moved it out of ``slimvec/benchmarks/``).
+It holds the row type the harness writes and it plans from (:mod:`.rows`), and is what
+``report.md``, the checkout's ``report.html`` and the Ray engine's plan rank and size with; it is
+not the harness (``slimvec/benchmarks/``, above it) and never imports it.
 """

@@ -1,7 +1,7 @@
 """Plan candidates: one per configuration of the measured rows, or per recipe, with its quality.
 
 The quality side of :func:`slimvec.planner.plan.make_plan` (and of ``report.html``'s planner):
-typed :class:`~slimvec.benchmarks.rows.Row` objects in, :class:`Candidate` objects out. A quality
+typed :class:`~slimvec.planner.rows.Row` objects in, :class:`Candidate` objects out. A quality
 metric is a row field measured at the row's k (:data:`QUALITY_METRICS`); the old ``*_at_10``
 spellings are refused with the field to use (:func:`check_metric_name`).
 """
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slimvec.benchmarks.rows import LEGACY_KEYS, Row, finite
 from slimvec.connectors import parse_store_spec
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import LEGACY_KEYS, Row, finite
 from slimvec.planner.sizing import rescore_bytes_per_vector, sizing_spec
 
 __all__ = ["Candidate", "QUALITY_METRICS", "check_metric_name", "rows_k", "rows_at_dim",

@@ -10,7 +10,7 @@ point, a bool a shared singleton, a datetime a string per point) and on the valu
 The constants are not typed in: :func:`measure_fields` builds the real payload table over ``n``
 rows, creates the field's index and measures its allocated bytes, then opens the table in a
 fresh process and reads ``VmRSS`` before and after the first filtered search on the field;
-:func:`fit_field` fits two sizes. :data:`PAYLOAD_INDEX_BYTES` holds what
+:func:`fit_field` fits two sizes. :data:`~slimvec.index.filter_info.PAYLOAD_INDEX_BYTES` holds what
 ``python -m slimvec.planner.payload_sizing`` printed (synthetic values of each kind, see
 :func:`sample_values`); ``slimvec plan --corpus FILE`` measures the same on the user's own rows
 (:func:`fit_on_payloads`). Qdrant stores keep their own payload indexes: not modelled here.
@@ -34,27 +34,9 @@ from slimvec.buildspec import PAYLOAD_INDEX_KINDS
 from slimvec.errors import ConfigError
 from slimvec.planner.sizing import RSS_FUNCTION
 
-__all__ = ["PAYLOAD_INDEX_BYTES", "sample_values", "measure_fields", "first_search_rss", "fit_field",
-           "fit_on_payloads", "payload_index_bytes"]
+__all__ = ["sample_values", "measure_fields", "first_search_rss", "fit_field", "fit_on_payloads"]
 
 log = logging.getLogger(__name__)
-
-#: kind -> fitted constants (bytes): RAM (``ram_fixed`` + n · ``ram_per_point``, VmRSS growth at
-#: the first filtered search) and disk (``disk_per_point``, the SQLite expression index).
-#: Measured by ``python -m slimvec.planner.payload_sizing`` (20,000 and 100,000 rows of
-#: :func:`sample_values`, one field each; loaded 2-core machine, 2026-12-02; RSS constants are
-#: medians of 3 runs).
-PAYLOAD_INDEX_BYTES: dict[str, dict[str, float]] = {
-    "keyword": {"ram_fixed": 1181696.0, "ram_per_point": 203.9, "disk_per_point": 19.8},
-    "integer": {"ram_fixed": 1769472.0, "ram_per_point": 184.5, "disk_per_point": 9.5},
-    "float": {"ram_fixed": 1104896.0, "ram_per_point": 213.2, "disk_per_point": 16.8},
-    "bool": {"ram_fixed": 869376.0, "ram_per_point": 142.7, "disk_per_point": 8.7},
-    "datetime": {"ram_fixed": 0.0, "ram_per_point": 800.9, "disk_per_point": 29.0},
-}
-#: the sum of per-kind constants over-predicts several fields held together: keyword + datetime +
-#: integer over the same 100,000 rows measured 102.1 MB together against 120.8 MB apart
-#: (:func:`measure_fields` on ``sample_values(kind, 100000, seed)``, seeds 1, 2, 3: one field's
-#: transient build memory is reused by the next); ``--corpus`` measures them together
 
 #: fewest rows of the user's corpus the payload indexes are measured on (see fit_on_payloads)
 MIN_CORPUS_ROWS = 10000
@@ -183,27 +165,6 @@ def fit_on_payloads(fields: Mapping[str, str], payloads: Sequence[Mapping[str, A
     return _fit(measure_fields(fields, half, workdir=workdir), measure_fields(fields, payloads, workdir=workdir))
 
 
-def payload_index_bytes(fields: Mapping[str, str], docs: int,
-                        measured: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Predicted RAM and disk of the payload indexes of ``fields`` (field -> kind) at ``docs``.
-
-    ``measured`` (:func:`fit_on_payloads`: all the fields together, on the user's rows) replaces
-    the sum of the shipped per-kind constants. Returns ``{"ram", "disk", "source"}``.
-    """
-    for field, kind in fields.items():
-        if kind not in PAYLOAD_INDEX_BYTES:
-            raise ConfigError(f"Payload index {field}:{kind}: expected KIND one of {', '.join(PAYLOAD_INDEX_KINDS)}.")
-    if measured is not None:
-        c, source = dict(measured), "measured on --corpus rows"
-    else:
-        c = {k: sum(PAYLOAD_INDEX_BYTES[kind][k] for kind in fields.values())
-             for k in ("ram_fixed", "ram_per_point", "disk_per_point")}
-        source = "shipped per-kind constants (synthetic values; --corpus measures yours)"
-    ram = (c["ram_fixed"] + c["ram_per_point"] * docs) if fields else 0.0
-    return {"ram": ram, "disk": c["disk_per_point"] * docs, "source": source,
-            "ram_per_point": c["ram_per_point"] if fields else 0.0}
-
-
-if __name__ == "__main__":  # python -m slimvec.planner.payload_sizing: the constants above
+if __name__ == "__main__":  # python -m slimvec.planner.payload_sizing: PAYLOAD_INDEX_BYTES
     print(json.dumps({kind: {k: round(v, 1) for k, v in fit_field(kind).items()}
                       for kind in PAYLOAD_INDEX_KINDS}, indent=1))

@@ -1,7 +1,7 @@
 """Capacity planning: which reducer × store meets a quality target or a memory budget at N documents.
 
-Quality comes from measured benchmark rows (:class:`~slimvec.benchmarks.rows.Row`: the
-``results.json`` of ``slimvec bench`` read by :func:`~slimvec.benchmarks.rows.load_rows`, or a
+Quality comes from measured benchmark rows (:class:`~slimvec.planner.rows.Row`: the
+``results.json`` of ``slimvec bench`` read by :func:`~slimvec.planner.rows.load_rows`, or a
 quick sweep on a sample of the user's data, :func:`slimvec.benchmarks.sweep.quick_sweep`); size
 comes from the per-store models of :mod:`slimvec.planner.sizing`, fitted on real builds at small
 sizes and checked at a size they were not fitted on, so every plan prints its own prediction error::
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.rows import Row
 from slimvec.errors import ConfigError
 from slimvec.planner.candidates import (
     QUALITY_METRICS,
@@ -36,6 +35,7 @@ from slimvec.planner.candidates import (
 )
 from slimvec.planner.growth import carry, held_out_check
 from slimvec.planner.ranking import rank_key
+from slimvec.planner.rows import Row
 from slimvec.planner.sizing import SizeCheck, SizeModel, calibrate, check_model, sizing_sizes
 from slimvec.ranges import check_int, check_number
 
@@ -96,8 +96,8 @@ class Plan:
     ranked_by: str | None = None
     flagged: list[Any] = field(default_factory=list)
     k: int | None = None
-    #: the payload indexes' predicted RAM / disk at ``docs`` (:func:`~slimvec.planner.
-    #: payload_sizing.payload_index_bytes`, with ``kinds``); empty without ``--payload-index``
+    #: the payload indexes' predicted RAM / disk at ``docs`` (:func:`~slimvec.index.filter_info.
+    #: payload_index_bytes`, with ``kinds``); empty without ``--payload-index``
     payload_indexes: dict[str, Any] = field(default_factory=dict)
     #: latency / recall growth forms checked on the rows (:func:`~slimvec.planner.growth.held_out_check`)
     latency_check: dict[str, Any] = field(default_factory=dict)
@@ -341,7 +341,7 @@ def _size_models(cands: list[Candidate], calibrate_sizes: Sequence[int], check_s
 def _payload_indexes(fields: dict[str, str], measured: dict[str, float] | None, docs: int,
                      notes: list[str]) -> dict[str, Any]:
     """The payload indexes' figure at ``docs`` (empty without fields), noted with its source."""
-    from slimvec.planner.payload_sizing import payload_index_bytes
+    from slimvec.index.filter_info import payload_index_bytes
 
     if not fields:
         return {}

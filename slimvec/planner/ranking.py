@@ -37,7 +37,7 @@ MIN_POSITIVES = 50
 RANKABLE_METRICS = ("task_recall_at_k", "neighbor_recall_at_k", "task_mrr_at_k")
 
 def _value(row: Any, metric: str) -> float | None:
-    from slimvec.benchmarks.rows import num
+    from slimvec.planner.rows import num
 
     return num(row, metric)
 
@@ -68,7 +68,7 @@ class MetricCheck:
 
 def _scored(row: Any, metric: str) -> int:
     """Binary outcomes behind one row's metric (its standard error's n)."""
-    from slimvec.benchmarks.rows import num, row_k
+    from slimvec.planner.rows import num, row_k
 
     n = int(num(row, "n_queries") or 0)
     return n * row_k(row) if metric.startswith("neighbor") else n
@@ -211,7 +211,7 @@ def footing(row: Any) -> str:
     """:data:`RERANKED` when the row's candidates were re-ranked by higher-precision vectors
     (its ``reranked`` flag; derived from ``rescore`` and the store label for older rows), else
     :data:`NOT_RERANKED`."""
-    from slimvec.benchmarks.rows import rerank_of
+    from slimvec.planner.rows import rerank_of
 
     flag = _get(row, "reranked")
     if flag is None:
@@ -258,11 +258,11 @@ class FootingPick:
 def footing_fronts(rows: Sequence[Any], metric: str, budgets: Sequence[float] | None = None,
                    key: str = "bytes_per_vector") -> list[FootingPick]:
     """Per footing (:func:`equal_footing`) and per budget (``budgets``; default the powers of two
-    of :func:`slimvec.benchmarks.rows.budget_ladder`), the best row, the best recipe and
+    of :func:`slimvec.planner.rows.budget_ladder`), the best row, the best recipe and
     the best peer by ``metric`` (:func:`rank_key`: highest quality, then fewest bytes), each
     taken only from rows of that footing. Peers are rows of kind ``peer``; recipes are the
     others (the reducer rows, ``none`` included) and must be buildable, peers need not be."""
-    from slimvec.benchmarks.rows import budget_ladder, num
+    from slimvec.planner.rows import budget_ladder, num
 
     def best_of(cands: list[Any], budget: float) -> Any:
         fitting = [r for r in cands if num(r, key) is not None and num(r, metric) is not None

@@ -238,7 +238,7 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
                    show: bool = False, payload_index: dict[str, str] | None = None) -> list[str]:
     from slimvec.connectors import store_class
     from slimvec.connectors.payloads import PayloadTableStore
-    from slimvec.planner.payload_sizing import payload_index_bytes
+    from slimvec.index.filter_info import payload_index_bytes
     from slimvec.planner.sizing import calibrate, sizing_sizes, sizing_spec
     from slimvec.ui import make_progress
 
@@ -406,12 +406,12 @@ def tune(vectors: np.ndarray, *, docs: int, ram_budget: int | None = None, min_r
                      "quantizer)")
     if search == "exhaustive":
         sizes = sizes[-1:]
-    from slimvec.benchmarks.metrics import exact_topk
+    from slimvec.measure import exact_knn
     from slimvec.ui import make_progress
 
     for rung, n in enumerate(sizes, start=1):
         corpus = pool[:n]
-        truth = exact_topk(corpus, queries, k)
+        truth = exact_knn(corpus, queries, k, metric="ip")[0]  # X is normalised above
         fit = corpus[: min(n, 20000)]
         groups: dict[tuple[str, str], list[TuneCandidate]] = {}
         for c in alive:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.rows import load_rows
+from slimvec.index.filter_info import PAYLOAD_INDEX_BYTES, payload_index_bytes
 from slimvec.planner.candidates import candidates_for_recipes, candidates_from_results
 from slimvec.planner.plan import make_plan
+from slimvec.planner.rows import load_rows
 from slimvec.planner.sizing import sizing_spec
 from slimvec.recipe import DEFAULT_RECIPE, parse_recipe
 
@@ -80,7 +81,6 @@ def test_payload_bytes_help_says_what_to_count() -> None:
 # ------------------------------------------------------------------ item 2: payload indexes
 def test_payload_index_model_sums_the_kinds_and_refuses_an_unknown_one() -> None:
     from slimvec.errors import ConfigError
-    from slimvec.planner.payload_sizing import PAYLOAD_INDEX_BYTES, payload_index_bytes
 
     got = payload_index_bytes({"product": "keyword", "created_at": "datetime"}, 40_000_000)
     per = PAYLOAD_INDEX_BYTES["keyword"]["ram_per_point"] + PAYLOAD_INDEX_BYTES["datetime"]["ram_per_point"]
@@ -91,7 +91,7 @@ def test_payload_index_model_sums_the_kinds_and_refuses_an_unknown_one() -> None
 
 def test_the_shipped_keyword_constants_predict_a_fresh_measurement(tmp_path: Path) -> None:
     """The real payload table and in-memory index, built over 30,000 rows it was not fitted on."""
-    from slimvec.planner.payload_sizing import measure_fields, payload_index_bytes, sample_values
+    from slimvec.planner.payload_sizing import measure_fields, sample_values
 
     rows = [{"product": v, "text": "x"} for v in sample_values("keyword", 30000, seed=5)]
     got = measure_fields({"product": "keyword"}, rows, workdir=tmp_path)
@@ -101,7 +101,6 @@ def test_the_shipped_keyword_constants_predict_a_fresh_measurement(tmp_path: Pat
 
 
 def test_plan_adds_payload_indexes_to_payload_table_stores_only(tmp_path: Path) -> None:
-    from slimvec.planner.payload_sizing import payload_index_bytes
 
     fields = {"product": "keyword", "priority": "integer"}
     recipes = [parse_recipe(DEFAULT_RECIPE), parse_recipe("none|qdrant-edge")]

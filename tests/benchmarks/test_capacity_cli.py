@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slimvec.index.filter_info import payload_index_bytes
 from slimvec.planner.payload_sizing import first_search_rss, sample_values
 from slimvec.recipe import DEFAULT_RECIPE
 
@@ -67,8 +68,6 @@ def test_tune_at_40m_refuses_the_flat_pick_and_keeps_the_default_recipe(minilm_v
     assert res.best is None or res.best.recipe.store != "faiss:RaBitQ"
     assert res.default is not None and "carried to N" in res.rule
     # item 2: the payload index is priced in tune as in plan and info
-    from slimvec.planner.payload_sizing import payload_index_bytes
-
     assert res.default.ram_bytes > payload_index_bytes({"product": "keyword"}, 40_000_000)["ram"]
     assert any(n.startswith("payload indexes product:keyword") for n in res.notes)
 

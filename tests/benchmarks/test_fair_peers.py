@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.rows import Row
+from slimvec.planner.rows import Row
 
 
 def _row(reducer: str, store: str, bpv: float, recall: float, *, kind: str = "reducer",

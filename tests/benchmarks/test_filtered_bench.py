@@ -21,9 +21,9 @@ from slimvec.benchmarks.filtered import (
     tier_field,
 )
 from slimvec.benchmarks.report import render_report
-from slimvec.benchmarks.rows import Row
 from slimvec.benchmarks.runner import BenchConfig, run_bench
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import Row
 from slimvec.recipe import DEFAULT_RECIPE
 
 N = 1000

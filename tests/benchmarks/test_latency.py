@@ -59,7 +59,7 @@ def test_plan_quotes_latency_at_its_n_with_where_it_was_measured():
 
 def test_report_html_planner_carries_where_latency_was_measured(tmp_path):
     from benchmarks.pages.html.data import planner_data
-    from slimvec.benchmarks.rows import load_rows
+    from slimvec.planner.rows import load_rows
 
     rows, _ = load_rows(DEV)
     data = planner_data([r for r in rows if r.store in ("faiss:SQ8", "hnsw")], workdir=tmp_path)

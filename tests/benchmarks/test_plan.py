@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from slimvec.benchmarks.rows import Row
 from slimvec.errors import ConfigError
 from slimvec.planner.plan import candidates_from_results, make_plan, parse_bytes
+from slimvec.planner.rows import Row
 
 
 def row(reducer: str, dim_out: int, store: str, task: float | None, dataset: str = "stsb-dev",

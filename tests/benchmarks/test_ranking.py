@@ -15,8 +15,8 @@ import pytest
 
 from slimvec.benchmarks.analysis import best_per_budget, budget_ladder, quality_metric
 from slimvec.benchmarks.report import render_report
-from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.planner.ranking import buildable, check_metric, ingest_command, rank_key, ranking_metric
+from slimvec.planner.rows import Row, load_rows
 
 DEV = Path(__file__).parent / "data" / "stsb_dev_results.json"
 

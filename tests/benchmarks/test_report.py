@@ -9,8 +9,8 @@ import pytest
 
 from benchmarks.pages.plots import PLOTS, draw_all
 from slimvec.benchmarks.report import NULL, best_per_budget, budget_ladder, pareto_front, write_report
-from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.errors import ConfigError, PersistenceError
+from slimvec.planner.rows import Row, load_rows
 
 KEYS = ["dataset", "encoder", "dim_in", "reducer", "dim_out", "store", "n_corpus", "n_queries",
         "fit_s", "transform_s_per_10k", "reducer_bytes", "build_s", "index_bytes", "bytes_per_vector",

@@ -22,9 +22,9 @@ from benchmarks.pages.html import render_report_html
 from benchmarks.pages.html.data import row_facets
 from slimvec.benchmarks.datasets import pairs_datasets
 from slimvec.benchmarks.report import human_bytes
-from slimvec.benchmarks.rows import load_rows
 from slimvec.benchmarks.runner import BenchConfig, run_bench, write_results
 from slimvec.planner.plan import make_plan
+from slimvec.planner.rows import load_rows
 from slimvec.planner.sizing import SizeModel
 
 log = logging.getLogger(__name__)

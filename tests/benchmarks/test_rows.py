@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from slimvec.benchmarks.report import MAX_LINE, render_report
-from slimvec.benchmarks.rows import LEGACY_KEYS, ROW_KEYS, Row, load_rows, metric_title, save_rows
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import LEGACY_KEYS, ROW_KEYS, Row, load_rows, metric_title, save_rows
 
 REPO = Path(__file__).resolve().parents[2]
 # six rows of bench-results/rescore/results.json as written before the typed row (commit 92a7b82);

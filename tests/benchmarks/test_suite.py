@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slimvec.benchmarks.rows import Row, load_rows
 from slimvec.benchmarks.suite import load_suite
 from slimvec.benchmarks.sweep import quick_sweep
 from slimvec.errors import ConfigError
+from slimvec.planner.rows import Row, load_rows
 
 REPO = Path(__file__).resolve().parents[2]
 

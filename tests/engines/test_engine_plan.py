@@ -82,10 +82,10 @@ def test_plan_needs_documents():
 def test_the_writer_rate_slows_with_n_or_the_plan_says_it_is_applied_flat(tmp_path, monkeypatch):
     """The writer's 5,586 docs/s was measured over 200,000 documents; at 40M the graph insertion
     is slower: scaled by the build times measured at two sizes, else stated as applied flat."""
-    from slimvec.benchmarks.rows import Row
     from slimvec.buildspec import DEFAULTS
     from slimvec.engines.plan import WRITER_MEASURED_N
     from slimvec.planner.growth import insertion_scale
+    from slimvec.planner.rows import Row
 
     monkeypatch.setenv("SLIMVEC_CACHE", str(tmp_path))  # no rate recorded on this machine
     cfg = EngineConfig(workers=4, gpus_per_worker=1)

@@ -341,7 +341,7 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
         if "qdrant-edge" not in recipe:  # FAISS / hnswlib: held in memory
             assert info["payload_indexes_in_memory"] == ["lang", "sel"]
             # issue 52: their RAM by plan's model (payload_sizing) at the index's count
-            from slimvec.planner.payload_sizing import payload_index_bytes
+            from slimvec.index.filter_info import payload_index_bytes
 
             assert info["payload_indexes_ram_predicted"] == int(payload_index_bytes(
                 {"sel": "integer", "lang": "keyword"}, info["count"])["ram"]) > 0

@@ -69,7 +69,7 @@ def test_a_search_during_a_reader_switch_waits_instead_of_409(tmp_path):
     try:
         served, _ = reg.create("d", IndexSpecIn(reducer="rp:4", encoder=None), sample=X)
         got: list[object] = []
-        with served.lock:  # what _serve_read_only holds while the writer closes
+        with served.lock:  # what serve_read_only holds while the writer closes
             index, served.index = served.index, None
             t = threading.Thread(target=lambda: got.append(_ready_or_error(served)))
             t.start()

@@ -1,8 +1,8 @@
 """The data a ``report.html`` embeds: rows labelled with their run, derived facets, planner models.
 
 Everything the page computes from (filters, fronts, planner answers) is prepared here, in
-Python, from typed :class:`~slimvec.benchmarks.rows.Row` objects (old and new results files both
-load through :func:`~slimvec.benchmarks.rows.load_rows`); they become JSON once, as the page's
+Python, from typed :class:`~slimvec.planner.rows.Row` objects (old and new results files both
+load through :func:`~slimvec.planner.rows.load_rows`); they become JSON once, as the page's
 data. Metrics measured "at k" are the rows' ``*_at_k`` fields, titled with the rows' k. The planner part calls :func:`slimvec.planner.plan.make_plan`, the
 code behind ``slimvec plan``, and exports its fitted size models and candidates.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slimvec.benchmarks.rows import Row, finite, load_rows
 from slimvec.errors import ConfigError, SlimvecError
+from slimvec.planner.rows import Row, finite, load_rows
 
 __all__ = ["PageSource", "load_sources", "build_page_data", "planner_data", "row_facets",
            "skipped_groups", "null_metric_notes", "PLOT_METRICS", "default_metric"]
@@ -56,7 +56,7 @@ class PageSource:
 
 
 def load_sources(paths: Sequence[str | Path]) -> list[PageSource]:
-    """Read each results file (:func:`slimvec.benchmarks.rows.load_rows`) and label it.
+    """Read each results file (:func:`slimvec.planner.rows.load_rows`) and label it.
 
     The label is the file's folder name (``bench-results/dev/results.json`` -> ``dev``), or the
     file stem when the file is not called ``results.json``; repeated labels get ``#2``, ``#3``.

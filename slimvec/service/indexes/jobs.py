@@ -88,10 +88,10 @@ class Jobs:
         path = self.dir / f"{job_id}.json"
         return read_json(path) if path.is_file() else None
 
-    def submit(self, name: str, path: str, options: IngestOptions) -> dict[str, Any]:
-        """Start a job ingesting (``options.sync``: syncing) ``path`` into index ``name``;
-        returns its record."""
-        real = self.check_path(path)
+    def submit(self, name: str, path: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Start a job ingesting (``sync``: syncing) ``path`` into index ``name`` with the options
+        ``fields`` (:class:`~slimvec.indexer.pipeline.IngestOptions`'s); returns its record."""
+        real, options = self.check_path(path), IngestOptions(**fields)
         spec = self.registry.pending_spec(name)
         if spec is not None:
             options = _pending_options(options, spec, name)

@@ -23,7 +23,7 @@ from slimvec.ids import doc_id, doc_ids
 from slimvec.service.indexes.payload_indexes import payload_index_mutation
 from slimvec.service.limits import MAX_CANDIDATES, MAX_IDS, MAX_REQUEST_CANDIDATES, MAX_RESULTS, check_size
 
-__all__ = ["count", "delete", "get", "scroll", "search", "set_payload", "delete_payload_keys"]
+__all__ = ["count", "delete", "get", "scroll", "search", "search_exact", "set_payload", "delete_payload_keys"]
 
 #: payload keys the service stores beside the user's payload (not the user's data): the user's
 #: id, and the flag of a Qdrant collection's home row without its first named vector
@@ -136,6 +136,18 @@ def search(served: Any, queries: np.ndarray, k: int, filter: Any = None,
     res = (index.search(queries, k, rescore=rescore, filter=flt) if flt is not None
            else index.search(queries, k, rescore=rescore))
     return res.ids, res.scores, index.payloads
+
+
+def search_exact(served: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, scores)`` of the exact ``k`` nearest of every stored point by the kept full
+    vectors (:func:`slimvec.index.lifecycle.exact_scan`); ``k`` capped as in :func:`search`."""
+    from slimvec.index.lifecycle import exact_scan
+
+    check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
+               "ask for fewer, or page with a filter or scroll.")
+    index = served.ready_index()
+    res = exact_scan(index, queries, index.store.ids(), k)
+    return res.ids, res.scores
 
 
 def _check_request(n_queries: int, k: int, depth: int) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from slimvec.errors import ConfigError, SlimvecError
 from slimvec.ids import doc_ids
-from slimvec.index.folder import Index
+from slimvec.index.folder import Index, open_index
 from slimvec.index.locking import IndexLock
 from slimvec.index.manifest import MANIFEST
 from slimvec.indexer.builder import IndexBuilder, IndexSpec
@@ -171,6 +171,25 @@ class ServedIndex(PendingRows):
                     self._pending_lock = None
                 if self.state != IndexState.BUSY:
                     self.state = IndexState.CLOSED
+
+    def serve_read_only(self) -> None:
+        """Close the writer and its lock (a rebuild reads under a shared lock; writes answer 503
+        meanwhile) and serve searches from the index opened read-only: a store read without a lock
+        (FAISS, hnswlib) opens before the writer closes, a Qdrant store after (searches wait on ``self.lock``)."""
+        from slimvec.connectors import store_class
+
+        trust = self._trusted_store()
+        with self.lock:
+            store = self.ready_index().manifest.store
+            ro = None if store_class(store).needs_reader_lock(store) else open_index(self.folder, trust_store=trust)
+            writer, self.writer, self.index = self.writer, None, ro
+            try:
+                if writer is not None:
+                    writer.close()  # commits queued writes; the builder closes the store
+            finally:
+                if ro is None:
+                    self.index = open_index(self.folder, trust_store=trust)
+                self.state = IndexState.READY
 
     # ------------------------------------------------------------------ reads
     def ready_index(self) -> Index:

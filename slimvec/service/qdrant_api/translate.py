@@ -21,7 +21,7 @@ import numpy as np
 from slimvec.ids import doc_id, doc_ids
 from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
-from slimvec.service.limits import MAX_IDS, MAX_RESULTS, check_size
+from slimvec.service.limits import MAX_IDS, check_size
 from slimvec.service.qdrant_api.aliases import Aliases
 from slimvec.service.qdrant_api.collection import NAMED_FORM, conditional, optimizers, qdrant_score, search_params, store_config
 from slimvec.service.qdrant_api.collection_snapshot import NESTED, snapshot_parts, unpack
@@ -419,13 +419,7 @@ class Collections(CollectionWrites, NamedVectors):
             search_params(params, None, k, 0)  # checked; a pending collection is searched exactly
         if (ready and not params and flt is None and served.index.manifest.full is not None
                 and self.count_all(served) * size * 4 <= UNINDEXED_BYTES):
-            from slimvec.index.lifecycle import exact_scan  # as Qdrant's unindexed segment
-
-            check_size(k, MAX_RESULTS, "The results asked of one query (k, or offset + limit)",
-                       "ask for fewer, or page with a filter or scroll.")  # as points.search
-            index = served.ready_index()
-            res = exact_scan(index, q, index.store.ids(), k)
-            ids, scores = res.ids, res.scores
+            ids, scores = points.search_exact(served, q, k)  # as Qdrant's unindexed segment
         elif store_params:  # a beam for the fitted index's store (a pending one has none)
             res = served.ready_index().search(q, k, rescore=rescore, filter=flt, **store_params)
             ids, scores = res.ids, res.scores

@@ -53,6 +53,7 @@ def rebuild_router(st: Any, write: Any) -> APIRouter:
         """Rebuild index ``name`` with a new recipe from its kept full vectors, in the
         background (no text is re-encoded); searches answer from the old index until the swap.
         Returns the job (``GET /jobs/{id}``)."""
+        from slimvec.ops.rebuild import refuse_without_kept
         from slimvec.recipe import parse_recipe
         from slimvec.service.indexes.registry import Busy
 
@@ -64,12 +65,9 @@ def rebuild_router(st: Any, write: Any) -> APIRouter:
                 raise Busy(f"Index {name!r} is being written by {served.busy_reason}; rebuild it "
                            "when that finishes.")
             index = served.ready_index()  # 409 while pending or busy
-            if index.manifest.full is None or getattr(served, "rebuilding", False):
-                if getattr(served, "rebuilding", False):
-                    raise Busy(f"Index {name!r} is already being rebuilt.")
-                from slimvec.index.kept import open_kept
-
-                open_kept(served.folder, index.manifest)  # the refusal that says how to get there
+            if getattr(served, "rebuilding", False):
+                raise Busy(f"Index {name!r} is already being rebuilt.")
+            refuse_without_kept(served.folder, index.manifest)
             served.rebuilding = True
         rec = {"id": uuid.uuid4().hex[:16], "kind": "rebuild", "index": name,
                "recipe": str(recipe), "state": "rebuilding", "phase": "queued", "rows": 0,
@@ -103,30 +101,6 @@ def _mark_interrupted(st: Any) -> None:
 
 def _save(st: Any, rec: dict[str, Any]) -> None:
     write_json_atomic(st.jobs.dir / f"{rec['id']}.json", rec)
-
-
-def _serve_read_only(served: Any) -> None:
-    """Serve searches from the index opened read-only and close the writer (its lock too, so
-    the rebuild can read the index under a shared lock; writes answer 503 meanwhile). A store
-    read without a lock (FAISS, hnswlib) is opened before the writer closes: searches never see
-    a gap; a Qdrant store only after (searches wait on ``served.lock`` for that moment)."""
-    from slimvec.connectors import store_class
-    from slimvec.index.folder import open_index
-
-    trust = served._trusted_store()
-    with served.lock:
-        locked = store_class(served.index.manifest.store).needs_reader_lock(
-            served.index.manifest.store)
-        ro = None if locked else open_index(served.folder, trust_store=trust)
-        writer, served.writer = served.writer, None
-        served.index = ro
-        try:
-            if writer is not None:
-                writer.close()  # commits queued writes; the builder closes the store
-        finally:
-            if ro is None:
-                served.index = open_index(served.folder, trust_store=trust)
-            served.state = IndexState.READY
 
 
 def _close_locked_reader(served: Any) -> None:
@@ -184,7 +158,7 @@ def _run(st: Any, served: Any, rec: dict[str, Any], sample: int) -> None:
             _save(st, rec)
 
     try:
-        _serve_read_only(served)
+        served.serve_read_only()
         summary = rebuild(served.folder, rec["recipe"], sample=sample, on_phase=phase,
                           checkpoint_seconds=st.jobs.checkpoint_seconds,
                           store=served.index.store)

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from slimvec.errors import ConfigError
-from slimvec.indexer.pipeline import IngestOptions
 from slimvec.service.indexes.names import check_name
 from slimvec.service.limits import check_batch
 from slimvec.service.models import JobIn
@@ -36,8 +35,9 @@ def queries(st: ServiceState, served: Any, texts: list[str] | None,
     return served.embed(texts, vectors)
 
 
-def job_options(st: ServiceState, name: str, body: JobIn, **extra: Any) -> IngestOptions:
-    """A job request's ingest options (checked name, store and recipe; ``extra``: e.g. sync)."""
+def job_options(st: ServiceState, name: str, body: JobIn, **extra: Any) -> dict[str, Any]:
+    """A job request's ingest options, the fields of :class:`~slimvec.indexer.pipeline.IngestOptions`
+    (checked name, store and recipe; ``extra``: e.g. sync)."""
     check_name(name)
     st.registry.check_store(body.store)
     recipe = None
@@ -48,8 +48,6 @@ def job_options(st: ServiceState, name: str, body: JobIn, **extra: Any) -> Inges
         recipe = str(parse_recipe(body.recipe))
         st.registry.check_store(merge_recipe(recipe, body.reducer, body.store,
                                              option="recipe").store)
-    return IngestOptions(reducer=body.reducer, store=body.store, encoder=body.encoder,
-                         recipe=recipe, default_recipe=st.config.recipe,
-                         text_column=body.text_column, id_column=body.id_column,
-                         format=body.format, fit_sample=body.fit_sample,
-                         batch_size=body.batch_size, progress=False, **extra)
+    return dict(reducer=body.reducer, store=body.store, encoder=body.encoder, recipe=recipe, default_recipe=st.config.recipe,
+                text_column=body.text_column, id_column=body.id_column, format=body.format,
+                fit_sample=body.fit_sample, batch_size=body.batch_size, progress=False, **extra)
