@@ -7,7 +7,8 @@ builder (:class:`GraphBuilder`) inserts the segment's vectors into a copy of the
 ``add`` (OpenMP spreads it over every core); the store takes the copy in place of its graph
 between two calls, and searches then find those vectors through the graph. The graph being
 searched is never written to, so readers and writers never wait for an insertion (Qdrant's
-appendable segment and optimizer, Milvus' growing and sealed segments, at one graph).
+appendable segment and optimizer, Milvus' growing and sealed segments, at one graph). The cost:
+while a round runs the graph is held twice in RAM.
 
 On disk, ``index.faiss`` is the graph as last written whole (a checkpoint), and the vectors
 after it are in chunk files ``tail-<start>.npy``, one written per flush and never changed again
