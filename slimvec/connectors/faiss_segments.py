@@ -191,7 +191,6 @@ class GraphBuilder:
         self.lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._job: Future[Any] | None = None
-        self.adding = 0  #: vectors the round under way inserts
 
     @property
     def busy(self) -> bool:
@@ -213,7 +212,6 @@ class GraphBuilder:
 
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="slimvec-graph")
-        self.adding = len(vecs)
         self._job = self._pool.submit(run)
 
     def take(self, wait: bool = False) -> Any | None:
