@@ -341,7 +341,8 @@ def _measure_filter(cfg: Any, ds: BenchDataset, opened: dict[str, Any], convert:
 def render_filtered(rows: list[Row], note: str = "") -> list[str]:
     """Markdown lines of the filtered-search rows: one table, rows by recipe then selectivity;
     ``× ref`` / ``× ef=128`` / ``× ef=400``: a row's p50 over each reference's
-    (:data:`REFERENCES`) for the same filter.
+    (:data:`REFERENCES`) for the same filter; ``× equal recall``: over the reference with the
+    smallest beam whose recall reaches the row's (or 0.99), ann-benchmarks' comparison at a recall.
 
     Parameters
     ----------
@@ -356,6 +357,19 @@ def render_filtered(rows: list[Row], note: str = "") -> list[str]:
     k = filt[0].k
     refs = {(r.store, r.filter_fields, r.selectivity): r.latency_p50_ms for r in filt
             if r.store in REFERENCES}
+    recalls = {(r.store, r.filter_fields, r.selectivity): r.neighbor_recall_at_k for r in filt
+               if r.store in REFERENCES}
+
+    def equal(r: Row) -> str:
+        """The ratio to the smallest-beam reference reaching min(row recall, 0.99), and its beam."""
+        if r.store in REFERENCES or r.latency_p50_ms is None or r.neighbor_recall_at_k is None:
+            return "—"
+        want = min(float(r.neighbor_recall_at_k), 0.99) - 1e-9
+        for ref in sorted(REFERENCES, key=lambda x: REFERENCES[x] or 0):  # the default beam is the smallest
+            got, base = recalls.get((ref, r.filter_fields, r.selectivity)), refs.get((ref, r.filter_fields, r.selectivity))
+            if got is not None and base and got >= want:
+                return f"{r.latency_p50_ms / base:.2f}{note} (ef={REFERENCES[ref] or 'default'})"
+        return "— (no beam reaches it)"
 
     def ratio(r: Row, ref: str) -> str:
         base = refs.get((ref, r.filter_fields, r.selectivity))
@@ -371,8 +385,8 @@ def render_filtered(rows: list[Row], note: str = "") -> list[str]:
         p50 = "—" if r.latency_p50_ms is None else f"{r.latency_p50_ms:.2f}{note}"
         label = str(r.store).replace("|", "\\|")  # a recipe's '|' would split the cell
         body.append(f"| {label} | {r.filter_fields or FIELD} | {r.selectivity:g} % | {r.filter_matches} | "
-                    f"{r.filter_path} | {recall} | {p50} | " + " | ".join(ratio(r, ref) for ref in REFERENCES) + " |")
+                    f"{r.filter_path} | {recall} | {p50} | " + " | ".join(ratio(r, ref) for ref in REFERENCES) + f" | {equal(r)} |")
     return ["### Filtered search", "",
             f"| configuration | filter | selectivity | matches | path | nbr R@{k} (filtered truth) | p50 ms "
-            f"| × ref | × ef={EQUAL_BEAM} | × ef={RECALL_BEAM} |",
-            "|---|---|---|---|---|---|---|---|---|---|", *body, ""]
+            f"| × ref | × ef={EQUAL_BEAM} | × ef={RECALL_BEAM} | × equal recall |",
+            "|---|---|---|---|---|---|---|---|---|---|---|", *body, ""]

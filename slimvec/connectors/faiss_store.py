@@ -314,6 +314,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._pending_vecs: list[np.ndarray] = []
         self._payloads: PayloadTable | None = None
         self._graph: bool | None = None                # the index is an HNSW graph (see _is_graph)
+        self._l2_index: bool | None = None             # the index measures L2 (see _scores)
         self._written = 0                              # vectors in index.faiss as last written whole
         self._rows = seg.Appendable(0, 0)              # every vector from position _written on
         self._saved = 0                                # positions durable: the index file and its chunks
@@ -421,13 +422,13 @@ class FaissStore(PayloadTableStore, VectorStore):
         a cosine store searched by L2 (unit vectors: ``1 - d / 2``), else the inner product."""
         if self.metric == "l2":
             return -dist
-        if int(self._require().metric_type) == int(_faiss().METRIC_L2):
-            return 1.0 - dist / 2.0
-        return dist
+        if self._l2_index is None:  # cached per index
+            self._l2_index = int(self._require().metric_type) == int(_faiss().METRIC_L2)
+        return 1.0 - dist / 2.0 if self._l2_index else dist
 
     def _set_search_params(self) -> None:
         faiss = _faiss()
-        self._graph = None  # the index may have been replaced (opened, moved to a GPU)
+        self._graph = self._l2_index = None  # the index may have been replaced (opened, moved to a GPU)
         ps = faiss.ParameterSpace()
         for name, key in (("efSearch", "ef"), ("nprobe", "nprobe")):
             try:
@@ -665,11 +666,10 @@ class FaissStore(PayloadTableStore, VectorStore):
             finally:
                 if rq is not None:
                     rq.qb = old_qb
-        qs, out = self._begin_search(queries, k, params)
-        if index.ntotal == 0:  # faiss asserts k > 0 and ntotal > 0
-            return out
-        stale = self._stale
-        kk = min(k + len(stale), index.ntotal)
+        qs, ntotal, stale = self._begin_search(queries, params), int(index.ntotal), self._stale
+        if ntotal == 0:  # faiss asserts k > 0 and ntotal > 0
+            return SearchResult.empty(len(qs), k)
+        kk = min(k + len(stale), ntotal)
         ef = int(params.get("ef", self.options["ef"]))
         # HNSW finds at most efSearch candidates: a smaller ef leaves holes in a deep candidate list
         # (rescoring fetches k x R), so recall plateaus. A graph index takes the larger beam as a
@@ -685,13 +685,15 @@ class FaissStore(PayloadTableStore, VectorStore):
                 self._set_ef(ef)
             if rq is not None:
                 rq.qb = old_qb
-        if not stale:  # the usual case: positions map to ids in one numpy step
+        if not stale and kk == k and pos.min() >= 0:  # the usual case: every column a hit
+            return SearchResult(self._ids[pos], self._scores(dist))
+        out = SearchResult.empty(len(qs), k)
+        if not stale:  # positions map to ids in one numpy step
             width = min(k, pos.shape[1])
             pos = pos[:, :width]
             hit = pos >= 0
             out.ids[:, :width] = np.where(hit, self._ids[np.where(hit, pos, 0)], -1)
-            scores = self._scores(dist[:, :width])
-            out.scores[:, :width] = np.where(hit, scores, out.scores[:, :width])
+            out.scores[:, :width] = np.where(hit, self._scores(dist[:, :width]), out.scores[:, :width])
             return out
         for row in range(len(qs)):
             col = 0
@@ -798,26 +800,25 @@ class FaissStore(PayloadTableStore, VectorStore):
             return faiss.SearchParametersIVF(sel=sel, nprobe=int(self.options["nprobe"]))
         return faiss.SearchParameters(sel=sel)
 
-    def _begin_search(self, qs: np.ndarray, k: int, params: dict[str, Any]
-                      ) -> tuple[np.ndarray, SearchResult]:
+    def _begin_search(self, qs: np.ndarray, params: dict[str, Any]) -> np.ndarray:
         """What every search does after the shared checks (:meth:`VectorStore.search`): apply
-        per-search parameters, train a pending index; returns the prepared queries and an empty
-        result of shape (n, k)."""
+        per-search parameters, train a pending index; returns the prepared queries."""
         index = self._require()
         if params:
             saved = dict(self.options)
             self.options.update(params)
             self._set_search_params()
             self.options = saved
-        if not index.is_trained and self._pending_ids:
+        if self._pending_ids and not index.is_trained:
             self._train_and_add()
-        return self._prepare(qs), SearchResult.empty(len(qs), k)
+        return self._prepare(qs)
 
     def _search_selected(self, queries: np.ndarray, k: int, flt: Any, params: dict[str, Any]
                          ) -> SearchResult:
         faiss = _faiss()
         index = self._require()
-        qs, out = self._begin_search(queries, k, params)
+        qs = self._begin_search(queries, params)
+        out = SearchResult.empty(len(qs), k)
         mask = self._allowed_mask(flt)
         kk = min(k, int(mask.sum()))
         if index.ntotal == 0 or kk == 0:
@@ -835,8 +836,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         for row in range(len(qs)):
             cols = np.flatnonzero(hit[row])[:kk]
             out.ids[row, :len(cols)] = self._ids[pos[row, cols]]
-            d = dist[row, cols]
-            out.scores[row, :len(cols)] = self._scores(d)
+            out.scores[row, :len(cols)] = self._scores(dist[row, cols])
         return out
 
     def _overfetch(self, qs: np.ndarray, kk: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

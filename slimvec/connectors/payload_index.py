@@ -283,14 +283,20 @@ class PayloadIndex:
 
     def __init__(self, fields: Iterable[str]) -> None:
         self.fields = {f: FieldIndex(f) for f in fields}
+        #: the answers of the last filters (:meth:`select`, :meth:`share`), by the filter object
+        #: (a filter given as JSON is parsed into one object, so a repeated filter is one key)
+        #: and the live ids it was answered over; dropped at every write
+        self._memo: dict[tuple[str, int, int], tuple[Filter, Any, Any]] = {}
 
     def put(self, i: int, payload: Mapping[str, Any]) -> None:
         """Index the (new or replaced) payload of id ``i``."""
+        self._memo.clear()
         for f in self.fields.values():
             f.put(i, payload)
 
     def remove(self, ids: Iterable[int]) -> None:
         """Forget the payloads of ``ids``."""
+        self._memo.clear()
         for i in ids:
             for f in self.fields.values():
                 f.remove(int(i))
@@ -306,9 +312,28 @@ class PayloadIndex:
 
     def select(self, flt: Filter, live: np.ndarray,
                fallback: Callable[[Any], np.ndarray]) -> np.ndarray:
-        """Ids of ``live`` (sorted int64) matching ``flt``; ``fallback(condition)`` gives the live
-        ids matching a condition this index cannot answer (the payload table's path)."""
-        return _intersect(self._filter(flt, live, fallback), live)
+        """Ids of ``live`` (sorted int64) matching ``flt``; ``fallback(condition)``
+        gives the live ids matching a condition this index cannot answer (the payload table's
+        path). The answer of a filter the index answers whole is kept until the next write or
+        another set of live ids, so a repeated filter costs a look-up."""
+        key = ("select", id(flt), id(live))
+        got = self._memo.get(key)
+        if got is not None and got[0] is flt and got[1] is live:
+            return got[2]
+        asked: list[Any] = []
+
+        def via_table(c: Any) -> np.ndarray:
+            asked.append(c)
+            return fallback(c)
+        out = _intersect(self._filter(flt, live, via_table), live)
+        if not asked:  # the table's answers are not kept: its other writers do not pass here
+            self._remember(key, (flt, live, out))
+        return out
+
+    def _remember(self, key: tuple[str, int, int], entry: tuple[Filter, Any, Any]) -> None:
+        if len(self._memo) >= 64:
+            self._memo.clear()
+        self._memo[key] = entry
 
     def _filter(self, flt: Filter, live: np.ndarray, fallback: Callable[[Any], np.ndarray]
                 ) -> np.ndarray:
@@ -353,12 +378,18 @@ class PayloadIndex:
         not a match or a range on an indexed field (the planner then counts the matches)."""
         if n_live <= 0:
             return None
+        key = ("share", id(flt), n_live)
+        got = self._memo.get(key)
+        if got is not None and got[0] is flt:
+            return got[2]
         shares = [[self._share(c, n_live) for c in part] for part in (flt.must, flt.should, flt.must_not)]
-        if any(s is None for part in shares for s in part):
-            return None
-        must, should, must_not = ([float(s) for s in part if s is not None] for part in shares)
-        out = math.prod(must) * (min(1.0, sum(should)) if should else 1.0)
-        return max(0.0, out * math.prod(1.0 - s for s in must_not))
+        out: float | None = None
+        if not any(s is None for part in shares for s in part):
+            must, should, must_not = ([float(s) for s in part if s is not None] for part in shares)
+            out = math.prod(must) * (min(1.0, sum(should)) if should else 1.0)
+            out = max(0.0, out * math.prod(1.0 - s for s in must_not))
+        self._remember(key, (flt, None, out))
+        return out
 
     def _share(self, c: Any, n_live: int) -> float | None:
         if isinstance(c, Filter):

@@ -8,7 +8,6 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,19 @@ def _datetime_micros(value: Any) -> int | None:
 
 
 class _Pin(threading.local):
+    """Per thread: the depth of nested :meth:`PayloadTable.one_read` blocks, and whether the
+    version was checked in the outermost (a context manager itself: no generator per search)."""
+
     depth = 0
     checked = False
+
+    def __enter__(self) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            self.checked = False
+
+    def __exit__(self, *exc: Any) -> None:
+        self.depth -= 1
 
 
 class PayloadTable:
@@ -179,19 +189,11 @@ class PayloadTable:
                 out.append(field)
         return sorted(out)
 
-    @contextmanager
-    def one_read(self) -> Iterator[None]:
+    def one_read(self) -> _Pin:
         """Within the block (one search, on this thread), :meth:`memory_index` checks once whether
         another connection committed: a filtered search asks it two to four times (the share
         estimate, the count, the per-candidate test), each a ``PRAGMA data_version`` (issue 51)."""
-        pin = self._pin
-        pin.depth += 1
-        if pin.depth == 1:
-            pin.checked = False
-        try:
-            yield
-        finally:
-            pin.depth -= 1
+        return self._pin
 
     def memory_index(self) -> Any:
         """The in-memory payload index of the declared fields

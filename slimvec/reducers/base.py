@@ -61,9 +61,13 @@ def as_float32_2d(X: Any, what: str = "X") -> np.ndarray:
 
 def check_finite(X: np.ndarray, what: str = "X") -> None:
     """Raise :class:`ConfigError` with the count and first row of non-finite rows."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(np.einsum("ij->", X)):  # one pass: a NaN or inf makes the sum non-finite
+    if X.size <= 4096:  # a few queries: one test per value costs less than errstate's context
+        if np.isfinite(X).all():
             return
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.isfinite(np.einsum("ij->", X)):  # one pass: a NaN or inf makes the sum non-finite
+                return
     bad = ~np.isfinite(X).all(axis=1)  # (or finite values overflowed the sum: look row by row)
     if bad.any():
         rows = np.flatnonzero(bad)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from slimvec.reducers.base import Reducer
+from slimvec.reducers.base import Reducer, l2_normalize
 
 __all__ = ["IdentityReducer"]
 
@@ -32,6 +32,11 @@ class IdentityReducer(Reducer):
 
     def _needs_samples_ge_components(self) -> bool:
         return False
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``X`` checked as float32 (n_samples, dim), as a new array (unit rows with ``normalize``)."""
+        X = self._check_input(X)
+        return l2_normalize(X) if self.normalize else X.copy()
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         return X.copy()

@@ -95,6 +95,7 @@ def test_machine_facts_call_a_run_quiet_only_below_half_the_cores_at_both_ends(t
     ("filtered", ["bench-results/filtered/results.json"], "docs/benchmarks/filtered.md"),
     ("filtered", ["bench-results/filtered-100k/results.json"], "docs/benchmarks/filtered-100k.md"),
     ("filtered", ["bench-results/filtered-300k/results.json"], "docs/benchmarks/filtered-300k.md"),
+    ("filtered", ["bench-results/filtered-20k/results.json"], "docs/benchmarks/filtered-20k.md"),
     ("headline", [], "docs/benchmarks/headline.md"),
     ("default-recipe", [], "docs/benchmarks/default-recipe-runs.md"),
     ("ingest-ceiling", [], "docs/benchmarks/ingest-ceiling-20k.md"),

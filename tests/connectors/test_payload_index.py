@@ -83,10 +83,12 @@ def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
     table.commit()
     assert table.indexed_fields() == sorted(FIELDS)
     live = np.asarray(ids, dtype=np.int64)
+    # the same filter objects asked in every phase, twice: an answer kept for a filter must not
+    # outlive a write, another connection's commit or a change of the live ids
+    kept = [parse_filter(_filter(rng, ids)) for _ in range(40)]
 
     def check(rounds: int) -> None:
-        for _ in range(rounds):
-            flt = parse_filter(_filter(rng, ids))
+        for flt in [parse_filter(_filter(rng, ids)) for _ in range(rounds)] + kept + kept:
             got = select_filter(table, live, flt)
             mem = table.memory_index()
             assert mem is not None
@@ -99,6 +101,7 @@ def test_indexed_filters_select_what_matches_selects_through_writes(tmp_path):
 
     check(150)
     table.update(ids[:50], {"lang": "de", "year": [2020, None]})  # merge
+    check(0)
     table.update(ids[50:60], {"score": 0.5}, overwrite=True)
     table.delete_keys(ids[60:90], ["lang", "tags"])
     table.put(ids[300:320], [_payload(rng) for _ in range(20)])

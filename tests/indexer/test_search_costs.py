@@ -10,12 +10,19 @@ import numpy as np
 import pytest
 
 import slimvec
+from slimvec.benchmarks import filtered
 from slimvec.errors import PersistenceError
 from slimvec.index.lifecycle import exact_threshold
 from slimvec.index.manifest import Manifest
 from slimvec.index.search_costs import SearchCosts, cost_scan_limit
 from slimvec.migrate import MigrateOptions, migrate
 from slimvec.recipe import DEFAULT_RECIPE
+
+
+def _suite_fields(n: int) -> dict[str, np.ndarray]:
+    """The filtered suite's payload fields (slimvec.benchmarks.filtered), dealt as it deals them."""
+    return {filtered.FIELD: filtered.bucket_field(n), filtered.TAG: filtered.tag_field(n, 1),
+            "date": filtered.date_field(n, 2), "tier": filtered.tier_field(n, 3)}
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +33,14 @@ def index_dir(minilm_vectors, tmp_path_factory) -> Path:
     vecs = np.ascontiguousarray(minilm_vectors[:600])
     src = tmp_path_factory.mktemp("src") / "docs.parquet"
     pq.write_table(pa.table({"id": list(range(600)), "vector": [v.tolist() for v in vecs],
-                             "sel": (np.arange(600) % 100).tolist()}), src)
+                             "sel": (np.arange(600) % 100).tolist(),
+                             **{k: v.tolist() for k, v in _suite_fields(600).items()}}), src)
     folder = tmp_path_factory.mktemp("idx") / "idx"
     migrate(str(src), folder, MigrateOptions(progress=False, recipe=DEFAULT_RECIPE))
     with slimvec.open(folder) as idx:
         idx.create_payload_index("sel", "integer")
+        for field, kind in filtered.KINDS.items():
+            idx.create_payload_index(field, kind)
     return folder
 
 
@@ -62,6 +72,24 @@ def test_costs_recorded_at_build_give_the_same_plan_in_three_fresh_opens(index_d
         shown = idx.info()["filter_planner"]
     assert shown["planned_by"] == "costs recorded at build" and shown["costs_us"]["graph_us"] == costs.graph_us
     assert shown["exact_scan_up_to_at_k10"] == exact_threshold(600, 10, m.rescore.depth, costs=costs)
+
+
+def test_every_filter_of_the_filtered_suite_gets_one_plan_in_three_fresh_opens(index_dir, minilm_vectors):
+    """Each filter the filtered suite times (every field, selectivity and the AND filters) takes
+    the same path, threshold and estimates in three processes' worth of fresh opens: the suite's
+    rows do not change plan between runs on one index."""
+    queries = minilm_vectors[1000:1003]
+    specs = filtered._filters([50, 10, 1, 0.1], _suite_fields(600))[1:]  # the first has no filter
+    runs = []
+    for _ in range(3):
+        with slimvec.open(index_dir) as idx:
+            plans = []
+            for _sel, _fields, flt, _match in specs:
+                idx.search(queries, 10, filter=flt)
+                plans.append({k: v for k, v in idx.last_filter_plan.items() if k != "actual_us"})
+            runs.append(plans)
+    assert runs[0] == runs[1] == runs[2]
+    assert len(runs[0]) == 20 and all(p["path"] == "exact scan" for p in runs[0])  # 600 documents
 
 
 def test_a_manifest_without_costs_loads_and_plans_by_the_matches_rule(index_dir, tmp_path, minilm_vectors):
