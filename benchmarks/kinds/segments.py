@@ -5,9 +5,7 @@ codes as ``slimvec ingest`` builds it) takes ``docs`` vectors in batches of ``ba
 one commit (``upsert`` + ``flush``, what a ``wait=true`` upsert is to the service's writer), and
 right after the commit of every fourth batch 8 of its vectors are searched (k=1): each must be found
 as its own nearest neighbour once acknowledged (the searches are timed inside the load). The load
-ends with ``finalize`` (every vector in the graph, the file written whole). The same load again as
-``slimvec ingest`` runs it (its rounds insert into the graph itself, nothing searches it during the
-load), and the peak RSS growth of each. Beside them, in the same
+ends with ``finalize`` (every vector in the graph, the file written whole). Beside it, in the same
 run and on the same cores, FAISS alone builds the same graph from the same vectors in insertions
 of 8,192 (no store, no commit, no search): the floor of the whole load.
 
@@ -20,14 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from benchmarks.kinds.proc import rss_mib
 
 __all__ = ["measure_segments", "segments_markdown"]
 
@@ -60,45 +55,19 @@ def _graph_alone(X: np.ndarray) -> float:
     return time.perf_counter() - t0
 
 
-class _PeakRss:
-    """The process's largest resident set from its creation to :meth:`stop`, sampled every 20 ms."""
-
-    def __init__(self) -> None:
-        self.start = self.peak = rss_mib(os.getpid())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, rss_mib(os.getpid()))
-
-    def stop(self) -> float:
-        """Stop sampling; the growth in MiB."""
-        self._stop.set()
-        self._thread.join()
-        return round(self.peak - self.start, 1)
-
-
-def _bulk_load(X: np.ndarray, batch: int, folder: Path, in_place: bool = False) -> dict[str, Any]:
-    """The store's load (see the module); ``in_place``: as ``slimvec ingest`` loads, rounds into
-    the graph itself and no search during the load."""
+def _bulk_load(X: np.ndarray, batch: int, folder: Path) -> dict[str, Any]:
     from slimvec.connectors.faiss_store import FaissStore
 
     store = FaissStore(str(folder), factory=FACTORY, ef=128, efc=EFC).create(X.shape[1], "cosine")
     store.fp16_build = True
-    store.rounds_in_place = in_place
     found = checked = 0
     rng = np.random.default_rng(1)
     search_ms: list[float] = []
-    rss = _PeakRss()
     t0 = time.perf_counter()
     for lo in range(0, len(X), batch):
         ids = np.arange(lo, min(lo + batch, len(X)))
         store.upsert(ids, X[ids])
         store.flush()
-        if in_place:
-            continue
         if lo + batch >= 20000 and (lo // batch) % CHECK_EVERY == 0:  # trained: batches sampled
             some = ids[rng.choice(len(ids), min(CHECKED, len(ids)), replace=False)]
             q0 = time.perf_counter()
@@ -108,10 +77,8 @@ def _bulk_load(X: np.ndarray, batch: int, folder: Path, in_place: bool = False) 
     acked = time.perf_counter() - t0
     store.finalize()
     total = time.perf_counter() - t0
-    grown = rss.stop()
     store.close()
     return {"acked_seconds": round(acked, 2), "total_seconds": round(total, 2),
-            "peak_rss_growth_mib": grown,
             "acked_per_s": round(len(X) / acked, 1), "found_on_ack": f"{found}/{checked}",
             "search_ms_per_query_during_load_p50": round(float(np.median(search_ms)), 3) if search_ms else None}
 
@@ -143,33 +110,26 @@ def measure_segments(docs: int = 200_000, threads: int = 2, batch: int = 256, di
         with tempfile.TemporaryDirectory(prefix="slimvec-segments-") as tmp:
             load = _bulk_load(X, batch, Path(tmp) / "s")
         log.info("bulk load: %s", load)
-        with tempfile.TemporaryDirectory(prefix="slimvec-segments-") as tmp:
-            ingest = _bulk_load(X, batch, Path(tmp) / "s", in_place=True)
-        log.info("bulk load as ingest's: %s", ingest)
     finally:
         faiss.omp_set_num_threads(old)
         if cpus:
             os.sched_setaffinity(0, cpus)
     return {"documents": docs, "threads": threads, "batch": batch, "dim": dim,
             "recipe_store": f"faiss:{FACTORY},ef=128,efc={EFC}",
-            "graph_alone_seconds": round(alone, 2), "load": load, "ingest_load": ingest,
+            "graph_alone_seconds": round(alone, 2), "load": load,
             "ratio": round(load["total_seconds"] / alone, 3),
-            "ingest_ratio": round(ingest["total_seconds"] / alone, 3),
             "others_cores": None if others is None else round(others, 2)}
 
 
 def segments_markdown(result: dict[str, Any]) -> str:
     """The Markdown table of :func:`measure_segments`'s result."""
-    load, ingest = result["load"], result["ingest_load"]
+    load = result["load"]
     return "\n".join([
         f"{result['documents']:,} vectors ({result['dim']}-d), {result['recipe_store']}, "
         f"{result['threads']} cores, commits of {result['batch']}:", "",
         "| graph alone s | load acknowledged s | acknowledged vectors/s | whole load s | whole / graph alone "
-        "| found at top-1 on ack | search ms/query during load (p50) | peak RSS growth MiB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| found at top-1 on ack | search ms/query during load (p50) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
         f"| {result['graph_alone_seconds']:.1f} | {load['acked_seconds']:.1f} | {load['acked_per_s']:,.0f} "
         f"| {load['total_seconds']:.1f} | {result['ratio']:.2f} | {load['found_on_ack']} "
-        f"| {load['search_ms_per_query_during_load_p50']} | {load['peak_rss_growth_mib']:,.0f} |", "",
-        "As `slimvec ingest` loads (rounds into the graph itself, no search during the load): "
-        f"whole load {ingest['total_seconds']:.1f} s ({result['ingest_ratio']:.2f}× the graph alone), "
-        f"peak RSS growth {ingest['peak_rss_growth_mib']:,.0f} MiB."]) + "\n"
+        f"| {load['search_ms_per_query_during_load_p50']} |"]) + "\n"

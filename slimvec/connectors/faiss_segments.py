@@ -8,9 +8,7 @@ builder (:class:`GraphBuilder`) inserts the segment's vectors into a copy of the
 between two calls, and searches then find those vectors through the graph. The graph being
 searched is never written to, so readers and writers never wait for an insertion (Qdrant's
 appendable segment and optimizer, Milvus' growing and sealed segments, at one graph). The cost:
-while a round runs the graph is held twice in RAM. A bulk load that searches nothing while it
-writes (``slimvec ingest``) inserts into the graph itself instead (``in_place``): the copy's RAM
-and time are saved, and a search waits for the round under way.
+while a round runs the graph is held twice in RAM.
 
 On disk, ``index.faiss`` is the graph as last written whole (a checkpoint), and the vectors
 after it are in chunk files ``tail-<start>.npy``, one written per flush and never changed again
@@ -199,19 +197,15 @@ class GraphBuilder:
         """A round is under way or done and not yet taken."""
         return self._job is not None
 
-    def start(self, index: Any, vecs: np.ndarray, threads: int, in_place: bool = False) -> None:
-        """Insert ``vecs`` into a copy of ``index`` (into ``index`` itself, under :attr:`lock`,
-        with ``in_place``) with ``threads`` OpenMP threads, in the builder's thread (an OpenMP
-        thread count is per thread: the caller's is passed on)."""
+    def start(self, index: Any, vecs: np.ndarray, threads: int) -> None:
+        """Insert ``vecs`` into a copy of ``index`` with ``threads`` OpenMP threads, in the
+        builder's thread (an OpenMP thread count is per thread: the caller's is passed on)."""
         import faiss
 
         from slimvec.connectors.faiss_build import add_with_threads
 
         def run() -> Any:
             with self.lock:
-                if in_place:
-                    add_with_threads(index, vecs, threads)
-                    return index
                 copy = faiss.clone_index(index)
             add_with_threads(copy, vecs, threads)
             return copy

@@ -325,9 +325,6 @@ class FaissStore(PayloadTableStore, VectorStore):
         #: insertion round; off: every write inserts into the graph at once
         self.bulk_add = True
         self.fp16_build = False  # a bulk load's graph over float16 codes (faiss_build; ingest sets it)
-        #: rounds insert into the graph itself, and a search waits for one under way (a bulk load
-        #: that searches nothing while it writes: ingest sets it)
-        self.rounds_in_place = False
         self._fp16: Float16Build | None = None
         self._builder = seg.GraphBuilder()
 
@@ -491,7 +488,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
             self._fp16 = Float16Build(index)
         fresh = self._rows.since(index.ntotal).copy()
-        self._builder.start(index, fresh, _faiss().omp_get_max_threads(), self.rounds_in_place)
+        self._builder.start(index, fresh, _faiss().omp_get_max_threads())
 
     def drain(self) -> None:
         """Insert every vector of the appendable segment into the graph now (a round under way is
@@ -587,8 +584,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         if position >= self._rows.start:
             return self._rows.row(position)
         try:
-            with self._builder.lock:  # not while a round inserts into this graph in place
-                return self._require().reconstruct(int(position))
+            return self._require().reconstruct(int(position))
         except RuntimeError:
             return np.full(self.dim or 0, np.nan, dtype=np.float32)  # cannot tell: treat as changed
 
@@ -628,12 +624,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         """k nearest live vectors; ``filter`` (a :class:`slimvec.filters.Filter` or an array of
         allowed ids) selects positions with an ``IDSelectorBitmap``. Per-search ``params`` (ef,
         nprobe, qb) hold for this call only: the store's own settings are back afterwards."""
-        if self.rounds_in_place:  # the graph is being written: wait, and start no round now
-            built = self._builder.take(wait=True)
-            if built is not None:
-                self._install(built)
-        else:
-            self._take_round()
+        self._take_round()
         try:
             return self._with_appended(queries, self._search_with(queries, k, filter, params), filter)
         finally:
@@ -881,14 +872,11 @@ class FaissStore(PayloadTableStore, VectorStore):
             name = seg.write_chunk(folder, self._saved, self._rows.since(self._saved), _save_npy)
             self._chunks[name] = self._rows.end
             self._saved = self._rows.end
-        # a round inserting in place holds the graph: its file is written at a flush after it
-        # (the chunks hold every vector meanwhile), so no commit waits for a round
-        inserting = self.rounds_in_place and self._builder.busy
+        graph = int(index.ntotal)
         if (self._checkpoint or self.options.get("gpu") or not (folder / INDEX_FILE).exists()
-                or (not inserting and int(index.ntotal) - self._written > seg.tail_limit(self._written))):
+                or graph - self._written > seg.tail_limit(self._written)):
             cpu = faiss.index_gpu_to_cpu(index) if self.options.get("gpu") else index
             with self._builder.lock, self._fp16.coded() if self._fp16 else nullcontext(cpu) as coded:
-                graph = int(index.ntotal)
                 write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(coded, tmp))
             self._written, self._checkpoint = graph, False
             self._rows.drop_below(graph)

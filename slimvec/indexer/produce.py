@@ -57,10 +57,9 @@ class Target(Protocol):
 
 def bulk_load(b: Target) -> None:
     """Tell the store that a bulk load ending with the builder writes it (``slimvec ingest``, the
-    Ray engine): a FAISS graph is then built over float16 codes (:mod:`slimvec.connectors.faiss_build`),
-    its background rounds inserting into the graph itself (nothing searches it while it loads)."""
+    Ray engine): a FAISS graph is then built over float16 codes (:mod:`slimvec.connectors.faiss_build`)."""
     if hasattr(b.store, "fp16_build"):
-        b.store.fp16_build = b.store.rounds_in_place = True
+        b.store.fp16_build = True
 
 
 class Producer:

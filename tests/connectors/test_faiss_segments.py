@@ -1,6 +1,6 @@
 """The FAISS store's appendable segment (slimvec.connectors.faiss_segments): a graph store
 acknowledges a write before its graph holds it, finds it exactly meanwhile, inserts it in a
-background round on a copy of the graph (in the graph itself for a bulk load), and persists it as an immutable chunk beside the index
+background round on a copy of the graph, and persists it as an immutable chunk beside the index
 file; a checkpoint writes the graph whole and drops the chunks it holds."""
 
 from __future__ import annotations
@@ -86,24 +86,6 @@ def test_writes_are_found_exactly_before_the_background_round_puts_them_in_the_g
     hits = store.search(X[:5], 3, filter=parse_filter({"must": [{"has_id": [1, 2, 3, 4000]}]}))
     assert set(hits.ids[:, :4].ravel().tolist()) <= {1, 2, 3, 4000, -1}
     store.close()
-
-
-def test_a_bulk_load_inserts_into_its_graph_in_place_and_a_search_waits_for_the_round(tmp_path):
-    X = _unit(3 * ROUND_MIN, seed=9)
-    store = make_store("faiss:HNSW16", tmp_path / "s").create(32, "cosine")
-    store.rounds_in_place = True  # what slimvec ingest's bulk load sets
-    graph = store._index  # no training: every round adds to this very index
-    for lo in range(0, len(X), 512):
-        store.upsert(np.arange(lo, lo + 512), X[lo:lo + 512])
-        store.flush()
-    assert store._builder.busy or store._index.ntotal > 0  # a round started past ROUND_MIN
-    found = store.search(X, 1).ids[:, 0]  # waits for the round under way, starts none
-    assert store._index is graph and not store._builder.busy and store._index.ntotal > 0
-    assert (found == np.arange(len(X))).mean() > 0.95
-    store.close()
-    again = make_store("faiss:HNSW16", tmp_path / "s").open()
-    assert again.count() == len(X) and again._index.ntotal == len(X)
-    again.close()
 
 
 def test_filters_deletes_and_replacements_cover_both_parts(tmp_path):
