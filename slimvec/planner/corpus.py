@@ -10,13 +10,14 @@ payload indexes measured on those payloads (:func:`slimvec.planner.payload_sizin
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError
 
-__all__ = ["CorpusProfile", "read_corpus", "profile_corpus"]
+__all__ = ["CorpusProfile", "read_corpus", "profile_corpus", "ingest_rate"]
 
 
 @dataclass
@@ -90,8 +91,22 @@ def profile_corpus(path: str | Path, rows: int = 2000, payload_index: dict[str, 
                          sum(len(t.split()) for t in (sample or texts)) / len(sample or texts))
     if sample:
         from slimvec.encoder import Encoder
-        from slimvec.engines.plan import measure_cpu_rate
 
         prof.mean_tokens = sum(Encoder().count_tokens(sample)) / len(sample)
-        prof.cpu_rate, prof.rate_texts = measure_cpu_rate(1, len(sample), texts=sample), len(sample)
+        with tempfile.TemporaryDirectory(prefix="slimvec-rate-", dir=workdir) as tmp:
+            prof.cpu_rate, prof.rate_texts = ingest_rate(sample, tmp), len(sample)
     return prof
+
+
+def ingest_rate(texts: list[str], workdir: str | Path) -> float:
+    """Documents per CPU-second of the encoder in a real ``slimvec ingest --threads 1`` of
+    ``texts`` into a fresh index of the default recipe under ``workdir``: the encoder as an
+    ingest runs it (length-sorted windows, passes of the ingest's batch, beside the reader and
+    the writer), counted on its thread's CPU clock so that a loaded machine does not lower it
+    (:attr:`~slimvec.indexer.writer.IngestSummary.encode_cpu_seconds`)."""
+    from slimvec.indexer.pipeline import IngestOptions, ingest
+
+    src = Path(workdir) / "texts.jsonl"
+    src.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    summary = ingest(src, Path(workdir) / "index", IngestOptions(threads=1))
+    return summary.ingested / max(summary.encode_cpu_seconds, 1e-9)
