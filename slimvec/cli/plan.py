@@ -94,7 +94,7 @@ def plan(
             from slimvec.planner.corpus import profile_corpus
 
             err.print(f"measuring the first {corpus_rows:,} rows of {corpus} ...")
-            profile = profile_corpus(corpus, corpus_rows, fields, text_column, workdir=tmp, rate_texts=256)
+            profile = profile_corpus(corpus, corpus_rows, fields, text_column, workdir=tmp, rate_texts=1024)
             payload_bytes = payload_bytes or profile.payload_bytes
         rows = None
         if results:
