@@ -135,7 +135,7 @@ def rows_k(rows: Sequence[Row], notes: list[str] | None = None) -> int | None:
 def _store_matches(row_store: str, wanted: Sequence[str]) -> bool:
     for spec in wanted:
         if ":" not in spec and "," not in spec:
-            if parse_store_spec(row_store).name == parse_store_spec(spec).name:
+            if parse_store_spec(sizing_spec(row_store)).name == parse_store_spec(spec).name:  # a recipe's store stage
                 return True
         elif sizing_spec(row_store) == sizing_spec(spec):
             return True
