@@ -18,7 +18,7 @@ import numpy as np
 from slimvec.errors import ConfigError
 from slimvec.planner.rows import Row
 
-__all__ = ["quick_sweep"]
+__all__ = ["quick_sweep", "corpus_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ def _sample_vectors(path: Path, limit: int, out: Path) -> Path:
 def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vectors: str | Path | None = None,
                 reducers: Sequence[str] = (), stores: Sequence[str] = (), sample: int = 2000,
                 latency_queries: int = 200, baselines: bool = True,
-                timeout_s: float | None = None, rescore: Sequence[int] = ()) -> list[Row]:
+                timeout_s: float | None = None, rescore: Sequence[int] = (),
+                index_recipes: Sequence[str] = ()) -> list[Row]:
     """Run the benchmark harness on the first ``sample`` rows of the user's data; returns its rows.
 
     The sweep is :func:`slimvec.benchmarks.inputs.bench_to_folder` (what ``slimvec bench`` runs),
@@ -73,7 +74,8 @@ def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vector
         raise ConfigError("A quick sweep needs --pairs FILE (repeatable) or --vectors FILE.")
     out = Path(out_dir)
     config = BenchConfig(reducers=list(reducers), stores=list(stores), work_dir=out / "work",
-                         baselines=baselines, latency_queries=latency_queries, rescore=list(rescore))
+                         baselines=baselines, latency_queries=latency_queries, rescore=list(rescore),
+                         index_recipes=list(index_recipes))
     config.validate()  # a typo fails before the sample is written or encoded
     sample_dir = out / "sample"
     sample_dir.mkdir(parents=True, exist_ok=True)
@@ -84,6 +86,28 @@ def quick_sweep(out_dir: str | Path, *, pairs: Sequence[str | Path] = (), vector
     with tempfile.TemporaryDirectory(prefix="slimvec-sweep-") as tmp:
         config.work_dir = Path(tmp)
         rows, _, _ = bench_to_folder(inputs, config, out, command=_sweep_command(inputs, config))
+    return rows
+
+
+def corpus_sweep(out_dir: str | Path, corpus: str | Path, recipes: Sequence[Any], *, sample: int = 2000,
+                 text_column: str = "text", sizes: int = 3) -> list[Row]:
+    """The ``recipes`` built and searched as users search them (``Index.search``, the bench's
+    ``index_recipes`` rows) on the first ``sample`` texts of the user's ``corpus``, encoded here,
+    at ``sizes`` prefixes (``sample / 4``, ``sample / 2``, ``sample``): rows of one dataset family
+    measured at several sizes, which :mod:`slimvec.planner.growth` fits and checks."""
+    from slimvec.encoder import Encoder
+    from slimvec.planner.corpus import read_corpus
+
+    texts, _ = read_corpus(corpus, sample, text_column)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vectors = Encoder().encode(texts)
+    rows: list[Row] = []
+    for n in sorted({max(len(texts) >> i, 1) for i in range(sizes)}):
+        path = out / f"corpus-{n}.npy"
+        np.save(path, np.asarray(vectors[:n], dtype=np.float32), allow_pickle=False)
+        rows += quick_sweep(out / f"at-{n}", vectors=path, sample=n, baselines=False,
+                            index_recipes=[str(r) for r in recipes])
     return rows
 
 

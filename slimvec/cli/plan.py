@@ -47,7 +47,7 @@ def plan(
     pairs: list[Path] = typer.Option([], "--pairs", help="Pairs TSV of your data for a quick sweep (repeatable)."),
     vectors: Path | None = typer.Option(None, "--vectors", help="Vectors file of your data for a quick sweep."),
     reducer: list[str] = typer.Option([], "--reducer", help="Reducer spec for the quick sweep (repeatable) [default: pca at dim/2, dim/4, dim/8]."),
-    sample: int = typer.Option(2000, "--sample", callback=int_range(1), help="Rows of --pairs / --vectors used by the quick sweep."),
+    sample: int = typer.Option(2000, "--sample", callback=int_range(1), help="Rows of --pairs / --vectors used by the quick sweep (with --corpus and --recipe: texts of --corpus the recipes are measured on, at this size, a half and a quarter of it)."),
     payload_bytes: int = typer.Option(0, "--payload-bytes", callback=int_range(0), help="Mean bytes of each document's payload JSON as ingest stores it: its text, its source_id and its other columns ({\"text\": ..., \"source_id\": ..., \"product\": ...}); 0: none. Payload indexes are counted apart (--payload-index)."),
     top: int = typer.Option(10, "--top", callback=int_range(1), help="Candidates shown."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
@@ -94,11 +94,17 @@ def plan(
             from slimvec.planner.corpus import profile_corpus
 
             err.print(f"measuring the first {corpus_rows:,} rows of {corpus} ...")
-            profile = profile_corpus(corpus, corpus_rows, fields, text_column, workdir=tmp, rate_texts=256)
+            profile = profile_corpus(corpus, corpus_rows, fields, text_column, workdir=tmp, rate_texts=1024)
             payload_bytes = payload_bytes or profile.payload_bytes
         rows = None
         if results:
             rows = [r for path in results for r in load_rows(path)[0]]
+        elif corpus is not None and recipes:  # the recipes measured on the user's own texts
+            from slimvec.benchmarks.sweep import corpus_sweep
+
+            err.print(f"quick sweep: {len(recipes)} recipe(s) built and searched on the first {sample:,} "
+                      f"texts of {corpus} (and on a half and a quarter of them) ...")
+            rows = corpus_sweep(Path(tmp) / "sweep", corpus, recipes, sample=sample, text_column=text_column)
         elif pairs or vectors is not None:
             err.print(f"quick sweep: `slimvec bench` on the first {sample:,} rows of your data ...")
             reducers, stores, depths = recipe_grid(recipe, reducer or ([] if recipe else default_sweep_reducers(dim)),

@@ -248,30 +248,40 @@ def engine_plan(docs: int, configs: Sequence[tuple[str, int, float]], cfg: Engin
     return plan
 
 
-def measure_cpu_rate(threads: int, n: int = 512, batch_size: int = 64,
+def measure_cpu_rate(threads: int, n: int = 512, batch_size: int | None = None,
                      texts: list[str] | None = None) -> float:
     """MiniLM docs/s on ``threads`` torch threads, on ``n`` bundled sentences or of ``texts`` (the
-    user's own: the rate falls with text length, issue 52), after a warm-up."""
+    user's own: the rate falls with text length), after a warm-up, encoded as an ingest encodes
+    them: sorted by length, one encoder call per pass of ``batch_size`` [default: the ingest's,
+    :data:`~slimvec.encoder.INGEST_ENCODE_BATCH`].
+
+    On one thread the rate is per CPU-second of the encoding thread (``time.thread_time``, as the
+    ingest summary's ``encode_cpu_seconds``): what a core given to the encoder does, whatever else
+    the machine runs (on a shared machine the wall-clock rate falls with the load); on several
+    threads it is per wall-clock second."""
     import json
     from pathlib import Path
 
     import torch
 
-    from slimvec.encoder import Encoder
+    from slimvec.encoder import INGEST_ENCODE_BATCH, Encoder
 
     if texts is None:
         data = Path(__file__).resolve().parents[1] / "data" / "sentences.jsonl"
         with open(data, encoding="utf-8") as fh:
             texts = [json.loads(line)["text"] for _, line in zip(range(n), fh)]
-    texts = list(texts[:n])
+    texts = sorted(texts[:n], key=len, reverse=True)
+    step = int(batch_size or INGEST_ENCODE_BATCH)
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        enc = Encoder(batch_size=batch_size)
-        enc.encode(texts[:batch_size])
-        t0 = time.perf_counter()
-        enc.encode(texts)
-        return len(texts) / (time.perf_counter() - t0)
+        enc = Encoder(batch_size=step)
+        enc.encode(texts[:step])
+        clock = time.thread_time if threads == 1 else time.perf_counter
+        t0 = clock()
+        for lo in range(0, len(texts), step):
+            enc.encode(texts[lo:lo + step])
+        return len(texts) / (clock() - t0)
     finally:
         torch.set_num_threads(old)
 

@@ -57,12 +57,13 @@ class DocumentStream:
         """Encode a window of batches (sorted by length, as one encoder call would); their
         vectors and truncation warnings, batch by batch. ``halted`` is asked between passes
         (:func:`encode_batch`)."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         truncated = [truncation_rejects(self.encoder, docs, self.source.path,
                                         self.source.text_column) for docs in window]
         flat = [d for docs in window for d in docs]
         vecs = encode_batch(self.encoder, flat, self.cached, halted)
         self.summary.encode_seconds += time.perf_counter() - t0
+        self.summary.encode_cpu_seconds += time.thread_time() - c0
         out, lo = [], 0
         for docs, trunc in zip(window, truncated):
             out.append((vecs[lo:lo + len(docs)], trunc))

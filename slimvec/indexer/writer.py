@@ -51,6 +51,8 @@ class IngestSummary:
     seconds: float = 0.0
     total_seconds: float = 0.0
     encode_seconds: float = 0.0
+    #: CPU seconds of the encoding thread (the whole encoder's on one torch thread, ``--threads 1``)
+    encode_cpu_seconds: float = 0.0
     fit_seconds: float = 0.0
     created: bool = False
     resumed_from: int | None = None

@@ -135,7 +135,7 @@ def rows_k(rows: Sequence[Row], notes: list[str] | None = None) -> int | None:
 def _store_matches(row_store: str, wanted: Sequence[str]) -> bool:
     for spec in wanted:
         if ":" not in spec and "," not in spec:
-            if parse_store_spec(row_store).name == parse_store_spec(spec).name:
+            if parse_store_spec(sizing_spec(row_store)).name == parse_store_spec(spec).name:  # a recipe's store stage
                 return True
         elif sizing_spec(row_store) == sizing_spec(spec):
             return True
@@ -276,12 +276,18 @@ def candidates_for_recipes(recipes: Sequence[Any], dim: int, rows: Sequence[Row]
         mine = [r for r in rows_at_dim(rows, dim) if str(r.reducer or "none") == rec.reducer
                 and _sized(r) == store]
         own = [r for r in mine if _same_build(measured_recipe(r), rec)]
+        calibrated: dict[str, Row] = {}  # a built recipe's row at the depth its index calibrated
         for r in own or mine:  # the recipe's own rows when there are any (canonical match)
             if _depth(r) in wanted:
                 by_dataset.setdefault(str(r.dataset or "?"), {})[_depth(r)] = r
+            if rec.auto_rescore and own and r.extra.get("calibrated_depth") == _depth(r):
+                calibrated[str(r.dataset or "?")] = r
+                by_dataset.setdefault(str(r.dataset or "?"), {})
             cand.reducer_bytes = max(cand.reducer_bytes, int(finite(r.reducer_bytes) or 0))
-        for per_depth in by_dataset.values():
-            if rec.auto_rescore:  # the depth calibration picks: it targets neighbour recall
+        for ds, per_depth in by_dataset.items():
+            if ds in calibrated:  # what the index searches at, measured: no depth to infer
+                picked = calibrated[ds]
+            elif rec.auto_rescore:  # the depth calibration picks: it targets neighbour recall
                 reached = [d for d in sorted(per_depth) if float(
                     finite(per_depth[d].neighbor_recall_at_k) or 0) >= rec.target_recall]
                 picked = per_depth[reached[0] if reached else max(per_depth)]

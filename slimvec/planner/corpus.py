@@ -10,13 +10,14 @@ payload indexes measured on those payloads (:func:`slimvec.planner.payload_sizin
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError
 
-__all__ = ["CorpusProfile", "read_corpus", "profile_corpus"]
+__all__ = ["CorpusProfile", "read_corpus", "profile_corpus", "ingest_rate"]
 
 
 @dataclass
@@ -79,19 +80,36 @@ def profile_corpus(path: str | Path, rows: int = 2000, payload_index: dict[str, 
                    text_column: str = "text", workdir: str | Path | None = None,
                    rate_texts: int = 0) -> CorpusProfile:
     """Payload bytes, payload index constants and text lengths measured on ``path``'s rows; with
-    ``rate_texts``, MiniLM's tokens per text and CPU docs/s (one thread) on that many of them."""
+    ``rate_texts``, MiniLM's tokens per text and CPU docs/s (:func:`ingest_rate`) on that many of
+    them, taken evenly over the rows read."""
     from slimvec.planner.payload_sizing import fit_on_payloads
 
     texts, payloads = read_corpus(path, rows, text_column)
     sizes = [len(json.dumps(p, ensure_ascii=False, allow_nan=False).encode("utf-8")) for p in payloads]
     constants = fit_on_payloads(payload_index, payloads, workdir=workdir) if payload_index else {}
-    sample = texts[:rate_texts]
+    # spread over the rows read: a file's first texts need not be as long as the rest (STS-B's
+    # first 2,000 training sentences average 7.3 words, its first 10,000 10.3)
+    sample = texts[::max(1, len(texts) // rate_texts)][:rate_texts] if rate_texts else []
     prof = CorpusProfile(str(path), len(texts), round(sum(sizes) / len(sizes)), constants,
                          sum(len(t.split()) for t in (sample or texts)) / len(sample or texts))
     if sample:
         from slimvec.encoder import Encoder
-        from slimvec.engines.plan import measure_cpu_rate
 
         prof.mean_tokens = sum(Encoder().count_tokens(sample)) / len(sample)
-        prof.cpu_rate, prof.rate_texts = measure_cpu_rate(1, len(sample), texts=sample), len(sample)
+        with tempfile.TemporaryDirectory(prefix="slimvec-rate-", dir=workdir) as tmp:
+            prof.cpu_rate, prof.rate_texts = ingest_rate(sample, tmp), len(sample)
     return prof
+
+
+def ingest_rate(texts: list[str], workdir: str | Path) -> float:
+    """Documents per CPU-second of the encoder in a real ``slimvec ingest --threads 1`` of
+    ``texts`` into a fresh index of the default recipe under ``workdir``: the encoder as an
+    ingest runs it (length-sorted windows, passes of the ingest's batch, beside the reader and
+    the writer), counted on its thread's CPU clock so that a loaded machine does not lower it
+    (:attr:`~slimvec.indexer.writer.IngestSummary.encode_cpu_seconds`)."""
+    from slimvec.indexer.pipeline import IngestOptions, ingest
+
+    src = Path(workdir) / "texts.jsonl"
+    src.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts), encoding="utf-8")
+    summary = ingest(src, Path(workdir) / "index", IngestOptions(threads=1))
+    return summary.ingested / max(summary.encode_cpu_seconds, 1e-9)

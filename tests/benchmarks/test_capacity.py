@@ -55,6 +55,13 @@ def test_a_recipe_given_as_store_filters_rows_and_rescored_rows_keep_float16(row
     assert "rescore=2" in (auto.command or "")
 
 
+def test_a_bare_store_name_filters_results_that_hold_recipe_rows(rows_300k) -> None:
+    """``--store hnsw`` beside recipe rows (``pca:96|qdrant-edge|...``) read the recipe as a store
+    and failed with "Unknown store 'pca'"."""
+    cands = candidates_from_results(rows_300k, 384, ["hnsw"], "neighbor_recall_at_k")
+    assert cands and {c.store.split(":")[0] for c in cands} == {"hnsw"}
+
+
 def test_one_disk_figure_for_one_recipe(rows_300k, tmp_path: Path) -> None:
     """plan --recipe, plan over the rows and the recipe's float16 full vectors agree."""
     docs, rec = 40_000_000, parse_recipe(DEFAULT_RECIPE)
