@@ -303,6 +303,17 @@ def test_scroll_uuid_order_and_order_by_as_local_mode(client, X, kind):
     for ob in ("v", m.OrderBy(key="v", direction=m.Direction.DESC, start_from=6)):
         want, got = (c.scroll(name, order_by=ob, scroll_filter=odd, limit=9)[0] for c in (local, client))
         assert [(r.order_value, r.payload) for r in got] == [(r.order_value, r.payload) for r in want]
+    if kind == "pending":  # beyond MAX_SORTED UUIDs: integers first, then every UUID once
+        many = [*range(5), *(str(uuid.uuid4()) for _ in range(10_050))]
+        client.create_collection("scroll-many", vectors_config=m.VectorParams(size=2, distance=m.Distance.DOT))
+        for at in range(0, len(many), 4000):
+            client.upsert("scroll-many", m.Batch(ids=many[at:at + 4000], vectors=[[1.0, 0.5]] * len(many[at:at + 4000])),
+                          wait=True)
+        seen, offset = [], None
+        while offset is not None or not seen:
+            recs, offset = client.scroll("scroll-many", limit=999, offset=offset, with_payload=False)
+            seen += [r.id for r in recs]
+        assert seen[:5] == list(range(5)) and sorted(map(str, seen)) == sorted(map(str, many))
 
 
 @pytest.mark.parametrize("kind", ["pending", "faiss"])

@@ -13,7 +13,6 @@ from tests.service.server import Server
 qdrant_client = pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient  # noqa: E402
 from qdrant_client import models as m  # noqa: E402
-from qdrant_client.http.exceptions import UnexpectedResponse  # noqa: E402
 
 N = 150
 SPARSE = {"s": m.SparseVectorParams(), "idf": m.SparseVectorParams(modifier=m.Modifier.IDF)}

@@ -27,6 +27,8 @@ __all__ = ["special_query", "facet", "scroll_page", "MAX_SCAN"]
 
 #: the most points an ``order_by`` or ``sample`` query reads (all of a collection's payloads)
 MAX_SCAN = 100_000
+#: the most hashed ids (UUIDs) a scroll page sorts into Qdrant's order (each page reads them all)
+MAX_SORTED = 10_000
 
 
 def special_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset: int
@@ -73,7 +75,7 @@ def scroll_page(cols: Any, name: str, body: dict[str, Any]) -> dict[str, Any]:
 
     Given integer ids below :data:`~slimvec.ids.FIRST_HASHED` are their own store ids, so the
     store's order is Qdrant's; the other ids (UUIDs, integers from 2**62) are hashed, so that
-    part is read whole (at most :data:`MAX_SCAN` points; beyond, in store order) and sorted as
+    part is read whole (at most :data:`MAX_SORTED` points; beyond, in store order) and sorted as
     local mode sorts ids: integers by value, then UUIDs by their hyphenated text (their value)."""
     check_fields(body, ("offset", "limit", "filter", "with_payload", "with_vector", "order_by"), "scroll")
     served, limit = cols.served(name), count_arg(body, "limit", 10) or 10
@@ -116,14 +118,14 @@ def _id_key(pid: Any) -> tuple[int, Any]:
 
 def _hashed(served: Any, flt: Any) -> tuple[list[dict[str, Any]], bool]:
     """The matching records of hashed store ids sorted by :func:`_id_key`, and whether that is
-    all of them (False beyond :data:`MAX_SCAN`)."""
+    all of them (False beyond :data:`MAX_SORTED`)."""
     recs: list[dict[str, Any]] = []
     start: Any = FIRST_HASHED
-    while start is not None and len(recs) <= MAX_SCAN:
+    while start is not None and len(recs) <= MAX_SORTED:
         page, start = points.scroll(served, 1000, start, flt)
         recs += page
     recs.sort(key=lambda r: _id_key(r["id"]))
-    return recs, len(recs) <= MAX_SCAN
+    return recs, len(recs) <= MAX_SORTED
 
 
 def _ordered(recs: list[dict[str, Any]], order_by: Any, k: int) -> list[tuple[int, Any]]:
