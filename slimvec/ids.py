@@ -29,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["doc_id", "doc_ids", "text_key", "canonical_id", "user_id", "source_ids_of", "TextKey", "ID_RULE"]
+__all__ = ["doc_id", "doc_ids", "FIRST_HASHED", "text_key", "canonical_id", "user_id", "source_ids_of", "TextKey", "ID_RULE"]
 
 ID_RULE = 2
 _MASK = (1 << 63) - 1
 _LOW = 1 << 62  # given integer ids live below, hashed ids at or above
+#: the first store id of a hashed id (rule 2): given integers below it keep their order
+FIRST_HASHED = _LOW
 _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.0*)?")
 
 

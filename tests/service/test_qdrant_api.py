@@ -147,14 +147,13 @@ def test_bad_point_refuses_the_request(client, X):
     (lambda c: c.create_collection("u5", vectors_config=m.VectorParams(
         size=4, distance=m.Distance.COSINE), sharding_method=m.ShardingMethod.CUSTOM),
      "'sharding_method'"),
-    (lambda c: c.query_points("unsup", prefetch=[m.Prefetch(query=[0.1] * DIM)],
-                              query=m.FormulaQuery(formula=m.MultExpression(mult=["$score", 2.0]))),
-     "prefetch with query"),
+    (lambda c: c.create_vector_name("unsup", "d2", m.DenseVectorNameConfig(dense=m.DenseVectorConfig(
+        size=4, distance=m.Distance.DOT))), "the dense vector 'd2'"),
     (lambda c: c.upsert("unsup", points=[m.PointStruct(id=1, vector=[[0.1] * DIM] * 2)]),
      "multivectors"),
     (lambda c: c.create_shard_key("unsup", shard_key="k"), "/shards"),
 ], ids=["manhattan", "sharding",
-        "prefetch-formula", "multivector-upsert", "shard-key"])
+        "dense-vector-added", "multivector-upsert", "shard-key"])
 def test_unsupported_is_a_400_naming_it(client, call, feature):
     if not client.collection_exists("unsup"):
         _create(client, "unsup")

@@ -22,7 +22,7 @@ def test_congruence_suite_does_not_regress(tmp_path):
     assert main([str(SUITE), "--port", str(free_port()), "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["collected"] >= 250, res["collected"]
-    # 211 of 254 pass with float32 kept vectors as Qdrant keeps them (186 with float16, 52 with
-    # named vectors only, 3 before issue 38); random filters move a run by a few tests, hence the
-    # margin
-    assert res["passed"] >= 205, res["top_reasons"][:5]
+    # 243 of 254 pass (the 11 others fail in local mode's client version or need gRPC; 228 before
+    # issue 53's scroll order, formula, feedback, sparse MMR and vector names, 211 after issue 38,
+    # 3 before it); random filters move a run by a few tests, hence the margin
+    assert res["passed"] >= 238, res["top_reasons"][:5]

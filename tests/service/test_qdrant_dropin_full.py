@@ -5,6 +5,8 @@ collection config echoed back, query / search groups and dense MMR."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import numpy as np
 import pytest
@@ -271,3 +273,128 @@ def test_facets_as_local_mode(client, X, kind):
     for key, flt, limit in (("v", None, 10), ("v", odd, 2), ("n.w", None, 3), ("f", None, 10), ("none", odd, 5)):
         want, got = (c.facet(name, key, facet_filter=flt, limit=limit, exact=True).hits for c in (local, client))
         assert [(h.value, type(h.value), h.count) for h in got] == [(h.value, type(h.value), h.count) for h in want]
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_scroll_uuid_order_and_order_by_as_local_mode(client, X, kind):
+    """Scroll pages come in Qdrant's id order, as local mode's: integers by value, then UUIDs
+    by value (slimvec hashes UUIDs, whose store order is another), with a filter and pages that
+    cross from the integers to the UUIDs; ``order_by`` (no next page) as local mode's."""
+    import uuid
+
+    name, local = f"scroll-{kind}", QdrantClient(":memory:")
+    ids = [*range(0, 50, 2), *(str(uuid.UUID(int=int(x))) for x in np.random.default_rng(7).integers(1, 2**62, 35))]
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config=m.VectorParams(size=DIM, distance=m.Distance.COSINE), metadata=meta)
+        c.upsert(name, [m.PointStruct(id=pid, vector=X[i].tolist(), payload={"v": (i * 7) % 11, "odd": i % 2})
+                        for i, pid in enumerate(ids)], wait=True)
+    odd = m.Filter(must=[m.FieldCondition(key="odd", match=m.MatchValue(value=1))])
+    for flt, limit in ((None, 7), (odd, 4), (None, 100)):
+        pages = []
+        for c in (local, client):
+            seen, offset = [], None
+            while True:
+                recs, offset = c.scroll(name, scroll_filter=flt, limit=limit, offset=offset)
+                seen.append([r.id for r in recs])
+                if offset is None:
+                    break
+            pages.append(seen)
+        assert pages[1] == pages[0], (flt, limit)
+    for ob in ("v", m.OrderBy(key="v", direction=m.Direction.DESC, start_from=6)):
+        want, got = (c.scroll(name, order_by=ob, scroll_filter=odd, limit=9)[0] for c in (local, client))
+        assert [(r.order_value, r.payload) for r in got] == [(r.order_value, r.payload) for r in want]
+    if kind == "pending":  # beyond MAX_SORTED UUIDs: integers first, then every UUID once
+        many = [*range(5), *(str(uuid.uuid4()) for _ in range(10_050))]
+        client.create_collection("scroll-many", vectors_config=m.VectorParams(size=2, distance=m.Distance.DOT))
+        for at in range(0, len(many), 4000):
+            client.upsert("scroll-many", m.Batch(ids=many[at:at + 4000], vectors=[[1.0, 0.5]] * len(many[at:at + 4000])),
+                          wait=True)
+        seen, offset = [], None
+        while offset is not None or not seen:
+            recs, offset = client.scroll("scroll-many", limit=999, offset=offset, with_payload=False)
+            seen += [r.id for r in recs]
+        assert seen[:5] == list(range(5)) and sorted(map(str, seen)) == sorted(map(str, many))
+
+
+@pytest.mark.parametrize("kind", ["pending", "faiss"])
+def test_formula_and_relevance_feedback_as_local_mode(client, X, kind):
+    """A formula query re-scores the prefetched points with qdrant-client's own evaluator (the
+    prefetch scores, payload values, conditions, defaults), and its errors are local mode's
+    words; a naive relevance-feedback query scores as local mode's."""
+    name, local = f"formula-{kind}", QdrantClient(":memory:")
+    for c, meta in ((local, None), (client, RECIPES[kind])):
+        c.create_collection(name, vectors_config={"t": m.VectorParams(size=DIM, distance=m.Distance.COSINE)},
+                            metadata=meta)
+        c.upsert(name, [m.PointStruct(id=i, vector={"t": X[i].tolist()}, payload={"v": i % 5, "odd": i % 2})
+                        for i in range(120)], wait=True)
+    odd = m.FieldCondition(key="odd", match=m.MatchValue(value=1))
+    pf = m.Prefetch(query=X[200].tolist(), using="t", limit=30)
+    for f, th in ((m.SumExpression(sum=["$score", m.MultExpression(mult=[0.1, "v"]), odd]), None),
+                  (m.MultExpression(mult=["$score", m.LnExpression(ln=m.SumExpression(sum=["w", 2.0]))]), 0.1)):
+        want, got = (c.query_points(name, prefetch=pf, query=m.FormulaQuery(formula=f, defaults={"w": 3}),
+                                    limit=8, score_threshold=th).points for c in (local, client))
+        assert [p.id for p in got] == [p.id for p in want]
+        assert [p.score for p in got] == pytest.approx([p.score for p in want], abs=1e-4)
+    for f in (m.LnExpression(ln=-1.0), m.LnExpression(ln=m.SumExpression(sum=["$score", -5.0])),
+              m.GeoDistance(geo_distance=m.GeoDistanceParams(origin=m.GeoPoint(lon=0, lat=0), to="v"))):
+        with pytest.raises(ValueError) as want:
+            local.query_points(name, prefetch=pf, query=m.FormulaQuery(formula=f))
+        with pytest.raises(UnexpectedResponse) as exc:
+            client.query_points(name, prefetch=pf, query=m.FormulaQuery(formula=f))
+        words = [re.sub(r"-?[\d.]+", "N", x) for x in (str(want.value), exc.value.content.decode())]
+        assert exc.value.status_code == 400 and words[0] in words[1]  # the scores: float32 apart
+    rf = m.RelevanceFeedbackQuery(relevance_feedback=m.RelevanceFeedbackInput(
+        target=X[201].tolist(), feedback=[m.FeedbackItem(example=i, score=s) for i, s in ((1, 0.9), (2, 0.5), (3, 0.1))],
+        strategy=m.NaiveFeedbackStrategy(naive=m.NaiveFeedbackStrategyParams(a=0.5, b=1.0, c=0.7))))
+    want, got = (c.query_points(name, query=rf, using="t", limit=10).points for c in (local, client))
+    assert [p.id for p in got] == [p.id for p in want]
+    assert [p.score for p in got] == pytest.approx([p.score for p in want], abs=1e-4)
+
+
+def test_sparse_mmr_vector_names_and_word_group_lookups_as_local_mode(client, X):
+    """MMR on a sparse vector (local mode's dot-product rule); a sparse vector and a multivector
+    added to an existing collection and removed again (``create_vector_name``); a group whose
+    value is a word looks up no point, as in local mode (it was refused as "not a UUID")."""
+    name, local = "side-added", QdrantClient(":memory:")
+    rng = np.random.default_rng(3)
+    for c in (local, client):
+        c.create_collection(name, vectors_config={"t": m.VectorParams(size=DIM, distance=m.Distance.COSINE)})
+        c.create_vector_name(name, "sp", m.SparseVectorNameConfig(sparse=m.SparseVectorConfig()))
+        c.create_vector_name(name, "mv", m.DenseVectorNameConfig(dense=m.DenseVectorConfig(
+            size=4, distance=m.Distance.DOT, multivector_config=m.MultiVectorConfig(
+                comparator=m.MultiVectorComparator.MAX_SIM))))
+    pts = [m.PointStruct(id=i, payload={"w": ["cat", "dog", 3][i % 3]}, vector={
+        "t": X[i].tolist(), "mv": rng.random((2, 4)).tolist(),
+        "sp": m.SparseVector(indices=sorted(rng.choice(30, 6, replace=False).tolist()), values=rng.random(6).tolist())})
+        for i in range(60)]
+    for c in (local, client):
+        c.upsert(name, pts, wait=True)
+    (keys, got), (want_keys, want) = (_vectors(c, name, range(5)) for c in (client, local))
+    assert keys == want_keys and got == pytest.approx(want, rel=1e-5)
+    q = m.SparseVector(indices=list(range(0, 30, 3)), values=[1.0] * 10)
+    for mmr in (m.Mmr(), m.Mmr(diversity=0.7, candidates_limit=25)):
+        want, got = (c.query_points(name, query=m.NearestQuery(nearest=q, mmr=mmr), using="sp", limit=6).points
+                     for c in (local, client))
+        assert [(p.id, round(p.score, 4)) for p in got] == [(p.id, round(p.score, 4)) for p in want]
+    want, got = (c.query_points_groups(name, "w", query=X[100].tolist(), using="t", limit=3, group_size=2,
+                                       with_lookup=name).groups for c in (local, client))
+    assert [(g.id, [h.id for h in g.hits], g.lookup and g.lookup.id) for g in got] == \
+        [(g.id, [h.id for h in g.hits], g.lookup and g.lookup.id) for g in want]
+    for c in (local, client):
+        c.delete_vector_name(name, "sp")
+    assert "sp" not in (client.get_collection(name).config.params.sparse_vectors or {})
+    (keys, got), (want_keys, want) = (_vectors(c, name, [0, 1]) for c in (client, local))
+    assert keys == want_keys and got == pytest.approx(want, rel=1e-5)
+    with pytest.raises(UnexpectedResponse) as exc:
+        client.create_vector_name(name, "d2", m.DenseVectorNameConfig(dense=m.DenseVectorConfig(
+            size=4, distance=m.Distance.DOT)))
+    assert exc.value.status_code == 400 and "d2" in exc.value.content.decode()
+
+
+def _vectors(c, name, ids):
+    """``[(id, vector name)], numbers`` of the points ``ids`` (a sparse vector's indices, then
+    its values), in one list to compare approximately."""
+    got = sorted(((r.id, k), list(v.indices) + list(v.values) if isinstance(v, m.SparseVector)
+                  else np.ravel(v).tolist()) for r in c.retrieve(name, list(ids), with_vectors=True)
+                 for k, v in r.vector.items())
+    return [k for k, _ in got], [x for _, v in got for x in v]

@@ -19,7 +19,8 @@ from typing import Any
 from slimvec.service.qdrant_api.models import QdrantError, check_fields, unsupported
 
 __all__ = ["CREATE_FIELDS", "METRICS", "NAMED_FORM", "optimizers", "parse_vectors", "kept_recipe", "recorded", "store_config",
-           "search_params", "qdrant_score", "update_collection", "conditional"]
+           "search_params", "qdrant_score", "update_collection", "conditional", "create_vector_name",
+           "delete_vector_name"]
 
 #: the create fields accepted (``vectors`` and ``metadata`` are read, the rest recorded)
 CREATE_FIELDS = ("vectors", "metadata", "shard_number", "sharding_method", "replication_factor",
@@ -230,6 +231,60 @@ def update_collection(cols: Any, name: str, body: dict[str, Any]) -> bool:
             opts[key] = {**(opts.get(key) or {}), **body[key]}
     cols._save(name, s)
     return True
+
+
+def create_vector_name(cols: Any, name: str, vname: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``PUT /collections/NAME/vectors/VNAME``: a sparse vector (``{"sparse": {"modifier"}}``)
+    or a multivector (``{"dense": {"size", "distance", "multivector_config"}}``) added to an
+    existing collection, in its side shard (created when it has none); the points keep their
+    other vectors and lack the new one until written with it. A plain dense vector is refused:
+    its index would be a new build beside the collection's."""
+    from pydantic import ValidationError
+    from qdrant_client.http import models as m
+
+    cols.served(name)
+    try:
+        cfg = m.DenseVectorNameConfig.model_validate(body) if "dense" in body else m.SparseVectorNameConfig.model_validate(body)
+    except ValidationError as exc:
+        raise QdrantError(400, f"Bad request: vector {vname!r}: send {{\"dense\": {{...}}}} or "
+                               f"{{\"sparse\": {{...}}}} ({exc.errors()[0]['msg']}).") from None
+    with cols.journal.locked(name):
+        cols.journal.drain(name)
+        s = cols.settings(name)
+        taken = {"", *(v["name"] for v in s.get("vectors") or ()), *(s.get("sparse_vectors") or {}),
+                 *(s.get("multi_vectors") or {})}
+        if vname in taken:
+            raise QdrantError(400, f"Wrong input: Vector name {vname!r} is empty or already exists.")
+        if isinstance(cfg, m.DenseVectorNameConfig):
+            d = cfg.dense
+            if d.multivector_config is None or d.multivector_config.comparator != m.MultiVectorComparator.MAX_SIM:
+                raise unsupported(f"adding the dense vector {vname!r} to an existing collection",
+                                  "add a sparse vector or a max_sim multivector, or create the collection "
+                                  "with this vector")
+            key, params = "multi_vectors", {"size": d.size, "distance": d.distance.value}
+        else:
+            key, params = "sparse_vectors", cfg.sparse.model_dump(mode="json", exclude_none=True, exclude={"datatype"})
+        cols.sparse.add_vector(name, vname, params)
+        s[key] = {**(s.get(key) or {}), vname: params}
+        cols._save(name, s)
+    return {"operation_id": 0, "status": "completed"}
+
+
+def delete_vector_name(cols: Any, name: str, vname: str) -> dict[str, Any]:
+    """``DELETE /collections/NAME/vectors/VNAME``: a sparse vector or multivector removed from
+    every point and the collection; a dense vector of the collection's indexes is refused."""
+    cols.served(name)
+    with cols.journal.locked(name):
+        cols.journal.drain(name)
+        s = cols.settings(name)
+        key = next((k for k in ("sparse_vectors", "multi_vectors") if vname in (s.get(k) or {})), None)
+        if key is None:
+            raise QdrantError(400, f"Wrong input: Collection `{name}` has no sparse or multivector "
+                                   f"named {vname!r} (a dense vector stays for the collection's life).")
+        cols.sparse.drop_vector(name, vname)
+        s[key] = {k: v for k, v in s[key].items() if k != vname}
+        cols._save(name, s)
+    return {"operation_id": 0, "status": "completed"}
 
 
 def conditional(items: list[dict[str, Any]], existing: list[dict[str, Any] | None], mode: Any,

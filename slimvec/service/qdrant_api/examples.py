@@ -25,7 +25,7 @@ from slimvec.service.qdrant_api.sparse import MAX_EXAMPLES
 
 __all__ = ["is_example_query", "example_query", "prefetch_query", "request_cost"]
 
-_KINDS = ("recommend", "discover", "context")
+_KINDS = ("recommend", "discover", "context", "relevance_feedback")
 
 
 def is_example_query(query: Any) -> bool:
@@ -140,9 +140,34 @@ def _plan(query: Any, vec: Any, many: Any, pairs: Any) -> tuple[Any, Any]:
                                                                pairs(arg.get("context")))
     elif kind == "context":
         score = d.calculate_context_scores, d.ContextQuery(pairs(arg))
+    elif kind == "relevance_feedback" and isinstance(arg, dict):
+        score = d.calculate_naive_feedback_query, _feedback(arg, vec)
     else:
         raise unsupported(f"query {str(query)[:60]!r}")
     return target, score
+
+
+def _feedback(arg: dict[str, Any], vec: Any) -> Any:
+    """Local mode's ``NaiveFeedbackQuery`` of ``{"target", "feedback": [{"example", "score"}],
+    "strategy": {"naive": {"a", "b", "c"}}}`` (each example a point id or a vector)."""
+    from qdrant_client.local import distances as d
+
+    check_fields(arg, ("target", "feedback", "strategy"), "query.relevance_feedback")
+    strategy = arg.get("strategy")
+    naive = strategy.get("naive") if isinstance(strategy, dict) else None
+    feedback = arg.get("feedback")
+    if not isinstance(naive, dict) or not isinstance(feedback, list) or len(feedback) > MAX_EXAMPLES or not all(
+            isinstance(f, dict) and isinstance(f.get("score"), (int, float)) for f in feedback):
+        raise QdrantError(400, "Bad request: relevance_feedback needs feedback [{\"example\", \"score\"}] "
+                               f"(at most {MAX_EXAMPLES}) and strategy {{\"naive\": {{\"a\", \"b\", \"c\"}}}}.")
+    check_fields(naive, ("a", "b", "c"), "strategy.naive")
+    if not all(isinstance(naive.get(x), (int, float)) and not isinstance(naive.get(x), bool) for x in "abc"):
+        raise QdrantError(400, f"Bad request: strategy.naive a, b, c must be numbers, got {naive}.")
+    coef = [float(naive[x]) for x in "abc"]
+    items = [d.FeedbackItem(vec(f.get("example"), f"feedback[{i}].example").tolist(), float(f["score"]))
+             for i, f in enumerate(feedback)]
+    return d.NaiveFeedbackQuery(vec(arg.get("target"), "target").tolist(), items,
+                                d.NaiveFeedbackCoefficients(*coef))
 
 
 def _scored(cols: Any, name: str, body: dict[str, Any], index: Any, spec: dict[str, Any],
@@ -248,7 +273,18 @@ def _merge(cols: Any, name: str, sources: list[list[Any]], body: dict[str, Any],
         sids = doc_ids([point_id(p.id) for p in fused]).tolist()
         return {"points": cols._records(cols.served(name), sids, body.get("with_payload", False),
                                         body.get("with_vector", False), [p.score for p in fused])}
-    if q is None or isinstance(q, dict) and ("formula" in q or "fusion" in q):
+    if isinstance(q, dict) and "formula" in q:
+        hits = _formula(cols, name, q, sources)
+        threshold = body.get("score_threshold")
+        hits = [(i, x) for i, x in hits if threshold is None or x >= threshold][offset:limit + offset]
+        if not final:
+            return [m.ScoredPoint(id=i, version=0, score=x) for i, x in hits]
+        from slimvec.ids import doc_ids
+
+        sids = doc_ids([point_id(i) for i, _ in hits]).tolist() if hits else []
+        return {"points": cols._records(cols.served(name), sids, body.get("with_payload", False),
+                                        body.get("with_vector", False), [x for _, x in hits])}
+    if q is None or isinstance(q, dict) and "fusion" in q:
         raise unsupported(f"prefetch with query {str(q)[:60]!r}", "fuse with rrf or dbsf, or "
                           "re-score by a vector")
     ids = list(dict.fromkeys(p.id for src in sources for p in src))
@@ -258,6 +294,47 @@ def _merge(cols: Any, name: str, sources: list[list[Any]], body: dict[str, Any],
                             **({} if final else {"with_payload": False, "with_vector": False})})
     return got if final else [m.ScoredPoint(id=x["id"], version=0, score=x["score"])
                               for x in got["points"]]
+
+
+def _formula(cols: Any, name: str, q: dict[str, Any], sources: list[list[Any]]
+             ) -> list[tuple[Any, float]]:
+    """``[(point id, score)]`` of every prefetched point (in prefetch order) by a formula
+    ``{"formula", "defaults"}``, best first: qdrant-client's own evaluator (local mode's
+    ``_rescore_with_formula``: ``$score[i]`` is the point's score in prefetch ``i``, payload
+    keys and conditions read the point's payload; a score that is not a finite float32, or a
+    value the formula cannot use, is a 400 with the evaluator's words)."""
+    import warnings
+
+    from pydantic import ValidationError
+    from qdrant_client.http import models as m
+    from qdrant_client.hybrid.formula import evaluate_expression, parse_defaults, raise_non_finite_error, validate_expression
+
+    try:
+        query = m.FormulaQuery.model_validate(q)
+    except ValidationError as exc:
+        raise QdrantError(400, f"Bad request: Format error in formula: {exc.errors()[0]['msg']}.") from None
+    scores = [{p.id: p.score for p in src} for src in sources]
+    ids = list(dict.fromkeys(p.id for src in sources for p in src))
+    got = {r["store_id"]: r for r in records_of(cols.served(name), [point_id(i) for i in ids], None)} if ids else {}
+    recs = {pid: got.get(doc_id(point_id(pid))) for pid in ids}
+    has = cols._has_vectors(name, list(got))
+    out = []
+    try:
+        validate_expression(query.formula)
+        defaults = parse_defaults(query.defaults or {})
+        for pid in ids:
+            rec = recs.get(pid)
+            x = evaluate_expression(query.formula, pid, scores, rec["payload"] if rec else {},
+                                    has.get(rec["store_id"], {}) if rec else {}, defaults)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                f32 = np.float32(x)
+            if not np.isfinite(f32):
+                raise_non_finite_error(f"{x} as f32 = {f32}")
+            out.append((pid, float(f32)))
+    except (ValueError, ArithmeticError) as exc:
+        raise QdrantError(400, f"Bad request: {exc}") from None
+    return sorted(out, key=lambda t: -t[1])
 
 
 def request_cost(cols: Any, name: str, bodies: list[Any]) -> bool:
@@ -331,4 +408,6 @@ def _scored_examples(query: Any) -> int:
         return n(arg.get("positive")) + n(arg.get("negative"))
     if kind == "discover" and isinstance(arg, dict):
         return 1 + 2 * n(arg.get("context"))
+    if kind == "relevance_feedback" and isinstance(arg, dict):
+        return 1 + 2 * n(arg.get("feedback")) ** 2  # the target, two per ordered pair
     return 2 * n(arg) if kind == "context" else 0

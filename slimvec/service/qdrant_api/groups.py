@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from slimvec.service.limits import MAX_RESULTS
-from slimvec.service.qdrant_api.models import QdrantError, check_fields, count_arg, select_payload
+from slimvec.service.qdrant_api.models import QdrantError, check_fields, count_arg, point_id, select_payload
 
 __all__ = ["query_groups", "search_groups", "MAX_K"]
 
@@ -98,7 +98,8 @@ def _grouped(found: list[dict[str, Any]], group_by: str, size: int) -> dict[Any,
 
 def _lookup(cols: Any, groups: list[dict[str, Any]], with_lookup: Any) -> None:
     """``with_lookup``: each group's ``lookup``, the point of collection ``collection`` whose id
-    is the group's id (absent when it has none)."""
+    is the group's id (absent when it has none, or when the group's value is no point id, such
+    as a word: local mode finds no point and Qdrant skips it)."""
     if with_lookup is None:
         return
     if isinstance(with_lookup, str):
@@ -109,6 +110,10 @@ def _lookup(cols: Any, groups: list[dict[str, Any]], with_lookup: Any) -> None:
     check_fields(with_lookup, ("collection", "with_payload", "with_vectors"), "with_lookup")
     wp = True if with_lookup.get("with_payload") is None else with_lookup["with_payload"]
     for g in groups:
+        try:
+            point_id(g["id"])
+        except QdrantError:
+            continue
         got = cols.retrieve(with_lookup["collection"], {"ids": [g["id"]], "with_payload": wp,
                                                         "with_vector": with_lookup.get("with_vectors") or False})
         if got:

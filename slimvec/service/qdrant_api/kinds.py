@@ -1,8 +1,9 @@
 """Query kinds beyond a nearest vector (issue 53): ``order_by`` over payload values,
 ``sample: random`` and dense MMR (``{"nearest": vector, "mmr": {...}}``), each as qdrant-client's
 local mode serves it (``local_collection.py`` ``_scroll_by_value``, ``_sample_randomly``,
-``_search_with_mmr``), whose helpers are used here so the rules are the same; and facets
-(``facet``, a route of its own).
+``_search_with_mmr``), whose helpers are used here so the rules are the same; facets
+(``facet``, a route of its own); and the scroll in Qdrant's id order (integers, then UUIDs by
+value), ``order_by`` too (:func:`scroll_page`).
 
 ``order_by`` and ``sample`` read the matching points' payloads (at most :data:`MAX_SCAN` points:
 Qdrant too orders only by an indexed field); MMR re-ranks the ``candidates_limit`` nearest points
@@ -15,15 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.ids import doc_id
+from slimvec.ids import FIRST_HASHED, doc_id
+from slimvec.service.indexes import points
 from slimvec.service.limits import check_size
-from slimvec.service.qdrant_api.models import QdrantError, check_fields, point_id, qfilter
+from slimvec.service.qdrant_api.models import QdrantError, check_fields, count_arg, point_id, qdrant_id, qfilter
 from slimvec.service.qdrant_api.named import exposed, read_vectors, records_of
+from slimvec.service.qdrant_api.sparse import check_sparse
 
-__all__ = ["special_query", "facet", "MAX_SCAN"]
+__all__ = ["special_query", "facet", "scroll_page", "MAX_SCAN"]
 
 #: the most points an ``order_by`` or ``sample`` query reads (all of a collection's payloads)
 MAX_SCAN = 100_000
+#: the most hashed ids (UUIDs) a scroll page sorts into Qdrant's order (each page reads them all)
+MAX_SORTED = 10_000
 
 
 def special_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset: int
@@ -34,8 +39,8 @@ def special_query(cols: Any, name: str, body: dict[str, Any], limit: int, offset
         return None
     if set(q) == {"order_by"} or set(q) == {"sample"}:
         return _payload_query(cols, name, body, q, limit, offset)
-    if "mmr" in q and "nearest" in q and (body.get("using") or "") not in exposed(cols.settings(name))[1]:
-        return _mmr_query(cols, name, body, q, limit, offset)  # sparse and multivectors: sparse.py
+    if "mmr" in q and "nearest" in q and "size" not in exposed(cols.settings(name))[1].get(body.get("using") or "", {}):
+        return _mmr_query(cols, name, body, q, limit, offset)  # multivectors: Qdrant Edge's (sparse.py)
     return None
 
 
@@ -62,6 +67,65 @@ def _payload_query(cols: Any, name: str, body: dict[str, Any], q: dict[str, Any]
     for hit, (_s, value) in zip(hits, ranked):
         hit["order_value"] = value
     return {"points": hits}
+
+
+def scroll_page(cols: Any, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST points/scroll``: a page in Qdrant's id order and the next page's id, or with
+    ``order_by`` the first ``limit`` points by payload value (no next page, as Qdrant's).
+
+    Given integer ids below :data:`~slimvec.ids.FIRST_HASHED` are their own store ids, so the
+    store's order is Qdrant's; the other ids (UUIDs, integers from 2**62) are hashed, so that
+    part is read whole (at most :data:`MAX_SORTED` points; beyond, in store order) and sorted as
+    local mode sorts ids: integers by value, then UUIDs by their hyphenated text (their value)."""
+    check_fields(body, ("offset", "limit", "filter", "with_payload", "with_vector", "order_by"), "scroll")
+    served, limit = cols.served(name), count_arg(body, "limit", 10) or 10
+    flt, wp, wv = qfilter(body.get("filter"), cols.scan(name)), body.get("with_payload", True), body.get("with_vector", False)
+    if body.get("order_by") is not None:
+        if body.get("offset") is not None:
+            raise QdrantError(400, "Bad request: offset is not served with order_by; page with "
+                                   "order_by.start_from and a has_id filter, as Qdrant's.")
+        check_size(cols.count_all(served), MAX_SCAN, "The points an order_by scroll reads", "filter first.")
+        ranked = _ordered(records_of(served, None, flt), body["order_by"], limit)
+        hits = cols._records(served, [s for s, _ in ranked], wp, wv)
+        for hit, (_s, value) in zip(hits, ranked):
+            hit["order_value"] = value
+        return {"points": hits, "next_page_offset": None}
+    start = None if body.get("offset") is None else _id_key(point_id(body["offset"]))
+    page: list[dict[str, Any]] = []
+    if start is None or start < (0, FIRST_HASHED):
+        recs, nxt = points.scroll(served, limit, None if start is None else start[1], flt)
+        page = [r for r in recs if r["store_id"] < FIRST_HASHED]
+        if len(page) == limit and (nxt is None or nxt < FIRST_HASHED):
+            return {"points": cols._records(served, [r["store_id"] for r in page], wp, wv),
+                    "next_page_offset": None if nxt is None else cols._qid(served, nxt)}
+    rest, whole = _hashed(served, flt)
+    if not whole:  # too many to sort: the store's order (the set is the same)
+        recs, nxt = points.scroll(served, limit - len(page), FIRST_HASHED if start is None or
+                                  start < (0, FIRST_HASHED) else doc_id(point_id(body["offset"])), flt)
+        rest, after = recs, (None if nxt is None else cols._qid(served, nxt))
+    else:
+        rest = [r for r in rest if start is None or _id_key(r["id"]) >= start][:limit - len(page) + 1]
+        after = qdrant_id(rest[limit - len(page)]["id"]) if len(rest) > limit - len(page) else None
+    sids = [r["store_id"] for r in page + rest[:limit - len(page)]]
+    return {"points": cols._records(served, sids, wp, wv), "next_page_offset": after}
+
+
+def _id_key(pid: Any) -> tuple[int, Any]:
+    """A point id's place in Qdrant's order: integers first by value, then UUIDs."""
+    pid = qdrant_id(pid)
+    return (0, pid) if isinstance(pid, int) else (1, pid)
+
+
+def _hashed(served: Any, flt: Any) -> tuple[list[dict[str, Any]], bool]:
+    """The matching records of hashed store ids sorted by :func:`_id_key`, and whether that is
+    all of them (False beyond :data:`MAX_SORTED`)."""
+    recs: list[dict[str, Any]] = []
+    start: Any = FIRST_HASHED
+    while start is not None and len(recs) <= MAX_SORTED:
+        page, start = points.scroll(served, 1000, start, flt)
+        recs += page
+    recs.sort(key=lambda r: _id_key(r["id"]))
+    return recs, len(recs) <= MAX_SORTED
 
 
 def _ordered(recs: list[dict[str, Any]], order_by: Any, k: int) -> list[tuple[int, Any]]:
@@ -96,13 +160,15 @@ def _ordered(recs: list[dict[str, Any]], order_by: Any, k: int) -> list[tuple[in
 def _mmr_query(cols: Any, name: str, body: dict[str, Any], q: dict[str, Any], limit: int,
                offset: int) -> dict[str, Any]:
     """Maximal marginal relevance over the ``candidates_limit`` nearest points (default
-    ``limit``): local mode's rule, over the kept full vectors of the vector ``using``."""
-    from qdrant_client.http import models as m
-    from qdrant_client.local.distances import calculate_distance_core
+    ``limit``): local mode's rule, over the kept full vectors of the dense vector ``using``, or
+    the sparse vectors of a sparse one (their plain dot products, as local mode's)."""
     from qdrant_client.local.utils import last_argmax, swap_remove
 
     check_fields(q, ("nearest", "mmr"), "query")
-    if not (isinstance(q["nearest"], list) and q["nearest"] and isinstance(q["nearest"][0], (int, float))):
+    sparse = (body.get("using") or "") in exposed(cols.settings(name))[1]
+    if sparse:
+        check_sparse(q["nearest"], "query.nearest")
+    elif not (isinstance(q["nearest"], list) and q["nearest"] and isinstance(q["nearest"][0], (int, float))):
         raise QdrantError(400, "Bad request: mmr is served on a dense vector query ({\"nearest\": [numbers], "
                                f"\"mmr\": {{...}}}}), got nearest={str(q['nearest'])[:60]!r}.")
     mmr = q.get("mmr") or {}
@@ -117,13 +183,9 @@ def _mmr_query(cols: Any, name: str, body: dict[str, Any], q: dict[str, Any], li
                               "offset": 0})["points"]
     if not found:
         return {"points": []}
-    index, spec = cols.vindex(name, body.get("using") or "")
-    sids = [doc_id(point_id(p["id"])) for p in found]
-    byid = read_vectors(index, spec["distance"], sids)
-    X = np.asarray([byid[s] for s in sids], dtype=np.float32)
-    distance, lam = m.Distance(spec["distance"]), 1.0 - float(diversity)
-    rel = calculate_distance_core(np.asarray(q["nearest"], dtype=np.float32), X, distance).tolist()
-    sims = np.stack([calculate_distance_core(x, X, distance) for x in X])
+    rel, sims = _similarities(cols, name, body.get("using") or "", q["nearest"],
+                              [doc_id(point_id(p["id"])) for p in found], sparse)
+    lam = 1.0 - float(diversity)
     pending = list(range(len(found)))
     selected = [swap_remove(pending, last_argmax([rel[i] for i in pending]))]
     while len(selected) < limit + offset and pending:
@@ -132,6 +194,29 @@ def _mmr_query(cols: Any, name: str, body: dict[str, Any], q: dict[str, Any], li
             break
         selected.append(swap_remove(pending, last_argmax(scores)))
     return {"points": [found[i] for i in selected][offset:]}
+
+
+def _similarities(cols: Any, name: str, using: str, query: Any, sids: list[int], sparse: bool
+                  ) -> tuple[list[float], np.ndarray]:
+    """The query's similarity to each point of ``sids`` and theirs to each other, as local
+    mode's MMR computes them (dense: the vector's distance; sparse: the dot product)."""
+    from qdrant_client.http import models as m
+    from qdrant_client.local.distances import calculate_distance_core
+    from qdrant_client.local.sparse import sort_sparse_vector
+    from qdrant_client.local.sparse_distances import calculate_distance_sparse
+
+    if sparse:
+        got = cols.sparse.read(name, sids, [using])[using]
+        V = [sort_sparse_vector(m.SparseVector(**got[s])) for s in sids]
+        qv = sort_sparse_vector(m.SparseVector(indices=query["indices"], values=query["values"]))
+        return (calculate_distance_sparse(qv, V, empty_is_zero=True).tolist(),
+                np.stack([calculate_distance_sparse(v, V, empty_is_zero=True) for v in V]))
+    index, spec = cols.vindex(name, using)
+    byid = read_vectors(index, spec["distance"], sids)
+    X = np.asarray([byid[s] for s in sids], dtype=np.float32)
+    distance = m.Distance(spec["distance"])
+    return (calculate_distance_core(np.asarray(query, dtype=np.float32), X, distance).tolist(),
+            np.stack([calculate_distance_core(x, X, distance) for x in X]))
 
 
 def facet(cols: Any, name: str, body: dict[str, Any]) -> dict[str, Any]:

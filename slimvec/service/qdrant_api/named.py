@@ -301,9 +301,6 @@ class NamedVectors:
         using = body.get("using") or ""
         src, vsrc = self._lookup(name, using, body.get("lookup_from"))
         spec = exposed(self.settings(name))[1][using]
-        if isinstance(body.get("query"), dict) and body["query"].get("mmr") is not None \
-                and "size" not in spec:  # Qdrant Edge has MMR for dense vectors only
-            raise unsupported("MMR on a sparse vector", "send a plain nearest query")
 
         def vector_of(pid: Any) -> Any:
             got = self.sparse.read(src, [doc_id(point_id(pid))], [vsrc])[vsrc]

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 
 from slimvec.errors import ConfigError, IndexBusyError, SlimvecError
 from slimvec.service.limits import HEAVY_PER_COLLECTION, DeadlineExceeded, HeavySlots, check_batch, check_deadline, request_deadline
-from slimvec.service.qdrant_api.collection import update_collection
+from slimvec.service.qdrant_api.collection import create_vector_name, delete_vector_name, update_collection
 from slimvec.service.qdrant_api.examples import request_cost
 from slimvec.service.qdrant_api.groups import query_groups, search_groups
 from slimvec.service.qdrant_api.kinds import facet
@@ -356,6 +356,16 @@ def _groups_then_the_rest(r: APIRouter, cols: Collections, read: Any, write: Any
     @r.get("/collections/{name}/aliases", dependencies=[read])
     def collection_aliases(name: str) -> JSONResponse:
         return envelope(cols.aliases.listing(name), time.perf_counter())
+
+    @r.put("/collections/{name}/vectors/{vname}", dependencies=[write])
+    def add_vector_name(name: str, vname: str, body: dict[str, Any] = Body(...)) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(create_vector_name(cols, name, vname, body), t0)
+
+    @r.delete("/collections/{name}/vectors/{vname}", dependencies=[write])
+    def drop_vector_name(name: str, vname: str) -> JSONResponse:
+        t0 = time.perf_counter()
+        return envelope(delete_vector_name(cols, name, vname), t0)
 
     @r.post("/collections/{name}/facet", dependencies=[read])
     def facet_counts(name: str, body: dict[str, Any] = Body(...)) -> JSONResponse:

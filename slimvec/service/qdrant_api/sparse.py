@@ -275,6 +275,29 @@ class SparseShards:
             self._open[name] = q.EdgeShard.create(str(self._path(name)), q.EdgeConfig(
                 vectors=multi or None, sparse_vectors=sparse or None))
 
+    def add_vector(self, name: str, vname: str, params: dict[str, Any]) -> None:
+        """Add side vector ``vname`` (``params`` as :meth:`create`'s) to collection ``name``'s
+        shard, which is made when it has none."""
+        import qdrant_edge as q
+
+        if not self._path(name).exists():
+            self.create(name, {vname: params})
+            return
+        op = (q.UpdateOperation.create_dense_vector(
+            vname, params["size"], getattr(q.Distance, params["distance"]),
+            multivector_config=q.MultiVectorConfig(q.MultiVectorComparator.MaxSim)) if "size" in params
+            else q.UpdateOperation.create_sparse_vector(
+                vname, modifier=q.Modifier.Idf if params.get("modifier") == "idf" else None))
+        with self._lock:
+            self._shard(name).update(op)
+
+    def drop_vector(self, name: str, vname: str) -> None:
+        """Remove side vector ``vname`` from collection ``name``'s shard and its points."""
+        import qdrant_edge as q
+
+        with self._lock:
+            self._shard(name).update(q.UpdateOperation.delete_vector_name(vname))
+
     def drop(self, name: str) -> None:
         """Close and remove collection ``name``'s shard (nothing when it has none)."""
         with self._lock:

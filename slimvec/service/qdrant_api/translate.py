@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from slimvec.ids import doc_id, doc_ids
+from slimvec.ids import doc_ids
 from slimvec.service.indexes import points
 from slimvec.service.indexes.points import get as points_get
 from slimvec.service.limits import MAX_IDS, check_size
@@ -27,7 +27,7 @@ from slimvec.service.qdrant_api.collection import NAMED_FORM, conditional, optim
 from slimvec.service.qdrant_api.collection_snapshot import NESTED, snapshot_parts, unpack
 from slimvec.service.qdrant_api.examples import example_query, is_example_query, prefetch_query
 from slimvec.service.qdrant_api.journal import Journal
-from slimvec.service.qdrant_api.kinds import special_query
+from slimvec.service.qdrant_api.kinds import scroll_page, special_query
 from slimvec.service.qdrant_api.models import (
     SOURCE_ID,
     QdrantError,
@@ -430,17 +430,8 @@ class Collections(CollectionWrites, NamedVectors):
 
     # ------------------------------------------------------------------ lifecycle
     def scroll(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /collections/NAME/points/scroll``: a page in id order and the next page's id."""
-        check_fields(body, ("offset", "limit", "filter", "with_payload", "with_vector"), "scroll")
-        served = self.served(name)
-        offset = body.get("offset")
-        start = None if offset is None else doc_id(point_id(offset))
-        recs, nxt = points.scroll(served, count_arg(body, "limit", 10) or 10, start,
-                                  qfilter(body.get("filter"), self.scan(name)))
-        sids = [r["store_id"] for r in recs]
-        out = self._records(served, sids, body.get("with_payload", True),
-                            body.get("with_vector", False))
-        return {"points": out, "next_page_offset": None if nxt is None else self._qid(served, nxt)}
+        """``POST /collections/NAME/points/scroll``: :func:`.kinds.scroll_page`."""
+        return scroll_page(self, name, body)
 
     def _qid(self, served: Any, sid: int) -> Any:
         return qdrant_id((stored_payloads(served, [sid])[0] or {}).get(SOURCE_ID))
