@@ -345,26 +345,28 @@ def _payload_indexes(fields: dict[str, str], measured: dict[str, float] | None, 
 
     if not fields:
         return {}
-    got = {**payload_index_bytes(fields, docs, measured), "kinds": dict(fields)}
+    got = {**payload_index_bytes(fields, docs, measured), "kinds": dict(fields), "measured": measured}
+    qdrant = payload_index_bytes(fields, docs, store="qdrant-edge")
     notes.append(f"payload indexes {', '.join(f'{f}:{k}' for f, k in fields.items())}: "
                  f"{got['ram_per_point']:.0f} B/point of RAM from the first filtered search on "
-                 f"(FAISS / hnswlib; Qdrant stores keep their own, not modelled), {got['source']}")
+                 f"(FAISS / hnswlib, {got['source']}); Qdrant stores' own: "
+                 f"{qdrant['ram_per_point']:.0f} B/point ({qdrant['source']})")
     return got
 
 
 def _price(c: Candidate, model: SizeModel, docs: int, dim: int, payload_bytes: int,
            min_quality: float | None, budget: int | None, pidx: dict[str, Any] | None = None) -> None:
     """Predicted RAM and disk at ``docs`` (the reducer is loaded to transform every query; a
-    rescored candidate adds its full vectors on disk and their ids in RAM; a payload-table store
-    its payload indexes), and the target."""
-    from slimvec.connectors import store_class
-    from slimvec.connectors.payloads import PayloadTableStore
+    rescored candidate adds its full vectors on disk and their ids in RAM; every store its payload
+    indexes), and the target."""
+    from slimvec.index.filter_info import payload_index_bytes
 
     c.ram_bytes = model.ram_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
     c.disk_bytes = model.disk_bytes(docs, c.dim_out, payload_bytes) + c.reducer_bytes
-    if pidx and issubclass(store_class(c.store), PayloadTableStore):
-        c.ram_bytes += pidx["ram"]
-        c.disk_bytes += pidx["disk"]
+    if pidx:
+        got = payload_index_bytes(pidx["kinds"], docs, pidx["measured"], store=c.store)
+        c.ram_bytes += got["ram"]
+        c.disk_bytes += got["disk"]
     full_ram, full_disk = c.rescore_bytes_per_vector(dim)
     c.ram_bytes += full_ram * docs
     c.disk_bytes += full_disk * docs

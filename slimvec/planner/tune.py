@@ -236,8 +236,6 @@ def _survivors(alive: list[TuneCandidate], min_recall: float | None,
 
 def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Path,
                    show: bool = False, payload_index: dict[str, str] | None = None) -> list[str]:
-    from slimvec.connectors import store_class
-    from slimvec.connectors.payloads import PayloadTableStore
     from slimvec.index.filter_info import payload_index_bytes
     from slimvec.planner.sizing import calibrate, sizing_sizes, sizing_spec
     from slimvec.ui import make_progress
@@ -266,13 +264,15 @@ def _predict_sizes(cands: list[TuneCandidate], docs: int, dim: int, workdir: Pat
                 full_ram, full_disk = rescore_bytes_per_vector(dim, c.recipe.keep_full)
                 c.ram_bytes += full_ram * docs
                 c.disk_bytes += full_disk * docs
-            if pidx and issubclass(store_class(spec), PayloadTableStore):
-                c.ram_bytes += pidx["ram"]
-                c.disk_bytes += pidx["disk"]
+            if payload_index:
+                got = payload_index_bytes(payload_index, docs, store=spec)
+                c.ram_bytes += got["ram"]
+                c.disk_bytes += got["disk"]
     if pidx:
         notes.append(f"payload indexes {', '.join(f'{f}:{k}' for f, k in (payload_index or {}).items())}: "
                      f"{pidx['ram'] / 2**20:,.1f} MiB RAM, {pidx['disk'] / 2**20:,.1f} MiB disk at "
-                     f"{docs:,} in every FAISS / hnswlib row ({pidx['source']})")
+                     f"{docs:,} in every FAISS / hnswlib row ({pidx['source']}); Qdrant rows add "
+                     "their own payload indexes' figure")
     notes.append(f"RAM and disk predicted at {docs:,} vectors by size models fitted at 1,000 and 2,000 "
                  "vectors (more for stores that train: twice what they need)")
     return notes

@@ -107,7 +107,19 @@ def test_the_shipped_keyword_constants_predict_a_fresh_measurement(tmp_path: Pat
     assert got["disk"] == pytest.approx(want["disk"], rel=0.25)
 
 
-def test_plan_adds_payload_indexes_to_payload_table_stores_only(tmp_path: Path) -> None:
+def test_the_shipped_qdrant_constants_predict_a_fresh_qdrant_edge_measurement(tmp_path: Path) -> None:
+    """A real Qdrant Edge shard's own payload index over 30,000 rows it was not fitted on."""
+    from slimvec.planner.payload_sizing import measure_qdrant_fields, sample_values
+
+    rows = [{"product": v, "text": "x"} for v in sample_values("keyword", 30000, seed=5)]
+    got = measure_qdrant_fields({"product": "keyword"}, rows, workdir=tmp_path)
+    want = payload_index_bytes({"product": "keyword"}, 30000, store="qdrant-edge")
+    assert got["ram"] == pytest.approx(want["ram"], rel=0.25)
+    assert got["disk"] == pytest.approx(want["disk"], rel=0.25)
+    assert want["ram"] != payload_index_bytes({"product": "keyword"}, 30000)["ram"]  # its own
+
+
+def test_plan_adds_each_stores_own_payload_indexes(tmp_path: Path) -> None:
 
     fields = {"product": "keyword", "priority": "integer"}
     recipes = [parse_recipe(DEFAULT_RECIPE), parse_recipe("none|qdrant-edge")]
@@ -120,7 +132,9 @@ def test_plan_adds_payload_indexes_to_payload_table_stores_only(tmp_path: Path) 
     faiss, edge = pairs["faiss"], pairs["qdrant-edge"]
     assert faiss[1].ram_bytes - faiss[0].ram_bytes == pytest.approx(want["ram"])
     assert faiss[1].disk_bytes - faiss[0].disk_bytes == pytest.approx(want["disk"])
-    assert edge[1].ram_bytes == edge[0].ram_bytes
+    qdrant = payload_index_bytes(fields, 1_000_000, store="qdrant-edge")
+    assert edge[1].ram_bytes - edge[0].ram_bytes == pytest.approx(qdrant["ram"]) and qdrant["ram"] > 0
+    assert edge[1].disk_bytes - edge[0].disk_bytes == pytest.approx(qdrant["disk"])
     assert with_idx.to_json()["payload_indexes"]["kinds"] == fields
     assert any("payload indexes product:keyword" in n for n in with_idx.notes)
 

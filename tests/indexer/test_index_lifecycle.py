@@ -347,8 +347,11 @@ def test_both_planner_paths_agree_with_exact_filtered_truth(recipe, minilm_vecto
                 {"sel": "integer", "lang": "keyword"}, info["count"])["ram"]) > 0
             idx.search(queries[:1], 10, filter={"must": [{"key": "other", "match": {"value": 1}}]})
             assert idx.info()["filter_fields_unindexed"] == ["other"]
-        else:  # Qdrant Edge keeps its own payload indexes: not modelled
-            assert info["payload_indexes_ram_predicted"] is None
+        else:  # Qdrant Edge keeps its own payload indexes: their own constants
+            from slimvec.index.filter_info import payload_index_bytes
+
+            assert info["payload_indexes_ram_predicted"] == int(payload_index_bytes(
+                {"sel": "integer", "lang": "keyword"}, info["count"], store="qdrant-edge")["ram"]) > 0
 
 
 def test_broad_filter_is_post_filtered_and_falls_back_where_neighbours_do_not_match(minilm_vectors, tmp_path):
