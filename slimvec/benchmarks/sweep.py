@@ -94,7 +94,11 @@ def corpus_sweep(out_dir: str | Path, corpus: str | Path, recipes: Sequence[Any]
     """The ``recipes`` built and searched as users search them (``Index.search``, the bench's
     ``index_recipes`` rows) on the first ``sample`` texts of the user's ``corpus``, encoded here,
     at ``sizes`` prefixes (``sample / 4``, ``sample / 2``, ``sample``): rows of one dataset family
-    measured at several sizes, which :mod:`slimvec.planner.growth` fits and checks."""
+    measured at several sizes, which :mod:`slimvec.planner.growth` fits and checks.
+
+    The latencies of one recipe's sizes are then taken side by side (:func:`_time_sizes`), not one
+    size after another: the growth fit extrapolates the slope between them, and a size timed alone
+    (the first one of a process, or one caught by a load spike) bent it by a third or more."""
     from slimvec.encoder import Encoder
     from slimvec.planner.corpus import read_corpus
 
@@ -108,7 +112,48 @@ def corpus_sweep(out_dir: str | Path, corpus: str | Path, recipes: Sequence[Any]
         np.save(path, np.asarray(vectors[:n], dtype=np.float32), allow_pickle=False)
         rows += quick_sweep(out / f"at-{n}", vectors=path, sample=n, baselines=False,
                             index_recipes=[str(r) for r in recipes])
+    for recipe in recipes:
+        _time_sizes(out / "timed", str(recipe), vectors, [r for r in rows if r.store == str(recipe)])
     return rows
+
+
+def _time_sizes(work: Path, recipe: str, vectors: np.ndarray, rows: list[Row], queries: int = 200,
+                repeats: int = 3) -> None:
+    """Re-time ``rows`` (one ``recipe`` at several ``n_corpus``) with every size built and open at
+    once, each query timed on each size in turn (:func:`slimvec.measure.time_alternating`), so
+    warm-up and load fall on all sizes alike. The queries are the sample's first ``queries``
+    vectors (in every prefix), searched as :func:`slimvec.benchmarks.recipes.recipe_rows` does."""
+    import shutil
+
+    from slimvec.index.folder import open_index
+    from slimvec.measure import time_alternating
+    from slimvec.migrate import MigrateOptions, migrate
+
+    sizes = sorted({int(r.n_corpus) for r in rows if r.n_corpus})
+    if len(sizes) < 2:
+        return
+    q = np.ascontiguousarray(vectors[:queries], dtype=np.float32)
+    opened = []
+    try:
+        for n in sizes:
+            src, folder = work / f"corpus-{n}.npy", work / f"index-{n}"
+            work.mkdir(parents=True, exist_ok=True)
+            np.save(src, np.asarray(vectors[:n], dtype=np.float32), allow_pickle=False)
+            migrate(str(src), folder, MigrateOptions(recipe=recipe, metric="cosine", progress=False,
+                                                     batch_size=2048))
+            opened.append(open_index(folder))
+        k = int(rows[0].k or 10) + 1
+        searches = [lambda i, idx=idx: idx.search(q[i:i + 1], k) for idx in opened]
+        for n, summary in zip(sizes, time_alternating(searches, len(q), queries, repeats)):
+            for r in rows:
+                if r.n_corpus == n:  # the sweep's one row per size (the recipe's own depth)
+                    r.update(summary)
+            log.info("%s at n = %d, timed beside the other sizes: p50 %.3f ms", recipe, n,
+                     summary["latency_p50_ms"])
+    finally:
+        for idx in opened:
+            idx.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _sweep_command(inputs: Any, config: Any) -> str:
