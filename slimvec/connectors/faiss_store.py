@@ -716,11 +716,12 @@ class FaissStore(PayloadTableStore, VectorStore):
         cached until the ids array, the buffer or the replaced positions change (issue 37: no
         ``np.unique`` over the store's ids on every filtered search)."""
         self._require()
-        key = (self._ids, tuple(self._pending_ids), len(self._stale))
-        cached = self._live
-        if cached is not None and cached[0] is key[0] and len(cached[1]) == len(key[1]) \
-                and all(a is b for a, b in zip(cached[1], key[1])) and cached[2] == key[2]:
+        cached, pend = self._live, self._pending_ids
+        if cached is not None and cached[0] is self._ids and cached[2] == len(self._stale) and (
+                not (pend or cached[1]) or  # nothing buffered (every search after training)
+                len(cached[1]) == len(pend) and all(a is b for a, b in zip(cached[1], pend))):
             return cached[3]
+        key = (self._ids, tuple(self._pending_ids), len(self._stale))
         valid = self._ids >= 0
         if self._stale:
             valid[np.fromiter(self._stale, dtype=np.int64)] = False

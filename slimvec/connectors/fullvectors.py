@@ -419,6 +419,8 @@ class FullVectors:
             found = sid[pos] == wanted
         if not found.all():
             wanted, pos = wanted[found], pos[found]
+            if not len(wanted):  # only padding or ids without a full vector
+                return SearchResult.empty(len(q), k)
         rows = srows[pos]
         import faiss
 

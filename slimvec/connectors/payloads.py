@@ -299,7 +299,8 @@ def scan_filter(table: PayloadTable, live: np.ndarray, flt: Any) -> np.ndarray:
 
 def _hint_unindexed(table: PayloadTable, flt: Any, mem: Any) -> None:
     """Log once per field that filters on it read the payload table, naming ``--payload-index``."""
-    for key in sorted(flt.keys() - set(mem.fields if mem is not None else ()) - table.unindexed):
+    new = flt.keys() - table.unindexed
+    for key in sorted(new - mem.fields.keys() if mem is not None and new else new):
         table.unindexed.add(key)
         log.info("Filters on payload field %r read the SQLite payload table (slow at many "
                  "matches): declare a payload index, --payload-index %s:keyword|integer|float|bool|datetime "
@@ -317,7 +318,6 @@ def select_filter(table: PayloadTable, live: np.ndarray, flt: Any, sql: bool = T
     evaluation. With payload indexes declared, the in-memory index answers the conditions on
     them (:meth:`PayloadTable.memory_index`; ``indexed=False``: not) and this path the rest.
     """
-    from slimvec.connectors.payload_sql import filter_sql
     from slimvec.filters import Filter, HasId
 
     if flt is None:
@@ -328,6 +328,8 @@ def select_filter(table: PayloadTable, live: np.ndarray, flt: Any, sql: bool = T
     if mem is not None and mem.covers(flt):
         return mem.select(flt, live, lambda c: select_filter(table, live, Filter(must=(c,)),
                                                              sql=sql, indexed=False))
+    from slimvec.connectors.payload_sql import filter_sql
+
     query = filter_sql(flt) if sql else None
     if query is None:
         return scan_filter(table, live, flt)

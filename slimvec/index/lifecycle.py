@@ -306,11 +306,13 @@ def scan_limit(index: Any, k: int, depth: int | None) -> int | None:
 def _estimates(index: Any, n_allowed: int) -> dict[str, float] | None:
     """The recorded costs' estimate of each path for ``n_allowed`` matches (us), or None."""
     costs = index.manifest.search_costs
-    if costs is None:
-        return None
-    n = index.store.count()
-    return {"exact scan": round(costs.scan_us(n_allowed), 1),
-            "graph": round(costs.graph_search_us(n_allowed, n), 1)}
+    return None if costs is None else dict(_estimated(costs, int(n_allowed), index.store.count()))
+
+
+@lru_cache(maxsize=256)
+def _estimated(costs: Any, n_allowed: int, n: int) -> tuple[tuple[str, float], ...]:
+    return (("exact scan", round(costs.scan_us(n_allowed), 1)),
+            ("graph", round(costs.graph_search_us(n_allowed, n), 1)))
 
 
 def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, Any]:
@@ -318,13 +320,12 @@ def _plan(index: Any, n_allowed: int, k: int, depth: int | None) -> dict[str, An
     if limit is None:
         return {"path": "store filter", "matches": n_allowed, "threshold": None,
                 "why": "no kept full vectors to scan"}
-    est = {"estimate_us": _estimates(index, n_allowed)}
-    if n_allowed <= limit:
-        return {"path": "exact scan", "matches": n_allowed, "threshold": limit, **est,
-                "why": f"{n_allowed} matches <= {limit}: scanning their full vectors is exact "
-                       "and cheaper than a filtered graph search"}
-    return {"path": "store filter", "matches": n_allowed, "threshold": limit, **est,
-            "why": f"{n_allowed} matches > {limit}: the store's filtered search"}
+    plan = {"path": "exact scan" if n_allowed <= limit else "store filter", "matches": n_allowed,
+            "threshold": limit, "estimate_us": _estimates(index, n_allowed)}
+    plan["why"] = (f"{n_allowed} matches <= {limit}: scanning their full vectors is exact and cheaper "
+                   "than a filtered graph search" if n_allowed <= limit
+                   else f"{n_allowed} matches > {limit}: the store's filtered search")
+    return plan
 
 
 #: a filter estimated to match at least this share of the documents is a broad one:
