@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -354,12 +355,13 @@ def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, 
     width, n, limit = k * int(depth or 1), store.count(), scan_limit(index, k, depth)
     if limit is not None and share * n <= limit:  # few enough to scan exactly
         return None
-    fetch = min(n, int(np.ceil((width * POST_MARGIN + 10) / share)))
+    fetch = min(n, math.ceil((width * POST_MARGIN + 10) / share))
     found = store.search(reduced, fetch, **params)
     ids = found.ids
     ok = ids >= 0
     ok[ok] = store.filter_test(flt, ids[ok])
     short = (ok.sum(axis=1) < width) & (fetch < n)
+    n_short = int(short.sum())
     out = SearchResult.empty(len(ids), width)
     for row in range(len(ids)):
         cols = np.flatnonzero(ok[row])[:width]
@@ -369,8 +371,8 @@ def post_filtered(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, 
                               "estimate_us": _estimates(index, int(share * n)),
                               "why": f"an estimated {share:.0%} of documents "
                               f"match: {fetch} nearest unfiltered, the first {width} that match kept",
-                              "short_queries": int(short.sum())}
-    log.debug("filtered search: post filter (%s; %d queries short)", index.last_filter_plan["why"], int(short.sum()))
+                              "short_queries": n_short}
+    log.debug("filtered search: post filter (%s; %d queries short)", index.last_filter_plan["why"], n_short)
     if depth is None:
         out.ids, out.scores = out.ids[:, :k], out.scores[:, :k]
         return out, short
