@@ -103,6 +103,9 @@ def test_a_single_query_reranks_as_the_block_path_does(tmp_path, dtype, metric):
         np.testing.assert_allclose(one.scores, two.scores[:1], rtol=1e-6)
     padded = SearchResult(np.array([[1000, -1, 1001]]), np.zeros((1, 3), dtype=np.float32))
     assert full.rerank(q, padded, 3).ids[0, 2] == -1  # padding still sorts last (block path)
+    for nothing in ([[-1, -1]], [[7, -1]]):  # only padding / unknown ids: an empty result, no error
+        got = full.rerank(q, SearchResult(np.array(nothing), np.zeros((1, 2), np.float32)), 2)
+        assert got.ids.tolist() == [[-1, -1]] and np.isneginf(got.scores).all()
     full.close()
 
 
@@ -130,6 +133,7 @@ def test_scan_gives_what_reranking_every_allowed_id_gives(tmp_path, monkeypatch,
             assert got.ids.shape == (3, k) and got.ids.tolist() == want.ids.tolist(), (allowed[:4], k)
             np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-5)
     assert full.scan(q[:1], np.array([], dtype=np.int64), 5).ids.tolist() == [[-1] * 5]
+    assert full.scan(q[:1], np.array([9_999, 112]), 5).ids.tolist() == [[-1] * 5]  # none stored
     full.close()
 
 
