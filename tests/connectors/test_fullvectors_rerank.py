@@ -133,7 +133,7 @@ def test_scan_gives_what_reranking_every_allowed_id_gives(tmp_path, monkeypatch,
             assert got.ids.shape == (3, k) and got.ids.tolist() == want.ids.tolist(), (allowed[:4], k)
             np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5, atol=1e-5)
     assert full.scan(q[:1], np.array([], dtype=np.int64), 5).ids.tolist() == [[-1] * 5]
-    assert full.scan(q[:1], np.array([9_999, 112]), 5).ids.tolist() == [[-1] * 5]  # none stored
+    assert full.scan(q[:1], np.array([9_999, 5]), 5).ids.tolist() == [[-1] * 5]  # none stored
     full.close()
 
 
