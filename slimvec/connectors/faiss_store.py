@@ -716,10 +716,9 @@ class FaissStore(PayloadTableStore, VectorStore):
         cached until the ids array, the buffer or the replaced positions change (issue 37: no
         ``np.unique`` over the store's ids on every filtered search)."""
         self._require()
-        cached, pend = self._live, self._pending_ids
-        if cached is not None and cached[0] is self._ids and cached[2] == len(self._stale) and (
-                not (pend or cached[1]) or  # nothing buffered (every search after training)
-                len(cached[1]) == len(pend) and all(a is b for a, b in zip(cached[1], pend))):
+        cached, buf = self._live, self._pending_ids  # (nothing buffered: every search after training)
+        if cached is not None and cached[0] is self._ids and cached[2] == len(self._stale) and (not (buf or cached[1])
+                or len(cached[1]) == len(buf) and all(a is b for a, b in zip(cached[1], buf))):
             return cached[3]
         key = (self._ids, tuple(self._pending_ids), len(self._stale))
         valid = self._ids >= 0

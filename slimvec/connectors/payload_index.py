@@ -330,6 +330,12 @@ class PayloadIndex:
             self._remember(key, (flt, live, out))
         return out
 
+    def kept(self, flt: Filter, live: np.ndarray) -> Any:
+        """The kept answer of :meth:`select` for ``flt`` over ``live`` (an object that stays the
+        same until a write or another set of live ids drops it), or None."""
+        got = self._memo.get(("select", id(flt), id(live)))
+        return got if got is not None and got[0] is flt and got[1] is live else None
+
     def _remember(self, key: tuple[str, int, int], entry: tuple[Filter, Any, Any]) -> None:
         if len(self._memo) >= 64:
             self._memo.clear()

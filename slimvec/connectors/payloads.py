@@ -383,6 +383,14 @@ class PayloadTableStore:
         mem = self._payloads.memory_index() if flt is not None else None
         return None if mem is None or not mem.covers(flt) else mem.share(flt, int(self.count()))
 
+    def filter_token(self, flt: Any) -> Any:
+        """An object that stays the same (``is``) while what the planner learns of ``flt`` (its
+        matches among the live ids, its share) cannot change: the in-memory payload index's kept
+        answer of it (:meth:`~slimvec.connectors.payload_index.PayloadIndex.kept`); None without."""
+        assert self._payloads is not None
+        mem = self._payloads.memory_index()
+        return None if mem is None else mem.kept(flt, self.ids())
+
     def filter_test(self, flt: Any, ids: np.ndarray) -> np.ndarray:
         """Which of the live ``ids`` match ``flt``: looked up per id in the in-memory payload
         index where there is one (the rest through :func:`select_filter`)."""

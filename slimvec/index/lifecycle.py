@@ -390,9 +390,10 @@ def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int
     t0 = time.perf_counter()
     one_read = getattr(getattr(index.store, "_payloads", None), "one_read", None)  # FAISS / hnswlib
     with one_read() if one_read is not None else contextlib.nullcontext():  # one version check a search
-        broad = post_filtered(index, vectors, reduced, k, depth, flt, params)
+        kept = _kept_plan(index, flt, k, depth)
+        broad = None if kept is not None else post_filtered(index, vectors, reduced, k, depth, flt, params)
         if broad is None:
-            out = _planned(index, vectors, reduced, k, depth, flt, params)
+            out = _planned(index, vectors, reduced, k, depth, flt, params, kept or True)  # True: keep it
         else:
             out, short = broad
             if short.any():  # those queries' candidates held too few matches: the other paths answer them
@@ -404,11 +405,35 @@ def filtered_search(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int
     return out
 
 
-def _planned(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
-             depth: int | None, flt: Filter, params: dict[str, Any]) -> SearchResult:
-    n_allowed, selection = index.store.plan_filter(flt)
-    plan = _plan(index, n_allowed, k, depth)
-    plan["native"] = not isinstance(selection, np.ndarray)
+def _kept_plan(index: Any, flt: Filter, k: int, depth: int | None) -> tuple[Any, dict[str, Any]] | None:
+    """The selection and plan of the last filtered search that was not post-filtered, when it had
+    the same filter object, ``k``, depth, scan limit and :data:`BROAD_SHARE`, the same manifest and
+    costs, and the store's ``filter_token`` of the filter is still the object it was (no write
+    since, same live ids): a repeated filter skips the share estimate, the count and the plan."""
+    token = getattr(index.store, "filter_token", None)
+    last = getattr(index, "_last_plan", None)
+    if token is None or last is None or last[0] is not flt or last[2] is not index.manifest \
+            or last[3] is not index.manifest.search_costs \
+            or last[1] != (k, depth, BROAD_SHARE, scan_limit(index, k, depth)):
+        return None
+    got = token(flt)
+    return (last[5], last[6]) if got is not None and got is last[4] else None
+
+
+def _planned(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int, depth: int | None,
+             flt: Filter, params: dict[str, Any], kept: Any = None) -> SearchResult:
+    """The counted paths; ``kept``: :func:`_kept_plan`'s answer, or True to keep this one's."""
+    if isinstance(kept, tuple):
+        selection, plan = kept[0], _copied(kept[1])
+    else:
+        n_allowed, selection = index.store.plan_filter(flt)
+        plan = _plan(index, n_allowed, k, depth)
+        plan["native"] = not isinstance(selection, np.ndarray)
+        token = getattr(index.store, "filter_token", None)
+        got = token(flt) if kept and token is not None else None
+        if got is not None:
+            index._last_plan = (flt, (k, depth, BROAD_SHARE, plan["threshold"]), index.manifest,
+                                index.manifest.search_costs, got, selection, _copied(plan))
     index.last_filter_plan = plan
     log.debug("filtered search: %s (%s)", plan["path"], plan["why"])
     if plan["path"] == "exact scan":
@@ -420,6 +445,11 @@ def _planned(index: Any, vectors: np.ndarray, reduced: np.ndarray, k: int,
         return index.store.search_rescored(reduced, vectors, k, k * int(depth), filter=selection, **params)
     candidates = index.store.search(reduced, k * int(depth), filter=selection, **params)
     return index.full_vectors.rerank(vectors, candidates, k)
+
+
+def _copied(plan: dict[str, Any]) -> dict[str, Any]:
+    est = plan.get("estimate_us")
+    return {**plan, "estimate_us": dict(est)} if est is not None else dict(plan)
 
 
 def records(index: Any, sids: Sequence[int]) -> list[dict[str, Any] | None]:

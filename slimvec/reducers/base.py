@@ -102,7 +102,7 @@ class Reducer(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):  # t
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # no output wrapper on a subclass's own transform either (sklearn wraps every class
         # that defines one unless told not to): ~3 us of every query
-        super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)  # type: ignore[call-arg]
+        super().__init_subclass__(auto_wrap_output_keys=None, **kwargs)
 
     def __sklearn_tags__(self) -> Any:
         """Declare float32 output: every reducer returns float32 whatever the input dtype."""

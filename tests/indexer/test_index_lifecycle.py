@@ -381,3 +381,40 @@ def test_broad_filter_is_post_filtered_and_falls_back_where_neighbours_do_not_ma
             assert (got.ids >= 0).all() and np.isin(rows, keep).all()
             truth = [set(np.asarray(keep)[np.argsort(-(vn[keep] @ q))[:10]].tolist()) for q in vn[:40:4]]
             assert _recall(rows, truth) >= 0.9, (path, _recall(rows, truth))
+
+
+def test_a_repeated_filter_sees_every_write_since_its_last_search(minilm_vectors, tmp_path):
+    """A filter given again (one parsed object: its plan is kept between searches) answers from
+    what is stored now: after a payload write, a delete, and a write by another open index of the
+    folder (another connection to the payload table), the matches counted and the results are
+    those of the exact filtered truth."""
+    folder, vecs, sel = _small_index(minilm_vectors, tmp_path, "none|hnsw|rescore=2,keep_full=float16")
+    flt = {"must": [{"key": "sel", "range": {"lt": 40}}]}
+    vn = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    keep = {i for i in range(400) if sel[i] < 40}
+    with slimvec.open(folder) as idx:
+        assert idx.create_payload_index("sel", "integer")
+        sid = {r["store_id"]: i for i, r in enumerate(idx.get([f"doc-{i}" for i in range(400)]))}
+
+        def check() -> None:
+            for _ in range(2):  # the second search of the same filter reuses the first's plan
+                got = idx.search(vecs[:6], 10, filter=flt)
+                assert idx.last_filter_plan["matches"] == len(keep), idx.last_filter_plan
+                rows = np.vectorize(lambda s: sid.get(s, -1))(got.ids)
+                allowed = sorted(keep)
+                truth = [np.asarray(allowed)[np.argsort(-(vn[allowed] @ q))[:10]].tolist() for q in vn[:6]]
+                assert rows.tolist() == truth
+        check()
+        moved = [i for i in range(400) if i not in keep][:25]
+        idx.set_payload({"sel": 0}, ids=[f"doc-{i}" for i in moved])
+        keep |= set(moved)
+        check()
+        gone = sorted(keep)[:30]
+        idx.delete([f"doc-{i}" for i in gone])
+        keep -= set(gone)
+        check()
+        with slimvec.open(folder) as other:
+            back = sorted(keep)[:20]
+            other.set_payload({"sel": 999}, ids=[f"doc-{i}" for i in back])
+        keep -= set(back)
+        check()
