@@ -152,18 +152,24 @@ def _truth(source: Path, queries: np.ndarray) -> np.ndarray:
     return truth
 
 
-def _build(recipe: str, source: Path, folder: Path) -> float | None:
-    """Build ``recipe`` from ``source`` into ``folder`` (seconds; None when already built)."""
+def _cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _build(recipe: str, source: Path, folder: Path) -> tuple[float, float] | None:
+    """Build ``recipe`` from ``source`` into ``folder``: wall and CPU seconds (every thread, and
+    child processes waited for); None when already built."""
     from slimvec.migrate import MigrateOptions, migrate
 
     if (folder / "manifest.json").exists():
         return None
     shutil.rmtree(folder, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     migrate(str(source), folder, MigrateOptions(recipe=recipe, metric="cosine", progress=False))
-    seconds = time.perf_counter() - t0
-    log.info("built %s in %.0f s", recipe, seconds)
-    return seconds
+    seconds, cpu = time.perf_counter() - t0, _cpu_s() - c0
+    log.info("built %s in %.0f s (%.0f CPU s)", recipe, seconds, cpu)
+    return seconds, cpu
 
 
 def _recall(found: np.ndarray, truth: np.ndarray) -> float:
@@ -218,14 +224,15 @@ def _p50_block(search: Callable[[np.ndarray], Any], queries: np.ndarray) -> dict
     return latency_summary(times)
 
 
-def _size_row(name: str, recipe: str, folder: Path, idx: Any, build_s: float | None,
+def _size_row(name: str, recipe: str, folder: Path, idx: Any, build: tuple[float, float] | None,
               recall: float, params: dict[str, Any]) -> dict[str, Any]:
     m = idx.manifest
     full = _allocated(folder / "full")
     return {"name": name, "recipe": recipe, "store": m.store, "reducer": m.reducer or "none",
             "depth": int(m.rescore.depth) if m.rescore is not None else None,
             "calibrated_recall": m.rescore.recall if m.rescore is not None else None,
-            "params": params, "build_s": None if build_s is None else round(build_s, 1),
+            "params": params, "build_s": None if build is None else round(build[0], 1),
+            "build_cpu_s": None if build is None else round(build[1], 1),
             "recall_at_10": recall, "disk_bytes": _allocated(folder),
             "disk_bytes_full_vectors": full}
 
@@ -245,17 +252,17 @@ def measure_size(cfg: ChoiceConfig, n: int, queries: np.ndarray,
         for name, recipe in [("reference", REFERENCE)] + [(r, r) for r in cfg.candidates]:
             folder = work / _folder_name(recipe)
             progress(f"n={n:,}: building {recipe}")
-            build_s = _build(recipe, source, folder)
+            build = _build(recipe, source, folder)
             idx = open_index(folder)
             params: dict[str, Any] = {}
             if name == "reference":
                 ef, tried = reference_ef(idx, queries, truth, cfg.target)
                 params = {"ef": ef}
-                row = _size_row(f"hnswlib ef {ef}", recipe, folder, idx, build_s, tried[ef], params)
+                row = _size_row(f"hnswlib ef {ef}", recipe, folder, idx, build, tried[ef], params)
                 row["ef_recalls"] = {str(e): r for e, r in tried.items()}
             else:
                 found = np.asarray(idx.search(queries, K).ids)
-                row = _size_row(recipe, recipe, folder, idx, build_s, _recall(found, truth), params)
+                row = _size_row(recipe, recipe, folder, idx, build, _recall(found, truth), params)
                 if row["depth"] is not None:
                     held_out = _held_out_depth(idx, queries, truth, cfg.target, row)
                     if held_out is not None and held_out["params"]["rescore"] != row["depth"]:
@@ -334,14 +341,21 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _build_cell(row: dict[str, Any]) -> str:
+    """Build wall / CPU seconds; the wall alone in records before CPU was counted, — when the
+    index was reused from an earlier run."""
+    wall, cpu = row.get("build_s"), row.get("build_cpu_s")
+    return "—" if wall is None else f"{wall:,.0f}" + ("" if cpu is None else f" / {cpu:,.0f}")
+
+
 def choice_markdown(result: dict[str, Any]) -> str:
     """The tables of docs/benchmarks/default-recipe.md from :func:`measure_choice`'s result."""
     out = []
     for size in result["sizes"]:
         out += [f"### {size['n']:,} vectors, {size['n_queries']:,} held-out queries", "",
                 "| configuration | depth | nbr R@10 | p50 ms (rounds) | p50 / reference | serving RAM "
-                "| RAM / reference | full vectors resident | disk / vector | meets the goal |",
-                "|---|---:|---:|---|---|---:|---:|---:|---:|---|"]
+                "| RAM / reference | full vectors resident | disk / vector | build s (wall / CPU) | meets the goal |",
+                "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---|"]
         for row in size["rows"]:
             mem = row["memory"]
             out.append(
@@ -349,7 +363,7 @@ def choice_markdown(result: dict[str, Any]) -> str:
                 f"{' / '.join(f'{p:.3f}' for p in row['p50_ms'])} | "
                 f"{' / '.join(f'{r:.2f}' for r in row['p50_ratio'])} | {_mb(mem['serving'])} | "
                 f"{row['memory_ratio']:.2f} | {_mb(mem['full_resident'])} | "
-                f"{row['disk_bytes'] / size['n']:,.0f} B | {'**yes**' if row['meets'] else 'no'} |")
+                f"{row['disk_bytes'] / size['n']:,.0f} B | {_build_cell(row)} | {'**yes**' if row['meets'] else 'no'} |")
         out.append("")
     return "\n".join(out)
 

@@ -56,7 +56,7 @@ def bench(
     work: Path | None = typer.Option(None, "--work", help="Where indexes are built [default: a temporary folder]."),
     keep_indexes: bool = typer.Option(False, "--keep-indexes", help="Keep the built indexes in --work."),
     seed: int = typer.Option(0, "--seed", callback=int_range(0), help="Seed of query sampling, fit sampling and k-means."),
-    index: Path | None = typer.Option(None, "--index", help="Only time single queries of this existing index through Index.search, from texts and from vectors (the demo's figure); with --out, also write index-latency.json there."),
+    index: Path | None = typer.Option(None, "--index", help="Only time single queries of this existing index through Index.search, from texts and from vectors (distinct sentences of the bundled STS-B test split; the demo's figure); with --out, also write index-latency.json there."),
 ) -> None:
     """Measure reducers × stores beside quantization baselines; write results.json and report.md.
 

@@ -190,7 +190,7 @@ def test_default_recipe_kind_compares_candidates_with_full_hnsw(minilm_vectors, 
     for row in size["rows"]:
         assert len(row["p50_ms"]) == 2 and all(p > 0 for p in row["p50_ms"])
         assert row["memory"]["serving"] > 0 and row["memory"]["process_baseline"] > 0
-        assert row["disk_bytes"] > 0
+        assert row["disk_bytes"] > 0 and row["build_s"] > 0 and row["build_cpu_s"] > 0
     # the reducer's index holds less than full HNSW; its full vectors are paged apart
     assert recipe["memory"]["serving"] < ref["memory"]["serving"]
     assert recipe["disk_bytes_full_vectors"] > 0 and ref["disk_bytes_full_vectors"] == 0

@@ -106,9 +106,12 @@ def test_held_out_plan_predicts_the_real_ingest(tmp_path: Path) -> None:
 
     - disk and RAM (payload indexes included) within 10 % of ``slimvec info`` and the RSS growth
       at the first filtered search;
-    - p50 is logged, not asserted: sub-0.2 ms single-query timings of one index vary by a third
-      between processes on a quiet machine and a 5x extrapolation carries that on (-25 % to
-      +153 % against ``slimvec bench --index`` measured); a timing belongs in a benchmark;
+    - p50 within a factor of 2 of ``slimvec bench --index`` (``Index.search`` from vectors over
+      distinct held-out sentences, the path the plan's sweep times; the faster of two runs, as a
+      load spike once took one run from 0.14 to 0.20 ms). The issue's 25 % held in 8 of 9 runs at
+      load 1-2 (0.88-1.06 of bench), but at load 3 the sweep's growth slope rose and the plan said
+      0.17-0.26 against 0.13 ms: other processes' cache traffic costs the larger sizes more, and a
+      5x extrapolation carries that on, so a tighter bound would fail CI by the machine's load;
     - the CPU encode rate within 15 % of the ingest's (documents per CPU-second of its encoder).
 
     Fair on a shared machine: the rates are per CPU-second of the encoding thread on both sides
@@ -146,7 +149,15 @@ def test_held_out_plan_predicts_the_real_ingest(tmp_path: Path) -> None:
     assert planned.returncode == 0, planned.stderr[-2000:]
     plan = json.loads(planned.stdout)
     cand = plan["candidates"][0]
-    log.info("held-out plan: p50 %.3f ms planned (%s)", cand["p50_ms_at_docs"], cand["p50_note"])
+    p50s = []
+    for _ in range(2):  # load only ever adds time: the faster of two runs is the machine's figure
+        bench = _slimvec("bench", "--index", str(index), "--latency-queries", "200", "--out",
+                         str(tmp_path / "lat"), env_dir=cache)
+        assert bench.returncode == 0, bench.stderr[-2000:]
+        p50s.append(json.loads((tmp_path / "lat" / "index-latency.json").read_text())["from_vectors"]["latency_p50_ms"])
+    measured_p50 = min(p50s)
+    log.info("held-out plan: p50 %.3f ms planned (%s) / %.3f measured", cand["p50_ms_at_docs"],
+             cand["p50_note"], measured_p50)
     measured_ram = info["ram_bytes"] + pidx_ram
     rate = summary["ingested"] / summary["encode_cpu_seconds"]
     got = (cand["disk_bytes"], info["bytes"], cand["ram_bytes"], info["ram_bytes"], pidx_ram,
@@ -156,4 +167,5 @@ def test_held_out_plan_predicts_the_real_ingest(tmp_path: Path) -> None:
     assert abs(cand["disk_bytes"] / info["bytes"] - 1) < 0.10, got
     assert abs(cand["ram_bytes"] / measured_ram - 1) < 0.10, got
     assert "fitted on n = 500, 1,000, 2,000; extrapolated to 10,000" in cand["p50_note"]
+    assert 0.5 < cand["p50_ms_at_docs"] / measured_p50 < 2, (cand["p50_ms_at_docs"], measured_p50)
     assert abs(plan["corpus"]["cpu_docs_per_s_per_core"] / rate - 1) < 0.15, got
