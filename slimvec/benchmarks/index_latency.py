@@ -12,13 +12,13 @@ path from a warm cache every time and time a search nobody runs.
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 from typing import Any
 
 from slimvec.errors import ConfigError
 from slimvec.measure import time_single
+from slimvec.sources.pairs import load_pairs
 
 __all__ = ["index_latency", "query_texts", "render_index_latency"]
 
@@ -28,10 +28,8 @@ _QUERIES = Path(__file__).resolve().parents[1] / "data" / "stsb-test.tsv"
 def query_texts(n: int) -> list[str]:
     """``n`` query texts: the distinct sentences of the bundled STS-B test split in file order,
     repeated from the start only beyond them."""
-    with open(_QUERIES, encoding="utf-8", newline="") as fh:
-        rows = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        next(rows)  # the header
-        texts = list(dict.fromkeys(t for row in rows for t in row[:2]))
+    pairs = load_pairs(_QUERIES)
+    texts = list(dict.fromkeys(t for pair in zip(pairs.s1, pairs.s2) for t in pair))
     return [texts[i % len(texts)] for i in range(n)]
 
 
