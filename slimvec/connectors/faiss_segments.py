@@ -21,6 +21,7 @@ removed the parts) are the same vector. A checkpoint deletes the chunks the grap
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +33,8 @@ import numpy as np
 from slimvec.errors import StoreError
 
 __all__ = ["Appendable", "GraphBuilder", "TAIL_FILE", "TAIL_MAX_ROWS", "tail_limit", "pack_tail",
-           "read_chunks", "write_chunk", "exact_top", "merge_top", "ROUND_MIN", "MAX_CHUNKS"]
+           "read_chunks", "write_chunk", "exact_top", "merge_top", "ROUND_MIN", "MAX_CHUNKS",
+           "graph_file", "graph_files", "fan_out"]
 
 TAIL_FILE = "tail.npy"
 #: fewest vectors the graph may hold beyond its file before a flush writes the file whole
@@ -46,6 +48,50 @@ ROUND_MIN = 2048
 MAX_CHUNKS = 16
 #: query-by-row scores an exact search of the segment holds at once (64 MB of float32)
 EXACT_BLOCK = 16 << 20
+
+
+def graph_file(start: int) -> str:
+    """The file of the graph that holds the positions from ``start`` on (``index.faiss`` for the
+    first; a graph adopted later is ``graph-<start>.faiss``)."""
+    return "index.faiss" if int(start) == 0 else f"graph-{int(start):012d}.faiss"
+
+
+def graph_files(folder: Path) -> list[tuple[int, Path]]:
+    """Every adopted graph's (start, file) in ``folder``, by start."""
+    found = [(int(p.stem.split("-")[1]), p) for p in folder.glob("graph-*.faiss")
+             if p.stem.split("-")[1].isdigit()]
+    return sorted(found)
+
+
+def fan_out(parts: list[tuple[int, Any]], search: Callable[[Any, int], Any], nq: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The hits of every graph merged best first: ``search(index, start)`` gives one graph's
+    (scores, local positions) or None to leave it out; returns (scores, positions) over the
+    store's positions, as wide as the widest graph's answer. Several graphs are searched in
+    parallel threads (FAISS releases the GIL)."""
+    if len(parts) == 1:
+        got = [search(parts[0][1], parts[0][0])]
+    else:
+        global _POOL
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)),
+                                       thread_name_prefix="slimvec-fan-out")
+        got = list(_POOL.map(lambda part: search(part[1], part[0]), parts))
+    hits = [(s, p if start == 0 else np.where(p >= 0, p + start, -1))
+            for (start, _), r in zip(parts, got) if r is not None for s, p in [r]]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
+    width = max(s.shape[1] for s, _ in hits)
+    pos = np.concatenate([p for _, p in hits], axis=1)
+    scores = np.where(pos >= 0, np.concatenate([s for s, _ in hits], axis=1), -np.inf)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :width]
+    return (np.take_along_axis(scores, order, axis=1).astype(np.float32),
+            np.take_along_axis(pos, order, axis=1))
+
+
+_POOL: ThreadPoolExecutor | None = None
 
 
 def tail_limit(written: int) -> int:

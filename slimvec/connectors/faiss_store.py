@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
@@ -47,6 +48,7 @@ from slimvec.connectors.payload_index import positions_of
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
 from slimvec.errors import ConfigError, MissingDependencyError, StoreError
+from slimvec.persistence import fsync_dir
 
 __all__ = ["FaissStore"]
 code_bytes, rabitq_code_bytes, structure_bytes = ff.code_bytes, ff.rabitq_code_bytes, ff.structure_bytes  # re-exported (callers import them here)
@@ -306,7 +308,9 @@ class FaissStore(PayloadTableStore, VectorStore):
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
         self._check_factory(self.options)
-        self._index: Any = None
+        self._index: Any = None                        # the last graph: the one that grows
+        self._sealed: list[tuple[int, Any]] = []       # (start, graph) of each graph before it
+        self._base = 0                                 # the position the last graph starts at
         self._ids = np.empty(0, dtype=np.int64)        # position -> document id
         self._pos: dict[int, int] | None = {}          # document id -> live position (None: not built)
         self._stale: set[int] = set()                  # positions replaced by a newer vector
@@ -386,7 +390,18 @@ class FaissStore(PayloadTableStore, VectorStore):
             raise StoreError(f"The FAISS index {folder / INDEX_FILE} holds vectors of {self._index.d} "
                              f"dimensions, but its store records {self.dim}: the file was replaced or "
                              "damaged. Rebuild the index (slimvec ingest/migrate --rebuild).")
-        self._written = int(self._index.ntotal)
+        self._sealed, self._base = [], 0
+        for start, path in seg.graph_files(folder):
+            if start != self._graph_end():
+                raise StoreError(f"The FAISS store's graph {path} starts at position {start}, but "
+                                 f"the graphs before it end at {self._graph_end()}: the files come "
+                                 "from different commits. Restore a snapshot or rebuild the index.")
+            self._sealed.append((self._base, self._index))
+            try:
+                self._base, self._index = start, faiss.read_index(str(path))
+            except RuntimeError as exc:
+                raise StoreError(f"Could not read the FAISS store's graph {path}: {exc}") from exc
+        self._written = self._graph_end()
         vecs, self._chunks = seg.read_chunks(folder, self._written, self.dim)  # committed since
         self._rows = seg.Appendable(self._written, self.dim)
         self._rows.append(vecs)
@@ -427,15 +442,16 @@ class FaissStore(PayloadTableStore, VectorStore):
         faiss = _faiss()
         self._graph = self._l2_index = None  # the index may have been replaced (opened, moved to a GPU)
         ps = faiss.ParameterSpace()
-        for name, key in (("efSearch", "ef"), ("nprobe", "nprobe")):
-            try:
-                ps.set_index_parameter(self._index, name, int(self.options[key]))
-            except RuntimeError:
-                pass  # the factory has no such parameter (e.g. nprobe on HNSW)
-        if self.options.get("qb") is not None:  # ParameterSpace does not know qb: set it on RaBitQ
-            target = _rabitq_index(self._index)
-            if target is not None:
-                target.qb = int(self.options["qb"])
+        for _, index in self._parts():
+            for name, key in (("efSearch", "ef"), ("nprobe", "nprobe")):
+                try:
+                    ps.set_index_parameter(index, name, int(self.options[key]))
+                except RuntimeError:
+                    pass  # the factory has no such parameter (e.g. nprobe on HNSW)
+            if self.options.get("qb") is not None:  # ParameterSpace does not know qb: set it on RaBitQ
+                target = _rabitq_index(index)
+                if target is not None:
+                    target.qb = int(self.options["qb"])
         if self.options["gpu"]:
             if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
                 raise MissingDependencyError("gpu=true needs faiss-gpu and a CUDA device: pip install 'slimvec[gpu]'.")
@@ -450,10 +466,20 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _set_ef(self, ef: int) -> None:
         """Set HNSW ``efSearch`` (no-op for factories without it)."""
-        try:
-            _faiss().ParameterSpace().set_index_parameter(self._require(), "efSearch", int(ef))
-        except RuntimeError:
-            pass
+        for _, index in self._parts():
+            try:
+                _faiss().ParameterSpace().set_index_parameter(index, "efSearch", int(ef))
+            except RuntimeError:
+                pass
+
+    def _parts(self) -> list[tuple[int, Any]]:
+        """(start, graph) of every graph, by position: the sealed ones, then the last."""
+        return [*self._sealed, (self._base, self._opened_index())] if self._sealed else \
+            [(0, self._opened_index())]
+
+    def _graph_end(self) -> int:
+        """The position after the last one a graph holds (the appendable segment starts here)."""
+        return self._base + int(self._opened_index().ntotal)
 
     def _require(self):
         """The open index."""
@@ -483,11 +509,11 @@ class FaissStore(PayloadTableStore, VectorStore):
         """Start inserting the appendable segment into a copy of the graph, in the background,
         once :data:`ROUND_MIN` vectors wait and no round is under way."""
         index = self._opened_index()
-        if self._builder.busy or self._rows.end - index.ntotal < seg.ROUND_MIN or not self._appends():
+        if self._builder.busy or self._rows.end - self._graph_end() < seg.ROUND_MIN or not self._appends():
             return
         if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
             self._fp16 = Float16Build(index)
-        fresh = self._rows.since(index.ntotal).copy()
+        fresh = self._rows.since(self._graph_end()).copy()
         self._builder.start(index, fresh, _faiss().omp_get_max_threads())
 
     def drain(self) -> None:
@@ -498,10 +524,10 @@ class FaissStore(PayloadTableStore, VectorStore):
         if built is not None:
             self._install(built)
             index = self._index
-        if self._rows.end > index.ntotal and self._appends():
+        if self._rows.end > self._graph_end() and self._appends():
             if self.fp16_build and self._fp16 is None and coded_storage(index) is not None:
                 self._fp16 = Float16Build(index)
-            index.add(self._rows.since(index.ntotal))
+            index.add(self._rows.since(self._graph_end()))
 
     def _writable(self):
         """:meth:`VectorStore.upsert`'s open check."""
@@ -583,8 +609,9 @@ class FaissStore(PayloadTableStore, VectorStore):
     def _reconstruct(self, position: int) -> np.ndarray:
         if position >= self._rows.start:
             return self._rows.row(position)
+        start, index = next((s, g) for s, g in reversed(self._parts()) if s <= position)
         try:
-            return self._require().reconstruct(int(position))
+            return index.reconstruct(int(position) - start)
         except RuntimeError:
             return np.full(self.dim or 0, np.nan, dtype=np.float32)  # cannot tell: treat as changed
 
@@ -633,7 +660,7 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     def _with_appended(self, queries: np.ndarray, out: SearchResult, flt: Any) -> SearchResult:
         """``out`` (the graph's hits) merged with the exact hits of the appendable segment."""
-        g, n = int(self._opened_index().ntotal), len(self._ids)
+        g, n = self._graph_end(), len(self._ids)
         if n <= g:
             return out
         allowed = (self._allowed_mask(flt)[g:] if flt is not None or self._stale
@@ -645,19 +672,18 @@ class FaissStore(PayloadTableStore, VectorStore):
         return out
 
     def _search_with(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
-        index = self._require()
-        rq = None  # a per-search qb is undone after the search (the store's own stays)
+        self._require()
+        rqs: list[tuple[Any, int]] = []  # a per-search qb is undone after the search (the store's own stays)
         if params.get("qb") is not None:
             self._check_qb(str(self.options["factory"]), params["qb"])
-            rq = _rabitq_index(index)
-            old_qb = int(rq.qb) if rq is not None else 0
+            rqs = [(rq, int(rq.qb)) for rq in (_rabitq_index(g) for _, g in self._parts()) if rq is not None]
         if filter is not None or len(self._stale) > max(64, k):
             try:
                 return self._search_selected(queries, k, filter, params)
             finally:
-                if rq is not None:
+                for rq, old_qb in rqs:
                     rq.qb = old_qb
-        qs, ntotal, stale = self._begin_search(queries, params), int(index.ntotal), self._stale
+        qs, ntotal, stale = self._begin_search(queries, params), self._graph_end(), self._stale
         if ntotal == 0:  # faiss asserts k > 0 and ntotal > 0
             return SearchResult.empty(len(qs), k)
         kk = min(k + len(stale), ntotal)
@@ -669,30 +695,38 @@ class FaissStore(PayloadTableStore, VectorStore):
         sp = _faiss().SearchParametersHNSW(efSearch=int(kk)) if deep and self._is_graph() else None
         if deep and sp is None:
             self._set_ef(kk)
+
+        def one(graph: Any, start: int) -> tuple[np.ndarray, np.ndarray] | None:
+            kq = min(kk, int(graph.ntotal))
+            if kq == 0:
+                return None
+            dist, pos = graph.search(qs, kq) if sp is None else graph.search(qs, kq, params=sp)
+            return self._scores(dist), pos
+
         try:
-            dist, pos = index.search(qs, kk) if sp is None else index.search(qs, kk, params=sp)
+            scores, pos = seg.fan_out(self._parts(), one, len(qs))
         finally:
             if deep and sp is None:
                 self._set_ef(ef)
-            if rq is not None:
+            for rq, old_qb in rqs:
                 rq.qb = old_qb
         if not stale and kk == k and pos.min() >= 0:  # the usual case: every column a hit
-            return SearchResult(self._ids[pos], self._scores(dist))
+            return SearchResult(self._ids[pos], scores)
         out = SearchResult.empty(len(qs), k)
         if not stale:  # positions map to ids in one numpy step
             width = min(k, pos.shape[1])
             pos = pos[:, :width]
             hit = pos >= 0
             out.ids[:, :width] = np.where(hit, self._ids[np.where(hit, pos, 0)], -1)
-            out.scores[:, :width] = np.where(hit, self._scores(dist[:, :width]), out.scores[:, :width])
+            out.scores[:, :width] = np.where(hit, scores[:, :width], out.scores[:, :width])
             return out
         for row in range(len(qs)):
             col = 0
-            for d, p in zip(dist[row], pos[row]):
+            for d, p in zip(scores[row], pos[row]):
                 if p < 0 or int(p) in stale:
                     continue
                 out.ids[row, col] = self._ids[p]
-                out.scores[row, col] = self._scores(d)
+                out.scores[row, col] = d
                 col += 1
                 if col == k:
                     break
@@ -764,6 +798,92 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._payloads.mark_deleted(known.tolist())  # committed first at flush (see open)
         return int(len(known))
 
+    # -------------------------------------------------------------- segments
+    def adopt(self, folder: str | Path) -> int:
+        """Take the finished FAISS store in ``folder`` (same dimension, metric and factory, written
+        by another writer) whole, as a sealed segment after every position of this one: its graph
+        file moves here, its ids follow this store's, its payload rows are copied. Searches fan
+        out over the graphs. An id both hold keeps the adopted vector (the older one becomes a
+        replaced copy). The appendable segment is first inserted into the last graph, which is
+        written whole; the adopted graph is the one that grows from then on.
+
+        The ids are written before the graph file moves in: a kill between the two leaves ids
+        ahead of the vectors, which :meth:`open` cuts back, so this store is found as it was or
+        with the whole segment.
+
+        Returns
+        -------
+        int
+            Vectors adopted.
+
+        Raises
+        ------
+        StoreError
+            ``folder`` is not a finished FAISS store like this one (what differs is named), or
+            this store is on a GPU or holds untrained vectors; nothing was changed.
+        """
+        faiss, src, here = _faiss(), Path(folder), self._folder(self.location)
+        self._require()
+        other = FaissStore(str(src)).open()
+        try:
+            adopted, ids, problem = other._index, other._ids.copy(), self._adoption_problem(other)
+        finally:
+            other.close()
+        if problem:
+            raise StoreError(f"Cannot adopt the FAISS store at {src} into {here}: {problem}. "
+                             "Nothing was changed.")
+        self.drain()
+        if self._fp16 is not None:  # the graph is sealed as the recipe's codes
+            self._fp16.finish()
+            self._fp16 = None
+        self._checkpoint = True
+        self.flush()
+        start, positions = self._graph_end(), self._positions()
+        self._stale.update(start + p for p in _replaced_positions(ids))
+        for j, doc in enumerate(ids.tolist()):
+            if doc >= 0:
+                old = positions.get(doc)
+                if old is not None:
+                    self._stale.add(old)
+                positions[doc] = start + j
+        assert self._payloads is not None
+        self._payloads.adopt(src / "payloads.sqlite")
+        self._payloads.unmark_deleted(ids[ids >= 0].tolist())
+        self._payloads.commit()
+        self._ids, self._live, self._dirty = np.concatenate([self._ids, ids]), None, True
+        _save_npy(here / IDS_FILE, self._ids)
+        target = here / seg.graph_file(start)
+        try:
+            os.replace(src / INDEX_FILE, target)
+        except OSError:  # another file system: copied whole, then renamed
+            write_file_atomic(target, lambda tmp: faiss.write_index(adopted, tmp))
+        fsync_dir(here)
+        if start:
+            self._sealed.append((self._base, self._index))
+            self._base = start
+        self._index = adopted
+        self._written = self._saved = self._graph_end()
+        self._rows = seg.Appendable(self._written, int(self.dim or 0))
+        self._set_search_params()
+        return int(adopted.ntotal)
+
+    def _adoption_problem(self, other: FaissStore) -> str:
+        """Why ``other`` (an opened store) cannot be adopted here, or ``""``."""
+        mine, theirs = self.options["factory"], other.options["factory"]
+        for what, a, b in (("dimension", self.dim, other.dim), ("metric", self.metric, other.metric),
+                           ("factory", mine, theirs)):
+            if a != b:
+                return f"its {what} is {b!r}, this store's {a!r}"
+        if self.options.get("gpu"):
+            return "this store is on a GPU (adopt on the CPU, then move it)"
+        if self._pending_ids:
+            return "this store buffers untrained vectors (finalize it first)"
+        if other._sealed or other._rows.end != other._graph_end() or other._pending_ids:
+            return "it is not finalized into one graph (call finalize() on its writer first)"
+        if other._graph_end() == 0:
+            return "it holds no vectors"
+        return ""
+
     def dead_positions(self) -> int:
         """Tombstoned and replaced positions, excluded at search; ``slimvec compact`` rebuilds
         the index from the kept full vectors to shed them."""
@@ -807,31 +927,42 @@ class FaissStore(PayloadTableStore, VectorStore):
     def _search_selected(self, queries: np.ndarray, k: int, flt: Any, params: dict[str, Any]
                          ) -> SearchResult:
         faiss = _faiss()
-        index = self._require()
         qs = self._begin_search(queries, params)
         out = SearchResult.empty(len(qs), k)
         mask = self._allowed_mask(flt)
         kk = min(k, int(mask.sum()))
-        if index.ntotal == 0 or kk == 0:
+        if self._graph_end() == 0 or kk == 0:
             return out
-        bits = np.packbits(mask.astype(np.uint8), bitorder="little")
-        sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
-        ef = _selected_beam(max(int(params.get("ef", self.options["ef"])), kk),
-                            int(mask[:index.ntotal].sum()), index.ntotal)
-        try:
-            dist, pos = index.search(qs, kk, params=self._selector_params(sel, ef))
-        except RuntimeError:  # an index type without selector support: over-fetch and drop
-            dist, pos = self._overfetch(qs, kk, mask)
-        del bits  # kept alive until the search is done (the selector points into it)
+        ef0 = max(int(params.get("ef", self.options["ef"])), kk)
+
+        def one(index: Any, start: int) -> tuple[np.ndarray, np.ndarray] | None:
+            n = int(index.ntotal)
+            part = mask[start:start + n]
+            allowed = int(part.sum())
+            if allowed == 0:
+                return None
+            # the selector points into bits: they stay alive in this frame until the search is done
+            bits = np.packbits(part.astype(np.uint8), bitorder="little")
+            sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits))
+            try:
+                dist, pos = index.search(qs, kk, params=self._selector_params(
+                    sel, _selected_beam(ef0, allowed, n)))
+            except RuntimeError:  # an index type without selector support: over-fetch and drop
+                dist, pos = self._overfetch(index, qs, kk, part)
+            return self._scores(dist), pos
+
+        scores, pos = seg.fan_out(self._parts(), one, len(qs))
         hit = (pos >= 0) & mask[np.where(pos >= 0, pos, 0)]
         for row in range(len(qs)):
             cols = np.flatnonzero(hit[row])[:kk]
             out.ids[row, :len(cols)] = self._ids[pos[row, cols]]
-            out.scores[row, :len(cols)] = self._scores(dist[row, cols])
+            out.scores[row, :len(cols)] = scores[row, cols]
         return out
 
-    def _overfetch(self, qs: np.ndarray, kk: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        index = self._require()
+    def _overfetch(self, index: Any, qs: np.ndarray, kk: int, mask: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """``kk`` hits of ``index`` among the positions ``mask`` allows, by searching deeper until
+        every query has them (for index types that refuse a selector)."""
         fetch = min(index.ntotal, max(2 * kk, kk * index.ntotal // max(int(mask.sum()), 1) * 2))
         while True:
             self._set_ef(max(fetch, int(self.options["ef"])))
@@ -872,12 +1003,12 @@ class FaissStore(PayloadTableStore, VectorStore):
             name = seg.write_chunk(folder, self._saved, self._rows.since(self._saved), _save_npy)
             self._chunks[name] = self._rows.end
             self._saved = self._rows.end
-        graph = int(index.ntotal)
-        if (self._checkpoint or self.options.get("gpu") or not (folder / INDEX_FILE).exists()
+        graph, path = self._graph_end(), folder / seg.graph_file(self._base)
+        if (self._checkpoint or self.options.get("gpu") or not path.exists()
                 or graph - self._written > seg.tail_limit(self._written)):
             cpu = faiss.index_gpu_to_cpu(index) if self.options.get("gpu") else index
             with self._builder.lock, self._fp16.coded() if self._fp16 else nullcontext(cpu) as coded:
-                write_file_atomic(folder / INDEX_FILE, lambda tmp: faiss.write_index(coded, tmp))
+                write_file_atomic(path, lambda tmp: faiss.write_index(coded, tmp))
             self._written, self._checkpoint = graph, False
             self._rows.drop_below(graph)
             for name in [c for c, end in self._chunks.items() if end <= graph]:

@@ -94,6 +94,22 @@ class PayloadTable:
         """Insert or replace payloads (committed on :meth:`commit`)."""
         self.put_rows(self.encode(ids, payloads))
 
+    def adopt(self, path: Path) -> None:
+        """Insert or replace every row of the payload table at ``path`` (another store's, closed),
+        committed here."""
+        with self._lock:
+            self._db.commit()  # ATTACH needs no open transaction
+            self._db.execute("ATTACH DATABASE ? AS adopted", (str(path),))
+            try:
+                self._db.execute("INSERT OR REPLACE INTO payloads (id, doc) "
+                                 "SELECT id, doc FROM adopted.payloads")
+                if self._mem is not None:
+                    for i, doc in self._db.execute("SELECT id, doc FROM adopted.payloads"):
+                        self._mem.put(int(i), json.loads(doc))
+                self._db.commit()
+            finally:
+                self._db.execute("DETACH DATABASE adopted")
+
     def get(self, ids: Sequence[int]) -> list[dict[str, Any] | None]:
         """Payloads of ids in order; ``None`` when absent."""
         wanted = [int(i) for i in ids]
