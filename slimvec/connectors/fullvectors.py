@@ -218,6 +218,25 @@ class FullVectors:
         self._write_state()
         self._map = self._sorted_ids = self._sorted_rows = None
 
+    def adopt(self, folder: str | os.PathLike[str]) -> None:
+        """Append every committed row of the full vectors at ``folder`` (another writer's, of the
+        same dimension, precision and metric) as they are (durable at :meth:`commit`)."""
+        other = FullVectors.open(folder)
+        if (other.dim, other.dtype, other.metric) != (self.dim, self.dtype, self.metric):
+            raise ConfigError(f"{other.folder} keeps {other.dtype} full vectors of {other.dim} "
+                              f"dimensions ({other.metric}), this index {self.dtype} of {self.dim} "
+                              f"({self.metric}): it was written for another index.")
+        if self._vec_fh is None:
+            self.truncate_to_committed()
+            self._vec_fh = open(self.folder / vectors_file_name(self.dtype), "ab")
+            self._ids_fh = open(self.folder / IDS, "ab")
+        item = other.dim * np.dtype(other.dtype).itemsize
+        with open(other.folder / vectors_file_name(other.dtype), "rb") as fh:
+            for lo in range(0, other.rows, 65536):
+                self._vec_fh.write(fh.read(min(65536, other.rows - lo) * item))
+        self._ids_fh.write(np.fromfile(other.folder / IDS, dtype=np.int64, count=other.rows).tobytes())
+        self._pending += other.rows
+
     def delete(self, ids: Sequence[int] | np.ndarray) -> int:
         """Append tombstones for the stored ``ids`` (durable at :meth:`commit`); returns how many
         of them had a vector."""

@@ -22,7 +22,8 @@ from slimvec.engines.blocks import doc_from_json, doc_to_json, iter_blocks
 from slimvec.ids import ID_RULE
 from slimvec.sources.readers import SourceSpec
 
-__all__ = ["ReadBlocks", "read_blocks", "EncodeReduce", "artifact_bytes", "sample_key"]
+__all__ = ["ReadBlocks", "read_blocks", "EncodeReduce", "write_segment_blocks", "artifact_bytes",
+           "sample_key"]
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class EncodeReduce:
         from slimvec.ids import doc_ids
         from slimvec.sources.checks import truncation_rejects
 
-        out: dict[str, list[Any]] = {k: [] for k in ("file", "block", "rows", "ids", "vectors",
+        out: dict[str, list[Any]] = {k: [] for k in ("file", "block", "rows", "ids", "vectors", "path",
                                                      "payloads", "rejects", "full", "seconds")}
         for i in range(len(batch["file"])):
             t0 = time.perf_counter()
@@ -172,6 +173,7 @@ class EncodeReduce:
             elif self.reducer is not None:
                 vectors = np.zeros((0, int(self.reducer.n_components_)), dtype=np.float32)
             out["file"].append(index)
+            out["path"].append(str(batch["path"][i]))
             out["block"].append(int(batch["block"][i]))
             out["rows"].append(int(batch["rows"][i]))
             out["ids"].append(doc_ids([d.id for d in docs], self.id_rule))
@@ -181,6 +183,7 @@ class EncodeReduce:
             out["seconds"].append(time.perf_counter() - t0)  # parse, encode, reduce: this block
         result = {"file": np.array(out["file"]), "block": np.array(out["block"]),
                   "rows": np.array(out["rows"]), "ids": _ragged(out["ids"]),
+                  "path": np.array(out["path"], dtype=object),
                   "vectors": _ragged(out["vectors"]),
                   "payloads": np.array(out["payloads"], dtype=object),
                   "rejects": np.array(out["rejects"], dtype=object),
@@ -189,6 +192,52 @@ class EncodeReduce:
         if self.keep_full:
             result["full"] = _ragged(out["full"])
         return result
+
+
+def write_segment_blocks(batch: dict[str, Any], index_folder: str) -> dict[str, Any]:
+    """Ray Data task function: the encoded blocks of one call (:class:`EncodeReduce`'s rows)
+    written as one segment of the index at ``index_folder`` (on storage every node sees), its
+    graph built here (:func:`slimvec.indexer.segments.write_segment`). Returns one row: the
+    segment's folder, its blocks (``[[file, block], ...]``), the source rows they read, the
+    encoder nodes' figures and this node's write seconds; no vector goes back."""
+    import uuid
+
+    from slimvec.engines.blocks import reject_from_json
+    from slimvec.index.manifest import Manifest
+    from slimvec.indexer.segments import SEGMENTS_DIR, write_segment
+    from slimvec.indexer.writer import VectorBatch
+
+    t0 = time.perf_counter()
+    manifest = Manifest.read(Path(index_folder))
+    dim_out, dim_in = int(manifest.dim_out), int(manifest.dim_in)
+    keys = [(int(f), int(k)) for f, k in zip(batch["file"], batch["block"])]
+    encoded: dict[str, list[float]] = {}
+    for i, node in enumerate(batch["node"]):
+        entry = encoded.setdefault(str(node), [0, 0, 0.0])
+        entry[0] += 1
+        entry[1] += len(batch["ids"][i])
+        entry[2] += float(batch["encode_seconds"][i])
+
+    def batches() -> Iterator[Any]:
+        for i in range(len(keys)):
+            full = batch.get("full")
+            yield VectorBatch(np.asarray(batch["ids"][i], dtype=np.int64),
+                              np.asarray(batch["vectors"][i], dtype=np.float32).reshape(-1, dim_out),
+                              json.loads(batch["payloads"][i]),
+                              [reject_from_json(r) for r in json.loads(batch["rejects"][i])], 0,
+                              source=str(batch["path"][i]),
+                              reduced=True,
+                              full=None if full is None else
+                              np.asarray(full[i], dtype=np.float32).reshape(-1, dim_in))
+
+    name = f"{_node_id()[:8]}-{uuid.uuid4().hex[:12]}"
+    write_segment(Path(index_folder), manifest, name, batches())
+    return {"segment": np.array([str(Path(index_folder) / SEGMENTS_DIR / name)], dtype=object),
+            "blocks": np.array([json.dumps(keys)], dtype=object),
+            "rows": np.array([int(np.sum(batch["rows"]))]),
+            "encoded": np.array([json.dumps(encoded)], dtype=object),
+            "node": np.array([_node_id()], dtype=object),
+            "write_seconds": np.array([time.perf_counter() - t0])}
 
 
 def _node_id() -> str:

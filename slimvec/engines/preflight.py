@@ -175,15 +175,16 @@ class NodeTimes:
 
     nodes: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def encoded(self, node: str, documents: int, seconds: float) -> None:
-        """One block's report from the actor on ``node``."""
+    def encoded(self, node: str, documents: int, seconds: float, blocks: int = 1) -> None:
+        """A report of ``blocks`` blocks from the actor on ``node``."""
         entry = self._entry(node)
-        entry["blocks"] += 1
+        entry["blocks"] += int(blocks)
         entry["documents"] += int(documents)
         entry["encode_seconds"] += float(seconds)
 
     def wrote(self, node: str, seconds: float) -> None:
-        """Time the writer on ``node`` (the driver) spent on a block."""
+        """Time a writer on ``node`` spent: the driver's on a block or a segment's adoption, a
+        worker's on writing a segment."""
         self._entry(node)["write_seconds"] += float(seconds)
 
     def _entry(self, node: str) -> dict[str, float]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from slimvec.encoder import DEFAULT_ENCODER, INGEST_ENCODE_BATCH, model_name, resolve_model
-from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key
+from slimvec.engines.actors import EncodeReduce, artifact_bytes, read_blocks, sample_key, write_segment_blocks
 from slimvec.engines.blocks import InputFile, doc_to_json, expand_inputs, reject_from_json, sample_documents
 from slimvec.engines.preflight import NodeTimes, capacity_wait, check_nodes_see, node_address, wait_for_capacity
 from slimvec.engines.runtime import require_ray, start_ray
@@ -50,6 +51,7 @@ from slimvec.indexer.builder import BuildSpec, IndexBuilder
 from slimvec.indexer.pipeline import add_declared_when_done, row_count
 from slimvec.indexer.produce import Producer, Target, bulk_load
 from slimvec.indexer.progress import ResumePlan, fingerprint, progress_bar
+from slimvec.indexer.segments import adopts_segments, clear_segments
 from slimvec.indexer.writer import IngestSummary, VectorBatch
 from slimvec.models import is_default_model
 from slimvec.recipe import apply_default_recipe, apply_recipe
@@ -80,6 +82,9 @@ class RayOptions:
     capacity_wait : float or None
         Joining a cluster: seconds to wait for room for one encoder actor before the error that
         says what is missing (default: ``$SLIMVEC_RAY_CAPACITY_WAIT``, else 300).
+    segment_docs : int
+        A store that adopts segments (FAISS): documents per segment a Ray task writes and
+        builds the graph of on a worker (one CPU each), which the driver adopts whole.
     """
 
     address: str | None = None
@@ -88,6 +93,7 @@ class RayOptions:
     cpus_per_worker: float = 1.0
     local_cpus: int | None = None
     capacity_wait: float | None = None
+    segment_docs: int = 65_536
 
 
 def _plan_resume(folder: Path, progress: Progress | None, inputs: list[dict[str, Any]],
@@ -282,6 +288,7 @@ class _RayProducer(Producer):
 
     def begun(self, b: Target, plan: ResumePlan) -> None:
         bulk_load(b)  # as slimvec ingest: one build, the same graph
+        clear_segments(b.folder)  # written by a run killed before it adopted them
         self.written: list[tuple[int, int]] = []
         manifest = b.manifest
         assert manifest is not None and manifest.progress is not None
@@ -317,6 +324,23 @@ class _RayProducer(Producer):
         known: dict[str, str] = {}
         driver = node_address(require_ray().get_runtime_context().get_node_id(), known)
         for row in ds.iter_rows():
+            if "segment" in row:  # written and built on a worker: adopted whole
+                blocks = [(int(f), int(k)) for f, k in json.loads(row["blocks"])]
+                new = [key for key in blocks if key not in seen]
+                if not new:  # a retried task delivered it again
+                    shutil.rmtree(str(row["segment"]), ignore_errors=True)
+                    continue
+                seen.update(new)
+                self.written.extend(new)
+                rows_done += int(row["rows"])
+                for node, (n_blocks, docs, secs) in json.loads(row["encoded"]).items():
+                    self.times.encoded(node_address(node, known), int(docs), float(secs), int(n_blocks))
+                self.times.wrote(node_address(str(row["node"]), known), float(row["write_seconds"]))
+                t0 = time.perf_counter()
+                yield VectorBatch(np.empty(0, np.int64), np.empty((0, dim_out), np.float32), [], [],
+                                  rows_done, source=self.label, segment=str(row["segment"]))
+                self.times.wrote(driver, time.perf_counter() - t0)  # the adoption and commit
+                continue
             key = (int(row["file"]), int(row["block"]))
             if key in seen:  # a retried task delivered a block again
                 log.debug("block %s delivered twice; written once", key)
@@ -366,7 +390,7 @@ def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],
     ctx = ray.data.DataContext.get_current()
     saved_block_size, ctx.target_max_block_size = ctx.target_max_block_size, 1
     try:
-        return (ray.data.from_items(items, override_num_blocks=len(items))
+        ds = (ray.data.from_items(items, override_num_blocks=len(items))
                 .map_batches(read_blocks, fn_kwargs={"batch_size": opts.batch_size, "skip": skip},
                              batch_size=1, num_cpus=0)
                 .map_batches(EncodeReduce, fn_constructor_kwargs={
@@ -377,5 +401,10 @@ def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],
                     "threads": max(1, round(ray_opts.cpus_per_worker)),
                     "id_rule": manifest.id_rule, "keep_full": manifest.full is not None},
                     **_actor_args(ray_opts)))
+        if adopts_segments(manifest):  # a task per segment, its graph built where it runs
+            ds = ds.map_batches(write_segment_blocks, fn_kwargs={"index_folder": str(folder)},
+                                batch_size=max(1, int(ray_opts.segment_docs) // int(opts.batch_size)),
+                                num_cpus=1)
+        return ds
     finally:
         ctx.target_max_block_size = saved_block_size

@@ -147,6 +147,14 @@ class CommitLoop:
         manifest = self._opened()
         reducer: Any = self.reducer
         dim = int(manifest.dim_in)
+        if batch.segment is not None:  # written elsewhere: adopted whole
+            from slimvec.indexer.segments import adopt_segment
+
+            n = adopt_segment(self._target, Path(batch.segment), self._rejects, self.summary)
+            self.summary.rows += n
+            self._next_row = self.summary.next_row = int(batch.next_row)
+            self._batches_since += 1
+            return n
         if batch.reduced:
             if isinstance(self._target, KeepFullStore):
                 if batch.full is None:
@@ -154,7 +162,7 @@ class CommitLoop:
                         f"{self.folder} keeps full vectors (--keep-full) but this producer sends "
                         "only reduced vectors; send their full vectors too (VectorBatch.full), or "
                         "ingest into an index without --keep-full.")
-                batch = _with_bad_full_rows_marked(batch, dim)
+                batch = with_bad_full_rows_marked(batch, dim)
                 self._target.stage(batch.ids, batch.full, batch.check_norms)
             reducer, dim = Prereduced(), int(manifest.dim_out)
         elif isinstance(self._target, KeepFullStore):
@@ -240,7 +248,7 @@ class CommitLoop:
                     self.commit()
                     self.summary.interrupted = True
                     break
-                if self.due():
+                if self.due() or batch.segment is not None:
                     self.commit()
             if stop.requested and not self.summary.interrupted:  # the producer ended early for it
                 self.commit()
@@ -265,7 +273,7 @@ class CommitLoop:
                         batch.next_row, read, accounted, read - accounted)
 
 
-def _with_bad_full_rows_marked(batch: VectorBatch, dim_in: int) -> VectorBatch:
+def with_bad_full_rows_marked(batch: VectorBatch, dim_in: int) -> VectorBatch:
     """A reduced batch whose rows with a bad full vector (NaN, inf, wrong length) get a NaN
     reduced vector too, so the commit loop rejects them instead of upserting a row whose full
     vector cannot be kept."""

@@ -108,6 +108,9 @@ class VectorBatch:
     check_norms : bool
         Reject rows whose norm is far from the batch's (a file producer's check for corrupt
         rows); off for the rows a caller gives (the service, ``LocalIndex``).
+    segment : str, optional
+        A finished segment folder (:mod:`slimvec.indexer.segments`) the writer adopts whole in
+        place of rows: ``ids`` and ``vectors`` are then empty.
     """
 
     ids: np.ndarray
@@ -121,6 +124,7 @@ class VectorBatch:
     reduced: bool = False
     full: np.ndarray | None = None
     check_norms: bool = True
+    segment: str | None = None
 
 
 def strict_error(rej: Reject) -> ConfigError:
