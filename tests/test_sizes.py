@@ -25,10 +25,11 @@ OVERSIZE: dict[str, str] = {
     "checkout:benchmarks/corpora/realtext.py": "598: one corpus pipeline (WordNet and GCIDE readers, "
                                                "cleaning, held-out queries, manifest); the readers can move out",
     "planner/sizing.py": "525: the per-store size models with their fit and check",
-    "connectors/faiss_store.py": "931: id map, training, tombstones, selector search, the graph plus its "
-                                 "appendable segment (searched exactly, inserted by background rounds) and "
-                                 "the flush of both in one store class; factory parsing moved to "
-                                 "faiss_factory.py, the segment's rows, chunks and rounds to faiss_segments.py",
+    "connectors/faiss_store.py": "971: id map, training, tombstones, selector search fanned out over "
+                                 "several graphs, the appendable segment (searched exactly, inserted by "
+                                 "background rounds), adopting a segment built elsewhere, and the flush in "
+                                 "one store class; factory parsing and checks moved to faiss_factory.py, the "
+                                 "segment's rows, chunks, rounds and fan-out to faiss_segments.py",
     "sources/readers.py": "608: every document format (JSONL, CSV, Parquet, text) and its row "
                           "checks in one module; a module per format is the follow-up",
     # --- functions over 80 lines

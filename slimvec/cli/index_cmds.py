@@ -48,6 +48,7 @@ def ingest(
     ray_address: str | None = typer.Option(None, "--ray-address", help="--engine ray: 'auto' or HOST:PORT of a running cluster [default: a local runtime]."),
     workers: int = typer.Option(2, "--workers", callback=int_range(1), help="--engine ray: encoder actors."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="--engine ray: GPUs per encoder actor."),
+    segment_docs: int = typer.Option(65_536, "--segment-docs", callback=int_range(1), help="--engine ray into a FAISS store: documents per segment, each written and its graph built by a Ray task on a worker (one CPU) and adopted whole by the driver; also the commit step."),
     threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads of the encoder [default: the cores the 1-minute load average leaves free, at least 1: on two idle cores 2 threads encoded 1.6x faster than 1, on two busy ones 3x slower]."),
     recipe: str | None = typer.Option(None, "--recipe", help=f"A recipe string REDUCER|STORE[|rescore=R|auto,target=0.99,keep_full=float32] or a recipe JSON file (slimvec tune): reducer, store, kept full vectors and the rescoring depth searches use; 'none': no recipe (the --reducer / --store given, else {DEFAULTS['reducer']} in {DEFAULTS['store']}, no rescoring); see docs/recipes.md."),
     payload_index: list[str] | None = typer.Option(None, "--payload-index", help="FIELD:keyword|integer|float|bool|datetime, repeatable: payload fields that filters use, recorded in the manifest and indexed by Qdrant stores (search --filter)."),
@@ -98,7 +99,8 @@ def ingest(
             # with --json, stdout holds the summary only, so they go to stderr for the run
             with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
                 summary = ray_ingest(str(input), index, opts,
-                                     RayOptions(ray_address, workers, gpus_per_worker),
+                                     RayOptions(ray_address, workers, gpus_per_worker,
+                                                segment_docs=segment_docs),
                                      notify=lambda msg: console.print(msg))
         elif engine == "local":
             from slimvec.ops.sync import sync as run_sync

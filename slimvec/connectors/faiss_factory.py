@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -16,7 +17,8 @@ from slimvec.errors import ConfigError
 
 __all__ = ["FactoryShape", "RABITQ_TOKEN", "factory_shape", "code_bytes", "rabitq_code_bytes", "structure_bytes",
            "probe_dim", "MAX_LISTS", "MAX_HNSW_M", "MAX_PQ_M", "MAX_NBITS", "MAX_RABITQ_BITS",
-           "MAX_STRUCTURE_BYTES"]
+           "MAX_STRUCTURE_BYTES", "quantization_label", "min_train_vectors", "dim_problem",
+           "check_factory", "check_qb"]
 
 #: most IVF lists a factory may ask for: 2^20 is what FAISS's own guidelines use for a billion
 #: vectors; ``IVF100000000`` allocated 4.8 GB of empty lists and died in bad_alloc
@@ -193,3 +195,114 @@ def probe_dim(shape: FactoryShape) -> int | None:
     need = max([64, *shape.out_dims])
     d *= -(-need // d)
     return d if d <= MAX_DIM else None
+
+
+def quantization_label(factory: str) -> str:
+    """The quantizer of a factory string (``HNSW32,SQ8`` -> ``sq8``; ``OPQ16,PQ16`` -> ``opq+pq``)."""
+    found = RABITQ_TOKEN.search(factory)
+    if found:  # RaBitQ / RaBitQ4: the bits are part of what the code keeps
+        bits = int(found.group(2) or 1)
+        return "rabitq" if bits == 1 else f"rabitq{bits}"
+    up = factory.upper()
+    for key, label in (("OPQ", "opq+pq"), ("PQ", "pq"), ("SQ8", "sq8"), ("SQ4", "sq4"),
+                       ("SQFP16", "fp16"), ("LSH", "lsh")):
+        if key in up:
+            return label
+    return "float32"
+
+
+def min_train_vectors(factory: str) -> int:
+    """The fewest vectors ``factory`` trains on: IVF needs a vector per list, each PQ / IMI
+    sub-quantizer 2^nbits (256 by default): FAISS's k-means refuses fewer training points than
+    centroids."""
+    shape = factory_shape(factory)
+    need = shape.nlist
+    for _, _, bits in shape.pq:
+        need = max(need, 2 ** bits)
+    if "OPQ" in factory.upper():
+        need = max(need, 256)  # OPQ trains its own 8-bit PQ
+    if shape.rabitq:
+        need = max(need, 1)  # RaBitQ trains the centre of the data
+    return need
+
+
+def dim_problem(factory: str, dim: int) -> str | None:
+    """Why ``factory`` cannot hold ``dim``-d vectors: a dimension outside 1..65536, an
+    allocation above :data:`MAX_STRUCTURE_BYTES` before any vector is stored, or FAISS's own
+    answer (the factory is built, empty, at ``dim``: PQ m must divide it...); None if it can.
+
+    Raises
+    ------
+    ConfigError
+        A number of the factory out of range (:func:`factory_shape`), whatever the dimension.
+    """
+    import faiss
+
+    shape = factory_shape(factory)
+    if not 1 <= int(dim) <= MAX_DIM:
+        return f"FAISS factory {factory!r}: vectors must have 1 to {MAX_DIM} dimensions, got {dim}"
+    need = structure_bytes(shape, int(dim))
+    if need > MAX_STRUCTURE_BYTES:
+        parts = ", ".join(f"{tok}: {n:,} lists" for tok, n in shape.lists) or \
+            ", ".join(f"{tok}: 2^{bits} centroids per sub-quantizer" for tok, _, bits in shape.pq)
+        return (f"FAISS factory {factory!r} at {dim} dimensions would allocate about "
+                f"{need / 2 ** 30:.1f} GiB ({parts}) before a single vector is stored, above "
+                f"the {MAX_STRUCTURE_BYTES / 2 ** 30:.0f} GiB slimvec allows; use fewer IVF lists "
+                "(about 4*sqrt(N) to 16*sqrt(N) for N vectors), fewer PQ bits, or reduce the "
+                "dimension first")
+    try:
+        faiss.index_factory(int(dim), factory)
+    except RuntimeError as exc:
+        reason = str(exc).split("Error: ")[-1].strip()
+        return f"FAISS factory {factory!r} cannot hold {dim}-d vectors ({reason})"
+    return None
+
+
+def check_factory(options: Mapping[str, Any], train_default: int, train_max: float) -> None:
+    """Parse-time checks of a FAISS store's factory string and the options that depend on it:
+    its numbers (:func:`factory_shape`), FAISS's own parser at a dimension that fits it, ``qb``
+    and ``efc`` where the factory has them, and a ``train_size`` large enough to train it."""
+    import faiss
+
+    factory = str(options["factory"])
+    shape = factory_shape(factory)
+    probe = probe_dim(shape)
+    if probe is not None and structure_bytes(shape, probe) <= MAX_STRUCTURE_BYTES:
+        try:
+            faiss.index_factory(probe, factory)
+        except RuntimeError as exc:
+            reason = str(exc).strip().splitlines()[-1].split("Error: ")[-1].strip()
+            raise ConfigError(
+                f"FAISS index_factory does not accept {factory!r} ({reason}). Check the "
+                "spelling against the faiss index_factory documentation, e.g. HNSW32, Flat, "
+                "IVF256,PQ16, HNSW32,SQ8, OPQ16,IVF256,PQ16.") from exc
+    check_qb(factory, options.get("qb"))
+    if options.get("efc") is not None and not re.search(r"HNSW\d", factory):
+        raise ConfigError(f"Store 'faiss': option efc={options['efc']} is an HNSW graph's build "
+                          f"beam, but factory {factory!r} has no HNSW graph: expected an HNSW "
+                          "factory (HNSW32, HNSW16,SQ8). Drop efc=.")
+    need = min_train_vectors(factory)
+    if int(options["train_size"]) < need:
+        advice = max(need, 39 * shape.nlist, train_default)
+        raise ConfigError(
+            f"Store 'faiss': option train_size={options['train_size']} is out of range for "
+            f"{factory!r}: expected a whole number from {need} (the fewest vectors it trains "
+            f"on) to {train_max:.0f}, got {options['train_size']}. Add "
+            f"train_size={advice} (FAISS advises 39 training vectors per IVF list).")
+
+
+def check_qb(factory: str, qb: Any) -> None:
+    """Refuse ``qb`` (RaBitQ query bits) on a factory without RaBitQ, and ``qb=0`` (float
+    queries) on fast-scan RaBitQ: FAISS aborts the whole process on the latter at the first
+    search (``'qb > 0' failed``) instead of raising."""
+    if qb is None:
+        return
+    shape = factory_shape(factory)
+    if not shape.rabitq:
+        raise ConfigError(f"Store 'faiss': option qb={qb} is RaBitQ's query bits, but factory "
+                          f"{factory!r} has no RaBitQ quantizer: expected a RaBitQ factory "
+                          "(RaBitQ, RaBitQ4, IVF1024,RaBitQ, RaBitQfs). Drop qb=.")
+    if int(qb) == 0 and any(fast for _, _, fast in shape.rabitq):
+        raise ConfigError(f"Store 'faiss': option qb=0 is out of range for fast-scan factory "
+                          f"{factory!r}: expected a whole number from 1 to 8, got 0 (fast-scan "
+                          "RaBitQ always quantizes the query; float queries need RaBitQ).")

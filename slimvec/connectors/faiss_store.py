@@ -42,8 +42,8 @@ from slimvec.connectors import faiss_factory as ff
 from slimvec.connectors import faiss_segments as seg
 from slimvec.connectors.base import SearchResult, VectorStore
 from slimvec.connectors.faiss_build import Float16Build, coded_storage
-from slimvec.connectors.faiss_factory import MAX_STRUCTURE_BYTES, RABITQ_TOKEN, factory_shape, probe_dim
-from slimvec.connectors.options import FLAG, MAX_DIM, TEXT, check_options, whole
+from slimvec.connectors.faiss_factory import factory_shape
+from slimvec.connectors.options import FLAG, TEXT, check_options, whole
 from slimvec.connectors.payload_index import positions_of
 from slimvec.connectors.payloads import PayloadTable, PayloadTableStore, select_filter
 from slimvec.connectors.storefiles import META_FILE, read_meta, write_file_atomic, write_meta
@@ -188,18 +188,8 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     @classmethod
     def quantization_label(cls, arg: str | None, options: Mapping[str, Any]) -> str:
-        """The quantizer of the factory string (``HNSW32,SQ8`` -> ``sq8``; ``OPQ16,PQ16`` -> ``opq+pq``)."""
-        factory = str(options.get("factory") or arg or cls.default_arg)
-        found = RABITQ_TOKEN.search(factory)
-        if found:  # RaBitQ / RaBitQ4: the bits are part of what the code keeps
-            bits = int(found.group(2) or 1)
-            return "rabitq" if bits == 1 else f"rabitq{bits}"
-        up = factory.upper()
-        for key, label in (("OPQ", "opq+pq"), ("PQ", "pq"), ("SQ8", "sq8"), ("SQ4", "sq4"),
-                           ("SQFP16", "fp16"), ("LSH", "lsh")):
-            if key in up:
-                return label
-        return "float32"
+        """The quantizer of the factory string (:func:`~slimvec.connectors.faiss_factory.quantization_label`)."""
+        return ff.quantization_label(str(options.get("factory") or arg or cls.default_arg))
 
     @classmethod
     def search_growth(cls, arg: str | None, options: Mapping[str, Any]) -> str:
@@ -209,105 +199,24 @@ class FaissStore(PayloadTableStore, VectorStore):
 
     @classmethod
     def _component(cls, rel: str) -> str:
-        return {INDEX_FILE: "index", IDS_FILE: "ids"}.get(rel.rsplit("/", 1)[-1], "other")
+        name = rel.rsplit("/", 1)[-1]
+        return "index" if name == INDEX_FILE or name.startswith("graph-") else \
+            {IDS_FILE: "ids"}.get(name, "other")
 
     @classmethod
     def min_train_vectors(cls, arg: str | None, options: Mapping[str, Any]) -> int:
-        """IVF needs a vector per list, each PQ / IMI sub-quantizer 2^nbits (256 by default):
-        FAISS's k-means refuses fewer training points than centroids."""
-        factory = str(options.get("factory") or arg or cls.default_arg)
-        shape = factory_shape(factory)
-        need = shape.nlist
-        for _, _, bits in shape.pq:
-            need = max(need, 2 ** bits)
-        if "OPQ" in factory.upper():
-            need = max(need, 256)  # OPQ trains its own 8-bit PQ
-        if shape.rabitq:
-            need = max(need, 1)  # RaBitQ trains the centre of the data
-        return need
+        """The fewest vectors the factory trains on (:func:`~slimvec.connectors.faiss_factory.min_train_vectors`)."""
+        return ff.min_train_vectors(str(options.get("factory") or arg or cls.default_arg))
 
     @classmethod
     def dim_problem(cls, arg: str | None, options: Mapping[str, Any], dim: int) -> str | None:
-        """Why the factory cannot hold ``dim``-d vectors: a dimension outside 1..65536, an
-        allocation above :data:`MAX_STRUCTURE_BYTES` before any vector is stored, or FAISS's
-        own answer (the factory is built, empty, at ``dim``: PQ m must divide it...).
-
-        Raises
-        ------
-        ConfigError
-            A number of the factory out of range (:func:`factory_shape`), whatever the dimension.
-        """
-        factory = str(options.get("factory") or arg or cls.default_arg)
-        shape = factory_shape(factory)
-        if not 1 <= int(dim) <= MAX_DIM:
-            return f"FAISS factory {factory!r}: vectors must have 1 to {MAX_DIM} dimensions, got {dim}"
-        need = structure_bytes(shape, int(dim))
-        if need > MAX_STRUCTURE_BYTES:
-            parts = ", ".join(f"{tok}: {n:,} lists" for tok, n in shape.lists) or \
-                ", ".join(f"{tok}: 2^{bits} centroids per sub-quantizer" for tok, _, bits in shape.pq)
-            return (f"FAISS factory {factory!r} at {dim} dimensions would allocate about "
-                    f"{need / 2 ** 30:.1f} GiB ({parts}) before a single vector is stored, above "
-                    f"the {MAX_STRUCTURE_BYTES / 2 ** 30:.0f} GiB slimvec allows; use fewer IVF lists "
-                    "(about 4*sqrt(N) to 16*sqrt(N) for N vectors), fewer PQ bits, or reduce the "
-                    "dimension first")
-        try:
-            _faiss().index_factory(int(dim), factory)
-        except RuntimeError as exc:
-            reason = str(exc).split("Error: ")[-1].strip()
-            return f"FAISS factory {factory!r} cannot hold {dim}-d vectors ({reason})"
-        return None
-
-    @classmethod
-    def _check_factory(cls, options: Mapping[str, Any]) -> None:
-        """Parse-time checks of a factory string and the options that depend on it: its numbers
-        (:func:`factory_shape`), FAISS's own parser at a dimension that fits it, and a
-        ``train_size`` large enough to train it."""
-        factory = str(options["factory"])
-        shape = factory_shape(factory)
-        probe = probe_dim(shape)
-        if probe is not None and structure_bytes(shape, probe) <= MAX_STRUCTURE_BYTES:
-            try:
-                _faiss().index_factory(probe, factory)
-            except RuntimeError as exc:
-                reason = str(exc).strip().splitlines()[-1].split("Error: ")[-1].strip()
-                raise ConfigError(
-                    f"FAISS index_factory does not accept {factory!r} ({reason}). Check the "
-                    "spelling against the faiss index_factory documentation, e.g. HNSW32, Flat, "
-                    "IVF256,PQ16, HNSW32,SQ8, OPQ16,IVF256,PQ16.") from exc
-        cls._check_qb(factory, options.get("qb"))
-        if options.get("efc") is not None and not re.search(r"HNSW\d", factory):
-            raise ConfigError(f"Store 'faiss': option efc={options['efc']} is an HNSW graph's build "
-                              f"beam, but factory {factory!r} has no HNSW graph: expected an HNSW "
-                              "factory (HNSW32, HNSW16,SQ8). Drop efc=.")
-        need = cls.min_train_vectors(None, options)
-        if int(options["train_size"]) < need:
-            advice = max(need, 39 * shape.nlist, DEFAULTS["train_size"])
-            raise ConfigError(
-                f"Store 'faiss': option train_size={options['train_size']} is out of range for "
-                f"{factory!r}: expected a whole number from {need} (the fewest vectors it trains "
-                f"on) to {RULES['train_size'].hi:.0f}, got {options['train_size']}. Add "
-                f"train_size={advice} (FAISS advises 39 training vectors per IVF list).")
-
-    @staticmethod
-    def _check_qb(factory: str, qb: Any) -> None:
-        """Refuse ``qb`` (RaBitQ query bits) on a factory without RaBitQ, and ``qb=0`` (float
-        queries) on fast-scan RaBitQ: FAISS aborts the whole process on the latter at the first
-        search (``'qb > 0' failed``) instead of raising."""
-        if qb is None:
-            return
-        shape = factory_shape(factory)
-        if not shape.rabitq:
-            raise ConfigError(f"Store 'faiss': option qb={qb} is RaBitQ's query bits, but factory "
-                              f"{factory!r} has no RaBitQ quantizer: expected a RaBitQ factory "
-                              "(RaBitQ, RaBitQ4, IVF1024,RaBitQ, RaBitQfs). Drop qb=.")
-        if int(qb) == 0 and any(fast for _, _, fast in shape.rabitq):
-            raise ConfigError(f"Store 'faiss': option qb=0 is out of range for fast-scan factory "
-                              f"{factory!r}: expected a whole number from 1 to 8, got 0 (fast-scan "
-                              "RaBitQ always quantizes the query; float queries need RaBitQ).")
+        """Why the factory cannot hold ``dim``-d vectors, or None
+        (:func:`~slimvec.connectors.faiss_factory.dim_problem`)."""
+        return ff.dim_problem(str(options.get("factory") or arg or cls.default_arg), dim)
 
     def __init__(self, location: str, **options: Any) -> None:
         super().__init__(location, **check_options(self.name, options, DEFAULTS, RULES))
-        self._check_factory(self.options)
+        ff.check_factory(self.options, int(DEFAULTS["train_size"]), float(RULES["train_size"].hi or 0))
         self._index: Any = None                        # the last graph: the one that grows
         self._sealed: list[tuple[int, Any]] = []       # (start, graph) of each graph before it
         self._base = 0                                 # the position the last graph starts at
@@ -622,7 +531,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         if len(vecs) == 0:
             return
         index = self._require()
-        need = self.min_train_vectors(None, self.options)
+        need = ff.min_train_vectors(str(self.options["factory"]))
         if len(vecs) < need:
             self._pending_ids, self._pending_vecs = [ids_arr], [vecs]
             shape = factory_shape(str(self.options["factory"]))
@@ -675,7 +584,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         self._require()
         rqs: list[tuple[Any, int]] = []  # a per-search qb is undone after the search (the store's own stays)
         if params.get("qb") is not None:
-            self._check_qb(str(self.options["factory"]), params["qb"])
+            ff.check_qb(str(self.options["factory"]), params["qb"])
             rqs = [(rq, int(rq.qb)) for rq in (_rabitq_index(g) for _, g in self._parts()) if rq is not None]
         if filter is not None or len(self._stale) > max(64, k):
             try:

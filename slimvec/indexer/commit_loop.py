@@ -21,8 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from slimvec.errors import ConfigError
 from slimvec.index.folder import store_checksums
 from slimvec.index.locking import CommitGuard
@@ -32,9 +30,8 @@ from slimvec.indexer.folder_safety import NEW_MARKER
 from slimvec.indexer.interrupt import StopFlag
 from slimvec.indexer.keepfull import KeepFullStore
 from slimvec.indexer.progress import ResumePlan, truncate_file
-from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batch
+from slimvec.indexer.writer import REJECTS, IngestSummary, Prereduced, VectorBatch, with_bad_full_rows_marked, write_batch
 from slimvec.reducers import Reducer
-from slimvec.sources.checks import split_bad_vectors
 
 __all__ = ["CommitLoop"]
 
@@ -271,29 +268,3 @@ class CommitLoop:
             log.warning("%s: a batch read source rows %d-%d (%d) but carried %d vectors and "
                         "rejects (%d unaccounted)", batch.source or self.folder, before,
                         batch.next_row, read, accounted, read - accounted)
-
-
-def with_bad_full_rows_marked(batch: VectorBatch, dim_in: int) -> VectorBatch:
-    """A reduced batch whose rows with a bad full vector (NaN, inf, wrong length) get a NaN
-    reduced vector too, so the commit loop rejects them instead of upserting a row whose full
-    vector cannot be kept."""
-    full = batch.full
-    n = len(batch.ids)
-    if full is None or (isinstance(full, np.ndarray) and full.shape == (n, dim_in)
-                        and np.isfinite(full).all()):
-        return batch
-    if len(full) != n:
-        raise ConfigError(f"a reduced batch of {n} rows came with {len(full)} full vectors; the "
-                          "producer must send one full vector per row.")
-    good, _, _ = split_bad_vectors(full, dim_in, None, batch.source, norms=batch.check_norms)
-    vectors = np.array(batch.vectors, dtype=np.float32)  # a copy: the producer's array is kept
-    vectors[~good] = np.nan
-    return replace(batch, vectors=vectors)
-
-
-class Prereduced:
-    """The reducer of a ``reduced`` batch: the producer applied the real one already."""
-
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        """``X`` as float32, unchanged."""
-        return np.asarray(X, dtype=np.float32)

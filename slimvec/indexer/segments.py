@@ -24,7 +24,7 @@ from slimvec.connectors import make_store, store_class
 from slimvec.connectors.fullvectors import FULL_DIR, FullVectors
 from slimvec.errors import ConfigError
 from slimvec.index.manifest import Manifest
-from slimvec.indexer.writer import REJECTS, IngestSummary, VectorBatch, write_batch
+from slimvec.indexer.writer import REJECTS, IngestSummary, Prereduced, VectorBatch, with_bad_full_rows_marked, write_batch
 from slimvec.persistence import read_json, write_json_atomic
 
 __all__ = ["SEGMENTS_DIR", "adopts_segments", "write_segment", "adopt_segment", "clear_segments"]
@@ -50,7 +50,6 @@ def write_segment(index_folder: Path, manifest: Manifest, name: str,
 
     A folder of that name left by an earlier attempt is replaced.
     """
-    from slimvec.indexer.commit_loop import Prereduced, with_bad_full_rows_marked
     from slimvec.indexer.keepfull import KeepFullStore
 
     folder = Path(index_folder) / SEGMENTS_DIR / name

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,8 @@ from slimvec.sources.checks import dedupe_last, split_bad_vectors
 from slimvec.sources.readers import Reject
 from slimvec.sources.rowcheck import split_bad_payloads
 
-__all__ = ["IngestSummary", "VectorBatch", "write_batch", "strict_error", "REJECTS"]
+__all__ = ["IngestSummary", "VectorBatch", "write_batch", "strict_error", "REJECTS", "Prereduced",
+           "with_bad_full_rows_marked"]
 
 log = logging.getLogger(__name__)
 REJECTS = "rejects.jsonl"
@@ -201,3 +202,29 @@ def write_batch(batch: VectorBatch, store: Any, reducer: Any, dim_in: int, rejec
             continue
         summary.rejected += 1
         summary.reject_reasons[rej.reason] = summary.reject_reasons.get(rej.reason, 0) + 1
+
+
+def with_bad_full_rows_marked(batch: VectorBatch, dim_in: int) -> VectorBatch:
+    """A reduced batch whose rows with a bad full vector (NaN, inf, wrong length) get a NaN
+    reduced vector too, so the commit loop rejects them instead of upserting a row whose full
+    vector cannot be kept."""
+    full = batch.full
+    n = len(batch.ids)
+    if full is None or (isinstance(full, np.ndarray) and full.shape == (n, dim_in)
+                        and np.isfinite(full).all()):
+        return batch
+    if len(full) != n:
+        raise ConfigError(f"a reduced batch of {n} rows came with {len(full)} full vectors; the "
+                          "producer must send one full vector per row.")
+    good, _, _ = split_bad_vectors(full, dim_in, None, batch.source, norms=batch.check_norms)
+    vectors = np.array(batch.vectors, dtype=np.float32)  # a copy: the producer's array is kept
+    vectors[~good] = np.nan
+    return replace(batch, vectors=vectors)
+
+
+class Prereduced:
+    """The reducer of a ``reduced`` batch: the producer applied the real one already."""
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """``X`` as float32, unchanged."""
+        return np.asarray(X, dtype=np.float32)

@@ -35,7 +35,7 @@ from tests.engines.test_ray_failures import _committed_blocks
 log = logging.getLogger(__name__)
 N, BLOCK = 300, 8
 BLOCKS = -(-N // BLOCK)  # 38 per file
-OPTS = ["--reducer", "rp:32", "--store", "faiss:Flat", "--fit-sample", "32",
+OPTS = ["--reducer", "rp:32", "--store", "faiss:Flat", "--fit-sample", "32", "--segment-docs", "16",
         "--batch-size", str(BLOCK), "--checkpoint-batches", "1", "--json"]
 
 
