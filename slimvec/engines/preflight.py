@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 CAPACITY_ENV = "SLIMVEC_RAY_CAPACITY_WAIT"
 DEFAULT_CAPACITY_WAIT = 300.0
 SHARED_STORAGE = ("Every Ray node reads the inputs (and a custom --encoder folder) by the driver's "
-                  "path: put them on storage every node mounts at the same path (NFS, a shared "
-                  "volume), or copy them to that path on every node; see docs/scale-out.md.")
+                  "path, and writes the segments of a FAISS index into its --index folder: put "
+                  "them on storage every node mounts at the same path (NFS, a shared volume), or "
+                  "copy the inputs to that path on every node; see docs/scale-out.md.")
 
 
 def capacity_wait(value: str | None = None) -> float:

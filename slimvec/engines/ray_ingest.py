@@ -1,9 +1,10 @@
-"""``slimvec ingest --engine ray``: Ray Data readers and encoder actors, one writer on the driver.
+"""``slimvec ingest --engine ray``: Ray Data readers and encoder actors; a FAISS index's segments
+written on the workers.
 
 The run, in order:
 
 1. the driver lists the input files (a file, a folder or a glob) and opens an
-   :class:`~slimvec.indexer.builder.IndexBuilder` (the one writer: writer lock, folder safety,
+   :class:`~slimvec.indexer.builder.IndexBuilder` (the one committer: writer lock, folder safety,
    spec checks, manifest) before any Ray work;
 2. new index: a reservoir sample over all files (the single-process draw), encoded by the actor
    pool; the builder fits the reducer once on the driver and saves it (JSON + safetensors);
@@ -12,17 +13,21 @@ The run, in order:
    (:class:`~slimvec.engines.actors.EncodeReduce`; ``workers`` actors, ``gpus_per_worker`` GPUs
    each) encodes and reduces them with the saved artifact, returning one 2-D array per block and
    ids by the manifest's ``id_rule``;
-4. the driver hands each block to the builder as a ``VectorBatch(reduced=True)``: the builder's
-   commit loop upserts it, appends its rejects to the index's ``rejects.jsonl``, commits and at
-   the end records checksums. Each commit also records the committed blocks ``(file, k)`` in the
-   manifest (``progress.committed`` of the typed :class:`~slimvec.index.manifest.Progress`).
+4. a FAISS store (it adopts segments): a Ray task per ``segment_docs`` documents
+   (:func:`~slimvec.engines.actors.write_segment_blocks`, one CPU) writes their blocks into a
+   segment folder inside the index (on storage every node sees) and builds its graph there; the
+   driver adopts each finished segment whole (:mod:`slimvec.indexer.segments`) and commits, so no
+   vector reaches the driver. Other stores: the driver hands each block to the builder as a
+   ``VectorBatch(reduced=True)``, which upserts it. Either way rejects go to the index's
+   ``rejects.jsonl``, and each commit records the committed blocks ``(file, k)`` in the manifest
+   (``progress.committed`` of the typed :class:`~slimvec.index.manifest.Progress`).
 
 At-least-once delivery: Ray restarts dead actors and retries their tasks, so a block may arrive
 twice; the driver writes a block once per run (a set of the blocks seen) and upserts are by
 deterministic id, so a block written again after a crash overwrites itself. A killed driver is
 resumed by the same command: committed blocks are skipped (each input file is re-parsed to reach
 its remaining blocks, which costs reading, not encoding), rejects.jsonl is cut back to the last
-commit.
+commit, and segment folders no commit adopted are removed.
 """
 
 from __future__ import annotations
@@ -256,7 +261,7 @@ class _RayProducer(Producer):
                             or max(1, round(ray_opts.workers * ray_opts.cpus_per_worker)))
         try:
             if ray_opts.address:  # a cluster: what its nodes see and hold, before any work
-                _preflight(self.files, spec, ray_opts, b.say)
+                _preflight(self.files, spec, ray_opts, b.say, b.folder)
             with progress_bar(self.opts.progress) as self.progress:  # as slimvec ingest's
                 yield
         finally:
@@ -362,10 +367,13 @@ class _RayProducer(Producer):
 
 
 def _preflight(files: list[InputFile], spec: BuildSpec, ray_opts: RayOptions,
-               say: Callable[[str], None]) -> None:
-    """Before any work on a joined cluster: every node sees the inputs and a custom encoder
-    folder; there is room for one encoder actor (a bounded wait)."""
+               say: Callable[[str], None], folder: Path) -> None:
+    """Before any work on a joined cluster: every node sees the inputs, a custom encoder folder
+    and, for a store that adopts segments (written on the workers), the index folder; there is
+    room for one encoder actor (a bounded wait)."""
     paths = [f.spec.path for f in files]
+    if spec.store and adopts_segments(spec.store):
+        paths.append(str(Path(folder).resolve()))
     if not is_default_model(str(spec.encoder)) and Path(str(spec.encoder)).expanduser().is_dir():
         paths.append(str(Path(str(spec.encoder)).expanduser().resolve()))
     check_nodes_see(paths)
@@ -401,7 +409,7 @@ def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],
                     "threads": max(1, round(ray_opts.cpus_per_worker)),
                     "id_rule": manifest.id_rule, "keep_full": manifest.full is not None},
                     **_actor_args(ray_opts)))
-        if adopts_segments(manifest):  # a task per segment, its graph built where it runs
+        if adopts_segments(manifest.store):  # a task per segment, its graph built where it runs
             ds = ds.map_batches(write_segment_blocks, fn_kwargs={"index_folder": str(folder)},
                                 batch_size=max(1, int(ray_opts.segment_docs) // int(opts.batch_size)),
                                 num_cpus=1)

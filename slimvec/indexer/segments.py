@@ -37,9 +37,9 @@ SEGMENT_FILE = "segment.json"
 COUNTS = ("ingested", "rejected", "truncated", "duplicates", "warnings")
 
 
-def adopts_segments(manifest: Manifest) -> bool:
-    """The index's store takes segments whole (FAISS); others are written through one writer."""
-    return hasattr(store_class(manifest.store), "adopt")
+def adopts_segments(store_spec: str) -> bool:
+    """A store of ``store_spec`` takes segments whole (FAISS); others are written by one writer."""
+    return hasattr(store_class(store_spec), "adopt")
 
 
 def write_segment(index_folder: Path, manifest: Manifest, name: str,
