@@ -48,6 +48,7 @@ def drive(address: str, corpus: str, index: str, workers: int, segment_docs: int
     from slimvec.engines.ray_ingest import RayOptions, ray_ingest
     from slimvec.indexer.pipeline import IngestOptions
 
+    os.environ[ENV_CORPUS] = corpus
     ray.init(address=address, include_dashboard=False, log_to_driver=False, runtime_env={
         "worker_process_setup_hook": "benchmarks.ray_scaling.install",
         "env_vars": {ENV_CORPUS: corpus, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}})

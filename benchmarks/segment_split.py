@@ -89,8 +89,8 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=2)
     parser.add_argument("--n-queries", type=int, default=500)
     args = parser.parse_args()
-    x = np.ascontiguousarray(np.load(args.data, mmap_mode="r")[:args.n], dtype=np.float32)
-    q = np.ascontiguousarray(np.load(args.queries)[:args.n_queries], dtype=np.float32)
+    x = np.array(np.load(args.data, mmap_mode="r")[:args.n], dtype=np.float32)  # a copy: normalised in place
+    q = np.array(np.load(args.queries)[:args.n_queries], dtype=np.float32)
     faiss.normalize_L2(x)
     faiss.normalize_L2(q)
     print(json.dumps(measure(x, q, args.segments), indent=2))

@@ -14,7 +14,7 @@ The run, in order:
    each) encodes and reduces them with the saved artifact, returning one 2-D array per block and
    ids by the manifest's ``id_rule``;
 4. a FAISS store (it adopts segments): a Ray task per ``segment_docs`` documents
-   (:func:`~slimvec.engines.actors.write_segment_blocks`, one CPU) writes their blocks into a
+   (:func:`~slimvec.engines.actors.write_segment_blocks`, at most ``workers`` at once, no CPU reserved) writes their blocks into a
    segment folder inside the index (on storage every node sees) and builds its graph there; the
    driver adopts each finished segment whole (:mod:`slimvec.indexer.segments`) and commits, so no
    vector reaches the driver. Other stores: the driver hands each block to the builder as a
@@ -89,7 +89,7 @@ class RayOptions:
         says what is missing (default: ``$SLIMVEC_RAY_CAPACITY_WAIT``, else 300).
     segment_docs : int
         A store that adopts segments (FAISS): documents per segment a Ray task writes and
-        builds the graph of on a worker (one CPU each), which the driver adopts whole.
+        builds the graph of on a worker (no CPU reserved, at most ``workers`` at once), which the driver adopts whole.
     """
 
     address: str | None = None
@@ -410,9 +410,12 @@ def _dataset(folder: Path, manifest: Manifest, files: list[InputFile],
                     "id_rule": manifest.id_rule, "keep_full": manifest.full is not None},
                     **_actor_args(ray_opts)))
         if adopts_segments(manifest.store):  # a task per segment, its graph built where it runs
+            # no CPU reserved: where the encoder actors hold every CPU (one-CPU nodes, a local
+            # runtime) a task that waits for one never starts while backpressure pauses the
+            # actors (a 40,000-document run stalled so); at most `workers` at once instead
             ds = ds.map_batches(write_segment_blocks, fn_kwargs={"index_folder": str(folder)},
                                 batch_size=max(1, int(ray_opts.segment_docs) // int(opts.batch_size)),
-                                num_cpus=1)
+                                num_cpus=0, compute=ray.data.TaskPoolStrategy(size=int(ray_opts.workers)))
         return ds
     finally:
         ctx.target_max_block_size = saved_block_size
