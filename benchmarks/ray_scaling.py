@@ -38,7 +38,7 @@ def install() -> None:
 
     with open(os.environ[ENV_CORPUS], encoding="utf-8") as fh:
         encoder = MatrixEncoder([json.loads(line)["text"] for line in fh])
-    BuildSpec.load_encoder = lambda self, device="auto", batch_size=64: encoder  # type: ignore[method-assign]
+    BuildSpec.load_encoder = lambda self, device="auto", batch_size=64: encoder  # type: ignore[method-assign,return-value,assignment]
 
 
 def drive(address: str, corpus: str, index: str, workers: int, segment_docs: int) -> dict[str, Any]:
@@ -76,9 +76,9 @@ def run(docs: int, segment_docs: int) -> dict[str, Any]:
     try:
         cluster.make_network()
         corpus = cluster.base / "corpus.jsonl"
-        with open(CORPUS, encoding="utf-8") as src, open(corpus, "w", encoding="utf-8") as out:
+        with open(CORPUS, encoding="utf-8") as src, open(corpus, "w", encoding="utf-8") as dst:
             for i, line in zip(range(docs), src):
-                out.write(json.dumps({"id": f"d{i}", "text": json.loads(line)["text"]}) + "\n")
+                dst.write(json.dumps({"id": f"d{i}", "text": json.loads(line)["text"]}) + "\n")
         cluster.start_node("h", cpus=0)
         cluster.wait_started("h")
         for workers in (1, 2):
