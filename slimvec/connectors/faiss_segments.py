@@ -77,18 +77,14 @@ def fan_out(parts: list[tuple[int, Any]], search: Callable[[Any, int], Any], nq:
             _POOL = ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 2)),
                                        thread_name_prefix="slimvec-fan-out")
         got = list(_POOL.map(lambda part: search(part[1], part[0]), parts))
-    hits = [(s, p if start == 0 else np.where(p >= 0, p + start, -1))
+    hits = [(p if start == 0 else np.where(p >= 0, p + start, -1), s)
             for (start, _), r in zip(parts, got) if r is not None for s, p in [r]]
     if len(hits) == 1:
-        return hits[0]
+        return hits[0][1], hits[0][0]
     if not hits:
         return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
-    width = max(s.shape[1] for s, _ in hits)
-    pos = np.concatenate([p for _, p in hits], axis=1)
-    scores = np.where(pos >= 0, np.concatenate([s for s, _ in hits], axis=1), -np.inf)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :width]
-    return (np.take_along_axis(scores, order, axis=1).astype(np.float32),
-            np.take_along_axis(pos, order, axis=1))
+    pos, scores = merge_top(hits, max(p.shape[1] for p, _ in hits))
+    return scores.astype(np.float32), pos
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -215,12 +211,11 @@ def exact_top(queries: np.ndarray, rows: np.ndarray, k: int, allowed: np.ndarray
     return scores, found
 
 
-def merge_top(ids: np.ndarray, scores: np.ndarray, more_ids: np.ndarray, more_scores: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``ids.shape[1]`` best of two result lists per row (ids -1 are holes), best first."""
-    k = ids.shape[1]
-    all_ids = np.concatenate([ids, more_ids], axis=1)
-    all_scores = np.where(all_ids >= 0, np.concatenate([scores, more_scores], axis=1), -np.inf)
+def merge_top(lists: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best per row of several (ids, scores) result lists (ids -1 are holes), best
+    first: (ids, scores)."""
+    all_ids = np.concatenate([i for i, _ in lists], axis=1)
+    all_scores = np.where(all_ids >= 0, np.concatenate([s for _, s in lists], axis=1), -np.inf)
     order = np.argsort(-all_scores, axis=1, kind="stable")[:, :k]
     best = np.take_along_axis(all_scores, order, axis=1)
     return np.where(np.isfinite(best), np.take_along_axis(all_ids, order, axis=1), -1), best

@@ -577,7 +577,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         scores, rows = seg.exact_top(self._prepare(np.ascontiguousarray(queries, dtype=np.float32)),
                                  self._rows.since(g), out.ids.shape[1], allowed, self.metric == "l2")
         ids = np.where(rows >= 0, self._ids[g + np.maximum(rows, 0)], -1)
-        out.ids, out.scores = seg.merge_top(out.ids, out.scores, ids, scores)
+        out.ids, out.scores = seg.merge_top([(out.ids, out.scores), (ids, scores)], out.ids.shape[1])
         return out
 
     def _search_with(self, queries: np.ndarray, k: int, filter: Any, params: dict[str, Any]) -> SearchResult:
@@ -745,7 +745,7 @@ class FaissStore(PayloadTableStore, VectorStore):
         if self._fp16 is not None:  # the graph is sealed as the recipe's codes
             self._fp16.finish()
             self._fp16 = None
-        self._checkpoint = True
+        self._checkpoint = self._checkpoint or self._graph_end() != self._written
         self.flush()
         start, positions = self._graph_end(), self._positions()
         self._stale.update(start + p for p in _replaced_positions(ids))
@@ -941,7 +941,7 @@ class FaissStore(PayloadTableStore, VectorStore):
             try:
                 if getattr(self, "_dirty", True):
                     self.drain()  # readers opening it later find every vector in the graph
-                    self._checkpoint = True
+                    self._checkpoint = self._checkpoint or self._graph_end() != self._written  # not if whole
                     self.flush()
             finally:
                 self._builder.close()

@@ -218,9 +218,10 @@ def write_segment_blocks(batch: dict[str, Any], index_folder: str) -> dict[str, 
         entry[1] += len(batch["ids"][i])
         entry[2] += float(batch["encode_seconds"][i])
 
+    full = batch.get("full")
+
     def batches() -> Iterator[Any]:
         for i in range(len(keys)):
-            full = batch.get("full")
             yield VectorBatch(np.asarray(batch["ids"][i], dtype=np.int64),
                               np.asarray(batch["vectors"][i], dtype=np.float32).reshape(-1, dim_out),
                               json.loads(batch["payloads"][i]),
